@@ -1,0 +1,1 @@
+"""Host agents that describe a machine as an SSS Node object."""

@@ -1,0 +1,1 @@
+"""Codecs: translate the object model to and from XML and JSON renderings."""

@@ -1,0 +1,68 @@
+"""The one error type for bad input documents: what is wrong, and where."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(slots=True)
+class Problem:
+    """One thing wrong with a document, located as precisely as is known."""
+
+    message: str
+    line: int | None = None
+    element: str | None = None
+    attribute: str | None = None
+    path: str | None = None
+
+    def __str__(self) -> str:
+        where = []
+        if self.line is not None:
+            where.append(f"line {self.line}")
+        if self.element:
+            where.append(f"element {self.element}")
+        if self.attribute:
+            where.append(f"attribute {self.attribute}")
+        return f"{self.message} ({', '.join(where)})" if where else self.message
+
+
+class DocumentError(ValueError):
+    """A document that cannot be accepted. `problems` lists what is wrong, the first first."""
+
+    def __init__(self, message: str | Problem, *, line: int | None = None, element: str | None = None,
+                 attribute: str | None = None, path: str | None = None,
+                 more: list[Problem] | None = None) -> None:
+        first = message if isinstance(message, Problem) else Problem(message, line, element, attribute, path)
+        self.problems: list[Problem] = [first, *(more or [])]
+        ValueError.__init__(self, str(first))
+
+    @property
+    def first(self) -> Problem:
+        return self.problems[0]
+
+    @property
+    def line(self) -> int | None:
+        return self.first.line
+
+    @property
+    def element(self) -> str | None:
+        return self.first.element
+
+    @property
+    def attribute(self) -> str | None:
+        return self.first.attribute
+
+    def __str__(self) -> str:
+        return str(self.first)
+
+    def as_json(self) -> dict[str, Any]:
+        """The body of an HTTP 4xx answer: {"error": ..., "detail": ...}."""
+        return {
+            "error": self.first.message,
+            "detail": [
+                {k: v for k, v in (("message", p.message), ("line", p.line), ("element", p.element),
+                                   ("attribute", p.attribute), ("path", p.path)) if v is not None}
+                for p in self.problems
+            ],
+        }
