@@ -25,6 +25,9 @@ SCHEMA_DIR = Path(os.environ.get("INFOSVC_SCHEMAS", Path(__file__).resolve().par
 
 _local = threading.local()
 
+# The prolog before the root element: BOM, XML declaration, white space, comments, PIs.
+_PROLOG = re.compile(rb"(?:\xef\xbb\xbf)?(?:\s+|<\?.*?\?>|<!--.*?-->)*", re.S)
+
 
 def _parser() -> etree.XMLParser:
     # lxml parsers must not be shared between threads; one per thread is cheap.
@@ -46,12 +49,17 @@ def parse(data: bytes | str, *, max_bytes: int = MAX_DOCUMENT_BYTES, what: str =
         raise DocumentError(f"{what} is {len(data)} bytes, over the limit of {max_bytes} bytes")
     if not data.strip():
         raise DocumentError(f"{what} is empty")
+    # Refuse a DOCTYPE before libxml2 reads a single declaration of its DTD.
+    prolog_end = _PROLOG.match(data).end()
+    if data.startswith(b"<!DOCTYPE", prolog_end):
+        line = data.count(b"\n", 0, prolog_end) + 1
+        raise DocumentError(f"{what} carries a DOCTYPE, which is not accepted (no DTDs, no entities)", line=line)
     try:
         root = etree.fromstring(data, _parser())
     except etree.XMLSyntaxError as exc:
         raise DocumentError(f"{what} is not well-formed XML: {exc.msg}", line=exc.lineno) from None
     docinfo = root.getroottree().docinfo
-    if docinfo.doctype or docinfo.internalDTD is not None:
+    if docinfo.doctype or docinfo.internalDTD is not None:  # a backstop for what the scan missed
         raise DocumentError(f"{what} carries a DOCTYPE, which is not accepted (no DTDs, no entities)", line=1)
     return root
 

@@ -1,0 +1,3 @@
+from infosvc.cli import main
+
+raise SystemExit(main())
