@@ -1,0 +1,100 @@
+"""Appendix A units, wallDuration values, and node references with aggregation (spec 4.4)."""
+
+from __future__ import annotations
+
+import pytest
+from lxml import etree
+
+from infosvc.codec.node_xml import noderef_from_element, noderef_to_element
+from infosvc.errors import DocumentError
+from infosvc.model.durations import format_seconds, seconds
+from infosvc.model.node import Consumable
+from infosvc.model.noderef import Aggregation, NodeRef, NodeRefError, fold_names
+from infosvc.model.units import UNITS, UnitError, convert, exponent, to_bytes
+
+
+def test_appendix_a_table() -> None:
+    # byte, then each unit 2^10 times the one before, up to Doggabyte (2^100)
+    assert list(UNITS.values()) == list(range(0, 101, 10))
+    assert to_bytes(1, "byte") == 1
+    assert to_bytes(1, "Kilobyte") == 1024
+    assert to_bytes(1, "Yottabyte") == 2**80
+    assert to_bytes(1, "Doggabyte") == 2**100
+
+
+@pytest.mark.parametrize("alias,exp", [("B", 0), ("KB", 10), ("mb", 20), ("GiB", 30), ("TB", 40), ("PB", 50),
+                                       ("EB", 60), ("ZB", 70), ("Zettabyte", 70), ("Aettabyte", 70), ("YB", 80),
+                                       ("megabyte", 20), (" MB ", 20)])
+def test_unit_names(alias: str, exp: int) -> None:
+    assert exponent(alias) == exp
+
+
+def test_conversions_are_exact() -> None:
+    assert convert(512, "MB", "GB") == 0.5
+    assert convert(483, "GB", "MB") == 483 * 1024
+    assert convert(1, "Yottabyte", "Kilobyte") == 2**70
+    assert convert(3, "byte", "Terabyte") * 2**40 == 3
+
+
+def test_unknown_unit() -> None:
+    with pytest.raises(UnitError, match="furlong"):
+        convert(1, "furlong", "MB")
+
+
+def test_default_units_are_mb_for_memory_swap_disk() -> None:
+    for kind in ("Memory", "Swap", "Disk"):
+        assert Consumable(kind, 2048.0).amount("GB") == 2.0
+    assert Consumable("Memory", 2.0, units="GB").amount("MB") == 2048.0
+    with pytest.raises(ValueError, match="no units"):
+        Consumable("Resource", 1.0, name="License").amount("MB")
+
+
+def test_durations() -> None:
+    assert seconds("3576") == 3576.0
+    assert seconds("PT1H2M3.5S") == 3723.5
+    assert seconds("P1DT1S") == 86401.0
+    assert seconds("P1Y2M") == 365 * 86400 + 60 * 86400
+    assert seconds("-PT5S") == -5.0
+    assert seconds(format_seconds(90.5)) == 90.5
+    for bad in ("P", "PT", "soon", "1H", ""):
+        with pytest.raises(ValueError):
+            seconds(bad)
+
+
+def test_plain_reference() -> None:
+    assert NodeRef("node1").names() == ["node1"]
+
+
+def test_list_with_default_and_own_delimiter() -> None:
+    assert NodeRef("n1,n2, n3,n2", Aggregation.LIST).names() == ["n1", "n2", "n3"]
+    assert NodeRef("n1:n2", Aggregation.LIST, delimiter=":").names() == ["n1", "n2"]
+
+
+def test_range_expands_with_nodeset() -> None:
+    names = NodeRef("node[5-23,77]", Aggregation.RANGE).names()
+    assert names[0] == "node5" and names[-1] == "node77" and len(names) == 20
+    assert NodeRef("cn[001-003]", Aggregation.RANGE).names() == ["cn001", "cn002", "cn003"]
+    assert fold_names(["node5", "node6", "node7", "node77"]) == "node[5-7,77]"
+    with pytest.raises(NodeRefError, match="bad Range"):
+        NodeRef("node[5-", Aggregation.RANGE).names()
+
+
+def test_pattern_matches_whole_names_of_the_universe() -> None:
+    universe = ["node1", "node5", "node6", "node10", "xnode1"]
+    assert NodeRef("node[1-5]", Aggregation.PATTERN).names(universe) == ["node1", "node5"]
+    assert NodeRef(r"node\d+", Aggregation.PATTERN).names(universe) == ["node1", "node5", "node6", "node10"]
+    with pytest.raises(NodeRefError, match="known node names"):
+        NodeRef("node.*", Aggregation.PATTERN).names()
+    with pytest.raises(NodeRefError, match="bad Pattern"):
+        NodeRef("node[", Aggregation.PATTERN).names(universe)
+
+
+def test_reference_codec() -> None:
+    element = etree.fromstring('<Node aggregation="List" delimiter=";" count="2">a;b</Node>')
+    ref = noderef_from_element(element)
+    assert ref == NodeRef("a;b", Aggregation.LIST, ";", 2)
+    assert etree.tostring(noderef_to_element(ref)) == b'<Node aggregation="List" delimiter=";" count="2">a;b</Node>'
+    with pytest.raises(DocumentError, match="bad node reference"):
+        noderef_from_element(etree.fromstring('<Node aggregation="Glob">a*</Node>'))
+    with pytest.raises(DocumentError, match="bad node reference"):
+        noderef_from_element(etree.fromstring('<Node count="many">a</Node>'))
