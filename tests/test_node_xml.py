@@ -115,8 +115,9 @@ def test_must_exactly_one_node_element() -> None:
 
 
 def test_must_one_or_more_properties() -> None:
+    # Id is the property every node must specify, so an empty Node is told it lacks one.
     error = rejected("<Node/>")
-    assert error.element == "Node" and "Missing child" in str(error)
+    assert error.element == "Node" and "no Id" in str(error)
 
 
 def test_must_id() -> None:

@@ -4,84 +4,124 @@ parse_node(document) -> Node checks the document against the schema first, so th
 built only from valid input; node_to_xml(node) -> bytes writes what parse_node reads back to
 an equal Node. Leading and trailing white space of text values is not significant; the
 comma-delimited Feature form is read as separate features and written one per element.
+
+Both directions are on hot paths (every agent sample is serialized, every report parsed), so
+the reader walks the tree once with positional constructors and the writer builds the text
+directly rather than through an element tree.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from lxml import etree
 
 from infosvc.codec import safexml
-from infosvc.errors import DocumentError
-from infosvc.model.node import CONSUMABLES, RESOURCE, Category, Consumable, Extension, Node, Properties, split_features
+from infosvc.errors import DocumentError, Problem
+from infosvc.model.node import CONSUMABLES, RESOURCE, Category, Consumable, Extension, Node, split_features
 from infosvc.model.noderef import Aggregation, NodeRef
 
 SCHEMA_FILE: Final = "sss-node.xsd"
 MAX_NODE_BYTES: Final = 1 << 20
 
-_SIMPLE: Final = ("Name", "Opsys", "Arch", "Description", "State")
+#: Properties that may appear at most once (Id, exactly once, is the schema's to check).
+_SINGLE: Final = {"Name": "name", "Opsys": "opsys", "Arch": "arch", "Description": "description", "State": "state"}
 _CATEGORIES: Final = {c.value: c for c in Category}
-_CONSTRAINTS: Final = {
-    "NodeHasOneId": ("Node has no Id: an SSS Node MUST have exactly one Id",
-                     "Node has more than one Id: an SSS Node MUST have exactly one Id"),
-    **{f"NodeHasOne{tag}": (f"Node has no {tag}", f"Node has more than one {tag}") for tag in _SIMPLE},
-}
+_NO_ID: Final = "Node has no Id: an SSS Node MUST have exactly one Id"
 
 
 def parse_node(document: bytes | str, *, max_bytes: int = MAX_NODE_BYTES) -> Node:
     """The Node in an SSS Node XML document; DocumentError if the document is unsafe or invalid."""
     root = safexml.parse(document, max_bytes=max_bytes, what="SSS Node document")
-    safexml.validate(root, safexml.schema(SCHEMA_FILE), constraint_messages=_CONSTRAINTS)
+    try:
+        safexml.validate(root, safexml.schema(SCHEMA_FILE))
+    except DocumentError as exc:
+        exc.problems = [_plain_id_problem(p) for p in exc.problems]
+        raise DocumentError(exc.problems[0], more=exc.problems[1:]) from None
     return node_from_element(root)
+
+
+def _plain_id_problem(problem: Problem) -> Problem:
+    # The schema says "one Id" through its content model; libxml2 then words a missing or a
+    # second Id as a content-model error. Say it as the spec does.
+    if problem.element == "Id" and "not allowed here" in problem.message:
+        problem.message = "Node has more than one Id: an SSS Node MUST have exactly one Id"
+    elif problem.element == "Node" and problem.message.startswith("Missing child element"):
+        problem.message = _NO_ID
+    return problem
 
 
 def node_from_element(root: etree._Element) -> Node:
     """Build a Node from an element that has passed schema validation."""
     node = Node(id="")
+    seen: set[str] = set()
     for child in root:
         tag = child.tag
-        text = (child.text or "").strip()
-        if tag == "Id":
-            node.id = " ".join(text.split())  # xsd:token semantics
-        elif tag == "Feature":
-            node.features.extend(split_features(text))
+        if tag in _CATEGORIES:
+            _read_properties(child, node.category(_CATEGORIES[tag]).items)
         elif tag == "Extension":
-            node.extensions.append(Extension(child.get("name", "").strip(), text, child.get("type")))
-        elif tag in _CATEGORIES:
-            _read_properties(child, node.category(_CATEGORIES[tag]))
-        elif tag == "Name":
-            node.name = text
-        elif tag == "Opsys":
-            node.opsys = text
-        elif tag == "Arch":
-            node.arch = text
-        elif tag == "Description":
-            node.description = text
-        elif tag == "State":
-            node.state = text
-    if not node.id:  # pragma: no cover - the schema's key guarantees it
-        raise DocumentError("Node has no Id", line=root.sourceline, element="Node")
+            get = child.get
+            node.extensions.append(Extension(get("name").strip(), (child.text or "").strip(), get("type")))
+        elif tag == "Feature":
+            node.features.extend(split_features(child.text or ""))
+        elif tag == "Id":
+            node.id = " ".join((child.text or "").split())  # xsd:token semantics
+        elif tag in _SINGLE:
+            if tag in seen:
+                raise DocumentError(f"Node has more than one {tag}", line=child.sourceline, element=tag,
+                                    path=f"/Node/{tag}")
+            seen.add(tag)
+            setattr(node, _SINGLE[tag], (child.text or "").strip())
+    if not node.id:  # pragma: no cover - the schema guarantees it
+        raise DocumentError(_NO_ID, line=root.sourceline, element="Node")
     return node
 
 
-def _read_properties(element: etree._Element, into: Properties) -> None:
+def _read_properties(element: etree._Element, into: list[Consumable]) -> None:
+    append = into.append
     for child in element:
         tag = child.tag
-        text = child.text or ""
-        attrib = child.attrib
-        wall = attrib.get("wallDuration")
-        rate = attrib.get("consumptionRate")
-        into.items.append(Consumable(
-            kind=tag,
-            value=int(text) if tag == "Processors" else float(text),
-            units=attrib.get("units"),
-            metric=attrib.get("metric"),
-            wall_duration=wall.strip() if wall is not None else None,
-            consumption_rate=float(rate) if rate is not None else None,
-            name=attrib.get("name", "").strip() or None if tag == RESOURCE else None,
-            type=attrib.get("type") if tag == RESOURCE else None,
-        ))
+        value: int | float = int(child.text) if tag == "Processors" else float(child.text)
+        attributes = child.items()
+        if not attributes:
+            append(Consumable(tag, value))
+            continue
+        units = metric = wall = name = kind = None
+        rate = None
+        for key, text in attributes:
+            if key == "units":
+                units = text
+            elif key == "metric":
+                metric = text
+            elif key == "name":
+                name = text.strip()
+            elif key == "type":
+                kind = text
+            elif key == "wallDuration":
+                wall = text.strip()
+            elif key == "consumptionRate":
+                rate = float(text)
+        append(Consumable(tag, value, units, metric, wall, rate, name, kind))
+
+
+# --- writing ---------------------------------------------------------------------------------
+
+_TEXT_SPECIAL = re.compile(r"[&<>\r]").search
+_ATTR_SPECIAL = re.compile(r'[&<>"\t\n\r]').search
+_TEXT_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\r": "&#13;"})
+_ATTR_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;",
+                               "\t": "&#9;", "\n": "&#10;", "\r": "&#13;"})
+# Characters XML 1.0 cannot carry at all, escaped or not.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]").search
+
+
+def _text(value: str) -> str:
+    return value.translate(_TEXT_ESCAPES) if _TEXT_SPECIAL(value) else value
+
+
+def _attr(value: str) -> str:
+    return value.translate(_ATTR_ESCAPES) if _ATTR_SPECIAL(value) else value
 
 
 def format_amount(value: int | float) -> str:
@@ -93,54 +133,58 @@ def format_amount(value: int | float) -> str:
     return repr(value)
 
 
-def node_to_element(node: Node) -> etree._Element:
-    """The Node as an lxml element, children in the spec's order."""
-    root = etree.Element("Node")
-    sub = etree.SubElement
-    sub(root, "Id").text = node.id
-    if node.name is not None:
-        sub(root, "Name").text = node.name
-    for feature in node.features:
-        sub(root, "Feature").text = feature
-    for tag, value in (("Opsys", node.opsys), ("Arch", node.arch), ("Description", node.description),
-                       ("State", node.state)):
-        if value is not None:
-            sub(root, tag).text = value
-    for ext in node.extensions:
-        el = sub(root, "Extension", name=ext.name)
-        if ext.type is not None:
-            el.set("type", ext.type)
-        el.text = ext.value
-    for category in Category:
-        properties = node.category(category)
-        if not properties.items:
-            continue
-        group = sub(root, category.value)
-        for item in properties.items:
-            if item.kind not in CONSUMABLES and item.kind != RESOURCE:
-                raise ValueError(f"{item.kind!r} is not a consumable resource")
-            el = sub(group, item.kind)
-            if item.kind == RESOURCE:
-                if not item.name:
-                    raise ValueError("a Resource needs a name")
-                el.set("name", item.name)
-                if item.type is not None:
-                    el.set("type", item.type)
-            if item.units is not None:
-                el.set("units", item.units)
-            if item.metric is not None:
-                el.set("metric", item.metric)
-            if item.wall_duration is not None:
-                el.set("wallDuration", item.wall_duration)
-            if item.consumption_rate is not None:
-                el.set("consumptionRate", format_amount(item.consumption_rate))
-            el.text = format_amount(item.value)
-    return root
+def _consumable(item: Consumable) -> str:
+    kind = item.kind
+    attrs = ""
+    if kind == RESOURCE:
+        if not item.name:
+            raise ValueError("a Resource needs a name")
+        attrs = f' name="{_attr(item.name)}"'
+        if item.type is not None:
+            attrs += f' type="{_attr(item.type)}"'
+    elif kind not in CONSUMABLES:
+        raise ValueError(f"{kind!r} is not a consumable resource")
+    if item.units is not None:
+        attrs += f' units="{_attr(item.units)}"'
+    if item.metric is not None:
+        attrs += f' metric="{_attr(item.metric)}"'
+    if item.wall_duration is not None:
+        attrs += f' wallDuration="{_attr(item.wall_duration)}"'
+    if item.consumption_rate is not None:
+        attrs += f' consumptionRate="{format_amount(item.consumption_rate)}"'
+    return f"<{kind}{attrs}>{format_amount(item.value)}</{kind}>"
 
 
 def node_to_xml(node: Node, *, pretty: bool = False) -> bytes:
-    """The Node as an SSS Node XML document (UTF-8, with an XML declaration)."""
-    return etree.tostring(node_to_element(node), encoding="UTF-8", xml_declaration=True, pretty_print=pretty)
+    """The Node as an SSS Node XML document (UTF-8, with an XML declaration), children in the spec's order."""
+    parts = ["<?xml version='1.0' encoding='UTF-8'?>\n<Node><Id>", _text(node.id), "</Id>"]
+    add = parts.append
+    if node.name is not None:
+        add(f"<Name>{_text(node.name)}</Name>")
+    for feature in node.features:
+        add(f"<Feature>{_text(feature)}</Feature>")
+    for tag, value in (("Opsys", node.opsys), ("Arch", node.arch), ("Description", node.description),
+                       ("State", node.state)):
+        if value is not None:
+            add(f"<{tag}>{_text(value)}</{tag}>")
+    for ext in node.extensions:
+        kind = f' type="{_attr(ext.type)}"' if ext.type is not None else ""
+        add(f'<Extension name="{_attr(ext.name)}"{kind}>{_text(ext.value)}</Extension>')
+    for category in Category:
+        items = node.category(category).items
+        if items:
+            add(f"<{category.value}>")
+            parts.extend(map(_consumable, items))
+            add(f"</{category.value}>")
+    add("</Node>\n")
+    document = "".join(parts)
+    if bad := _NOT_XML(document):
+        raise ValueError(f"character {bad[0]!r} cannot be written in XML")
+    if pretty:
+        root = etree.fromstring(document.encode())
+        etree.indent(root)
+        return etree.tostring(root, encoding="UTF-8", xml_declaration=True) + b"\n"
+    return document.encode()
 
 
 def noderef_from_element(element: etree._Element) -> NodeRef:

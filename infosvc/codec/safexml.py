@@ -73,7 +73,6 @@ def schema(name: str) -> etree.XMLSchema:
 
 _ELEMENT = re.compile(r"Element '(?:\{[^}]*\})?([^']+)'")
 _ATTRIBUTE = re.compile(r"attribute '([^']+)'")
-_CONSTRAINT = re.compile(r"identity-constraint '(\w+)'")
 _ATOMIC_TYPE = re.compile(r"of the atomic type '(?:xs:)?(\w+)'")
 #: How a schema's simple types are named to a person.
 TYPE_WORDS = {
@@ -85,13 +84,8 @@ TYPE_WORDS = {
 }
 
 
-def validate(root: etree._Element, xsd: etree.XMLSchema, *,
-             constraint_messages: dict[str, tuple[str, str]] | None = None) -> None:
-    """Raise DocumentError for every way `root` breaks `xsd`, the first one first.
-
-    `constraint_messages` maps an identity constraint's name to (message when missing, message
-    when repeated), because libxml2 words those in terms of XPath fields.
-    """
+def validate(root: etree._Element, xsd: etree.XMLSchema) -> None:
+    """Raise DocumentError for every way `root` breaks `xsd` (up to ten), the first one first."""
     if xsd.validate(root):
         return
     problems: list[Problem] = []
@@ -101,16 +95,11 @@ def validate(root: etree._Element, xsd: etree.XMLSchema, *,
             continue  # libxml2's echo of the error just before it
         element = _ELEMENT.search(message)
         attribute = _ATTRIBUTE.search(message)
-        constraint = _CONSTRAINT.search(message)
-        if constraint and constraint_messages and constraint[1] in constraint_messages:
-            missing, repeated = constraint_messages[constraint[1]]
-            message = repeated if "more than one" in message else missing
-        else:
-            message = _ELEMENT.sub("", message, count=1).lstrip(" ,:")
-            message = _ATTRIBUTE.sub("", message, count=1).lstrip(" ,:") if attribute else message
-            message = _ATOMIC_TYPE.sub(lambda m: f"of {TYPE_WORDS.get(m[1], m[1])}", message)
-            if message.startswith("This element is not expected"):
-                message = "element not allowed here" + message[len("This element is not expected"):]
+        message = _ELEMENT.sub("", message, count=1).lstrip(" ,:")
+        message = _ATTRIBUTE.sub("", message, count=1).lstrip(" ,:") if attribute else message
+        message = _ATOMIC_TYPE.sub(lambda m: f"of {TYPE_WORDS.get(m[1], m[1])}", message)
+        if message.startswith("This element is not expected"):
+            message = "element not allowed here" + message[len("This element is not expected"):]
         problems.append(Problem(message, entry.line, element[1] if element else None,
                                 attribute[1] if attribute else None, entry.path))
         if len(problems) == 10:
