@@ -67,3 +67,23 @@ class CollectorRegistry:
                 runs[name] = CollectorRun(name, error=f"{type(exc).__name__}: {exc}")
             runs[name].seconds = clock() - started
         return runs
+
+
+def default_collectors(proc_root: str = "/proc", sys_root: str = "/sys", etc_root: str = "/etc") -> list[Collector]:
+    """One collector of each kind for the host whose /proc, /sys and /etc are given."""
+    # Imported here so that importing the protocol stays cheap and cycle-free.
+    from infosvc_agents.collectors.filesystems import FileSystemCollector
+    from infosvc_agents.collectors.load import LoadCollector
+    from infosvc_agents.collectors.memory import MemoryCollector
+    from infosvc_agents.collectors.network import NetworkCollector
+    from infosvc_agents.collectors.processors import ProcessorCollector
+    from infosvc_agents.collectors.system import SystemCollector
+
+    return [
+        ProcessorCollector(proc_root=proc_root, sys_root=sys_root),
+        MemoryCollector(proc_root=proc_root),
+        LoadCollector(proc_root=proc_root),
+        FileSystemCollector(proc_root=proc_root),
+        NetworkCollector(proc_root=proc_root, sys_root=sys_root),
+        SystemCollector(etc_root=etc_root),
+    ]

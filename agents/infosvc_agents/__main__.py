@@ -1,0 +1,3 @@
+from infosvc_agents.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,108 @@
+"""Benchmark of the host agent and the Node codec, against node_exporter measured in the same run.
+
+Figures: CPU and wall time of one agent sample (collect, build, serialize) after the first; the
+agent process's RSS after a sample; parse + validate of a ~4 KB SSS Node document; and
+node_exporter's CPU per scrape and RSS with the six collectors that cover the same ground.
+
+Run with `make bench` (or `python bench/agent.py`); prints a table and writes
+bench/results/agent.json.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+# Issue 2's targets.
+TARGET_SAMPLE_CPU_MS = 1.1
+TARGET_SAMPLE_WALL_MS = 5.0
+TARGET_RSS_MIB = 25.0
+TARGET_PARSE_US = 200.0
+
+_SAMPLER = r"""
+import json, statistics, sys, time
+from infosvc_agents.agent import HostAgent
+agent = HostAgent.for_host()
+first = agent.document()
+n = int(sys.argv[1])
+walls = []
+cpu0 = time.process_time()
+for _ in range(n):
+    t0 = time.perf_counter()
+    agent.document()
+    walls.append(time.perf_counter() - t0)
+cpu = time.process_time() - cpu0
+rss_kib = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmRSS:"))
+print(json.dumps({"samples": n, "cpu_ms": cpu / n * 1e3, "wall_ms_median": statistics.median(walls) * 1e3,
+                  "wall_ms_p95": sorted(walls)[int(n * 0.95)] * 1e3, "rss_mib": rss_kib / 1024,
+                  "document_bytes": len(first)}))
+"""
+
+
+def agent_sample(samples: int = 2000) -> dict:
+    """Sample in a fresh process, so RSS is the agent's own and nothing of the benchmark's."""
+    out = subprocess.run([sys.executable, "-c", _SAMPLER, str(samples)], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def node_parse(rounds: int = 5000) -> dict:
+    from infosvc.codec.node_xml import node_to_xml, parse_node
+    from infosvc_agents.agent import HostAgent
+
+    document = HostAgent.for_host().document()
+    # Bring the document to ~4 KB: trim extensions (flags) or pad with a description.
+    node = parse_node(document)
+    node.extensions = [e for e in node.extensions if e.name != "Flags"]
+    document = node_to_xml(node)
+    while len(document) < 4096:
+        node.extensions.append(type(node.extensions[0])("Padding", "x" * 60, "Bench"))
+        document = node_to_xml(node)
+    for _ in range(200):
+        parse_node(document)
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        parse_node(document)
+        times.append(time.perf_counter() - t0)
+    return {"document_bytes": len(document), "parse_validate_us_median": statistics.median(times) * 1e6,
+            "parse_validate_us_p95": sorted(times)[int(rounds * 0.95)] * 1e6}
+
+
+def main() -> int:
+    import node_exporter
+
+    results: dict = {"agent": agent_sample(), "parse": node_parse()}
+    binary = node_exporter.ensure_installed()
+    results["node_exporter"] = node_exporter.measure(scrapes=1000) if binary else None
+    agent, parse, ne = results["agent"], results["parse"], results["node_exporter"]
+    rows = [
+        ("agent sample CPU (ms)", agent["cpu_ms"], TARGET_SAMPLE_CPU_MS, ne and ne["cpu_ms_per_scrape"]),
+        ("agent sample wall median (ms)", agent["wall_ms_median"], TARGET_SAMPLE_WALL_MS, ne and ne["wall_ms_median"]),
+        ("agent RSS (MiB)", agent["rss_mib"], TARGET_RSS_MIB, ne and ne["rss_mib"]),
+        ("parse+validate 4 KB Node (us)", parse["parse_validate_us_median"], TARGET_PARSE_US, None),
+    ]
+    print(f"{'figure':34} {'infosvc':>10} {'target':>8} {'node_exp':>10} {'ratio':>7}")
+    for name, ours, target, theirs in rows:
+        ratio = f"{ours / theirs:.2f}" if theirs else "-"
+        mark = "ok" if ours < target else "OVER"
+        print(f"{name:34} {ours:10.3f} {target:8.1f} {theirs if theirs else '-':>10} {ratio:>7} {mark}")
+    if ne:
+        results["ratios"] = {"cpu": agent["cpu_ms"] / ne["cpu_ms_per_scrape"], "rss": agent["rss_mib"] / ne["rss_mib"]}
+        print(f"node_exporter {ne['version']}: {ne['series']} series per scrape")
+    else:
+        print("node_exporter unavailable: no baseline in this run")
+    print(f"agent document: {agent['document_bytes']} bytes; parse bench document: {parse['document_bytes']} bytes")
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "agent.json").write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
