@@ -52,27 +52,52 @@ def agent_sample(samples: int = 2000) -> dict:
     return json.loads(out.stdout)
 
 
-def node_parse(rounds: int = 5000) -> dict:
-    from infosvc.codec.node_xml import node_to_xml, parse_node
+def four_kb_document() -> bytes:
+    """This host's own Node document, trimmed to just under 4096 bytes, then padded to it."""
+    from infosvc.codec.node_xml import node_to_xml
     from infosvc_agents.agent import HostAgent
 
-    document = HostAgent.for_host().document()
-    # Bring the document to ~4 KB: trim extensions (flags) or pad with a description.
-    node = parse_node(document)
+    node = HostAgent.for_host().node()
     node.extensions = [e for e in node.extensions if e.name != "Flags"]
-    document = node_to_xml(node)
-    while len(document) < 4096:
-        node.extensions.append(type(node.extensions[0])("Padding", "x" * 60, "Bench"))
-        document = node_to_xml(node)
+    while len(node_to_xml(node)) > 4096 and (node.extensions or node.utilized.items):
+        # Drop per-adapter counters first, then the least telling extensions.
+        if len(node.utilized.items) > 12:
+            node.utilized.items.pop()
+        else:
+            node.extensions.pop()
+    node.description = ""
+    node.description = "x" * max(0, 4096 - len(node_to_xml(node)))
+    return node_to_xml(node)
+
+
+def _median_us(func, rounds: int) -> tuple[float, float]:
     for _ in range(200):
-        parse_node(document)
+        func()
     times = []
     for _ in range(rounds):
         t0 = time.perf_counter()
-        parse_node(document)
+        func()
         times.append(time.perf_counter() - t0)
-    return {"document_bytes": len(document), "parse_validate_us_median": statistics.median(times) * 1e6,
-            "parse_validate_us_p95": sorted(times)[int(rounds * 0.95)] * 1e6}
+    times.sort()
+    return statistics.median(times) * 1e6, times[int(rounds * 0.95)] * 1e6
+
+
+def node_parse(rounds: int = 5000) -> dict:
+    """Parse + validate (bytes -> a tree the schema accepts) and the full decode (-> Node model)."""
+    from infosvc.codec import safexml
+    from infosvc.codec.node_xml import SCHEMA_FILE, parse_node
+
+    document = four_kb_document()
+    xsd = safexml.schema(SCHEMA_FILE)
+
+    def parse_validate() -> None:
+        safexml.validate(safexml.parse(document), xsd)
+
+    median, p95 = _median_us(parse_validate, rounds)
+    decode_median, decode_p95 = _median_us(lambda: parse_node(document), rounds)
+    return {"document_bytes": len(document), "elements": document.count(b"</"),
+            "parse_validate_us_median": median, "parse_validate_us_p95": p95,
+            "decode_to_model_us_median": decode_median, "decode_to_model_us_p95": decode_p95}
 
 
 def main() -> int:
@@ -98,7 +123,10 @@ def main() -> int:
         print(f"node_exporter {ne['version']}: {ne['series']} series per scrape")
     else:
         print("node_exporter unavailable: no baseline in this run")
-    print(f"agent document: {agent['document_bytes']} bytes; parse bench document: {parse['document_bytes']} bytes")
+    print(f"full decode of the same document to the Node model: {parse['decode_to_model_us_median']:.1f} us median"
+          f" (no target; parse+validate is the issue's figure)")
+    print(f"agent document: {agent['document_bytes']} bytes; parse bench document: {parse['document_bytes']} bytes,"
+          f" {parse['elements']} elements")
     (HERE / "results").mkdir(exist_ok=True)
     (HERE / "results" / "agent.json").write_text(json.dumps(results, indent=2))
     return 0

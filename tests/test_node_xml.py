@@ -143,6 +143,8 @@ def test_must_state_supported() -> None:
 def test_must_extension_name() -> None:
     error = rejected(node_doc('<Extension type="x">v</Extension>'))
     assert error.element == "Extension" and error.attribute == "name"
+    error = rejected(node_doc('<Extension name="  ">v</Extension>'))
+    assert (error.element, error.attribute) == ("Extension", "name") and "blank" in str(error)
 
 
 @pytest.mark.parametrize("kind", ["Processors", "Memory", "Disk", "Swap", "Network"])
@@ -155,6 +157,8 @@ def test_must_resource_be_categorized_and_named() -> None:
     assert rejected(node_doc('<Resource name="GPU">1</Resource>')).element == "Resource"
     error = rejected(node_doc('<Configured><Resource type="x">1</Resource></Configured>'))
     assert error.element == "Resource" and error.attribute == "name"
+    error = rejected(node_doc('<Configured>\n<Resource name="">1</Resource></Configured>'))
+    assert (error.element, error.attribute, error.line) == ("Resource", "name", 2)
 
 
 def test_must_configured_available_utilized_supported() -> None:

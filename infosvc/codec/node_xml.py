@@ -65,7 +65,10 @@ def node_from_element(root: etree._Element) -> Node:
             _read_properties(child, node.category(_CATEGORIES[tag]).items)
         elif tag == "Extension":
             get = child.get
-            node.extensions.append(Extension(get("name").strip(), (child.text or "").strip(), get("type")))
+            name = get("name").strip()
+            if not name:
+                raise _blank_name(child)
+            node.extensions.append(Extension(name, (child.text or "").strip(), get("type")))
         elif tag == "Feature":
             node.features.extend(split_features(child.text or ""))
         elif tag == "Id":
@@ -99,6 +102,8 @@ def _read_properties(element: etree._Element, into: list[Consumable]) -> None:
                 metric = text
             elif key == "name":
                 name = text.strip()
+                if not name:
+                    raise _blank_name(child)
             elif key == "type":
                 kind = text
             elif key == "wallDuration":
@@ -106,6 +111,11 @@ def _read_properties(element: etree._Element, into: list[Consumable]) -> None:
             elif key == "consumptionRate":
                 rate = float(text)
         append(Consumable(tag, value, units, metric, wall, rate, name, kind))
+
+
+def _blank_name(element: etree._Element) -> DocumentError:
+    return DocumentError(f"{element.tag} has a blank name attribute", line=element.sourceline,
+                         element=element.tag, attribute="name", path=element.getroottree().getpath(element))
 
 
 # --- writing ---------------------------------------------------------------------------------
@@ -140,7 +150,7 @@ def _consumable(item: Consumable) -> str:
     kind = item.kind
     attrs = ""
     if kind == RESOURCE:
-        if not item.name:
+        if not item.name or not item.name.strip():
             raise ValueError("a Resource needs a name")
         attrs = f' name="{_attr(item.name)}"'
         if item.type is not None:
