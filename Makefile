@@ -13,9 +13,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/infosvc-agent --once
+	$(VENV)/bin/infosvc-agent --once --pretty
 
 test: $(STAMP)
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

@@ -198,7 +198,8 @@ def node_to_xml(node: Node, *, pretty: bool = False) -> bytes:
 
         root = etree.fromstring(document.encode())
         etree.indent(root)
-        return etree.tostring(root, encoding="UTF-8", xml_declaration=True) + b"\n"
+        pretty_document: bytes = etree.tostring(root, encoding="UTF-8", xml_declaration=True)
+        return pretty_document + b"\n"
     return document.encode()
 
 

@@ -50,7 +50,8 @@ def parse(data: bytes | str, *, max_bytes: int = MAX_DOCUMENT_BYTES, what: str =
     if not data.strip():
         raise DocumentError(f"{what} is empty")
     # Refuse a DOCTYPE before libxml2 reads a single declaration of its DTD.
-    prolog_end = _PROLOG.match(data).end()
+    prolog = _PROLOG.match(data)
+    prolog_end = prolog.end() if prolog else 0  # the pattern matches the empty prolog too
     if data.startswith(b"<!DOCTYPE", prolog_end):
         line = data.count(b"\n", 0, prolog_end) + 1
         raise DocumentError(f"{what} carries a DOCTYPE, which is not accepted (no DTDs, no entities)", line=line)
