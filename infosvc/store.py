@@ -1,0 +1,243 @@
+"""The durable store: SQLite (through sqlite-utils) holding every host's newest report, a bounded
+history of reports, admin decisions, and which agent token is bound to which host.
+
+One writer thread owns the write connection. Reports are queued to it and committed in groups:
+every report waiting when a transaction starts goes into it, and each caller is answered only
+after the commit that holds its report. So an acknowledged report survives `kill -9` of the
+server, and the write rate is not one fsync per report. WAL lets readers proceed during writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import sqlite3
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Final, Iterator
+
+import sqlite_utils
+
+log = logging.getLogger("infosvc.store")
+
+BUSY_TIMEOUT_MS: Final = 5000
+
+
+def _migration_1(db: sqlite_utils.Database) -> None:
+    db.table("hosts").create({"id": str, "document": bytes, "reported_at": float, "first_seen": float,
+                              "approved": int, "paused": int}, pk="id")
+    reports = db.table("reports")
+    reports.create({"seq": int, "host_id": str, "reported_at": float, "document": bytes}, pk="seq")
+    reports.create_index(["host_id", "seq"])
+    bindings = db.table("token_bindings")
+    bindings.create({"token_hash": str, "host_id": str, "bound_at": float}, pk="token_hash")
+    bindings.create_index(["host_id"], unique=True)
+
+
+#: Schema migrations, applied in order; the database records how many it has had.
+MIGRATIONS: Final[list[Callable[[sqlite_utils.Database], None]]] = [_migration_1]
+
+
+@dataclass(slots=True)
+class HostRecord:
+    """One host as stored: its newest report and what the admin decided about it."""
+
+    id: str
+    document: bytes
+    reported_at: float
+    first_seen: float
+    approved: bool
+    paused: bool
+
+
+@dataclass(slots=True)
+class Report:
+    host_id: str
+    document: bytes
+    reported_at: float
+    approved: bool  # the host's approval, should this report create it
+
+
+class StoreError(RuntimeError):
+    pass
+
+
+def connect(path: str | Path) -> sqlite_utils.Database:
+    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False,
+                           isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    # NORMAL in WAL mode: a commit is in the OS's hands before we answer, which survives the
+    # process being killed; surviving power loss too would cost an fsync per commit group.
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    return sqlite_utils.Database(conn)
+
+
+def migrate(db: sqlite_utils.Database) -> int:
+    """Bring the schema up to date; returns the schema version."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > len(MIGRATIONS):
+        raise StoreError(f"database schema version {version} is newer than this infosvc knows ({len(MIGRATIONS)})")
+    for number in range(version, len(MIGRATIONS)):
+        with db.conn:
+            db.conn.execute("BEGIN IMMEDIATE")
+            MIGRATIONS[number](db)
+            db.conn.execute(f"PRAGMA user_version={number + 1}")
+    return len(MIGRATIONS)
+
+
+class Store:
+    """The SQLite file of one aggregator. Thread-safe: every write goes through the writer thread."""
+
+    def __init__(self, path: str | Path, *, history_per_host: int = 100) -> None:
+        if history_per_host < 1:
+            raise ValueError("history_per_host must be at least 1")
+        self.path = str(path)
+        self.history_per_host = history_per_host
+        self._db = connect(self.path)
+        migrate(self._db)
+        self._queue: queue.SimpleQueue[tuple[Callable[[sqlite3.Connection], Any], Future[Any]] | None] = queue.SimpleQueue()
+        self._writer = threading.Thread(target=self._run, name="infosvc-store-writer", daemon=True)
+        self._writer.start()
+        self._closed = False
+
+    # --- reading (at start, and for history) ---------------------------------------------
+
+    def hosts(self) -> Iterator[HostRecord]:
+        reader = connect(self.path)
+        try:
+            for row in reader.execute("SELECT id, document, reported_at, first_seen, approved, paused FROM hosts"):
+                yield HostRecord(row[0], row[1], row[2], row[3], bool(row[4]), bool(row[5]))
+        finally:
+            reader.conn.close()
+
+    def history(self, host_id: str, limit: int = 100) -> list[tuple[float, bytes]]:
+        reader = connect(self.path)
+        try:
+            rows = reader.execute(
+                "SELECT reported_at, document FROM reports WHERE host_id = ? ORDER BY seq DESC LIMIT ?",
+                [host_id, limit]).fetchall()
+        finally:
+            reader.conn.close()
+        return [(row[0], row[1]) for row in rows]
+
+    def token_bindings(self) -> dict[str, str]:
+        """token hash -> host id."""
+        reader = connect(self.path)
+        try:
+            return dict(reader.execute("SELECT token_hash, host_id FROM token_bindings").fetchall())
+        finally:
+            reader.conn.close()
+
+    def size_bytes(self) -> int:
+        total = 0
+        for suffix in ("", "-wal"):
+            try:
+                total += Path(self.path + suffix).stat().st_size
+            except FileNotFoundError:
+                pass
+        return total
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def submit(self, operation: Callable[[sqlite3.Connection], Any]) -> Future[Any]:
+        """Run `operation(conn)` inside the next write transaction; the future resolves after commit."""
+        if self._closed:
+            raise StoreError("store is closed")
+        future: Future[Any] = Future()
+        self._queue.put((operation, future))
+        return future
+
+    def add_report(self, report: Report) -> Future[None]:
+        keep = self.history_per_host
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO hosts (id, document, reported_at, first_seen, approved, paused) VALUES (?, ?, ?, ?, ?, 0) "
+                "ON CONFLICT(id) DO UPDATE SET document = excluded.document, reported_at = excluded.reported_at",
+                [report.host_id, report.document, report.reported_at, report.reported_at, int(report.approved)])
+            conn.execute("INSERT INTO reports (host_id, reported_at, document) VALUES (?, ?, ?)",
+                         [report.host_id, report.reported_at, report.document])
+            # Bounded history: drop this host's reports older than its newest `keep`.
+            conn.execute(
+                "DELETE FROM reports WHERE host_id = ? AND seq < (SELECT seq FROM reports WHERE host_id = ? "
+                "ORDER BY seq DESC LIMIT 1 OFFSET ?)", [report.host_id, report.host_id, keep - 1])
+
+        return self.submit(write)
+
+    def set_flags(self, host_id: str, *, approved: bool | None = None, paused: bool | None = None) -> Future[bool]:
+        """Record an admin decision; the future says whether the host exists."""
+
+        def write(conn: sqlite3.Connection) -> bool:
+            changed = 0
+            if approved is not None:
+                changed = conn.execute("UPDATE hosts SET approved = ? WHERE id = ?", [int(approved), host_id]).rowcount
+            if paused is not None:
+                changed = conn.execute("UPDATE hosts SET paused = ? WHERE id = ?", [int(paused), host_id]).rowcount
+            return changed > 0
+
+        return self.submit(write)
+
+    def bind_token(self, token_hash: str, host_id: str) -> Future[None]:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO token_bindings (token_hash, host_id, bound_at) VALUES (?, ?, ?)",
+                         [token_hash, host_id, time.time()])
+
+        return self.submit(write)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._queue.put(None)
+            self._writer.join(timeout=30)
+            self._db.conn.close()
+
+    def _run(self) -> None:
+        conn = self._db.conn
+        stop = False
+        while not stop:
+            first = self._queue.get()
+            if first is None:
+                break
+            batch = [first]
+            # Group commit: everything already waiting joins this transaction.
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stop = True
+                    break
+                batch.append(item)
+            results: list[tuple[Future[Any], Any, BaseException | None]] = []
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                for operation, future in batch:
+                    conn.execute("SAVEPOINT op")
+                    try:
+                        results.append((future, operation(conn), None))
+                        conn.execute("RELEASE op")
+                    except sqlite3.Error as exc:
+                        # One bad operation (a constraint) must not sink the others in its group.
+                        conn.execute("ROLLBACK TO op")
+                        conn.execute("RELEASE op")
+                        results.append((future, None, exc))
+                conn.execute("COMMIT")
+            except BaseException as exc:  # noqa: BLE001 - every waiter must hear about it
+                log.error("store write failed: %s", exc)
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+                for _, future in batch:
+                    future.set_exception(StoreError(f"store write failed: {exc}"))
+                continue
+            for future, value, error in results:
+                if error is not None:
+                    future.set_exception(error)
+                else:
+                    future.set_result(value)

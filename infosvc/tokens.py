@@ -1,0 +1,111 @@
+"""Who may write: the tokens file (`ROLE TOKEN [HOST]` a line) and the token -> host bindings.
+
+Tokens are kept only as SHA-256 digests. A presented token is hashed; candidates are found by
+the first bytes of the digest (an index, not a secret: the dict lookup's timing may leak it)
+and the whole digest is then compared in constant time. An agent token is bound to
+the first host it reports for, or to the HOST written beside it; reports for any other host
+are refused, and so is a second token's claim on a bound host.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+
+class Role(StrEnum):
+    AGENT = "agent"
+    SUBMIT = "submit"
+    ADMIN = "admin"
+
+
+class TokenFileError(ValueError):
+    pass
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+_INDEX_CHARS = 8
+
+
+@dataclass(slots=True)
+class Tokens:
+    """The known tokens (as digests) with their roles, and agent tokens' host bindings."""
+
+    _index: dict[str, list[tuple[str, Role]]] = field(default_factory=dict)
+    _hosts: dict[str, str] = field(default_factory=dict)  # digest -> host
+    _tokens: dict[str, str] = field(default_factory=dict)  # host -> digest
+
+    @classmethod
+    def load(cls, path: str | Path | None) -> Tokens:
+        tokens = cls()
+        if path is None:
+            return tokens
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise TokenFileError(f"{path}: cannot read tokens: {exc.strerror}") from None
+        for number, line in enumerate(text.splitlines(), 1):
+            words = line.split("#", 1)[0].split()
+            if not words:
+                continue
+            if len(words) not in (2, 3):
+                raise TokenFileError(f"{path}:{number}: expected 'ROLE TOKEN [HOST]'")
+            try:
+                role = Role(words[0])
+            except ValueError:
+                raise TokenFileError(f"{path}:{number}: unknown role {words[0]!r}; "
+                                     f"one of {', '.join(r.value for r in Role)}") from None
+            if len(words[1]) < 16:
+                raise TokenFileError(f"{path}:{number}: token too short (at least 16 characters)")
+            if len(words) == 3 and role is not Role.AGENT:
+                raise TokenFileError(f"{path}:{number}: only agent tokens are bound to a host")
+            try:
+                tokens.add(words[1], role, host=words[2] if len(words) == 3 else None)
+            except TokenFileError as exc:
+                raise TokenFileError(f"{path}:{number}: {exc}") from None
+        return tokens
+
+    def add(self, token: str, role: Role, host: str | None = None) -> str:
+        key = digest(token)
+        entries = self._index.setdefault(key[:_INDEX_CHARS], [])
+        if any(known == key for known, _ in entries):
+            raise TokenFileError("the same token is listed twice")
+        entries.append((key, role))
+        if host is not None:
+            self.bind(key, host)
+        return key
+
+    def check(self, token: str) -> tuple[str, Role] | None:
+        """(digest, role) of a known token, else None; the digest is compared in constant time."""
+        key = digest(token)
+        found = None
+        for known, role in self._index.get(key[:_INDEX_CHARS], ()):
+            if hmac.compare_digest(known, key):
+                found = (known, role)
+        return found
+
+    def host_of(self, key: str) -> str | None:
+        return self._hosts.get(key)
+
+    def holder_of(self, host: str) -> str | None:
+        """The digest of the token bound to `host`, if any."""
+        return self._tokens.get(host)
+
+    def bind(self, key: str, host: str) -> None:
+        if self._hosts.get(key, host) != host:
+            raise TokenFileError(f"token is already bound to host {self._hosts[key]!r}")
+        if self._tokens.get(host, key) != key:
+            raise TokenFileError(f"host {host!r} is already bound to another token")
+        self._hosts[key] = host
+        self._tokens[host] = key

@@ -1,0 +1,153 @@
+"""The SQLite store on real files, the tokens file and bindings, and the CCS node life cycle."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from infosvc.lifecycle import NodeState, node_state, unreachable_at
+from infosvc.store import MIGRATIONS, Report, Store, StoreError, connect
+from infosvc.tokens import Role, TokenFileError, Tokens, digest, new_token
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store(tmp_path / "infosvc.sqlite", history_per_host=3)
+    yield s
+    s.close()
+
+
+def test_reports_keep_newest_and_bounded_history(store: Store) -> None:
+    futures = [store.add_report(Report(f"h{i % 2}", f"<doc {i}/>".encode(), 1000.0 + i, True)) for i in range(10)]
+    for future in futures:
+        future.result(timeout=10)
+    hosts = {h.id: h for h in store.hosts()}
+    assert set(hosts) == {"h0", "h1"}
+    assert hosts["h1"].document == b"<doc 9/>" and hosts["h1"].reported_at == 1009.0
+    assert hosts["h0"].first_seen == 1000.0 and hosts["h0"].approved
+    assert [doc for _, doc in store.history("h0")] == [b"<doc 8/>", b"<doc 6/>", b"<doc 4/>"]
+
+
+def test_reopen_keeps_everything_and_schema_version(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    first = Store(path)
+    first.add_report(Report("a", b"<x/>", 1.0, False)).result(timeout=10)
+    first.set_flags("a", paused=True).result(timeout=10)
+    first.close()
+    second = Store(path)
+    try:
+        (host,) = list(second.hosts())
+        assert (host.id, host.approved, host.paused) == ("a", False, True)
+        assert connect(path).execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+        assert connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        second.close()
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    Store(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version={len(MIGRATIONS) + 1}")
+    conn.close()
+    with pytest.raises(StoreError, match="newer"):
+        Store(path)
+
+
+def test_set_flags_on_missing_host(store: Store) -> None:
+    assert store.set_flags("ghost", approved=True).result(timeout=10) is False
+
+
+def test_a_failed_operation_does_not_sink_its_group(store: Store) -> None:
+    store.bind_token("d1", "h1").result(timeout=10)
+    clash = store.bind_token("d2", "h1")  # host already bound: UNIQUE constraint
+    fine = store.add_report(Report("h2", b"<y/>", 5.0, True))
+    with pytest.raises(sqlite3.IntegrityError):
+        clash.result(timeout=10)
+    fine.result(timeout=10)
+    assert store.token_bindings() == {"d1": "h1"}
+    assert [h.id for h in store.hosts()] == ["h2"]
+
+
+def test_closed_store_refuses_writes(tmp_path: Path) -> None:
+    s = Store(tmp_path / "c.sqlite")
+    s.close()
+    with pytest.raises(StoreError, match="closed"):
+        s.add_report(Report("a", b"", 0.0, True))
+
+
+def test_history_bound_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        Store(tmp_path / "b.sqlite", history_per_host=0)
+
+
+# --- tokens ----------------------------------------------------------------------------------
+
+def test_tokens_file(tmp_path: Path) -> None:
+    agent, admin, pinned = new_token(), new_token(), new_token()
+    path = tmp_path / "tokens"
+    path.write_text(f"# who may write\nagent {agent}\n\nadmin {admin}  # the operator\nagent {pinned} cn017\n")
+    tokens = Tokens.load(path)
+    assert tokens.check(agent) == (digest(agent), Role.AGENT)
+    assert tokens.check(admin) == (digest(admin), Role.ADMIN)
+    assert tokens.check("not-a-token-at-all") is None
+    assert tokens.host_of(digest(pinned)) == "cn017" and tokens.holder_of("cn017") == digest(pinned)
+    assert agent not in repr(tokens) and digest(agent) in repr(tokens)  # only digests are kept
+
+
+@pytest.mark.parametrize("line,message", [
+    ("agent", "expected 'ROLE TOKEN"),
+    ("root 0123456789abcdef", "unknown role"),
+    ("agent short", "too short"),
+    ("admin 0123456789abcdef hostx", "only agent tokens"),
+])
+def test_bad_tokens_file(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "tokens"
+    path.write_text(line + "\n")
+    with pytest.raises(TokenFileError, match=message) as caught:
+        Tokens.load(path)
+    assert f"{path}:1" in str(caught.value)
+
+
+def test_missing_tokens_file(tmp_path: Path) -> None:
+    with pytest.raises(TokenFileError, match="cannot read"):
+        Tokens.load(tmp_path / "nope")
+
+
+def test_binding_is_one_to_one() -> None:
+    tokens = Tokens()
+    a = tokens.add(new_token(), Role.AGENT)
+    b = tokens.add(new_token(), Role.AGENT)
+    tokens.bind(a, "h1")
+    tokens.bind(a, "h1")  # again: no change
+    with pytest.raises(TokenFileError, match="already bound to host"):
+        tokens.bind(a, "h2")
+    with pytest.raises(TokenFileError, match="another token"):
+        tokens.bind(b, "h1")
+
+
+# --- life cycle ------------------------------------------------------------------------------
+
+def state(**kw: object) -> NodeState:
+    args = dict(approved=True, paused=False, last_report=1000.0, now=1000.0, heartbeat_seconds=60.0,
+                missed_heartbeats=3)
+    args.update(kw)
+    return node_state(**args)  # type: ignore[arg-type]
+
+
+def test_life_cycle() -> None:
+    assert state() is NodeState.READY
+    assert state(approved=False) is NodeState.PENDING
+    assert state(approved=False, now=99999.0) is NodeState.PENDING  # never approved: stays Pending
+    assert state(paused=True) is NodeState.PAUSED
+    assert state(paused=True, now=1000.0 + 181) is NodeState.UNREACHABLE
+
+
+def test_unreachable_boundary() -> None:
+    # three heartbeats of 60 s may be missed: at exactly 180 s the host is still Ready
+    assert state(now=1180.0) is NodeState.READY
+    assert state(now=1180.001) is NodeState.UNREACHABLE
+    assert unreachable_at(1000.0, 60.0, 3) == 1180.0
