@@ -231,6 +231,11 @@ def test_doctype_with_entities_is_refused() -> None:
     assert "DOCTYPE" in str(rejected('<!DOCTYPE Node SYSTEM "node.dtd"><Node><Id>a</Id></Node>'))
 
 
+def test_doctype_in_utf16_is_refused() -> None:
+    document = '<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE Node [<!ENTITY x "e">]><Node><Id>&x;</Id></Node>'
+    assert "DOCTYPE" in str(rejected(document.encode("utf-16")))
+
+
 def test_external_entity_is_refused_and_never_read(tmp_path: Path) -> None:
     secret = tmp_path / "secret"
     secret.write_text("s3cr3t")
