@@ -1,15 +1,20 @@
 """`infosvc`: the command line of the service.
 
-`infosvc validate FILE...` checks SSS Node documents against schemas/sss-node.xsd and says what
-is wrong and where. `serve`, `status`, `submit`, `jobs`, `why` and `simulate` come with the
-aggregator and the matcher.
+`infosvc serve` runs the aggregator; `infosvc validate FILE...` checks SSS Node documents
+against schemas/sss-node.xsd and says what is wrong and where. `status`, `submit`, `jobs`, `why`
+and `simulate` come with the operator's view and the matcher.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
+import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 from infosvc import __version__
 
@@ -18,6 +23,16 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="infosvc", description="Resource information service for clusters and grids.")
     p.add_argument("--version", action="version", version=f"infosvc {__version__}")
     commands = p.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the aggregator")
+    serve.add_argument("--config", metavar="FILE", help="site config (TOML); see docs/configuration.md")
+    serve.add_argument("--listen", metavar="HOST:PORT", help="address to listen on (config: service.listen)")
+    serve.add_argument("--db", metavar="PATH", help="SQLite file (config: service.db)")
+    serve.add_argument("--tokens", metavar="FILE", help="who may write: 'ROLE TOKEN [HOST]' a line")
+    serve.add_argument("--local-agent", action="store_true",
+                       help="also run an agent for this host, with a token made for it")
+    serve.add_argument("--agent-interval", type=float, default=10.0, metavar="SECONDS",
+                       help="the local agent's interval (10)")
+    serve.add_argument("-v", "--verbose", action="store_true")
     validate = commands.add_parser("validate", help="check SSS Node documents ('-' reads stdin)")
     validate.add_argument("files", nargs="+", metavar="FILE")
     validate.add_argument("--json", action="store_true", help="print each node, or each error, as JSON")
@@ -49,8 +64,76 @@ def _validate(files: list[str], as_json: bool) -> int:
     return 1 if failed else 0
 
 
+def split_listen(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"listen address must be HOST:PORT, not {listen!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from aiohttp import web
+
+    from infosvc.api import make_app
+    from infosvc.siteconfig import ConfigError, load_config
+    from infosvc.tokens import Role, TokenFileError, Tokens, new_token
+
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="infosvc: %(levelname)s %(name)s: %(message)s")
+    try:
+        config = load_config(args.config)
+        tokens = Tokens.load(args.tokens)
+        host, port = split_listen(args.listen or config.service.listen)
+    except (ConfigError, TokenFileError, ValueError) as exc:
+        print(f"infosvc: {exc}", file=sys.stderr)
+        return 2
+    db = args.db or config.service.db
+    agent: subprocess.Popen[bytes] | None = None
+    token_dir = None
+    if args.local_agent:
+        token = new_token()
+        tokens.add(token, Role.AGENT)
+        token_dir = tempfile.TemporaryDirectory(prefix="infosvc-agent-")
+        token_file = Path(token_dir.name) / "token"
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(token + "\n")
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+
+    async def start_agent(app: web.Application) -> None:
+        nonlocal agent
+        if token_dir is not None:
+            agent = subprocess.Popen([sys.executable, "-m", "infosvc_agents", "--server", url,
+                                      "--token-file", str(Path(token_dir.name) / "token"),
+                                      "--interval", str(args.agent_interval)])
+
+    async def stop_agent(app: web.Application) -> None:
+        if agent is not None:
+            agent.terminate()
+            try:
+                agent.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                agent.kill()
+
+    app = make_app(config, db=db, tokens=tokens)
+    app.on_startup.append(start_agent)
+    app.on_shutdown.append(stop_agent)
+    print(f"infosvc: serving on {url} with {db}", flush=True)
+    print(f"  hosts:  {url}/v1/nodes", flush=True)
+    print(f"  GLUE:   {url}/v1/glue", flush=True)
+    print(f"  health: {url}/healthz", flush=True)
+    try:
+        web.run_app(app, host=host, port=port, print=None, access_log=None)
+    finally:
+        if token_dir is not None:
+            token_dir.cleanup()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
     if args.command == "validate":
         return _validate(args.files, args.json)
     return 2  # pragma: no cover - argparse requires a command

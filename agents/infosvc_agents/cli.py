@@ -1,19 +1,32 @@
 """`infosvc-agent`: describe this host as an SSS Node.
 
-`--once` prints one document and exits. The push loop to the aggregator (--server,
---token-file, --interval) arrives with the aggregator.
+`--once` prints one document and exits; `--server URL --token-file F` pushes a sample every
+`--interval` seconds to the aggregator until stopped (SIGTERM or SIGINT).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import argparse
 import logging
+import signal
 import sys
+
+if TYPE_CHECKING:
+    from infosvc_agents.agent import HostAgent
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="infosvc-agent", description="Describe this host as an SSS Node object.")
     p.add_argument("--once", action="store_true", help="print one SSS Node document (XML) to stdout and exit")
+    p.add_argument("--server", metavar="URL", help="the aggregator to push samples to, e.g. http://head:8080")
+    p.add_argument("--token-file", metavar="FILE", help="file holding this agent's token (with --server)")
+    p.add_argument("--interval", type=float, default=60.0, metavar="SECONDS", help="seconds between samples (60)")
+    p.add_argument("--max-kept", type=int, default=1000, metavar="N",
+                   help="samples kept while the server is unreachable (1000)")
+    p.add_argument("--ca-file", metavar="FILE", help="CA certificates to verify an https server with")
+    p.add_argument("--samples", type=int, metavar="N", help="stop after N samples are delivered (for tests)")
     p.add_argument("--id", dest="host_id", help="the node Id to report (default: the host name)")
     p.add_argument("--feature", action="append", default=[], metavar="NAME",
                    help="a site feature of this node (repeatable, or comma-separated)")
@@ -29,9 +42,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="infosvc-agent: %(levelname)s %(message)s")
-    if not args.once:
-        print("infosvc-agent: nothing to do: use --once (the push loop to a server comes with the aggregator)",
-              file=sys.stderr)
+    if not args.once and not args.server:
+        print("infosvc-agent: nothing to do: use --once, or --server URL --token-file FILE", file=sys.stderr)
+        return 2
+    if args.server and not args.token_file:
+        print("infosvc-agent: --server needs --token-file", file=sys.stderr)
+        return 2
+    if args.interval <= 0 or args.max_kept < 1:
+        print("infosvc-agent: --interval must be positive and --max-kept at least 1", file=sys.stderr)
         return 2
     from infosvc.model.node import split_features
     from infosvc_agents.agent import HostAgent
@@ -39,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     features = tuple(f for value in args.feature for f in split_features(value))
     agent = HostAgent.for_host(proc_root=args.proc_root, sys_root=args.sys_root, etc_root=args.etc_root,
                                host_id=args.host_id, features=features)
+    if args.server:
+        return _push(agent, args)
     document = agent.document(pretty=args.pretty)
     if args.verbose:
         for run in agent.last_runs.values():
@@ -46,6 +66,25 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.buffer.write(document)
     if not document.endswith(b"\n"):
         sys.stdout.buffer.write(b"\n")
+    return 0
+
+
+def _push(agent: "HostAgent", args: argparse.Namespace) -> int:
+    from infosvc_agents.push import PushLoop, Sender, read_token
+
+    try:
+        sender = Sender(args.server, read_token(args.token_file), ca_file=args.ca_file)
+    except (OSError, ValueError) as exc:
+        print(f"infosvc-agent: {exc}", file=sys.stderr)
+        return 2
+    loop = PushLoop(agent.document, sender, interval=args.interval, max_kept=args.max_kept)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: loop.stop())
+    logging.getLogger().setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    logging.info("pushing to %s every %.3g s", args.server, args.interval)
+    loop.run(samples=args.samples)
+    logging.info("stopped: %d delivered, %d dropped, %d refused, %d kept undelivered",
+                 loop.delivered, loop.dropped, loop.refused, len(loop.kept))
     return 0
 
 

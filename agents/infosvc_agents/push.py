@@ -1,0 +1,155 @@
+"""The push loop: a sample every interval (with jitter), delivered to the aggregator in order.
+
+While the server cannot be reached, samples are kept (the newest `max_kept`; older ones are
+dropped and counted) and retried with exponential back-off; when it answers again they are
+delivered oldest first, so the server's history has no holes it could have had filled. A
+sample the server refuses for what it is (4xx other than 408 and 429) is dropped with an
+error: sending it again would be refused again. Uses the standard library's HTTP client only,
+which keeps the agent free of any web framework.
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import random
+import ssl
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+from urllib.parse import urlsplit
+
+log = logging.getLogger("infosvc_agents.push")
+
+RETRYABLE = frozenset({408, 429})
+
+
+class PushError(Exception):
+    """A delivery that failed; `retry` says whether sending the same sample again may succeed."""
+
+    def __init__(self, message: str, *, retry: bool) -> None:
+        super().__init__(message)
+        self.retry = retry
+
+
+@dataclass(slots=True)
+class Sender:
+    """POSTs one document to SERVER/v1/nodes with the bearer token."""
+
+    server: str
+    token: str
+    timeout: float = 10.0
+    ca_file: str | None = None
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.server)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"server URL must be http:// or https://HOST[:PORT], not {self.server!r}")
+
+    def send(self, document: bytes) -> None:
+        parts = urlsplit(self.server)
+        connection: http.client.HTTPConnection
+        if parts.scheme == "https":
+            context = ssl.create_default_context(cafile=self.ca_file)
+            connection = http.client.HTTPSConnection(parts.hostname or "", parts.port, timeout=self.timeout,
+                                                     context=context)
+        else:
+            connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=self.timeout)
+        path = parts.path.rstrip("/") + "/v1/nodes"
+        try:
+            connection.request("POST", path, body=document, headers={
+                "Authorization": f"Bearer {self.token}", "Content-Type": "application/xml"})
+            response = connection.getresponse()
+            body = response.read(4096)
+        except (OSError, http.client.HTTPException) as exc:
+            raise PushError(f"cannot reach {self.server}: {exc}", retry=True) from None
+        finally:
+            connection.close()
+        if 200 <= response.status < 300:
+            return
+        retry = response.status >= 500 or response.status in RETRYABLE
+        raise PushError(f"server answered {response.status}: {body[:300].decode('utf-8', 'replace')}", retry=retry)
+
+
+@dataclass(slots=True)
+class PushLoop:
+    sample: Callable[[], bytes]
+    sender: Sender
+    interval: float = 60.0
+    jitter: float = 0.1
+    max_kept: int = 1000
+    backoff_initial: float = 1.0
+    backoff_max: float = 300.0
+    clock: Callable[[], float] = time.monotonic
+    kept: deque[bytes] = field(default_factory=deque)
+    delivered: int = 0
+    dropped: int = 0
+    refused: int = 0
+    _backoff: float = 0.0
+    _retry_at: float = 0.0
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def keep(self, document: bytes) -> None:
+        if len(self.kept) >= self.max_kept:
+            self.kept.popleft()
+            self.dropped += 1
+            log.warning("server unreachable for long: dropped the oldest kept sample (%d dropped so far)", self.dropped)
+        self.kept.append(document)
+
+    def deliver(self) -> bool:
+        """Send kept samples oldest first; False when the server could not take them (back off)."""
+        while self.kept:
+            try:
+                self.sender.send(self.kept[0])
+            except PushError as exc:
+                if exc.retry:
+                    self._backoff = min(self.backoff_max, self._backoff * 2 if self._backoff else self.backoff_initial)
+                    self._retry_at = self.clock() + self._backoff * random.uniform(0.8, 1.2)
+                    log.warning("%s; %d sample(s) kept, retrying in %.1f s", exc, len(self.kept), self._backoff)
+                    return False
+                self.kept.popleft()
+                self.refused += 1
+                log.error("sample refused, dropped: %s", exc)
+                continue
+            self.kept.popleft()
+            self.delivered += 1
+            if self._backoff:
+                log.info("server reachable again")
+            self._backoff = 0.0
+        return True
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self, samples: int | None = None) -> None:
+        """Sample and deliver until stop() (or until `samples` samples were taken)."""
+        taken = 0
+        next_sample = self.clock()
+        while not self._stop.is_set():
+            now = self.clock()
+            if now >= next_sample:
+                try:
+                    self.keep(self.sample())
+                except Exception:  # noqa: BLE001 - a failed sample must not end the agent
+                    log.exception("sample failed")
+                taken += 1
+                # Jitter spreads a thousand agents started together over the interval.
+                next_sample = now + self.interval * random.uniform(1 - self.jitter, 1 + self.jitter)
+            if self.kept and now >= self._retry_at:
+                self.deliver()
+            if samples is not None and taken >= samples and not self.kept:
+                return
+            wake = next_sample if not self.kept else min(next_sample, max(self._retry_at, now + 0.01))
+            self._stop.wait(max(0.0, wake - self.clock()))
+
+
+def read_token(path: str) -> str:
+    """The token in a token file: its first non-blank, non-comment line."""
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            words = line.split("#", 1)[0].split()
+            if words:
+                return words[-1]  # "TOKEN", or "agent TOKEN" as in the server's tokens file
+    raise ValueError(f"{path}: no token in the file")

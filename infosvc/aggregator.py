@@ -1,0 +1,116 @@
+"""The aggregator's behaviour, apart from HTTP: who may report what, and what a report changes.
+
+`Aggregator.ingest` takes a bearer token and a body and either refuses them (`Refused`, with the
+HTTP status it maps to, or DocumentError for a bad document) or returns the host's entry after
+the report is committed to the store. Nothing is visible in memory before it is durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from typing import Callable
+
+from infosvc.codec.node_xml import parse_node
+from infosvc.hosts import HostEntry, HostTable
+from infosvc.siteconfig import SiteConfig
+from infosvc.store import Report, Store
+from infosvc.tokens import Role, Tokens
+
+log = logging.getLogger("infosvc.aggregator")
+
+
+class Refused(Exception):
+    """A request refused for who sent it or what it asks: carries its HTTP status."""
+
+    def __init__(self, status: int, message: str, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.detail = detail
+
+
+class Aggregator:
+    def __init__(self, config: SiteConfig, store: Store, tokens: Tokens, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.store = store
+        self.tokens = tokens
+        self.clock = clock
+        self.table = HostTable(config)
+        #: reports accepted, and refused by reason (for /metrics)
+        self.accepted = 0
+        self.rejected: Counter[str] = Counter()
+        for key, host in store.token_bindings().items():
+            try:
+                tokens.bind(key, host)
+            except ValueError as exc:  # the tokens file now binds differently than first use did
+                log.warning("ignoring stored token binding for %s: %s", host, exc)
+        self.table.load(store.hosts(), now=clock())
+
+    def authorize(self, header: str | None, *roles: Role) -> tuple[str, Role]:
+        """The token's (digest, role) if the Authorization header carries one of `roles`."""
+        if not header or not header.startswith("Bearer "):
+            raise Refused(401, "missing bearer token", "send 'Authorization: Bearer TOKEN'")
+        found = self.tokens.check(header[7:].strip())
+        if found is None:
+            raise Refused(401, "unknown token")
+        if found[1] not in roles:
+            raise Refused(403, f"a {found[1].value} token may not do this",
+                          f"needs a token of role {' or '.join(r.value for r in roles)}")
+        return found
+
+    def authorize_read(self, header: str | None) -> None:
+        if self.config.service.read_token_required:
+            self.authorize(header, *Role)
+
+    async def ingest(self, header: str | None, body: bytes) -> HostEntry:
+        try:
+            key, _ = self.authorize(header, Role.AGENT)
+            node = parse_node(body, max_bytes=self.config.service.max_body_bytes)
+            bind = self._check_binding(key, node.id)
+        except Refused as exc:
+            self.rejected["unauthorized" if exc.status == 401 else "forbidden"] += 1
+            raise
+        except ValueError:  # DocumentError
+            self.rejected["invalid"] += 1
+            raise
+        now = self.clock()
+        if bind:
+            self.tokens.bind(key, node.id)  # claimed now, so a concurrent second claim is refused
+        futures = [self.store.bind_token(key, node.id)] if bind else []
+        entry = self.table.get(node.id)
+        approved = entry.approved if entry is not None else self.table.new_host_approved()
+        futures.append(self.store.add_report(Report(node.id, body, now, approved)))
+        try:
+            for future in futures:
+                await asyncio.wrap_future(future)
+        except Exception:
+            self.rejected["store"] += 1
+            raise
+        self.accepted += 1
+        return self.table.report(node, body, now)
+
+    def _check_binding(self, key: str, host: str) -> bool:
+        """Whether this report binds the token now; Refused if the token or host is bound elsewhere."""
+        bound = self.tokens.host_of(key)
+        if bound is not None:
+            if bound != host:
+                raise Refused(403, f"this token reports for host {bound!r}, not {host!r}")
+            return False
+        if self.tokens.holder_of(host) is not None:
+            raise Refused(403, f"host {host!r} reports with another token")
+        return True
+
+    async def set_flags(self, host_id: str, *, approved: bool | None = None, paused: bool | None = None) -> HostEntry:
+        if self.table.get(host_id) is None:
+            raise Refused(404, f"no host {host_id!r}")
+        await asyncio.wrap_future(self.store.set_flags(host_id, approved=approved, paused=paused))
+        entry = self.table.set_flags(host_id, self.clock(), approved=approved, paused=paused)
+        assert entry is not None
+        return entry
+
+    def sweep(self) -> int:
+        return len(self.table.sweep(self.clock()))

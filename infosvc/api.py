@@ -1,0 +1,187 @@
+"""The HTTP API (aiohttp): a thin layer that reads requests, calls the aggregator and renders.
+
+JSON by default; `Accept: application/xml` or `?format=xml` for XML. Every 4xx answer is
+{"error": ..., "detail": ...}; a 5xx is a bug and is logged. Routes are listed in docs/api.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+from aiohttp import web
+
+from infosvc import __version__
+from infosvc.aggregator import Aggregator, Refused
+from infosvc.appkeys import AGGREGATOR, CONFIG
+from infosvc.errors import DocumentError
+from infosvc.hosts import HostEntry
+from infosvc.query import HostFilter, QueryError
+from infosvc.siteconfig import SiteConfig
+from infosvc.store import Store
+from infosvc.tokens import Role, Tokens
+
+log = logging.getLogger("infosvc.api")
+
+JSON = "application/json"
+XML = "application/xml"
+
+
+def error_body(status: int, error: str, detail: Any = None) -> web.Response:
+    return web.json_response({"error": error, "detail": detail}, status=status)
+
+
+@web.middleware
+async def errors_as_json(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except Refused as exc:
+        return error_body(exc.status, exc.message, exc.detail)
+    except DocumentError as exc:
+        return web.json_response(exc.as_json(), status=400)
+    except QueryError as exc:
+        return error_body(400, str(exc), {"parameter": exc.parameter})
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return error_body(exc.status, exc.reason, exc.text if exc.text and exc.text != f"{exc.status}: {exc.reason}" else None)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("unhandled error in %s %s", request.method, request.path)
+        return error_body(500, "internal error", "this is a bug in infosvc; the log has the details")
+
+
+def wants_xml(request: web.Request) -> bool:
+    fmt = request.query.get("format")
+    if fmt is not None:
+        if fmt not in ("json", "xml"):
+            raise QueryError("format", "expected json or xml")
+        return fmt == "xml"
+    accept = request.headers.get("Accept", "")
+    return ("application/xml" in accept or "text/xml" in accept) and JSON not in accept
+
+
+def aggregator(request: web.Request) -> Aggregator:
+    return request.app[AGGREGATOR]
+
+
+# --- nodes ------------------------------------------------------------------------------------
+
+async def post_node(request: web.Request) -> web.Response:
+    agg = aggregator(request)
+    # Refuse before reading when the client says the body is too big.
+    limit = agg.config.service.max_body_bytes
+    if request.content_length is not None and request.content_length > limit:
+        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
+    agg.authorize(request.headers.get("Authorization"), Role.AGENT)
+    try:
+        body = await asyncio.wait_for(request.read(), agg.config.service.body_timeout_seconds)
+    except asyncio.TimeoutError:
+        agg.rejected["timeout"] += 1
+        raise Refused(408, "request body not received in time",
+                      f"the whole body must arrive within {agg.config.service.body_timeout_seconds} s") from None
+    except web.HTTPRequestEntityTooLarge:
+        agg.rejected["too_large"] += 1
+        raise
+    entry = await agg.ingest(request.headers.get("Authorization"), body)
+    return web.json_response({"host": entry.id, "state": entry.state.value})
+
+
+def render_nodes(entries: list[HostEntry], xml: bool) -> web.Response:
+    if xml:
+        body = b"<?xml version='1.0' encoding='UTF-8'?>\n<Nodes>" + b"".join(e.xml() for e in entries) + b"</Nodes>\n"
+        return web.Response(body=body, content_type=XML)
+    return web.Response(body=b"[" + b",".join(e.json() for e in entries) + b"]", content_type=JSON)
+
+
+async def get_nodes(request: web.Request) -> web.Response:
+    agg = aggregator(request)
+    agg.authorize_read(request.headers.get("Authorization"))
+    selected = list(HostFilter.parse(request.query.items()).select(agg.table))
+    return render_nodes(selected, wants_xml(request))
+
+
+async def get_node(request: web.Request) -> web.Response:
+    agg = aggregator(request)
+    agg.authorize_read(request.headers.get("Authorization"))
+    xml = wants_xml(request)
+    entry = agg.table.get(request.match_info["id"])
+    if entry is None:
+        raise Refused(404, f"no node {request.match_info['id']!r}")
+    if xml:
+        return web.Response(body=b"<?xml version='1.0' encoding='UTF-8'?>\n" + entry.xml() + b"\n", content_type=XML)
+    return web.Response(body=entry.json(), content_type=JSON)
+
+
+# --- admin ------------------------------------------------------------------------------------
+
+ADMIN_ACTIONS: dict[str, dict[str, bool]] = {
+    "approve": {"approved": True},
+    "pause": {"paused": True},
+    "resume": {"paused": False},
+}
+
+
+async def post_admin(request: web.Request) -> web.Response:
+    agg = aggregator(request)
+    agg.authorize(request.headers.get("Authorization"), Role.ADMIN)
+    action = request.match_info["action"]
+    if action not in ADMIN_ACTIONS:
+        raise Refused(404, f"no admin action {action!r}", f"one of {', '.join(ADMIN_ACTIONS)}")
+    entry = await agg.set_flags(request.match_info["id"], **ADMIN_ACTIONS[action])
+    return web.json_response({"host": entry.id, "state": entry.state.value})
+
+
+async def healthz(request: web.Request) -> web.Response:
+    agg = aggregator(request)
+    return web.json_response({"status": "ok", "version": __version__, "hosts": len(agg.table)})
+
+
+# --- the application --------------------------------------------------------------------------
+
+async def _aggregator_ctx(app: web.Application, store_path: str, tokens: Tokens) -> AsyncIterator[None]:
+    config = app[CONFIG]
+    store = await asyncio.to_thread(Store, store_path, history_per_host=config.store.history_per_host)
+    app[AGGREGATOR] = await asyncio.to_thread(Aggregator, config, store, tokens)
+    sweeper = asyncio.create_task(_sweep_forever(app[AGGREGATOR], config))
+    try:
+        yield
+    finally:
+        sweeper.cancel()
+        await asyncio.to_thread(store.close)
+
+
+async def _sweep_forever(agg: Aggregator, config: SiteConfig) -> None:
+    # Often enough that a host turns Unreachable within a few seconds of its deadline.
+    interval = max(0.05, min(config.lifecycle.heartbeat_seconds / 4, 5.0))
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            agg.sweep()
+        except Exception:  # noqa: BLE001 - the sweeper must outlive a bug in one sweep
+            log.exception("liveness sweep failed")
+
+
+def make_app(config: SiteConfig, *, db: str | Path | None = None, tokens: Tokens | None = None) -> web.Application:
+    """The one app factory. `db` overrides the config's store path."""
+    app = web.Application(client_max_size=config.service.max_body_bytes, middlewares=[errors_as_json])
+    app[CONFIG] = config
+    store_path = str(db if db is not None else config.service.db)
+    known = tokens if tokens is not None else Tokens()
+
+    async def aggregator_ctx(app: web.Application) -> AsyncIterator[None]:
+        async for _ in _aggregator_ctx(app, store_path, known):
+            yield
+
+    app.cleanup_ctx.append(aggregator_ctx)
+    app.router.add_post("/v1/nodes", post_node)
+    app.router.add_get("/v1/nodes", get_nodes)
+    app.router.add_get("/v1/nodes/{id}", get_node)
+    app.router.add_post("/v1/admin/hosts/{id}/{action}", post_admin)
+    app.router.add_get("/healthz", healthz)
+    return app

@@ -1,0 +1,11 @@
+"""Every aiohttp AppKey of the service, in one place."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from infosvc.aggregator import Aggregator
+from infosvc.siteconfig import SiteConfig
+
+CONFIG = web.AppKey("config", SiteConfig)
+AGGREGATOR = web.AppKey("aggregator", Aggregator)

@@ -1,0 +1,161 @@
+"""The aggregator's in-memory view of its hosts, rebuilt from the store at start.
+
+Each host has its newest SSS Node, the document it came in, when it reported, the admin's
+decisions, and its life-cycle state. Every change is passed on to the GLUE roll-up, one host at
+a time, so the roll-up never recomputes over every host. Rendered forms of each node (JSON,
+XML) are cached here and dropped when the host changes, because listing thousands of nodes
+should cost a join, not thousands of renderings.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+from infosvc.codec.node_json import node_to_json
+from infosvc.codec.node_xml import node_to_xml, parse_node
+from infosvc.errors import DocumentError
+from infosvc.lifecycle import NodeState, node_state, unreachable_at
+from infosvc.model.node import Node
+from infosvc.rollup import Rollup, host_from_node
+from infosvc.siteconfig import SiteConfig
+from infosvc.store import HostRecord
+
+log = logging.getLogger("infosvc.hosts")
+
+
+def iso_time(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+@dataclass(slots=True)
+class HostEntry:
+    id: str
+    node: Node
+    document: bytes
+    reported_at: float
+    first_seen: float
+    approved: bool
+    paused: bool
+    state: NodeState = NodeState.READY
+    _json: bytes | None = field(default=None, repr=False)
+    _xml: bytes | None = field(default=None, repr=False)
+
+    def published_node(self) -> Node:
+        """The node as published: its State is the life-cycle state, not the agent's word."""
+        node = self.node
+        if node.state == self.state.value:
+            return node
+        from dataclasses import replace
+
+        return replace(node, state=self.state.value)
+
+    def json(self) -> bytes:
+        if self._json is None:
+            body = node_to_json(self.published_node())
+            body["reportedAt"] = iso_time(self.reported_at)
+            self._json = json.dumps(body, separators=(",", ":")).encode()
+        return self._json
+
+    def xml(self) -> bytes:
+        if self._xml is None:
+            document = node_to_xml(self.published_node())
+            self._xml = document[document.index(b"<Node>"):].rstrip()
+        return self._xml
+
+    def forget_renderings(self) -> None:
+        self._json = self._xml = None
+
+
+class HostTable:
+    def __init__(self, config: SiteConfig, rollup: Rollup | None = None) -> None:
+        self.config = config
+        self.rollup = rollup if rollup is not None else Rollup(config)
+        self.entries: dict[str, HostEntry] = {}
+
+    def _state(self, entry: HostEntry, now: float) -> NodeState:
+        life = self.config.lifecycle
+        return node_state(approved=entry.approved, paused=entry.paused, last_report=entry.reported_at, now=now,
+                          heartbeat_seconds=life.heartbeat_seconds, missed_heartbeats=life.missed_heartbeats)
+
+    def _publish(self, entry: HostEntry) -> None:
+        entry.forget_renderings()
+        self.rollup.update(host_from_node(entry.node, entry.state.value, self.config, iso_time(entry.reported_at)))
+
+    def load(self, records: Iterable[HostRecord], now: float | None = None) -> int:
+        """Rebuild from the store; a stored document that no longer parses is skipped and logged."""
+        now = time.time() if now is None else now
+        count = 0
+        for record in records:
+            try:
+                node = parse_node(record.document)
+            except DocumentError as exc:
+                log.error("stored report of %s does not parse any more, skipped: %s", record.id, exc)
+                continue
+            entry = HostEntry(record.id, node, record.document, record.reported_at, record.first_seen,
+                              record.approved, record.paused)
+            entry.state = self._state(entry, now)
+            self.entries[entry.id] = entry
+            self._publish(entry)
+            count += 1
+        return count
+
+    def new_host_approved(self) -> bool:
+        return not self.config.lifecycle.require_approval
+
+    def report(self, node: Node, document: bytes, now: float) -> HostEntry:
+        """Apply a report that the store has committed."""
+        entry = self.entries.get(node.id)
+        if entry is None:
+            entry = HostEntry(node.id, node, document, now, now, self.new_host_approved(), False)
+            self.entries[node.id] = entry
+        else:
+            entry.node, entry.document, entry.reported_at = node, document, now
+        entry.state = self._state(entry, now)
+        self._publish(entry)
+        return entry
+
+    def set_flags(self, host_id: str, now: float, *, approved: bool | None = None,
+                  paused: bool | None = None) -> HostEntry | None:
+        entry = self.entries.get(host_id)
+        if entry is None:
+            return None
+        if approved is not None:
+            entry.approved = approved
+        if paused is not None:
+            entry.paused = paused
+        self._restate(entry, now)
+        return entry
+
+    def _restate(self, entry: HostEntry, now: float) -> bool:
+        state = self._state(entry, now)
+        if state is entry.state:
+            return False
+        entry.state = state
+        entry.forget_renderings()
+        self.rollup.set_state(entry.id, state.value)
+        return True
+
+    def sweep(self, now: float) -> list[HostEntry]:
+        """Mark hosts whose heartbeats stopped as Unreachable; returns the hosts that changed."""
+        life = self.config.lifecycle
+        changed = []
+        for entry in self.entries.values():
+            if entry.state is NodeState.UNREACHABLE or entry.state is NodeState.PENDING:
+                continue
+            if now > unreachable_at(entry.reported_at, life.heartbeat_seconds, life.missed_heartbeats):
+                if self._restate(entry, now):
+                    changed.append(entry)
+        return changed
+
+    def __iter__(self) -> Iterator[HostEntry]:
+        return iter(self.entries.values())
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def get(self, host_id: str) -> HostEntry | None:
+        return self.entries.get(host_id)

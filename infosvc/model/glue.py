@@ -1,0 +1,208 @@
+"""The GLUE Computing Element schema 1.1 as plain dataclasses.
+
+ComputingElement (Info, Policy, State, AccessControlBase, Job) points to Clusters; a Cluster
+holds SubClusters; a SubCluster holds Hosts. Attribute names follow the schema's (in snake case
+here; codecs write the schema's own spelling). Sizes are in MB, clock speeds in MHz, cache sizes
+in KB, times in minutes (Policy) or seconds (State), as the schema says. A value of None is "not
+published": GLUE is built top down, and every group below the structural objects is optional.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Architecture:
+    platform_type: str | None = None
+    smp_size: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OperatingSystem:
+    name: str | None = None
+    release: str | None = None
+    version: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Benchmark:
+    si00: int = 0
+    sf00: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ApplicationSoftware:
+    runtime_environment: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Processor:
+    vendor: str | None = None
+    model: str | None = None
+    version: str | None = None
+    clock_speed: int | None = None  # MHz
+    instruction_set: str | None = None  # ComputerISA
+    features: str | None = None
+    cache_l1: int | None = None  # KB
+    cache_l1i: int | None = None
+    cache_l1d: int | None = None
+    cache_l2: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MainMemory:
+    ram_size: int | None = None  # MB
+    ram_available: int | None = None
+    virtual_size: int | None = None
+    virtual_available: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FileSystem:
+    """A file system; `remote` selects GLUE's RemoteFileSystem specialisation over the local one."""
+
+    root: str
+    name: str
+    type: str | None = None
+    read_only: bool = False
+    size: int | None = None  # MB
+    available_space: int | None = None  # MB
+    remote: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """ProcessorLoad or SMPLoad: availability x 100 over 1, 5 and 15 minutes."""
+
+    last_1min: int
+    last_5min: int
+    last_15min: int
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkAdapter:
+    name: str
+    ip_address: str | None = None
+    mtu: int | None = None
+    outbound_ip: bool | None = None
+    inbound_ip: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """One host: its unique name, its CCS life-cycle state, and the Host groups of the schema."""
+
+    unique_id: str
+    name: str
+    state: str
+    last_report: str  # ISO 8601 UTC
+    cluster: str  # the id of its cluster (from the site config)
+    architecture: Architecture = field(default_factory=Architecture)
+    operating_system: OperatingSystem = field(default_factory=OperatingSystem)
+    benchmark: Benchmark | None = None
+    application_software: ApplicationSoftware | None = None
+    processor: Processor = field(default_factory=Processor)
+    main_memory: MainMemory = field(default_factory=MainMemory)
+    file_systems: tuple[FileSystem, ...] = ()
+    processor_load: Load | None = None
+    smp_load: Load | None = None
+    network_adapters: tuple[NetworkAdapter, ...] = ()
+    #: CPUs: configured, and available now per the agent (not yet weighed by state)
+    total_cpus: int = 0
+    available_cpus: int = 0
+
+    @property
+    def live(self) -> bool:
+        """Counted in TotalCPUs: the host reports and an admin has let it in."""
+        return self.state in ("Ready", "Paused")
+
+    @property
+    def free_cpus(self) -> int:
+        """Free for a scheduler: only a Ready host gives any."""
+        return self.available_cpus if self.state == "Ready" else 0
+
+
+@dataclass(slots=True)
+class SubCluster:
+    """Homogeneous hosts of one cluster: the attributes they share, and running aggregates."""
+
+    unique_id: str
+    name: str
+    cluster: str
+    architecture: Architecture
+    operating_system: OperatingSystem
+    processor: Processor
+    main_memory: MainMemory  # RAMSize only: the shared, configured size
+    benchmark: Benchmark | None = None
+    application_software: ApplicationSoftware | None = None
+    host_count: int = 0  # SubClusterCount
+    live_hosts: int = 0
+    total_cpus: int = 0  # over live hosts
+    free_cpus: int = 0  # over Ready hosts
+    ram_available: int = 0  # MB, over live hosts
+    states: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    unique_id: str
+    name: str
+    information_service_url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CEInfo:
+    lrms_type: str
+    lrms_version: str | None
+    gram_version: str | None
+    host_name: str | None
+    gatekeeper_port: int | None
+    total_cpus: int
+
+
+@dataclass(frozen=True, slots=True)
+class CEPolicy:
+    max_wall_clock_time: int = 0
+    max_cpu_time: int = 0
+    max_total_jobs: int = 0
+    max_running_jobs: int = 0
+    priority: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CEState:
+    status: str
+    running_jobs: int = 0
+    waiting_jobs: int = 0
+    worst_response_time: int = 0
+    estimated_response_time: int = 0
+    free_cpus: int = 0
+
+    @property
+    def total_jobs(self) -> int:
+        return self.running_jobs + self.waiting_jobs
+
+
+@dataclass(frozen=True, slots=True)
+class CEJob:
+    local_id: str
+    status: str  # SUBMITTED, WAITING, READY, SCHEDULED, RUNNING, ABORTED, DONE, CLEARED, CHECKPOINTED
+    local_owner: str | None = None
+    global_owner: str | None = None
+    global_id: str | None = None
+    scheduler_specific: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ComputingElement:
+    unique_id: str
+    name: str
+    queue: str
+    info: CEInfo
+    policy: CEPolicy
+    state: CEState
+    access_control_rules: tuple[str, ...] = ()
+    jobs: tuple[CEJob, ...] = ()
+    clusters: tuple[str, ...] = ()  # cluster unique ids
+    information_service_url: str | None = None

@@ -1,0 +1,304 @@
+"""The GLUE roll-up: SSS Nodes -> GLUE Hosts -> homogeneous SubClusters -> Clusters -> CEs.
+
+`host_from_node` is the SSS -> GLUE mapping of one host (docs/glue-mapping.md), a pure function.
+`Rollup` keeps the tree incrementally: `update` with one host changes that host and the running
+aggregates of its subcluster (and of the one it left, when its hardware changed); clusters and
+computing elements are summed from their subclusters when asked, which costs the number of
+subclusters, not of hosts.
+
+A subcluster is the set of hosts of one cluster that share the homogeneity key: processor model
+and clock, CPU count, RAM size (to the nearest GiB: identical machines differ by a few MB of
+kernel reservations), OS name and release, architecture, and the Benchmark and
+ApplicationSoftware the site config gives them. Its id is derived from the cluster and the key,
+so it is the same across restarts and on every aggregator with the same hosts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+from infosvc.model import glue
+from infosvc.model.glue import Host, SubCluster
+from infosvc.model.node import Node
+from infosvc.siteconfig import DEFAULT_CLUSTER, SiteConfig
+
+MB = "MB"
+
+
+def _int(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(float(text))
+    except ValueError:
+        return None
+
+
+def _load(node: Node, cpus: int) -> tuple[glue.Load, glue.Load] | None:
+    """ProcessorLoad and SMPLoad as GLUE defines them: (available CPUs - runnable tasks) x 100.
+
+    SMPLoad is for the whole node; ProcessorLoad is the same per processor, so that nodes of
+    different sizes compare (a single-CPU node has the two equal).
+    """
+    loads = {}
+    for item in node.utilized.items:
+        if item.kind == "Resource" and item.name == "Load" and item.type in ("1min", "5min", "15min"):
+            loads[item.type] = float(item.value)
+    if len(loads) != 3 or cpus <= 0:
+        return None
+    smp = [round((cpus - loads[k]) * 100) for k in ("1min", "5min", "15min")]
+    per = [round((cpus - loads[k]) * 100 / cpus) for k in ("1min", "5min", "15min")]
+    return glue.Load(*per), glue.Load(*smp)
+
+
+def host_from_node(node: Node, state: str, config: SiteConfig, last_report: str) -> Host:
+    """The GLUE Host of an SSS Node as the agent writes it (docs/node-mapping.md)."""
+    by_type: dict[str, dict[str, str]] = {}
+    for ext in node.extensions:
+        if ext.type is not None:
+            by_type.setdefault(ext.type, {}).setdefault(ext.name, ext.value)
+    os_ext = by_type.get("OperatingSystem", {})
+    cpu = by_type.get("Processor", {})
+    configured, available = node.configured, node.available
+
+    processors = configured.get("Processors")
+    cpus = int(processors.value) if processors is not None else 0
+    free = available.get("Processors")
+    memory, memory_free = configured.get("Memory"), available.get("Memory")
+    swap, swap_free = configured.get("Swap"), available.get("Swap")
+
+    sizes = {item.type: item for item in configured.items if item.kind == "Resource" and item.name == "FileSystem"}
+    frees = {item.type: item for item in available.items if item.kind == "Resource" and item.name == "FileSystem"}
+    file_systems = []
+    for root, size in sizes.items():
+        if root is None:
+            continue
+        fs_ext = by_type.get(f"FileSystem:{root}", {})
+        free_fs = frees.get(root)
+        file_systems.append(glue.FileSystem(
+            root=root, name=fs_ext.get("Device", root), type=fs_ext.get("Type"),
+            read_only=fs_ext.get("ReadOnly", "false").lower() == "true", size=int(size.amount(MB)),
+            available_space=int(free_fs.amount(MB)) if free_fs is not None else None,
+            remote=fs_ext.get("Kind") == "remote"))
+
+    adapters = []
+    for item in configured.items:
+        if item.kind != "Resource" or item.name != "NetworkAdapter" or not item.type or item.type == "lo":
+            continue
+        nic_ext = by_type.get(f"NetworkAdapter:{item.type}", {})
+        adapters.append(glue.NetworkAdapter(name=item.type, ip_address=_first_address(node, item.type),
+                                            mtu=_int(nic_ext.get("MTU"))))
+
+    load = _load(node, cpus)
+    cluster = config.cluster_of(node.id)
+    bench = config.benchmark_of(node.id)
+    software = config.software_of(node.id)
+    return Host(
+        unique_id=node.id, name=node.name or node.id, state=state, last_report=last_report, cluster=cluster.id,
+        architecture=glue.Architecture(platform_type=node.arch, smp_size=cpus or None),
+        operating_system=glue.OperatingSystem(name=os_ext.get("Name") or node.opsys, release=os_ext.get("Release"),
+                                              version=os_ext.get("Version")),
+        benchmark=glue.Benchmark(bench.si00, bench.sf00) if bench is not None else None,
+        application_software=glue.ApplicationSoftware(software) if software else None,
+        processor=glue.Processor(
+            vendor=cpu.get("Vendor"), model=cpu.get("Model"), version=cpu.get("Version"),
+            clock_speed=_int(cpu.get("ClockSpeed")), instruction_set=cpu.get("InstructionSet") or node.arch,
+            features=cpu.get("Flags"), cache_l1=_int(cpu.get("CacheL1")), cache_l1i=_int(cpu.get("CacheL1I")),
+            cache_l1d=_int(cpu.get("CacheL1D")), cache_l2=_int(cpu.get("CacheL2"))),
+        main_memory=glue.MainMemory(
+            ram_size=int(memory.amount(MB)) if memory is not None else None,
+            ram_available=int(memory_free.amount(MB)) if memory_free is not None else None,
+            virtual_size=int(swap.amount(MB)) if swap is not None else None,
+            virtual_available=int(swap_free.amount(MB)) if swap_free is not None else None),
+        file_systems=tuple(file_systems),
+        processor_load=load[0] if load else None, smp_load=load[1] if load else None,
+        network_adapters=tuple(adapters),
+        total_cpus=cpus, available_cpus=max(0, int(free.value)) if free is not None else 0,
+    )
+
+
+def _first_address(node: Node, adapter: str) -> str | None:
+    context = f"NetworkAdapter:{adapter}"
+    addresses = [e.value for e in node.extensions if e.type == context and e.name == "Address"]
+    # Prefer IPv4: GLUE 1.1 predates IPv6 in practice, and consumers expect a dotted quad.
+    return next((a for a in addresses if ":" not in a), addresses[0] if addresses else None)
+
+
+def ram_class_mb(ram_size: int | None) -> int | None:
+    """RAM size as the homogeneity key sees it: to the nearest GiB, in MB (at least 1 GiB)."""
+    if ram_size is None:
+        return None
+    return max(1, round(ram_size / 1024)) * 1024
+
+
+def subcluster_key(host: Host) -> tuple[object, ...]:
+    p, os_ = host.processor, host.operating_system
+    return (host.cluster, p.model, p.clock_speed, host.architecture.smp_size, ram_class_mb(host.main_memory.ram_size),
+            os_.name, os_.release, host.architecture.platform_type, host.benchmark, host.application_software)
+
+
+def _subcluster_for(host: Host, key: tuple[object, ...]) -> SubCluster:
+    digest = hashlib.sha1(repr(key[1:]).encode()).hexdigest()[:10]
+    p, os_, arch = host.processor, host.operating_system, host.architecture
+    ram = ram_class_mb(host.main_memory.ram_size)
+    words = [arch.platform_type or "unknown-arch", f"{arch.smp_size or 0}cpu", p.model or "unknown-cpu",
+             f"{p.clock_speed}MHz" if p.clock_speed else None, f"{ram // 1024}GiB" if ram else None,
+             " ".join(filter(None, (os_.name, os_.release))) or None]
+    return SubCluster(
+        unique_id=f"{host.cluster}-{digest}", name=" ".join(w for w in words if w), cluster=host.cluster,
+        architecture=arch, operating_system=glue.OperatingSystem(os_.name, os_.release, None),
+        # Only what every member shares by construction of the key is published at this level.
+        processor=glue.Processor(model=p.model, clock_speed=p.clock_speed, instruction_set=p.instruction_set),
+        main_memory=glue.MainMemory(ram_size=ram), benchmark=host.benchmark,
+        application_software=host.application_software)
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    hosts: int = 0
+    live_hosts: int = 0
+    total_cpus: int = 0
+    free_cpus: int = 0
+
+
+class Rollup:
+    """The GLUE tree of a site, kept current one host at a time."""
+
+    def __init__(self, config: SiteConfig) -> None:
+        self.config = config
+        self.hosts: dict[str, Host] = {}
+        self.subclusters: dict[str, SubCluster] = {}
+        self._members: dict[str, dict[str, None]] = {}  # subcluster -> its hosts, in arrival order
+        self._sub_of: dict[str, str] = {}  # host -> subcluster
+        self._key_of: dict[tuple[object, ...], str] = {}  # homogeneity key -> subcluster
+        self._subs_of_cluster: dict[str, dict[str, None]] = {}
+
+    # --- changes ------------------------------------------------------------------------------
+
+    def update(self, host: Host) -> SubCluster:
+        """Put `host` in the tree (new, or replacing its previous report); returns its subcluster."""
+        old = self.hosts.get(host.unique_id)
+        key = subcluster_key(host)
+        sub_id = self._key_of.get(key)
+        if old is not None:
+            old_sub = self._sub_of[host.unique_id]
+            self._account(self.subclusters[old_sub], old, -1)
+            if old_sub != sub_id:
+                self._leave(host.unique_id, old_sub)
+        if sub_id is None:
+            sub = _subcluster_for(host, key)
+            sub_id = sub.unique_id
+            self._key_of[key] = sub_id
+            self.subclusters[sub_id] = sub
+            self._members[sub_id] = {}
+            self._subs_of_cluster.setdefault(host.cluster, {})[sub_id] = None
+        sub = self.subclusters[sub_id]
+        self._members[sub_id][host.unique_id] = None
+        self._sub_of[host.unique_id] = sub_id
+        self.hosts[host.unique_id] = host
+        self._account(sub, host, +1)
+        return sub
+
+    def set_state(self, host_id: str, state: str) -> Host | None:
+        from dataclasses import replace
+
+        old = self.hosts.get(host_id)
+        if old is None or old.state == state:
+            return old
+        sub = self.subclusters[self._sub_of[host_id]]
+        self._account(sub, old, -1)
+        new = replace(old, state=state)
+        self.hosts[host_id] = new
+        self._account(sub, new, +1)
+        return new
+
+    def remove(self, host_id: str) -> None:
+        old = self.hosts.pop(host_id, None)
+        if old is None:
+            return
+        sub_id = self._sub_of[host_id]
+        self._account(self.subclusters[sub_id], old, -1)
+        self._leave(host_id, sub_id)
+        del self._sub_of[host_id]
+
+    def _leave(self, host_id: str, sub_id: str) -> None:
+        members = self._members[sub_id]
+        members.pop(host_id, None)
+        if not members:
+            sub = self.subclusters.pop(sub_id)
+            del self._members[sub_id]
+            self._key_of = {k: v for k, v in self._key_of.items() if v != sub_id}
+            self._subs_of_cluster[sub.cluster].pop(sub_id, None)
+
+    @staticmethod
+    def _account(sub: SubCluster, host: Host, sign: int) -> None:
+        sub.host_count += sign
+        sub.states[host.state] = sub.states.get(host.state, 0) + sign
+        if not sub.states[host.state]:
+            del sub.states[host.state]
+        if host.live:
+            sub.live_hosts += sign
+            sub.total_cpus += sign * host.total_cpus
+            sub.ram_available += sign * (host.main_memory.ram_available or 0)
+        sub.free_cpus += sign * host.free_cpus
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def subcluster_of(self, host_id: str) -> SubCluster | None:
+        sub_id = self._sub_of.get(host_id)
+        return self.subclusters.get(sub_id) if sub_id is not None else None
+
+    def hosts_of(self, sub_id: str) -> Iterator[Host]:
+        hosts = self.hosts
+        return (hosts[h] for h in self._members.get(sub_id, ()))
+
+    def subclusters_of(self, cluster_id: str) -> list[SubCluster]:
+        return [self.subclusters[s] for s in self._subs_of_cluster.get(cluster_id, ())]
+
+    def clusters(self) -> list[glue.Cluster]:
+        """Configured clusters (empty ones too: GLUE is top down), then `default` if it holds hosts."""
+        url = self.config.service.information_service_url or None
+        found = [glue.Cluster(c.id, c.name, url) for c in self.config.clusters]
+        if all(c.unique_id != DEFAULT_CLUSTER for c in found) and self._subs_of_cluster.get(DEFAULT_CLUSTER):
+            found.append(glue.Cluster(DEFAULT_CLUSTER, DEFAULT_CLUSTER, url))
+        return found
+
+    def cluster(self, cluster_id: str) -> glue.Cluster | None:
+        return next((c for c in self.clusters() if c.unique_id == cluster_id), None)
+
+    def totals(self, cluster_ids: Iterable[str]) -> Totals:
+        hosts = live = total = free = 0
+        for cid in cluster_ids:
+            for sub in self.subclusters_of(cid):
+                hosts += sub.host_count
+                live += sub.live_hosts
+                total += sub.total_cpus
+                free += sub.free_cpus
+        return Totals(hosts, live, total, free)
+
+    def computing_elements(self) -> list[glue.ComputingElement]:
+        url = self.config.service.information_service_url or None
+        all_ids = tuple(c.unique_id for c in self.clusters())
+        found = []
+        for ce in self.config.computing_elements:
+            clusters = all_ids if ce.all_clusters else ce.clusters
+            totals = self.totals(clusters)
+            p = ce.policy
+            found.append(glue.ComputingElement(
+                unique_id=ce.id, name=ce.name, queue=ce.queue,
+                info=glue.CEInfo(lrms_type=ce.lrms_type, lrms_version=ce.lrms_version or None,
+                                 gram_version=ce.gram_version or None, host_name=ce.host_name or None,
+                                 gatekeeper_port=ce.gatekeeper_port or None, total_cpus=totals.total_cpus),
+                policy=glue.CEPolicy(p.max_wall_clock_time, p.max_cpu_time, p.max_total_jobs,
+                                     p.max_running_jobs, p.priority),
+                state=glue.CEState(status=ce.status, free_cpus=totals.free_cpus),
+                access_control_rules=ce.access_control, clusters=clusters, information_service_url=url))
+        return found
+
+    def computing_element(self, ce_id: str) -> glue.ComputingElement | None:
+        return next((c for c in self.computing_elements() if c.unique_id == ce_id), None)
+
+    def __len__(self) -> int:
+        return len(self.hosts)

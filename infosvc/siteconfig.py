@@ -1,0 +1,316 @@
+"""The site config: one TOML file (read with tomllib) describing the service and the site.
+
+Every key is optional; `load_config(None)` gives the defaults, which publish one cluster and one
+computing element over every host. Unknown keys and values of the wrong type are errors that name
+the key, so a typo cannot silently change behaviour. docs/configuration.md lists every key.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from ClusterShell.NodeSet import NodeSet, NodeSetException
+
+DEFAULT_LISTEN: Final = "127.0.0.1:8080"
+DEFAULT_CLUSTER: Final = "default"
+CE_STATUSES: Final = ("Queueing", "Production", "Closed", "Draining")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceConfig:
+    listen: str = DEFAULT_LISTEN
+    db: str = "infosvc.sqlite"
+    max_body_bytes: int = 256 * 1024
+    body_timeout_seconds: float = 10.0
+    read_token_required: bool = False
+    #: published as each GLUE entity's InformationServiceURL ("" publishes none)
+    information_service_url: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    history_per_host: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleConfig:
+    heartbeat_seconds: float = 60.0
+    missed_heartbeats: int = 3
+    require_approval: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class HostGroup:
+    """Hosts named by a NodeSet expression, and what the config says of them."""
+
+    nodes: NodeSet
+
+    def __contains__(self, host: str) -> bool:
+        try:
+            return host in self.nodes
+        except NodeSetException:
+            return False
+
+
+@dataclass(frozen=True, slots=True)
+class Benchmark(HostGroup):
+    si00: int = 0
+    sf00: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Software(HostGroup):
+    runtime_environment: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    id: str
+    name: str
+    nodes: NodeSet | None  # None: every host not claimed by another cluster
+
+    def __contains__(self, host: str) -> bool:
+        if self.nodes is None:
+            return True
+        try:
+            return host in self.nodes
+        except NodeSetException:
+            return False
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """GLUE CE Policy; 0 means not specified, as in the schema."""
+
+    max_wall_clock_time: int = 0  # minutes
+    max_cpu_time: int = 0  # minutes
+    max_total_jobs: int = 0
+    max_running_jobs: int = 0
+    priority: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ComputingElementConfig:
+    id: str
+    name: str
+    queue: str
+    lrms_type: str = "infosvc"
+    lrms_version: str = ""
+    gram_version: str = ""
+    host_name: str = ""
+    gatekeeper_port: int = 0
+    status: str = "Production"
+    policy: Policy = field(default_factory=Policy)
+    access_control: tuple[str, ...] = ()
+    clusters: tuple[str, ...] = ()
+    #: the default CE, made when the config names none, serves every cluster there is
+    all_clusters: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SiteConfig:
+    service: ServiceConfig = field(default_factory=ServiceConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
+    lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
+    clusters: tuple[ClusterConfig, ...] = (ClusterConfig(DEFAULT_CLUSTER, DEFAULT_CLUSTER, None),)
+    computing_elements: tuple[ComputingElementConfig, ...] = (
+        ComputingElementConfig(DEFAULT_CLUSTER, DEFAULT_CLUSTER, DEFAULT_CLUSTER, all_clusters=True),)
+    benchmarks: tuple[Benchmark, ...] = ()
+    software: tuple[Software, ...] = ()
+
+    def cluster_of(self, host: str) -> ClusterConfig:
+        """The first configured cluster naming `host`; hosts no cluster names go to `default`."""
+        for cluster in self.clusters:
+            if host in cluster:
+                return cluster
+        return ClusterConfig(DEFAULT_CLUSTER, DEFAULT_CLUSTER, None)
+
+    def benchmark_of(self, host: str) -> Benchmark | None:
+        return next((b for b in self.benchmarks if host in b), None)
+
+    def software_of(self, host: str) -> tuple[str, ...]:
+        found: list[str] = []
+        for entry in self.software:
+            if host in entry:
+                found.extend(e for e in entry.runtime_environment if e not in found)
+        return tuple(found)
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+class _Table:
+    """A TOML table being read: typed getters that name the key, and a check for leftovers."""
+
+    def __init__(self, data: Any, where: str) -> None:
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where}: expected a table")
+        self.data = dict(data)
+        self.where = where
+
+    def _take(self, key: str, kinds: tuple[type, ...], default: Any, what: str) -> Any:
+        if key not in self.data:
+            return default
+        value = self.data.pop(key)
+        # bool is an int in Python; a TOML `true` is no number here.
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise ConfigError(f"{self.where}.{key}: expected {what}, got {value!r}")
+        return value
+
+    def text(self, key: str, default: str | None = None) -> Any:
+        return self._take(key, (str,), default, "a string")
+
+    def integer(self, key: str, default: int, minimum: int = 0) -> int:
+        value: int = self._take(key, (int,), default, "an integer")
+        if value < minimum:
+            raise ConfigError(f"{self.where}.{key}: must be at least {minimum}, got {value}")
+        return value
+
+    def number(self, key: str, default: float, minimum: float = 0.0) -> float:
+        value = float(self._take(key, (int, float), default, "a number"))
+        if not value > minimum:
+            raise ConfigError(f"{self.where}.{key}: must be greater than {minimum:g}, got {value:g}")
+        return value
+
+    def flag(self, key: str, default: bool) -> bool:
+        return bool(self._take(key, (bool,), default, "true or false"))
+
+    def strings(self, key: str) -> tuple[str, ...]:
+        value = self._take(key, (list,), [], "a list of strings")
+        if not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{self.where}.{key}: expected a list of strings")
+        return tuple(value)
+
+    def table(self, key: str) -> _Table:
+        return _Table(self.data.pop(key, {}), f"{self.where}.{key}" if self.where else key)
+
+    def tables(self, key: str) -> list[_Table]:
+        value = self.data.pop(key, [])
+        if not isinstance(value, list):
+            raise ConfigError(f"{key}: expected an array of tables ([[{key}]])")
+        return [_Table(item, f"{key}[{i}]") for i, item in enumerate(value)]
+
+    def nodeset(self, key: str, required: bool = True) -> NodeSet | None:
+        text = self.text(key)
+        if text is None:
+            if required:
+                raise ConfigError(f"{self.where}.{key}: required (a NodeSet such as node[001-128])")
+            return None
+        try:
+            return NodeSet(text)
+        except NodeSetException as exc:
+            raise ConfigError(f"{self.where}.{key}: not a NodeSet: {exc}") from None
+
+    def done(self) -> None:
+        if self.data:
+            where = f"{self.where}: " if self.where else ""
+            raise ConfigError(f"{where}unknown key(s): {', '.join(sorted(self.data))}")
+
+
+def parse_config(data: dict[str, Any]) -> SiteConfig:
+    top = _Table(data, "")
+    s = top.table("service")
+    service = ServiceConfig(
+        listen=s.text("listen", DEFAULT_LISTEN), db=s.text("db", "infosvc.sqlite"),
+        max_body_bytes=s.integer("max_body_bytes", 256 * 1024, minimum=1024),
+        body_timeout_seconds=s.number("body_timeout_seconds", 10.0),
+        read_token_required=s.flag("read_token_required", False),
+        information_service_url=s.text("information_service_url", ""))
+    s.done()
+    st = top.table("store")
+    store = StoreConfig(history_per_host=st.integer("history_per_host", 100, minimum=1))
+    st.done()
+    lc = top.table("lifecycle")
+    lifecycle = LifecycleConfig(heartbeat_seconds=lc.number("heartbeat_seconds", 60.0),
+                                missed_heartbeats=lc.integer("missed_heartbeats", 3, minimum=1),
+                                require_approval=lc.flag("require_approval", False))
+    lc.done()
+
+    clusters: list[ClusterConfig] = []
+    for t in top.tables("clusters"):
+        cid = _id(t)
+        clusters.append(ClusterConfig(cid, t.text("name", cid), t.nodeset("nodes", required=False)))
+        t.done()
+    _unique("clusters", [c.id for c in clusters])
+    if not clusters:
+        clusters = [ClusterConfig(DEFAULT_CLUSTER, DEFAULT_CLUSTER, None)]
+    cluster_ids = {c.id for c in clusters} | {DEFAULT_CLUSTER}
+
+    ces: list[ComputingElementConfig] = []
+    for t in top.tables("computing_elements"):
+        cid = _id(t)
+        p = t.table("policy")
+        policy = Policy(max_wall_clock_time=p.integer("max_wall_clock_time", 0), max_cpu_time=p.integer("max_cpu_time", 0),
+                        max_total_jobs=p.integer("max_total_jobs", 0), max_running_jobs=p.integer("max_running_jobs", 0),
+                        priority=p.integer("priority", 0, minimum=-(1 << 31)))
+        p.done()
+        status = t.text("status", "Production")
+        if status not in CE_STATUSES:
+            raise ConfigError(f"{t.where}.status: one of {', '.join(CE_STATUSES)}, got {status!r}")
+        ce = ComputingElementConfig(
+            id=cid, name=t.text("name", cid), queue=t.text("queue", cid), lrms_type=t.text("lrms_type", "infosvc"),
+            lrms_version=t.text("lrms_version", ""), gram_version=t.text("gram_version", ""),
+            host_name=t.text("host_name", ""), gatekeeper_port=t.integer("gatekeeper_port", 0),
+            status=status, policy=policy, access_control=t.strings("access_control"),
+            clusters=t.strings("clusters"))
+        t.done()
+        for name in ce.clusters:
+            if name not in cluster_ids:
+                raise ConfigError(f"{t.where}.clusters: no cluster {name!r} is configured")
+        ces.append(ce)
+    _unique("computing_elements", [c.id for c in ces])
+    if not ces:
+        ces = [ComputingElementConfig(DEFAULT_CLUSTER, DEFAULT_CLUSTER, DEFAULT_CLUSTER, all_clusters=True)]
+
+    benchmarks = []
+    for t in top.tables("benchmarks"):
+        nodes = t.nodeset("nodes")
+        assert nodes is not None
+        benchmarks.append(Benchmark(nodes, si00=t.integer("si00", 0), sf00=t.integer("sf00", 0)))
+        t.done()
+    software = []
+    for t in top.tables("software"):
+        nodes = t.nodeset("nodes")
+        assert nodes is not None
+        software.append(Software(nodes, runtime_environment=t.strings("runtime_environment")))
+        t.done()
+    top.done()
+    return SiteConfig(service, store, lifecycle, tuple(clusters), tuple(ces), tuple(benchmarks), tuple(software))
+
+
+def _id(t: _Table) -> str:
+    value = t.text("id")
+    if not value or not value.strip():
+        raise ConfigError(f"{t.where}.id: required, a non-blank string")
+    return str(value).strip()
+
+
+def _unique(what: str, ids: list[str]) -> None:
+    seen: set[str] = set()
+    for i in ids:
+        if i in seen:
+            raise ConfigError(f"{what}: id {i!r} is used twice")
+        seen.add(i)
+
+
+def load_config(path: str | Path | None) -> SiteConfig:
+    """The config in `path` (TOML), or the defaults when `path` is None."""
+    if path is None:
+        return SiteConfig()
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        return parse_config(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
