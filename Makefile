@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+LISTEN ?= 127.0.0.1:8080
 
 .PHONY: run test bench clean
 
@@ -12,8 +13,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# The aggregator on an embedded SQLite file in var/, with an agent for this host (Ctrl-C stops both).
 run: $(STAMP)
-	$(VENV)/bin/infosvc-agent --once --pretty
+	mkdir -p var
+	$(VENV)/bin/infosvc serve --db var/infosvc.sqlite --local-agent --listen $(LISTEN)
 
 test: $(STAMP)
 	$(VENV)/bin/mypy
@@ -23,4 +26,4 @@ bench: $(STAMP)
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis var

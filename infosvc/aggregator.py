@@ -11,8 +11,10 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from typing import Callable
+from typing import Callable, Iterable
 
+from infosvc.codec.glue_json import GlueJson
+from infosvc.codec.glue_xml import GlueXml
 from infosvc.codec.node_xml import parse_node
 from infosvc.hosts import HostEntry, HostTable
 from infosvc.siteconfig import SiteConfig
@@ -40,6 +42,8 @@ class Aggregator:
         self.tokens = tokens
         self.clock = clock
         self.table = HostTable(config)
+        self.glue_json = GlueJson(self.table.rollup)
+        self.glue_xml = GlueXml(self.table.rollup)
         #: reports accepted, and refused by reason (for /metrics)
         self.accepted = 0
         self.rejected: Counter[str] = Counter()
@@ -52,9 +56,10 @@ class Aggregator:
 
     def authorize(self, header: str | None, *roles: Role) -> tuple[str, Role]:
         """The token's (digest, role) if the Authorization header carries one of `roles`."""
-        if not header or not header.startswith("Bearer "):
+        scheme, _, token = (header or "").strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():  # the scheme is case-insensitive (RFC 9110)
             raise Refused(401, "missing bearer token", "send 'Authorization: Bearer TOKEN'")
-        found = self.tokens.check(header[7:].strip())
+        found = self.tokens.check(token.strip())
         if found is None:
             raise Refused(401, "unknown token")
         if found[1] not in roles:
@@ -91,7 +96,9 @@ class Aggregator:
             self.rejected["store"] += 1
             raise
         self.accepted += 1
-        return self.table.report(node, body, now)
+        entry = self.table.report(node, body, now)
+        self._warm((entry,))
+        return entry
 
     def _check_binding(self, key: str, host: str) -> bool:
         """Whether this report binds the token now; Refused if the token or host is bound elsewhere."""
@@ -110,7 +117,17 @@ class Aggregator:
         await asyncio.wrap_future(self.store.set_flags(host_id, approved=approved, paused=paused))
         entry = self.table.set_flags(host_id, self.clock(), approved=approved, paused=paused)
         assert entry is not None
+        self._warm((entry,))
         return entry
 
     def sweep(self) -> int:
-        return len(self.table.sweep(self.clock()))
+        changed = self.table.sweep(self.clock())
+        self._warm(changed)
+        return len(changed)
+
+    def _warm(self, entries: Iterable[HostEntry]) -> None:
+        # Render a changed host's GLUE now, a few microseconds per report, so that a read of the
+        # whole tree joins cached fragments instead of rendering every host that reported since.
+        hosts = [h for h in map(self.table.rollup.hosts.get, (e.id for e in entries)) if h is not None]
+        self.glue_json.warm(hosts)
+        self.glue_xml.warm(hosts)

@@ -118,6 +118,42 @@ async def get_node(request: web.Request) -> web.Response:
     return web.Response(body=entry.json(), content_type=JSON)
 
 
+# --- GLUE -------------------------------------------------------------------------------------
+
+GLUE_KINDS = ("computing-elements", "clusters", "subclusters", "hosts")
+
+
+async def get_glue(request: web.Request) -> web.Response:
+    agg = aggregator(request)
+    agg.authorize_read(request.headers.get("Authorization"))
+    if wants_xml(request):
+        return web.Response(body=agg.glue_xml.tree(), content_type=XML)
+    return web.Response(body=agg.glue_json.tree(), content_type=JSON)
+
+
+async def get_glue_hosts(request: web.Request) -> web.Response:
+    agg = aggregator(request)
+    agg.authorize_read(request.headers.get("Authorization"))
+    hosts = agg.table.rollup.hosts
+    selected = [hosts[e.id] for e in HostFilter.parse(request.query.items()).select(agg.table) if e.id in hosts]
+    if wants_xml(request):
+        return web.Response(body=agg.glue_xml.hosts(selected), content_type=XML)
+    return web.Response(body=agg.glue_json.hosts(selected), content_type=JSON)
+
+
+async def get_glue_entity(request: web.Request) -> web.Response:
+    agg = aggregator(request)
+    agg.authorize_read(request.headers.get("Authorization"))
+    kind, ident = request.match_info["kind"], request.match_info["id"]
+    if kind not in GLUE_KINDS:
+        raise Refused(404, f"no GLUE kind {kind!r}", f"one of {', '.join(GLUE_KINDS)}")
+    xml = wants_xml(request)
+    body = (agg.glue_xml if xml else agg.glue_json).entity(kind, ident)
+    if body is None:
+        raise Refused(404, f"no {kind[:-1].replace('-', ' ')} {ident!r}")
+    return web.Response(body=body, content_type=XML if xml else JSON)
+
+
 # --- admin ------------------------------------------------------------------------------------
 
 ADMIN_ACTIONS: dict[str, dict[str, bool]] = {
@@ -182,6 +218,9 @@ def make_app(config: SiteConfig, *, db: str | Path | None = None, tokens: Tokens
     app.router.add_post("/v1/nodes", post_node)
     app.router.add_get("/v1/nodes", get_nodes)
     app.router.add_get("/v1/nodes/{id}", get_node)
+    app.router.add_get("/v1/glue", get_glue)
+    app.router.add_get("/v1/glue/hosts", get_glue_hosts)
+    app.router.add_get("/v1/glue/{kind}/{id}", get_glue_entity)
     app.router.add_post("/v1/admin/hosts/{id}/{action}", post_admin)
     app.router.add_get("/healthz", healthz)
     return app

@@ -14,12 +14,16 @@ A parameter that is not one of these, or a value that does not parse, is an erro
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
+
+from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
+from ClusterShell.NodeUtils import GroupResolverError
 
 from infosvc.lifecycle import NodeState
 from infosvc.model.node import split_features
-from infosvc.model.noderef import NodeRefError, expand_range
 
 if TYPE_CHECKING:
     from infosvc.hosts import HostEntry, HostTable
@@ -43,7 +47,98 @@ def free_processors(entry: HostEntry) -> int:
 
 def free_memory_mb(entry: HostEntry) -> float:
     available = entry.node.available.get("Memory")
-    return available.amount("MB") if available is not None else 0.0
+    if available is None:
+        return 0.0
+    try:
+        return available.amount("MB")
+    except (ValueError, OverflowError):  # units is free text in SSS: a unit that is no size counts as none
+        return 0.0
+
+
+#: The most names the ranges of one `nodes` filter may write out: ClusterShell holds a range as a
+#: set of all its names, so nodes=n[1-100000000] would cost gigabytes before any host is looked at.
+MAX_RANGE_NAMES = 100_000
+_BRACKETS = re.compile(r"\[([^\]]*)\]")
+_RANGE = re.compile(r"(\d+)-(\d+)(?:/(\d+))?")
+_OPERATORS = re.compile(r"([,!&^])(?![^\[]*\])")  # outside brackets
+_DIGITS = re.compile(r"\d+")
+_NODESET_ERRORS = (NodeSetException, GroupResolverError, AssertionError, ValueError)
+
+
+def _range_names(text: str) -> int:
+    total = 0
+    for inside in _BRACKETS.findall(text):
+        for part in inside.split(","):
+            match = _RANGE.fullmatch(part.strip())
+            total += (int(match[2]) - int(match[1])) // max(1, int(match[3] or 1)) + 1 if match else 1
+    return total
+
+
+def nodeset_order(name: str) -> tuple[str, list[tuple[int, str]]]:
+    """Sort key: NodeSet order (by pattern, then by each index, shorter padding first)."""
+    return _DIGITS.sub("%s", name), [(len(d), d) for d in _DIGITS.findall(name)]
+
+
+@dataclass(frozen=True, slots=True)
+class HostNames:
+    """A ClusterShell NodeSet expression (a,b!c&d^e: operators left to right), kept as its terms.
+
+    Terms are not folded together: ClusterShell's folding of n-dimensional names across terms costs
+    time that grows far faster than the names (seconds for a few thousand), and a query must not
+    stall the server. Membership and expansion are done here with the terms' own NodeSets.
+    """
+
+    terms: tuple[tuple[str, Any], ...]  # (operator, NodeSet); the first operator is ","
+
+    @classmethod
+    def parse(cls, parameter: str, text: str) -> HostNames:
+        if _range_names(text) > MAX_RANGE_NAMES:
+            raise QueryError(parameter, f"ranges of more than {MAX_RANGE_NAMES} names")
+        parts = _OPERATORS.split(text.strip())
+        terms: list[tuple[str, Any]] = []
+        for index in range(0, len(parts), 2):
+            part = parts[index].strip()
+            if not part and len(parts) > 1:
+                raise QueryError(parameter, f"not a NodeSet: an operator without an operand in {text!r}")
+            try:
+                terms.append((parts[index - 1] if index else ",", NodeSet(part)))
+            except _NODESET_ERRORS as exc:
+                raise QueryError(parameter, f"not a NodeSet: {exc}") from None
+        return cls(tuple(terms))
+
+    def __len__(self) -> int:
+        """At least as many as the names (exactly as many when there is one term)."""
+        return sum(len(nodes) for _, nodes in self.terms)
+
+    def names(self) -> set[str]:
+        found: set[str] = set()
+        for operator, nodes in self.terms:
+            found = _apply(operator, found, set(nodes))
+        return found
+
+    def __contains__(self, host: object) -> bool:
+        if not isinstance(host, str):
+            return False
+        try:
+            one = NodeSet(host, resolver=RESOLVER_NOGROUP)
+        except _NODESET_ERRORS:
+            return False
+        if len(one) != 1 or str(one) != host:  # a host id that is no single name is named by no NodeSet
+            return False
+        inside = False
+        for operator, nodes in self.terms:
+            inside = _apply(operator, inside, bool(nodes.issuperset(one)))
+        return inside
+
+
+def _apply(operator: str, left: Any, right: Any) -> Any:
+    if operator == ",":
+        return left | right
+    if operator == "!":
+        return (left and not right) if isinstance(left, bool) else left - right
+    if operator == "&":
+        return left & right
+    return left ^ right
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +149,7 @@ class HostFilter:
     min_free_memory: float | None = None
     os: str | None = None
     arch: str | None = None
-    names: tuple[str, ...] | None = None
+    nodes: HostNames | None = None
 
     @classmethod
     def parse(cls, items: Iterable[tuple[str, str]]) -> HostFilter:
@@ -76,12 +171,6 @@ class HostFilter:
                 raise QueryError(key, "given more than once")
             else:
                 values[key] = value
-        names: tuple[str, ...] | None = None
-        if "nodes" in values:
-            try:
-                names = tuple(expand_range(values["nodes"]))
-            except NodeRefError as exc:
-                raise QueryError("nodes", str(exc)) from None
         return cls(
             states=frozenset(states) or None,
             features=tuple(features),
@@ -89,7 +178,7 @@ class HostFilter:
             min_free_memory=_number("min_free_memory", values.get("min_free_memory"), float),
             os=values.get("os", "").strip().lower() or None,
             arch=values.get("arch", "").strip().lower() or None,
-            names=names,
+            nodes=HostNames.parse("nodes", values["nodes"]) if "nodes" in values else None,
         )
 
     def matches(self, entry: HostEntry) -> bool:
@@ -111,12 +200,14 @@ class HostFilter:
         return True
 
     def select(self, table: HostTable) -> Iterator[HostEntry]:
-        """The matching hosts, in name order when `nodes` is given, else in table order."""
-        if self.names is not None:
-            candidates: Iterable[HostEntry] = (e for e in map(table.get, self.names) if e is not None)
-        else:
-            candidates = table
-        return (entry for entry in candidates if self.matches(entry))
+        """The matching hosts, in NodeSet order when `nodes` is given, else in table order."""
+        if self.nodes is None:
+            return (entry for entry in table if self.matches(entry))
+        if len(self.nodes) <= len(table):
+            named: Iterable[HostEntry] = (e for e in map(table.get, self.nodes.names()) if e is not None)
+        else:  # more names than hosts: test each host rather than write out the names
+            named = (e for e in table if e.id in self.nodes)
+        return iter(sorted((e for e in named if self.matches(e)), key=lambda e: nodeset_order(e.id)))
 
 
 def _integer(parameter: str, text: str | None) -> int | None:
@@ -131,6 +222,8 @@ def _number(parameter: str, text: str | None, kind: type[int] | type[float]) -> 
         value = kind(text)
     except ValueError:
         raise QueryError(parameter, f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+    if not math.isfinite(value):
+        raise QueryError(parameter, f"{text!r} is not a finite number")
     if value < 0:
         raise QueryError(parameter, "must not be negative")
     return value

@@ -8,7 +8,7 @@ subclusters, not of hosts.
 
 A subcluster is the set of hosts of one cluster that share the homogeneity key: processor model
 and clock, CPU count, RAM size (to the nearest GiB: identical machines differ by a few MB of
-kernel reservations), OS name and release, architecture, and the Benchmark and
+kernel reservations), OS name and release, architecture and ISA, and the Benchmark and
 ApplicationSoftware the site config gives them. Its id is derived from the cluster and the key,
 so it is the same across restarts and on every aggregator with the same hosts.
 """
@@ -21,18 +21,35 @@ from typing import Iterable, Iterator
 
 from infosvc.model import glue
 from infosvc.model.glue import Host, SubCluster
-from infosvc.model.node import Node
+from infosvc.model.node import Consumable, Node
 from infosvc.siteconfig import DEFAULT_CLUSTER, SiteConfig
 
 MB = "MB"
 
 
+#: Larger counts (MHz, KB, bytes of MTU, tasks) are no measurement of a real host.
+_MAX_COUNT = 1 << 31
+
+
 def _int(text: str | None) -> int | None:
+    """A non-negative count written in an Extension (free text); None when it is not one."""
     if text is None:
         return None
     try:
-        return int(float(text))
+        value = float(text)
     except ValueError:
+        return None
+    return int(value) if 0 <= value < _MAX_COUNT else None
+
+
+def _mb(item: Consumable | None) -> int | None:
+    """`item` in whole MB; None when absent or in units that are no size (units is free text in an
+    SSS document, and a report the store has committed must not fail to publish)."""
+    if item is None:
+        return None
+    try:
+        return int(item.amount(MB))
+    except (ValueError, OverflowError):
         return None
 
 
@@ -46,7 +63,7 @@ def _load(node: Node, cpus: int) -> tuple[glue.Load, glue.Load] | None:
     for item in node.utilized.items:
         if item.kind == "Resource" and item.name == "Load" and item.type in ("1min", "5min", "15min"):
             loads[item.type] = float(item.value)
-    if len(loads) != 3 or cpus <= 0:
+    if len(loads) != 3 or cpus <= 0 or not all(0 <= v < _MAX_COUNT for v in loads.values()):
         return None
     smp = [round((cpus - loads[k]) * 100) for k in ("1min", "5min", "15min")]
     per = [round((cpus - loads[k]) * 100 / cpus) for k in ("1min", "5min", "15min")]
@@ -79,8 +96,8 @@ def host_from_node(node: Node, state: str, config: SiteConfig, last_report: str)
         free_fs = frees.get(root)
         file_systems.append(glue.FileSystem(
             root=root, name=fs_ext.get("Device", root), type=fs_ext.get("Type"),
-            read_only=fs_ext.get("ReadOnly", "false").lower() == "true", size=int(size.amount(MB)),
-            available_space=int(free_fs.amount(MB)) if free_fs is not None else None,
+            read_only=fs_ext.get("ReadOnly", "false").lower() == "true", size=_mb(size),
+            available_space=_mb(free_fs),
             remote=fs_ext.get("Kind") == "remote"))
 
     adapters = []
@@ -108,10 +125,8 @@ def host_from_node(node: Node, state: str, config: SiteConfig, last_report: str)
             features=cpu.get("Flags"), cache_l1=_int(cpu.get("CacheL1")), cache_l1i=_int(cpu.get("CacheL1I")),
             cache_l1d=_int(cpu.get("CacheL1D")), cache_l2=_int(cpu.get("CacheL2"))),
         main_memory=glue.MainMemory(
-            ram_size=int(memory.amount(MB)) if memory is not None else None,
-            ram_available=int(memory_free.amount(MB)) if memory_free is not None else None,
-            virtual_size=int(swap.amount(MB)) if swap is not None else None,
-            virtual_available=int(swap_free.amount(MB)) if swap_free is not None else None),
+            ram_size=_mb(memory), ram_available=_mb(memory_free),
+            virtual_size=_mb(swap), virtual_available=_mb(swap_free)),
         file_systems=tuple(file_systems),
         processor_load=load[0] if load else None, smp_load=load[1] if load else None,
         network_adapters=tuple(adapters),
@@ -135,8 +150,10 @@ def ram_class_mb(ram_size: int | None) -> int | None:
 
 def subcluster_key(host: Host) -> tuple[object, ...]:
     p, os_ = host.processor, host.operating_system
+    # ComputerISA is in the key because the subcluster publishes it: every member must share it.
     return (host.cluster, p.model, p.clock_speed, host.architecture.smp_size, ram_class_mb(host.main_memory.ram_size),
-            os_.name, os_.release, host.architecture.platform_type, host.benchmark, host.application_software)
+            os_.name, os_.release, host.architecture.platform_type, p.instruction_set, host.benchmark,
+            host.application_software)
 
 
 def _subcluster_for(host: Host, key: tuple[object, ...]) -> SubCluster:
@@ -258,10 +275,13 @@ class Rollup:
         return [self.subclusters[s] for s in self._subs_of_cluster.get(cluster_id, ())]
 
     def clusters(self) -> list[glue.Cluster]:
-        """Configured clusters (empty ones too: GLUE is top down), then `default` if it holds hosts."""
+        """Configured clusters (empty ones too: GLUE is top down), then `default` if it holds hosts
+        or a computing element names it."""
         url = self.config.service.information_service_url or None
         found = [glue.Cluster(c.id, c.name, url) for c in self.config.clusters]
-        if all(c.unique_id != DEFAULT_CLUSTER for c in found) and self._subs_of_cluster.get(DEFAULT_CLUSTER):
+        if all(c.unique_id != DEFAULT_CLUSTER for c in found) and (
+                self._subs_of_cluster.get(DEFAULT_CLUSTER)
+                or any(DEFAULT_CLUSTER in ce.clusters for ce in self.config.computing_elements)):
             found.append(glue.Cluster(DEFAULT_CLUSTER, DEFAULT_CLUSTER, url))
         return found
 

@@ -126,11 +126,16 @@ class SiteConfig:
     software: tuple[Software, ...] = ()
 
     def cluster_of(self, host: str) -> ClusterConfig:
-        """The first configured cluster naming `host`; hosts no cluster names go to `default`."""
+        """The first cluster whose NodeSet names `host`, else the first cluster without `nodes`
+        (it takes every host no other cluster claims, wherever it stands in the file); hosts no
+        cluster takes go to `default`."""
+        catch_all: ClusterConfig | None = None
         for cluster in self.clusters:
-            if host in cluster:
+            if cluster.nodes is None:
+                catch_all = catch_all or cluster
+            elif host in cluster:
                 return cluster
-        return ClusterConfig(DEFAULT_CLUSTER, DEFAULT_CLUSTER, None)
+        return catch_all or ClusterConfig(DEFAULT_CLUSTER, DEFAULT_CLUSTER, None)
 
     def benchmark_of(self, host: str) -> Benchmark | None:
         return next((b for b in self.benchmarks if host in b), None)
@@ -166,10 +171,12 @@ class _Table:
     def text(self, key: str, default: str | None = None) -> Any:
         return self._take(key, (str,), default, "a string")
 
-    def integer(self, key: str, default: int, minimum: int = 0) -> int:
+    def integer(self, key: str, default: int, minimum: int = 0, maximum: int = (1 << 63) - 1) -> int:
         value: int = self._take(key, (int,), default, "an integer")
         if value < minimum:
             raise ConfigError(f"{self.where}.{key}: must be at least {minimum}, got {value}")
+        if value > maximum:
+            raise ConfigError(f"{self.where}.{key}: must be at most {maximum}, got {value}")
         return value
 
     def number(self, key: str, default: float, minimum: float = 0.0) -> float:
@@ -256,10 +263,11 @@ def parse_config(data: dict[str, Any]) -> SiteConfig:
         ce = ComputingElementConfig(
             id=cid, name=t.text("name", cid), queue=t.text("queue", cid), lrms_type=t.text("lrms_type", "infosvc"),
             lrms_version=t.text("lrms_version", ""), gram_version=t.text("gram_version", ""),
-            host_name=t.text("host_name", ""), gatekeeper_port=t.integer("gatekeeper_port", 0),
+            host_name=t.text("host_name", ""), gatekeeper_port=t.integer("gatekeeper_port", 0, maximum=65535),
             status=status, policy=policy, access_control=t.strings("access_control"),
             clusters=t.strings("clusters"))
         t.done()
+        _unique(f"{t.where}.clusters", list(ce.clusters))  # twice would count its CPUs twice
         for name in ce.clusters:
             if name not in cluster_ids:
                 raise ConfigError(f"{t.where}.clusters: no cluster {name!r} is configured")
@@ -308,7 +316,7 @@ def load_config(path: str | Path | None) -> SiteConfig:
             data = tomllib.load(handle)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:  # TOML is UTF-8; tomllib decodes first
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     try:
         return parse_config(data)

@@ -1,0 +1,253 @@
+"""The GLUE tree as JSON, valid against schemas/glue.schema.json.
+
+GlueJson(rollup) has the methods of GlueXml and answers the same requests in JSON. The tree is
+flat: {"computing_elements": [...], "clusters": [...], "subclusters": [...], "hosts": [...]},
+each entity naming the others by id (a CE its "clusters", a cluster its "subclusters", a
+subcluster its "cluster" and "hosts", a host its "subcluster" and "cluster"). Keys are the
+model's attribute names (infosvc.model.glue); a value that is not published (None) is left out.
+docs/glue-rendering.md describes the shape.
+
+As in GlueXml, each host's JSON is rendered once and kept while the roll-up holds that very Host
+object in the same subcluster (and the groups hosts share are kept by value); the rest is
+rendered on every call; warm(hosts) renders hosts as they report rather than at the next read.
+Strings are written with every non-ASCII character escaped, so the bytes are ASCII.
+"""
+
+from __future__ import annotations
+
+import json
+from json.encoder import encode_basestring_ascii as _string
+from typing import Any, Iterable
+
+from infosvc.codec.glue_xml import HOST_STATES, SHARED_CACHE_MAX, availability, count, glue_clusters, port, prune
+from infosvc.model import glue
+from infosvc.model.glue import Host, SubCluster
+from infosvc.rollup import Rollup
+
+_dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+_shared_cache: dict[tuple[object, ...], str] = {}
+
+
+def _dump(value: object) -> bytes:
+    return _dumps(value).encode()
+
+
+def _present(**values: Any) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def _shared_groups(architecture: glue.Architecture, operating_system: glue.OperatingSystem,
+                   benchmark: glue.Benchmark | None, software: glue.ApplicationSoftware | None,
+                   processor: glue.Processor) -> str:
+    """The "architecture" to "processor" members a subcluster and a host share, as JSON text.
+
+    Kept by value, as GlueXml keeps its fragment of the same groups.
+    """
+    key = (architecture, operating_system, benchmark, software, processor)
+    text = _shared_cache.get(key)
+    if text is not None:
+        return text
+    p = processor
+    groups: dict[str, Any] = {
+        "architecture": _present(platform_type=architecture.platform_type, smp_size=count(architecture.smp_size)),
+        "operating_system": _present(name=operating_system.name, release=operating_system.release,
+                                     version=operating_system.version),
+    }
+    if benchmark is not None:
+        groups["benchmark"] = {"si00": max(0, benchmark.si00), "sf00": max(0, benchmark.sf00)}
+    if software is not None:
+        groups["application_software"] = {"runtime_environment": list(software.runtime_environment)}
+    groups["processor"] = _present(
+        vendor=p.vendor, model=p.model, version=p.version, clock_speed=count(p.clock_speed),
+        instruction_set=p.instruction_set, features=p.features, cache_l1=count(p.cache_l1),
+        cache_l1i=count(p.cache_l1i), cache_l1d=count(p.cache_l1d), cache_l2=count(p.cache_l2))
+    text = _dumps(groups)[1:-1]  # the members, without the braces
+    if len(_shared_cache) >= SHARED_CACHE_MAX:
+        _shared_cache.clear()
+    _shared_cache[key] = text
+    return text
+
+
+def _size(key: str, value: int | None) -> str:
+    """An optional non-negative integer member, with a leading comma."""
+    return f',"{key}":{value}' if value is not None and value >= 0 else ""
+
+
+def _main_memory(m: glue.MainMemory) -> str:
+    members = (f'{_size("ram_size", m.ram_size)}{_size("ram_available", m.ram_available)}'
+               f'{_size("virtual_size", m.virtual_size)}{_size("virtual_available", m.virtual_available)}')
+    return "{" + members[1:] + "}"
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _file_system(fs: glue.FileSystem) -> str:
+    kind = f',"type":{_string(fs.type)}' if fs.type is not None else ""
+    return (f'{{"root":{_string(fs.root)},"name":{_string(fs.name)}{kind},"read_only":{_bool(fs.read_only)}'
+            f'{_size("size", fs.size)}{_size("available_space", fs.available_space)},"remote":{_bool(fs.remote)}}}')
+
+
+def _network_adapter(nic: glue.NetworkAdapter) -> str:
+    address = f',"ip_address":{_string(nic.ip_address)}' if nic.ip_address is not None else ""
+    outbound = f',"outbound_ip":{_bool(nic.outbound_ip)}' if nic.outbound_ip is not None else ""
+    inbound = f',"inbound_ip":{_bool(nic.inbound_ip)}' if nic.inbound_ip is not None else ""
+    return f'{{"name":{_string(nic.name)}{address}{_size("mtu", nic.mtu)}{outbound}{inbound}}}'
+
+
+def _load(key: str, load: glue.Load | None) -> str:
+    load = availability(load)
+    if load is None:
+        return ""
+    return f',"{key}":{{"last_1min":{load.last_1min},"last_5min":{load.last_5min},"last_15min":{load.last_15min}}}'
+
+
+def host_json(host: Host, subcluster: str | None) -> bytes:
+    """One host as a JSON object; `subcluster` is the id of its subcluster (None: not in the roll-up)."""
+    sub = f',"subcluster":{_string(subcluster)}' if subcluster is not None else ""
+    return (
+        f'{{"unique_id":{_string(host.unique_id)},"name":{_string(host.name)},"state":{_string(host.state)},'
+        f'"last_report":{_string(host.last_report)},"cluster":{_string(host.cluster)}{sub},'
+        f'{_shared_groups(host.architecture, host.operating_system, host.benchmark, host.application_software, host.processor)},'
+        f'"main_memory":{_main_memory(host.main_memory)},'
+        f'"file_systems":[{",".join(map(_file_system, host.file_systems))}]'
+        f'{_load("processor_load", host.processor_load)}{_load("smp_load", host.smp_load)},'
+        f'"network_adapters":[{",".join(map(_network_adapter, host.network_adapters))}],'
+        f'"total_cpus":{max(0, host.total_cpus)},"available_cpus":{max(0, host.available_cpus)},'
+        f'"free_cpus":{max(0, host.free_cpus)}}}'
+    ).encode()
+
+
+def subcluster_json(sub: SubCluster, url: str | None, hosts: list[str]) -> bytes:
+    """One subcluster as a JSON object; `hosts` are the ids of its hosts."""
+    head = _dumps(_present(unique_id=sub.unique_id, name=sub.name, cluster=sub.cluster, information_service_url=url,
+                           host_count=max(0, sub.host_count)))
+    tail = _dumps({"live_hosts": max(0, sub.live_hosts), "total_cpus": max(0, sub.total_cpus),
+                   "free_cpus": max(0, sub.free_cpus), "ram_available": max(0, sub.ram_available),
+                   "states": {state: max(0, sub.states.get(state, 0)) for state in HOST_STATES}, "hosts": hosts})
+    shared = _shared_groups(sub.architecture, sub.operating_system, sub.benchmark, sub.application_software,
+                            sub.processor)
+    return f'{head[:-1]},{shared},"main_memory":{_main_memory(sub.main_memory)},{tail[1:]}'.encode()
+
+
+def cluster_json(cluster: glue.Cluster, subclusters: list[str]) -> dict[str, Any]:
+    out = _present(unique_id=cluster.unique_id, name=cluster.name,
+                   information_service_url=cluster.information_service_url)
+    out["subclusters"] = subclusters
+    return out
+
+
+def computing_element_json(ce: glue.ComputingElement) -> dict[str, Any]:
+    info, policy, state = ce.info, ce.policy, ce.state
+    out = _present(unique_id=ce.unique_id, name=ce.name, queue=ce.queue,
+                   information_service_url=ce.information_service_url)
+    out["info"] = _present(lrms_type=info.lrms_type, lrms_version=info.lrms_version, gram_version=info.gram_version,
+                           host_name=info.host_name, gatekeeper_port=port(info.gatekeeper_port),
+                           total_cpus=max(0, info.total_cpus))
+    out["policy"] = {"max_wall_clock_time": max(0, policy.max_wall_clock_time),
+                     "max_cpu_time": max(0, policy.max_cpu_time), "max_total_jobs": max(0, policy.max_total_jobs),
+                     "max_running_jobs": max(0, policy.max_running_jobs), "priority": policy.priority}
+    out["state"] = {"status": state.status, "running_jobs": max(0, state.running_jobs),
+                    "waiting_jobs": max(0, state.waiting_jobs), "total_jobs": max(0, state.total_jobs),
+                    "worst_response_time": max(0, state.worst_response_time),
+                    "estimated_response_time": max(0, state.estimated_response_time),
+                    "free_cpus": max(0, state.free_cpus)}
+    out["access_control_base"] = {"rules": list(ce.access_control_rules)}
+    out["jobs"] = [_present(local_id=job.local_id, status=job.status, local_owner=job.local_owner,
+                            global_owner=job.global_owner, global_id=job.global_id,
+                            scheduler_specific=job.scheduler_specific) for job in ce.jobs]
+    out["clusters"] = list(ce.clusters)
+    return out
+
+
+class GlueJson:
+    """JSON renderings of one roll-up's GLUE tree, with each host's JSON cached."""
+
+    def __init__(self, rollup: Rollup) -> None:
+        self.rollup = rollup
+        self._cache: dict[str, tuple[Host, str | None, bytes]] = {}
+
+    def _host(self, host: Host, subcluster: str | None) -> bytes:
+        entry = self._cache.get(host.unique_id)
+        if entry is not None and entry[0] is host and entry[1] == subcluster:
+            return entry[2]
+        fragment = host_json(host, subcluster)
+        if self.rollup.hosts.get(host.unique_id) is host:
+            self._cache[host.unique_id] = (host, subcluster, fragment)
+        return fragment
+
+    def _url(self) -> str | None:
+        return self.rollup.config.service.information_service_url or None
+
+    def tree(self) -> bytes:
+        """{"computing_elements", "clusters", "subclusters", "hosts"}: every entity, flat, by id."""
+        rollup = self.rollup
+        url = self._url()
+        clusters, subclusters = [], []
+        hosts: list[bytes] = []
+        get = self._cache.get
+        for cluster in glue_clusters(rollup):
+            subs = rollup.subclusters_of(cluster.unique_id)
+            clusters.append(cluster_json(cluster, [s.unique_id for s in subs]))
+            for sub in subs:
+                sub_id = sub.unique_id
+                ids = []
+                for host in rollup.hosts_of(sub_id):
+                    ids.append(host.unique_id)
+                    entry = get(host.unique_id)
+                    hosts.append(entry[2] if entry is not None and entry[0] is host and entry[1] == sub_id
+                                 else self._host(host, sub_id))
+                subclusters.append(subcluster_json(sub, url, ids))
+        ces = [computing_element_json(ce) for ce in rollup.computing_elements()]
+        prune(self._cache, rollup.hosts)
+        return b"".join((b'{"computing_elements":', _dump(ces), b',"clusters":', _dump(clusters),
+                         b',"subclusters":[', b",".join(subclusters), b'],"hosts":[', b",".join(hosts), b"]}"))
+
+    def entity(self, kind: str, id: str) -> bytes | None:
+        """One entity as a JSON object (as in the tree), or None when there is no such `kind` or id."""
+        rollup = self.rollup
+        if kind == "hosts":
+            host = rollup.hosts.get(id)
+            if host is None:
+                return None
+            sub = rollup.subcluster_of(id)
+            body = self._host(host, sub.unique_id if sub is not None else None)
+        elif kind == "subclusters":
+            found = rollup.subclusters.get(id)
+            if found is None:
+                return None
+            body = subcluster_json(found, self._url(), [h.unique_id for h in rollup.hosts_of(id)])
+        elif kind == "clusters":
+            cluster = next((c for c in glue_clusters(rollup) if c.unique_id == id), None)
+            if cluster is None:
+                return None
+            body = _dump(cluster_json(cluster, [s.unique_id for s in rollup.subclusters_of(id)]))
+        elif kind == "computing-elements":
+            ce = rollup.computing_element(id)
+            if ce is None:
+                return None
+            body = _dump(computing_element_json(ce))
+        else:
+            return None
+        prune(self._cache, rollup.hosts)
+        return body
+
+    def warm(self, hosts: Iterable[Host]) -> None:
+        """Render now the JSON of these hosts of the roll-up (say, as they report), not at the next read."""
+        rollup = self.rollup
+        for host in hosts:
+            if rollup.hosts.get(host.unique_id) is host:
+                sub = rollup.subcluster_of(host.unique_id)
+                self._host(host, sub.unique_id if sub is not None else None)
+
+    def hosts(self, hosts: Iterable[Host]) -> bytes:
+        """{"hosts": [...]}: `hosts`, in the order given."""
+        rollup = self.rollup
+        known, subcluster_of = rollup.hosts, rollup.subcluster_of
+        fragments = []
+        for host in hosts:
+            sub = subcluster_of(host.unique_id) if known.get(host.unique_id) is host else None
+            fragments.append(self._host(host, sub.unique_id if sub is not None else None))
+        prune(self._cache, known)
+        return b'{"hosts":[' + b",".join(fragments) + b"]}"
