@@ -88,6 +88,12 @@ async def post_node(request: web.Request) -> web.Response:
     except web.HTTPRequestEntityTooLarge:
         agg.rejected["too_large"] += 1
         raise
+    except web.RequestPayloadError as exc:  # broken compression, or framing the parser let through
+        agg.rejected["invalid"] += 1
+        raise Refused(400, "request body could not be read", str(exc).strip()) from None
+    except ConnectionResetError:  # the client hung up before the whole body came: no one to answer
+        agg.rejected["invalid"] += 1
+        raise Refused(400, "connection lost before the whole body arrived") from None
     entry = await agg.ingest(request.headers.get("Authorization"), body)
     return web.json_response({"host": entry.id, "state": entry.state.value})
 

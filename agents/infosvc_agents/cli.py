@@ -25,8 +25,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=60.0, metavar="SECONDS", help="seconds between samples (60)")
     p.add_argument("--max-kept", type=int, default=1000, metavar="N",
                    help="samples kept while the server is unreachable (1000)")
+    p.add_argument("--backoff-max", type=float, default=300.0, metavar="SECONDS",
+                   help="longest wait between retries while the server is unreachable (300)")
     p.add_argument("--ca-file", metavar="FILE", help="CA certificates to verify an https server with")
-    p.add_argument("--samples", type=int, metavar="N", help="stop after N samples are delivered (for tests)")
+    p.add_argument("--samples", type=int, metavar="N",
+                   help="stop after N samples are taken and every kept one is sent (for tests)")
     p.add_argument("--id", dest="host_id", help="the node Id to report (default: the host name)")
     p.add_argument("--feature", action="append", default=[], metavar="NAME",
                    help="a site feature of this node (repeatable, or comma-separated)")
@@ -48,8 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.server and not args.token_file:
         print("infosvc-agent: --server needs --token-file", file=sys.stderr)
         return 2
-    if args.interval <= 0 or args.max_kept < 1:
-        print("infosvc-agent: --interval must be positive and --max-kept at least 1", file=sys.stderr)
+    if args.interval <= 0 or args.max_kept < 1 or args.backoff_max <= 0:
+        print("infosvc-agent: --interval and --backoff-max must be positive and --max-kept at least 1",
+              file=sys.stderr)
         return 2
     from infosvc.model.node import split_features
     from infosvc_agents.agent import HostAgent
@@ -77,14 +81,15 @@ def _push(agent: "HostAgent", args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"infosvc-agent: {exc}", file=sys.stderr)
         return 2
-    loop = PushLoop(agent.document, sender, interval=args.interval, max_kept=args.max_kept)
+    loop = PushLoop(agent.document, sender, interval=args.interval, max_kept=args.max_kept,
+                    backoff_initial=min(1.0, args.backoff_max), backoff_max=args.backoff_max)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: loop.stop())
     logging.getLogger().setLevel(logging.DEBUG if args.verbose else logging.INFO)
     logging.info("pushing to %s every %.3g s", args.server, args.interval)
     loop.run(samples=args.samples)
-    logging.info("stopped: %d delivered, %d dropped, %d refused, %d kept undelivered",
-                 loop.delivered, loop.dropped, loop.refused, len(loop.kept))
+    logging.info("stopped: %d delivered, %d dropped, %d refused, %d kept undelivered, of %d taken",
+                 loop.delivered, loop.dropped, loop.refused, len(loop.kept), loop.taken)
     return 0
 
 

@@ -84,6 +84,7 @@ class PushLoop:
     backoff_max: float = 300.0
     clock: Callable[[], float] = time.monotonic
     kept: deque[bytes] = field(default_factory=deque)
+    taken: int = 0
     delivered: int = 0
     dropped: int = 0
     refused: int = 0
@@ -125,7 +126,7 @@ class PushLoop:
 
     def run(self, samples: int | None = None) -> None:
         """Sample and deliver until stop() (or until `samples` samples were taken)."""
-        taken = 0
+        taken = 0  # by this call
         next_sample = self.clock()
         while not self._stop.is_set():
             now = self.clock()
@@ -135,6 +136,7 @@ class PushLoop:
                 except Exception:  # noqa: BLE001 - a failed sample must not end the agent
                     log.exception("sample failed")
                 taken += 1
+                self.taken += 1
                 # Jitter spreads a thousand agents started together over the interval.
                 next_sample = now + self.interval * random.uniform(1 - self.jitter, 1 + self.jitter)
             if self.kept and now >= self._retry_at:
