@@ -85,15 +85,15 @@ class Aggregator:
         now = self.clock()
         if bind:
             self.tokens.bind(key, node.id)  # claimed now, so a concurrent second claim is refused
-        futures = [self.store.bind_token(key, node.id)] if bind else []
         entry = self.table.get(node.id)
         approved = entry.approved if entry is not None else self.table.new_host_approved()
-        futures.append(self.store.add_report(Report(node.id, body, now, approved)))
         try:
-            for future in futures:
-                await asyncio.wrap_future(future)
+            await asyncio.wrap_future(self.store.add_report(Report(node.id, body, now, approved),
+                                                            bind_token=key if bind else None))
         except Exception:
             self.rejected["store"] += 1
+            if bind:
+                self.tokens.unbind(key, node.id)  # the claim went with the report: undo it
             raise
         self.accepted += 1
         entry = self.table.report(node, body, now)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
@@ -22,7 +23,7 @@ from infosvc.errors import DocumentError
 from infosvc.hosts import HostEntry
 from infosvc.query import HostFilter, QueryError
 from infosvc.siteconfig import SiteConfig
-from infosvc.store import Store
+from infosvc.store import Store, StoreError
 from infosvc.tokens import Role, Tokens
 
 log = logging.getLogger("infosvc.api")
@@ -51,6 +52,12 @@ async def errors_as_json(request: web.Request, handler: Callable[[web.Request], 
         return error_body(exc.status, exc.reason, exc.text if exc.text and exc.text != f"{exc.status}: {exc.reason}" else None)
     except asyncio.CancelledError:
         raise
+    except (StoreError, sqlite3.Error) as exc:
+        # The disk is full or the file is locked: nothing was kept, and the sender may try again.
+        log.error("store unavailable in %s %s: %s", request.method, request.path, exc)
+        response = error_body(503, "store unavailable", "nothing was stored; try again later")
+        response.headers["Retry-After"] = "5"
+        return response
     except Exception:
         log.exception("unhandled error in %s %s", request.method, request.path)
         return error_body(500, "internal error", "this is a bug in infosvc; the log has the details")

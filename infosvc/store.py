@@ -151,10 +151,15 @@ class Store:
         self._queue.put((operation, future))
         return future
 
-    def add_report(self, report: Report) -> Future[None]:
+    def add_report(self, report: Report, *, bind_token: str | None = None) -> Future[None]:
+        """Store a report; with `bind_token`, also bind that token digest to the host, atomically
+        (a claim is kept only with the report that made it)."""
         keep = self.history_per_host
 
         def write(conn: sqlite3.Connection) -> None:
+            if bind_token is not None:
+                conn.execute("INSERT INTO token_bindings (token_hash, host_id, bound_at) VALUES (?, ?, ?)",
+                             [bind_token, report.host_id, report.reported_at])
             conn.execute(
                 "INSERT INTO hosts (id, document, reported_at, first_seen, approved, paused) VALUES (?, ?, ?, ?, ?, 0) "
                 "ON CONFLICT(id) DO UPDATE SET document = excluded.document, reported_at = excluded.reported_at",

@@ -102,6 +102,11 @@ class Tokens:
         """The digest of the token bound to `host`, if any."""
         return self._tokens.get(host)
 
+    def unbind(self, key: str, host: str) -> None:
+        if self._hosts.get(key) == host:
+            del self._hosts[key]
+            del self._tokens[host]
+
     def bind(self, key: str, host: str) -> None:
         if self._hosts.get(key, host) != host:
             raise TokenFileError(f"token is already bound to host {self._hosts[key]!r}")

@@ -4,6 +4,7 @@ filters, the node life cycle, admin actions, history, and restarts (kill -9 incl
 from __future__ import annotations
 
 import gzip
+import sqlite3
 import http.client
 import json
 import socket
@@ -689,3 +690,24 @@ def test_acknowledged_reports_survive_kill_9(serve: ServerFactory) -> None:
     index = int(next(iter(acked))[5:])
     assert server.post_node(node_document(f"crash{index}"), tokens[index]).status == 200
     assert server.post_node(node_document("crash-new"), tokens[index]).is_error(403)
+
+
+def test_a_store_that_refuses_the_write_answers_503_and_keeps_nothing(serve: ServerFactory) -> None:
+    """A real SQLite failure (a trigger aborts one host's insert): 503 with Retry-After, no binding
+    made for the refused claim, no state; other hosts go on being served."""
+    server = serve()
+    conn = sqlite3.connect(server.db, timeout=10)
+    conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON reports WHEN NEW.host_id = 'doomed' "
+                 "BEGIN SELECT RAISE(ABORT, 'disk full, say'); END")
+    conn.commit()
+    conn.close()
+    token = server.agent_token()
+    reply = server.post_node(node_document("doomed"), token)
+    assert reply.status == 503 and reply.headers.get("retry-after") == "5", (reply.status, reply.body)
+    assert reply.json()["error"] == "store unavailable"
+    assert server.get("/v1/nodes/doomed").status == 404
+    assert server.sql("SELECT count(*) FROM reports WHERE host_id = 'doomed'") == [(0,)]
+    # The claim failed with the report (one transaction), so the token is still free for another host.
+    assert server.sql("SELECT count(*) FROM token_bindings") == [(0,)]
+    server.report("survivor", token)
+    assert server.node_ids() == ["survivor"]

@@ -28,7 +28,9 @@ MAX_NODE_BYTES: Final = 1 << 20
 
 #: Properties that may appear at most once (Id, exactly once, is the schema's to check).
 _SINGLE: Final = {"Name": "name", "Opsys": "opsys", "Arch": "arch", "Description": "description", "State": "state"}
-_CATEGORIES: Final = {c.value: c for c in Category}
+#: Category element -> the Node field that holds it.
+_CATEGORY_FIELDS: Final = {Category.CONFIGURED.value: "configured", Category.AVAILABLE.value: "available",
+                           Category.UTILIZED.value: "utilized"}
 _NO_ID: Final = "Node has no Id: an SSS Node MUST have exactly one Id"
 
 
@@ -57,28 +59,42 @@ def _plain_id_problem(problem: Problem) -> Problem:
 
 def node_from_element(root: etree._Element) -> Node:
     """Build a Node from an element that has passed schema validation."""
+    # The hot loop of every report: Extensions are most of a Node's children, so they are tested
+    # first, and their attributes are read in one call (items(), in document order) rather than
+    # one lookup each. The schema allows an Extension only `name` (required) and `type`; any
+    # other attribute it tolerates (xsi:*) falls to the general lookups.
     node = Node(id="")
-    seen: set[str] = set()
+    add_extension = node.extensions.append
+    seen: set[str] | None = None
     for child in root:
         tag = child.tag
-        if tag in _CATEGORIES:
-            _read_properties(child, node.category(_CATEGORIES[tag]).items)
-        elif tag == "Extension":
-            get = child.get
-            name = get("name").strip()
+        if tag == "Extension":
+            attributes = child.items()
+            if len(attributes) == 2 and attributes[0][0] == "name" and attributes[1][0] == "type":
+                name, kind = attributes[0][1].strip(), attributes[1][1]
+            elif len(attributes) == 1 and attributes[0][0] == "name":
+                name, kind = attributes[0][1].strip(), None
+            else:
+                name, kind = child.get("name", "").strip(), child.get("type")
             if not name:
                 raise _blank_name(child)
-            node.extensions.append(Extension(name, (child.text or "").strip(), get("type")))
+            text = child.text
+            add_extension(Extension(name, text.strip() if text else "", kind))
+        elif tag in _CATEGORY_FIELDS:
+            _read_properties(child, getattr(node, _CATEGORY_FIELDS[tag]).items)
         elif tag == "Feature":
             node.features.extend(split_features(child.text or ""))
         elif tag == "Id":
             node.id = " ".join((child.text or "").split())  # xsd:token semantics
         elif tag in _SINGLE:
-            if tag in seen:
+            if seen is None:
+                seen = set()
+            elif tag in seen:
                 raise DocumentError(f"Node has more than one {tag}", line=child.sourceline, element=tag,
                                     path=f"/Node/{tag}")
             seen.add(tag)
-            setattr(node, _SINGLE[tag], (child.text or "").strip())
+            text = child.text
+            setattr(node, _SINGLE[tag], text.strip() if text else "")
     if not node.id:  # pragma: no cover - the schema guarantees it
         raise DocumentError(_NO_ID, line=root.sourceline, element="Node")
     return node
@@ -98,14 +114,14 @@ def _read_properties(element: etree._Element, into: list[Consumable]) -> None:
         for key, text in attributes:
             if key == "units":
                 units = text
-            elif key == "metric":
-                metric = text
             elif key == "name":
                 name = text.strip()
                 if not name:
                     raise _blank_name(child)
             elif key == "type":
                 kind = text
+            elif key == "metric":
+                metric = text
             elif key == "wallDuration":
                 wall = text.strip()
             elif key == "consumptionRate":
