@@ -305,14 +305,12 @@ class Rollup:
         for ce in self.config.computing_elements:
             clusters = all_ids if ce.all_clusters else ce.clusters
             totals = self.totals(clusters)
-            p = ce.policy
             found.append(glue.ComputingElement(
                 unique_id=ce.id, name=ce.name, queue=ce.queue,
                 info=glue.CEInfo(lrms_type=ce.lrms_type, lrms_version=ce.lrms_version or None,
                                  gram_version=ce.gram_version or None, host_name=ce.host_name or None,
                                  gatekeeper_port=ce.gatekeeper_port or None, total_cpus=totals.total_cpus),
-                policy=glue.CEPolicy(p.max_wall_clock_time, p.max_cpu_time, p.max_total_jobs,
-                                     p.max_running_jobs, p.priority),
+                policy=ce.policy,
                 state=glue.CEState(status=ce.status, free_cpus=totals.free_cpus),
                 access_control_rules=ce.access_control, clusters=clusters, information_service_url=url))
         return found

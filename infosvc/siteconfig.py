@@ -14,6 +14,9 @@ from typing import Any, Final
 
 from ClusterShell.NodeSet import NodeSet, NodeSetException
 
+# The config's CE policy is GLUE's own Policy object (minutes; 0 means not specified).
+from infosvc.model.glue import CEPolicy as Policy
+
 DEFAULT_LISTEN: Final = "127.0.0.1:8080"
 DEFAULT_CLUSTER: Final = "default"
 CE_STATUSES: Final = ("Queueing", "Production", "Closed", "Draining")
@@ -83,17 +86,6 @@ class ClusterConfig:
             return host in self.nodes
         except NodeSetException:
             return False
-
-
-@dataclass(frozen=True, slots=True)
-class Policy:
-    """GLUE CE Policy; 0 means not specified, as in the schema."""
-
-    max_wall_clock_time: int = 0  # minutes
-    max_cpu_time: int = 0  # minutes
-    max_total_jobs: int = 0
-    max_running_jobs: int = 0
-    priority: int = 0
 
 
 @dataclass(frozen=True, slots=True)
