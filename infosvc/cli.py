@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import AsyncIterator
 
 from infosvc import __version__
 
@@ -88,7 +89,6 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"infosvc: {exc}", file=sys.stderr)
         return 2
     db = args.db or config.service.db
-    agent: subprocess.Popen[bytes] | None = None
     token_dir = None
     if args.local_agent:
         token = new_token()
@@ -100,24 +100,26 @@ def _serve(args: argparse.Namespace) -> int:
             handle.write(token + "\n")
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
 
-    async def start_agent(app: web.Application) -> None:
-        nonlocal agent
+    async def local_agent(app: web.Application) -> AsyncIterator[None]:
+        # Entered after the aggregator's context (make_app appends that first) and left before it:
+        # the agent stops before the store closes.
+        agent = None
         if token_dir is not None:
             agent = subprocess.Popen([sys.executable, "-m", "infosvc_agents", "--server", url,
                                       "--token-file", str(Path(token_dir.name) / "token"),
                                       "--interval", str(args.agent_interval)])
-
-    async def stop_agent(app: web.Application) -> None:
-        if agent is not None:
-            agent.terminate()
-            try:
-                agent.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                agent.kill()
+        try:
+            yield
+        finally:
+            if agent is not None:
+                agent.terminate()
+                try:
+                    agent.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    agent.kill()
 
     app = make_app(config, db=db, tokens=tokens)
-    app.on_startup.append(start_agent)
-    app.on_shutdown.append(stop_agent)
+    app.cleanup_ctx.append(local_agent)
     print(f"infosvc: serving on {url} with {db}", flush=True)
     print(f"  hosts:  {url}/v1/nodes", flush=True)
     print(f"  GLUE:   {url}/v1/glue", flush=True)
