@@ -53,6 +53,7 @@ class Aggregator:
             except ValueError as exc:  # the tokens file now binds differently than first use did
                 log.warning("ignoring stored token binding for %s: %s", host, exc)
         self.table.load(store.hosts(), now=clock())
+        self._warm(self.table)  # at start, not in the first reader's request
 
     def authorize(self, header: str | None, *roles: Role) -> tuple[str, Role]:
         """The token's (digest, role) if the Authorization header carries one of `roles`."""
@@ -88,8 +89,7 @@ class Aggregator:
         entry = self.table.get(node.id)
         approved = entry.approved if entry is not None else self.table.new_host_approved()
         try:
-            await asyncio.wrap_future(self.store.add_report(Report(node.id, body, now, approved),
-                                                            bind_token=key if bind else None))
+            await self.store.commit_report(Report(node.id, body, now, approved), bind_token=key if bind else None)
         except Exception:
             self.rejected["store"] += 1
             if bind:

@@ -9,6 +9,7 @@ server, and the write rate is not one fsync per report. WAL lets readers proceed
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 import sqlite3
@@ -99,7 +100,7 @@ class Store:
         self.history_per_host = history_per_host
         self._db = connect(self.path)
         migrate(self._db)
-        self._queue: queue.SimpleQueue[tuple[Callable[[sqlite3.Connection], Any], Future[Any]] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[Callable[[sqlite3.Connection], Any], _Waiter] | None] = queue.SimpleQueue()
         self._writer = threading.Thread(target=self._run, name="infosvc-store-writer", daemon=True)
         self._writer.start()
         self._closed = False
@@ -151,9 +152,29 @@ class Store:
         self._queue.put((operation, future))
         return future
 
+    async def commit(self, operation: Callable[[sqlite3.Connection], Any]) -> Any:
+        """As submit(), awaited from the event loop: returns once the transaction holding it commits.
+
+        The writer wakes the loop once per commit group, not once per operation as wrapping each
+        concurrent Future would: at thousands of reports a second those wake-ups add up.
+        """
+        if self._closed:
+            raise StoreError("store is closed")
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[Any] = loop.create_future()
+        self._queue.put((operation, (loop, waiter)))
+        return await waiter
+
     def add_report(self, report: Report, *, bind_token: str | None = None) -> Future[None]:
         """Store a report; with `bind_token`, also bind that token digest to the host, atomically
         (a claim is kept only with the report that made it)."""
+        return self.submit(self._report_operation(report, bind_token))
+
+    async def commit_report(self, report: Report, *, bind_token: str | None = None) -> None:
+        """add_report(), awaited from the event loop."""
+        await self.commit(self._report_operation(report, bind_token))
+
+    def _report_operation(self, report: Report, bind_token: str | None) -> Callable[[sqlite3.Connection], None]:
         keep = self.history_per_host
 
         def write(conn: sqlite3.Connection) -> None:
@@ -171,7 +192,7 @@ class Store:
                 "DELETE FROM reports WHERE host_id = ? AND seq < (SELECT seq FROM reports WHERE host_id = ? "
                 "ORDER BY seq DESC LIMIT 1 OFFSET ?)", [report.host_id, report.host_id, keep - 1])
 
-        return self.submit(write)
+        return write
 
     def set_flags(self, host_id: str, *, approved: bool | None = None, paused: bool | None = None) -> Future[bool]:
         """Record an admin decision; the future says whether the host exists."""
@@ -218,19 +239,19 @@ class Store:
                     stop = True
                     break
                 batch.append(item)
-            results: list[tuple[Future[Any], Any, BaseException | None]] = []
+            results: list[tuple[_Waiter, Any, BaseException | None]] = []
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                for operation, future in batch:
+                for operation, waiter in batch:
                     conn.execute("SAVEPOINT op")
                     try:
-                        results.append((future, operation(conn), None))
+                        results.append((waiter, operation(conn), None))
                         conn.execute("RELEASE op")
                     except sqlite3.Error as exc:
                         # One bad operation (a constraint) must not sink the others in its group.
                         conn.execute("ROLLBACK TO op")
                         conn.execute("RELEASE op")
-                        results.append((future, None, exc))
+                        results.append((waiter, None, exc))
                 conn.execute("COMMIT")
             except BaseException as exc:  # noqa: BLE001 - every waiter must hear about it
                 log.error("store write failed: %s", exc)
@@ -238,11 +259,36 @@ class Store:
                     conn.execute("ROLLBACK")
                 except sqlite3.Error:
                     pass
-                for _, future in batch:
-                    future.set_exception(StoreError(f"store write failed: {exc}"))
-                continue
-            for future, value, error in results:
-                if error is not None:
-                    future.set_exception(error)
-                else:
-                    future.set_result(value)
+                failure = StoreError(f"store write failed: {exc}")
+                results = [(waiter, None, failure) for _, waiter in batch]
+            _settle_all(results)
+
+
+_Waiter = Future[Any] | tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+
+
+def _settle_all(results: list[tuple[_Waiter, Any, BaseException | None]]) -> None:
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]] = {}
+    for waiter, value, error in results:
+        if isinstance(waiter, Future):
+            if error is not None:
+                waiter.set_exception(error)
+            else:
+                waiter.set_result(value)
+        else:
+            by_loop.setdefault(waiter[0], []).append((waiter[1], value, error))
+    for loop, items in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_settle_in_loop, items)
+        except RuntimeError:  # the loop has closed: nobody is waiting any more
+            pass
+
+
+def _settle_in_loop(items: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+    for waiter, value, error in items:
+        if waiter.done():  # its request was cancelled (the client went away)
+            continue
+        if error is not None:
+            waiter.set_exception(error)
+        else:
+            waiter.set_result(value)
