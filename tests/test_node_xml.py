@@ -185,7 +185,7 @@ def test_boundaries_accepted() -> None:
     assert node.configured.get("Processors").value == 0
     assert node.configured.get("Disk").value == 1.7976931348623157e308
     assert node.configured.get("Swap").value == 12.0
-    big = 10**30
+    big = 2**63 - 1  # the largest count read; more is refused (test_amounts_beyond_any_real_node...)
     assert parse_node(node_doc(f"<Configured><Processors>{big}</Processors></Configured>")).configured.get("Processors").value == big
 
 
@@ -297,7 +297,7 @@ durations = st.one_of(st.integers(0, 10**6).map(str), st.sampled_from(["PT1H", "
 @st.composite
 def consumables(draw: st.DrawFn) -> Consumable:
     kind = draw(st.sampled_from(["Processors", "Memory", "Disk", "Swap", "Network", "Resource"]))
-    value = draw(st.integers(0, 10**20)) if kind == "Processors" else draw(amount)
+    value = draw(st.integers(0, 2**63 - 1)) if kind == "Processors" else draw(amount)
     return Consumable(
         kind, value,
         units=draw(st.none() | st.sampled_from(["MB", "GB", "byte", "Kilobyte"]) | _text),
@@ -331,3 +331,22 @@ def test_round_trip_keeps_every_fact(node: Node) -> None:
     document = node_to_xml(node)
     assert parse_node(document) == node
     assert node_to_xml(parse_node(document)) == document
+
+
+@pytest.mark.parametrize("element", [
+    "<Processors>" + "9" * 5000 + "</Processors>",  # past Python's int limit: a 500 before
+    "<Processors>9223372036854775808</Processors>",  # 2**63
+    "<Memory>1e400</Memory>",  # xs:double reads it as infinity
+    "<Disk>" + "9" * 400 + "</Disk>",
+    '<Memory consumptionRate="1e999">1</Memory>',
+])
+def test_amounts_beyond_any_real_node_are_refused_by_name(element: str) -> None:
+    with pytest.raises(DocumentError, match="too large") as caught:
+        parse_node(f"<Node><Id>a</Id><Configured>{element}</Configured></Node>")
+    assert caught.value.element == element[1:element.index(">")].split()[0]
+
+
+def test_large_but_finite_amounts_and_leading_zeros_are_read() -> None:
+    node = parse_node("<Node><Id>a</Id><Configured><Processors>0000000000000000000000012</Processors>"
+                      "<Memory>1e300</Memory></Configured></Node>")
+    assert [item.value for item in node.configured] == [12, 1e300]

@@ -100,11 +100,33 @@ def node_from_element(root: etree._Element) -> Node:
     return node
 
 
+_INFINITY: Final = float("inf")
+#: Processors beyond this are no count of a real node (and Python refuses to read ints of over
+#: 4,300 digits at all); the schema's xs:nonNegativeInteger has no upper bound.
+_MAX_PROCESSORS: Final = 1 << 63
+
+
+def _too_large(element: etree._Element, attribute: str | None = None) -> DocumentError:
+    what = f"{element.tag} {attribute}" if attribute else element.tag
+    return DocumentError(f"{what} is too large for any real node", line=element.sourceline,
+                         element=element.tag, attribute=attribute,
+                         path=element.getroottree().getpath(element))
+
+
 def _read_properties(element: etree._Element, into: list[Consumable]) -> None:
     append = into.append
     for child in element:
         tag = child.tag
-        value: int | float = int(child.text) if tag == "Processors" else float(child.text)
+        value: int | float
+        if tag == "Processors":
+            text = child.text
+            # The pattern leaves only digits here: more than 19 of them is past any real count.
+            if len(text.strip().lstrip("0")) > 19 or (value := int(text)) >= _MAX_PROCESSORS:
+                raise _too_large(child)
+        else:
+            value = float(child.text)
+            if value == _INFINITY:  # xs:double lets 1e400 through, and it reads as infinity
+                raise _too_large(child)
         attributes = child.items()
         if not attributes:
             append(Consumable(tag, value))
@@ -126,6 +148,8 @@ def _read_properties(element: etree._Element, into: list[Consumable]) -> None:
                 wall = text.strip()
             elif key == "consumptionRate":
                 rate = float(text)
+                if rate == _INFINITY:
+                    raise _too_large(child, key)
         append(Consumable(tag, value, units, metric, wall, rate, name, kind))
 
 
