@@ -7,6 +7,7 @@ JSON by default; `Accept: application/xml` or `?format=xml` for XML. Every 4xx a
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import json
 import logging
@@ -16,15 +17,19 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from infosvc import __version__
 from infosvc.aggregator import Aggregator, Refused
-from infosvc.appkeys import AGGREGATOR, CONFIG
+from infosvc.appkeys import AGGREGATOR, CONFIG, METRICS
+from infosvc.codec.safexml import SCHEMA_DIR
 from infosvc.errors import DocumentError
 from infosvc.hosts import HostEntry
+from infosvc.metrics import Metrics, Snapshot
 from infosvc.query import HostFilter, QueryError
 from infosvc.siteconfig import SiteConfig
 from infosvc.store import Store, StoreError
+from infosvc.targets import targets
 from infosvc.tokens import Role, Tokens
 
 log = logging.getLogger("infosvc.api")
@@ -81,12 +86,18 @@ def aggregator(request: web.Request) -> Aggregator:
 # --- nodes ------------------------------------------------------------------------------------
 
 async def post_node(request: web.Request) -> web.Response:
+    started = time.perf_counter()
     agg = aggregator(request)
     # Refuse before reading when the client says the body is too big.
     limit = agg.config.service.max_body_bytes
     if request.content_length is not None and request.content_length > limit:
+        agg.rejected["too_large"] += 1
         raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
-    agg.authorize(request.headers.get("Authorization"), Role.AGENT)
+    try:
+        agg.authorize(request.headers.get("Authorization"), Role.AGENT)
+    except Refused as exc:  # counted as Aggregator.ingest counts them
+        agg.rejected["unauthorized" if exc.status == 401 else "forbidden"] += 1
+        raise
     try:
         # asyncio.timeout, not wait_for: no task and no extra loop round per request.
         async with asyncio.timeout(agg.config.service.body_timeout_seconds):
@@ -105,6 +116,7 @@ async def post_node(request: web.Request) -> web.Response:
         agg.rejected["invalid"] += 1
         raise Refused(400, "connection lost before the whole body arrived") from None
     entry = await agg.ingest(request.headers.get("Authorization"), body)
+    request.app[METRICS].ingest_seconds.observe(time.perf_counter() - started)
     return web.Response(body=json.dumps({"host": entry.id, "state": entry.state.value}).encode(), content_type=JSON)
 
 
@@ -189,12 +201,66 @@ async def post_admin(request: web.Request) -> web.Response:
     return web.json_response({"host": entry.id, "state": entry.state.value})
 
 
+async def get_prometheus_targets(request: web.Request) -> web.Response:
+    """Prometheus HTTP service discovery (http_sd_configs): the hosts' exporters; see infosvc/targets.py."""
+    agg = aggregator(request)
+    agg.authorize_read(request.headers.get("Authorization"))
+    return web.json_response(targets(agg.table, agg.config.prometheus.exporter_port))
+
+
+# --- the API's own description ----------------------------------------------------------------
+
+#: The files of schemas/ served at /schemas/{name}: what /openapi.json refers to, and the XML
+#: Schemas that bodies are validated with. Open to all, like /healthz: they describe, not the site.
+PUBLISHED_SCHEMAS: dict[str, str] = {
+    "openapi.json": JSON,
+    "sss-node.schema.json": JSON,
+    "glue.schema.json": JSON,
+    "sss-node.xsd": XML,
+    "glue-ce-1.1.xsd": XML,
+}
+
+
+@functools.cache
+def published_schema(name: str) -> bytes:
+    """A file of schemas/, read once and served as it is."""
+    return (SCHEMA_DIR / name).read_bytes()
+
+
+async def get_openapi(request: web.Request) -> web.Response:
+    return web.Response(body=published_schema("openapi.json"), content_type=JSON)
+
+
+async def get_schema(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    if name not in PUBLISHED_SCHEMAS:
+        raise Refused(404, f"no schema {name!r}", f"one of {', '.join(PUBLISHED_SCHEMAS)}")
+    return web.Response(body=published_schema(name), content_type=PUBLISHED_SCHEMAS[name])
+
+
 async def healthz(request: web.Request) -> web.Response:
     agg = aggregator(request)
     return web.json_response({"status": "ok", "version": __version__, "hosts": len(agg.table)})
 
 
 # --- the application --------------------------------------------------------------------------
+
+async def get_metrics(request: web.Request) -> web.Response:
+    aggregator(request).authorize_read(request.headers.get("Authorization"))
+    # The families are built on the event loop: the collector reads the live state, which only the
+    # loop changes. Their text (the larger part, ~1 s at 10,000 hosts) is rendered in a thread.
+    snapshot = Snapshot(request.app[METRICS].registry)
+    body = await asyncio.to_thread(generate_latest, snapshot)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def _metrics_ctx(app: web.Application) -> AsyncIterator[None]:
+    app[METRICS].watch(app[AGGREGATOR])  # after aggregator_ctx, which made it
+    try:
+        yield
+    finally:
+        app[METRICS].unwatch()
+
 
 async def _aggregator_ctx(app: web.Application, store_path: str, tokens: Tokens) -> AsyncIterator[None]:
     config = app[CONFIG]
@@ -239,6 +305,8 @@ def make_app(config: SiteConfig, *, db: str | Path | None = None, tokens: Tokens
             yield
 
     app.cleanup_ctx.append(aggregator_ctx)
+    app[METRICS] = Metrics()
+    app.cleanup_ctx.append(_metrics_ctx)
     app.router.add_post("/v1/nodes", post_node)
     app.router.add_get("/v1/nodes", get_nodes)
     app.router.add_get("/v1/nodes/{id}", get_node)
@@ -246,5 +314,9 @@ def make_app(config: SiteConfig, *, db: str | Path | None = None, tokens: Tokens
     app.router.add_get("/v1/glue/hosts", get_glue_hosts)
     app.router.add_get("/v1/glue/{kind}/{id}", get_glue_entity)
     app.router.add_post("/v1/admin/hosts/{id}/{action}", post_admin)
+    app.router.add_get("/v1/prometheus/targets", get_prometheus_targets)
+    app.router.add_get("/metrics", get_metrics)
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/openapi.json", get_openapi)
+    app.router.add_get("/schemas/{name}", get_schema)
     return app

@@ -5,7 +5,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from infosvc.aggregator import Aggregator
+from infosvc.metrics import Metrics
 from infosvc.siteconfig import SiteConfig
 
 CONFIG = web.AppKey("config", SiteConfig)
 AGGREGATOR = web.AppKey("aggregator", Aggregator)
+METRICS = web.AppKey("metrics", Metrics)

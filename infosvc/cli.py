@@ -1,8 +1,9 @@
 """`infosvc`: the command line of the service.
 
 `infosvc serve` runs the aggregator; `infosvc validate FILE...` checks SSS Node documents
-against schemas/sss-node.xsd and says what is wrong and where. `status`, `submit`, `jobs`, `why`
-and `simulate` come with the operator's view and the matcher.
+against schemas/sss-node.xsd and says what is wrong and where; `infosvc status` prints a server's
+hosts, subclusters and CEs (infosvc/status.py). `submit`, `jobs`, `why` and `simulate` come with
+the matcher.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import gc
 import json
 import logging
 import os
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -34,10 +36,19 @@ def parser() -> argparse.ArgumentParser:
                        help="also run an agent for this host, with a token made for it")
     serve.add_argument("--agent-interval", type=float, default=10.0, metavar="SECONDS",
                        help="the local agent's interval (10)")
+    serve.add_argument("--tls-cert", metavar="FILE",
+                       help="serve https: the server's certificate chain (PEM); needs --tls-key")
+    serve.add_argument("--tls-key", metavar="FILE", help="the private key (PEM) of --tls-cert")
     serve.add_argument("-v", "--verbose", action="store_true")
     validate = commands.add_parser("validate", help="check SSS Node documents ('-' reads stdin)")
     validate.add_argument("files", nargs="+", metavar="FILE")
     validate.add_argument("--json", action="store_true", help="print each node, or each error, as JSON")
+    status = commands.add_parser("status", help="the hosts, subclusters and CEs of a server, as a table")
+    status.add_argument("--server", metavar="URL", default="http://127.0.0.1:8080",
+                        help="the aggregator (http://127.0.0.1:8080)")
+    status.add_argument("--json", action="store_true", help="print one JSON object instead")
+    status.add_argument("--token-file", metavar="FILE", help="a token, when the server requires one for reads")
+    status.add_argument("--ca-file", metavar="FILE", help="CA certificates to verify an https server with")
     return p
 
 
@@ -73,6 +84,27 @@ def split_listen(listen: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
+def tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:
+    """The server's TLS context (TLS 1.2 or later), or None for plain http; ValueError when unusable."""
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise ValueError("--tls-cert and --tls-key go together: give both, or neither for plain http")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    for name in (cert, key):
+        try:
+            with open(name, "rb"):
+                pass
+        except OSError as exc:
+            raise ValueError(f"TLS: cannot read {name}: {exc.strerror}") from None
+    try:
+        context.load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError) as exc:
+        raise ValueError(f"TLS: cannot use certificate {cert} with key {key}: {exc}") from None
+    return context
+
+
 def _serve(args: argparse.Namespace) -> int:
     from aiohttp import web
 
@@ -89,6 +121,7 @@ def _serve(args: argparse.Namespace) -> int:
         config = load_config(args.config)
         tokens = Tokens.load(args.tokens)
         host, port = split_listen(args.listen or config.service.listen)
+        tls = tls_context(args.tls_cert, args.tls_key)
     except (ConfigError, TokenFileError, ValueError) as exc:
         print(f"infosvc: {exc}", file=sys.stderr)
         return 2
@@ -102,7 +135,7 @@ def _serve(args: argparse.Namespace) -> int:
         fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as handle:
             handle.write(token + "\n")
-    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+    url = f"{'https' if tls else 'http'}://{host if ':' not in host else f'[{host}]'}:{port}"
 
     async def local_agent(app: web.Application) -> AsyncIterator[None]:
         # Entered after the aggregator's context (make_app appends that first) and left before it:
@@ -111,7 +144,10 @@ def _serve(args: argparse.Namespace) -> int:
         if token_dir is not None:
             agent = subprocess.Popen([sys.executable, "-m", "infosvc_agents", "--server", url,
                                       "--token-file", str(Path(token_dir.name) / "token"),
-                                      "--interval", str(args.agent_interval)])
+                                      "--interval", str(args.agent_interval)]
+                                     # It trusts the served chain itself: a self-signed certificate,
+                                     # or a chain file that ends in its root CA.
+                                     + (["--ca-file", args.tls_cert] if tls else []))
         try:
             yield
         finally:
@@ -129,7 +165,7 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"  GLUE:   {url}/v1/glue", flush=True)
     print(f"  health: {url}/healthz", flush=True)
     try:
-        web.run_app(app, host=host, port=port, print=None, access_log=None)
+        web.run_app(app, host=host, port=port, print=None, access_log=None, ssl_context=tls)
     finally:
         if token_dir is not None:
             token_dir.cleanup()
@@ -142,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args)
     if args.command == "validate":
         return _validate(args.files, args.json)
+    if args.command == "status":
+        from infosvc.status import run
+
+        return run(args.server, args.json, token_file=args.token_file, ca_file=args.ca_file)
     return 2  # pragma: no cover - argparse requires a command
 
 

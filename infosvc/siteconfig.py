@@ -49,6 +49,16 @@ class LifecycleConfig:
     require_approval: bool = False
 
 
+#: node_exporter's port: what Prometheus scrapes on each host unless the config says otherwise.
+DEFAULT_EXPORTER_PORT: Final = 9100
+
+
+@dataclass(frozen=True, slots=True)
+class PrometheusConfig:
+    #: the port of the exporter on every host, in GET /v1/prometheus/targets
+    exporter_port: int = DEFAULT_EXPORTER_PORT
+
+
 #: A config NodeSet of at most this many names is written out once, at load.
 MAX_EXPANDED_NAMES: Final = 200_000
 
@@ -137,6 +147,7 @@ class SiteConfig:
         ComputingElementConfig(DEFAULT_CLUSTER, DEFAULT_CLUSTER, DEFAULT_CLUSTER, all_clusters=True),)
     benchmarks: tuple[Benchmark, ...] = ()
     software: tuple[Software, ...] = ()
+    prometheus: PrometheusConfig = field(default_factory=PrometheusConfig)
 
     def cluster_of(self, host: str) -> ClusterConfig:
         """The first cluster whose NodeSet names `host`, else the first cluster without `nodes`
@@ -251,6 +262,10 @@ def parse_config(data: dict[str, Any]) -> SiteConfig:
                                 missed_heartbeats=lc.integer("missed_heartbeats", 3, minimum=1),
                                 require_approval=lc.flag("require_approval", False))
     lc.done()
+    pr = top.table("prometheus")
+    prometheus = PrometheusConfig(
+        exporter_port=pr.integer("exporter_port", DEFAULT_EXPORTER_PORT, minimum=1, maximum=65535))
+    pr.done()
 
     clusters: list[ClusterConfig] = []
     for t in top.tables("clusters"):
@@ -302,7 +317,8 @@ def parse_config(data: dict[str, Any]) -> SiteConfig:
         software.append(Software(nodes, runtime_environment=t.strings("runtime_environment")))
         t.done()
     top.done()
-    return SiteConfig(service, store, lifecycle, tuple(clusters), tuple(ces), tuple(benchmarks), tuple(software))
+    return SiteConfig(service, store, lifecycle, tuple(clusters), tuple(ces), tuple(benchmarks), tuple(software),
+                      prometheus=prometheus)
 
 
 def _id(t: _Table) -> str:

@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import sqlite3
+import ssl
 import subprocess
 import sys
 import time
@@ -91,13 +92,16 @@ def free_port() -> int:
 
 
 def request(port: int, method: str, path: str, body: bytes | None = None, *, token: str | None = None,
-            headers: Mapping[str, str] | None = None, timeout: float = 15.0) -> Reply:
+            headers: Mapping[str, str] | None = None, timeout: float = 15.0,
+            tls: ssl.SSLContext | None = None) -> Reply:
+    """One request to 127.0.0.1:port; over https, verified with `tls`, when it is given."""
     all_headers = dict(headers or {})
     if token is not None:
         all_headers["Authorization"] = f"Bearer {token}"
     if body is not None and method == "POST":
         all_headers.setdefault("Content-Type", "application/xml")
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    connection = (http.client.HTTPConnection("127.0.0.1", port, timeout=timeout) if tls is None
+                  else http.client.HTTPSConnection("127.0.0.1", port, timeout=timeout, context=tls))
     try:
         connection.request(method, path, body=body, headers=all_headers)
         response = connection.getresponse()
@@ -139,6 +143,8 @@ class Server:
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
+    extra_args: tuple[str, ...] = ()  # more `infosvc serve` options, e.g. ("--tls-cert", F, "--tls-key", K)
+    ca_file: Path | None = None  # with --tls-cert: the CA to verify it with; the server is then spoken to over https
 
     def __post_init__(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -165,7 +171,11 @@ class Server:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.ca_file else 'http'}://127.0.0.1:{self.port}"
+
+    @property
+    def tls(self) -> ssl.SSLContext | None:
+        return None if self.ca_file is None else ssl.create_default_context(cafile=str(self.ca_file))
 
     def start(self, port: int | None = None) -> Server:
         """Start on `port` (default: the last one, or a free one); returns once /healthz answers."""
@@ -181,7 +191,8 @@ class Server:
                 log.flush()
                 self.process = subprocess.Popen(
                     [sys.executable, "-m", "infosvc", "serve", "--config", str(self.config_file),
-                     "--listen", f"127.0.0.1:{self.port}", "--db", str(self.db), "--tokens", str(self.tokens_file)],
+                     "--listen", f"127.0.0.1:{self.port}", "--db", str(self.db), "--tokens", str(self.tokens_file),
+                     *self.extra_args],
                     stdout=log, stderr=subprocess.STDOUT, cwd=self.directory)
             self.starts += 1
             if self._wait_healthy():
@@ -199,7 +210,7 @@ class Server:
             if self.process.poll() is not None:
                 return False
             try:
-                reply = request(self.port, "GET", "/healthz", timeout=2.0)
+                reply = request(self.port, "GET", "/healthz", timeout=2.0, tls=self.tls)
                 if reply.status == 200 and reply.json().get("status") == "ok" and self.process.poll() is None:
                     return True
             except (OSError, http.client.HTTPException):
@@ -237,7 +248,7 @@ class Server:
 
     def request(self, method: str, path: str, body: bytes | None = None, *, token: str | None = None,
                 headers: Mapping[str, str] | None = None, timeout: float = 15.0) -> Reply:
-        return request(self.port, method, path, body, token=token, headers=headers, timeout=timeout)
+        return request(self.port, method, path, body, token=token, headers=headers, timeout=timeout, tls=self.tls)
 
     def get(self, path: str, **kwargs: Any) -> Reply:
         return self.request("GET", path, **kwargs)

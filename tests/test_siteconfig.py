@@ -13,8 +13,8 @@ from ClusterShell.NodeSet import NodeSet
 
 from infosvc import siteconfig
 from infosvc.siteconfig import (DEFAULT_CLUSTER, DEFAULT_LISTEN, Benchmark, ClusterConfig, ComputingElementConfig,
-                                ConfigError, LifecycleConfig, Policy, ServiceConfig, SiteConfig, Software, StoreConfig,
-                                load_config, parse_config)
+                                ConfigError, LifecycleConfig, Policy, PrometheusConfig, ServiceConfig, SiteConfig,
+                                Software, StoreConfig, load_config, parse_config)
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 
@@ -34,6 +34,9 @@ history_per_host = 7
 heartbeat_seconds = 30            # an integer is a number too
 missed_heartbeats = 5
 require_approval = true
+
+[prometheus]
+exporter_port = 9101
 
 [[clusters]]
 id = "compute"
@@ -109,6 +112,7 @@ def test_full_example() -> None:
     assert config.store == StoreConfig(history_per_host=7)
     assert config.lifecycle == LifecycleConfig(heartbeat_seconds=30.0, missed_heartbeats=5, require_approval=True)
     assert isinstance(config.lifecycle.heartbeat_seconds, float)
+    assert config.prometheus == PrometheusConfig(exporter_port=9101)
 
     compute, gpu, rest = config.clusters
     assert (compute.id, compute.name, compute.nodes) == ("compute", "Compute nodes", NodeSet("node[001-128]"))
@@ -188,11 +192,12 @@ def test_defaults() -> None:
             DEFAULT_CLUSTER, DEFAULT_CLUSTER, DEFAULT_CLUSTER, True, ())
         assert (ce.lrms_type, ce.status, ce.policy, ce.access_control) == ("infosvc", "Production", Policy(), ())
         assert config.benchmarks == () and config.software == ()
+        assert config.prometheus.exporter_port == 9100  # node_exporter's
         assert config.cluster_of("anything").id == DEFAULT_CLUSTER
 
 
 def test_empty_tables_are_defaults() -> None:
-    assert parse("[service]\n[store]\n[lifecycle]\n") == SiteConfig()
+    assert parse("[service]\n[store]\n[lifecycle]\n[prometheus]\n") == SiteConfig()
 
 
 def test_clusters_without_ces_get_the_default_ce_and_vice_versa() -> None:
@@ -278,6 +283,8 @@ def test_wrong_types_are_named(text: str, message: str) -> None:
     ('[[computing_elements]]\nid = "a"\n[computing_elements.policy]\nmax_cpu_time = -1',
      "computing_elements[0].policy.max_cpu_time: must be at least 0, got -1"),
     ('[[benchmarks]]\nnodes = "n1"\nsf00 = -3', "benchmarks[0].sf00: must be at least 0, got -3"),
+    ('[prometheus]\nexporter_port = 0', "prometheus.exporter_port: must be at least 1, got 0"),
+    ('[prometheus]\nexporter_port = 65536', "prometheus.exporter_port: must be at most 65535, got 65536"),
 ])
 def test_out_of_range_values(text: str, message: str) -> None:
     assert error_of(text) == message
@@ -448,10 +455,10 @@ def test_accepted_keys_are_what_the_dataclasses_hold(accepted: Accepted) -> None
         "clusters": fields(ClusterConfig),
         "computing_elements": fields(ComputingElementConfig, "policy", "all_clusters"),
         "computing_elements.policy": fields(Policy),
-        "benchmarks": fields(Benchmark), "software": fields(Software),
+        "benchmarks": fields(Benchmark), "software": fields(Software), "prometheus": fields(PrometheusConfig),
     }
     assert accepted.tables == {"service", "store", "lifecycle", "clusters", "computing_elements",
-                               "computing_elements.policy", "benchmarks", "software"}
+                               "computing_elements.policy", "benchmarks", "software", "prometheus"}
     assert accepted.tables == {f.name for f in dataclasses.fields(SiteConfig)} | {"computing_elements.policy"}
 
 
@@ -466,7 +473,8 @@ def _value(config: SiteConfig, table: str, key: str) -> Any:
     owner: Any = {"service": config.service, "store": config.store, "lifecycle": config.lifecycle,
                   "clusters": config.clusters[0], "computing_elements": config.computing_elements[0],
                   "computing_elements.policy": config.computing_elements[0].policy,
-                  "benchmarks": config.benchmarks[0], "software": config.software[0]}[table]
+                  "benchmarks": config.benchmarks[0], "software": config.software[0],
+                  "prometheus": config.prometheus}[table]
     return getattr(owner, key)
 
 

@@ -23,6 +23,7 @@ class HostAgent:
     host_id: str | None = None
     features: tuple[str, ...] = ()
     last_runs: dict[str, CollectorRun] = field(default_factory=dict)
+    sampled_at: float | None = None  # when last_runs were taken (Unix time)
 
     @classmethod
     def for_host(cls, *, proc_root: str = "/proc", sys_root: str = "/sys", etc_root: str = "/etc",
@@ -32,8 +33,10 @@ class HostAgent:
         return cls(registry, host_id, features)
 
     def node(self) -> Node:
-        self.last_runs = self.registry.run()
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        runs = self.registry.run()
+        self.sampled_at = time.time()
+        self.last_runs = runs
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.sampled_at))
         return build_node(self.last_runs, host_id=self.host_id, features=self.features,
                           timestamp=stamp, agent_version=__version__)
 

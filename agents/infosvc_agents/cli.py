@@ -15,6 +15,7 @@ import sys
 
 if TYPE_CHECKING:
     from infosvc_agents.agent import HostAgent
+    from infosvc_agents.push import PushLoop
 
 
 def parser() -> argparse.ArgumentParser:
@@ -28,6 +29,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--backoff-max", type=float, default=300.0, metavar="SECONDS",
                    help="longest wait between retries while the server is unreachable (300)")
     p.add_argument("--ca-file", metavar="FILE", help="CA certificates to verify an https server with")
+    p.add_argument("--metrics-listen", metavar="HOST:PORT",
+                   help="serve this host's metrics (node_exporter's names) at http://HOST:PORT/metrics")
     p.add_argument("--samples", type=int, metavar="N",
                    help="stop after N samples are taken and every kept one is sent (for tests)")
     p.add_argument("--id", dest="host_id", help="the node Id to report (default: the host name)")
@@ -45,8 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="infosvc-agent: %(levelname)s %(message)s")
-    if not args.once and not args.server:
-        print("infosvc-agent: nothing to do: use --once, or --server URL --token-file FILE", file=sys.stderr)
+    if not args.once and not args.server and not args.metrics_listen:
+        print("infosvc-agent: nothing to do: use --once, --server URL --token-file FILE, or --metrics-listen HOST:PORT",
+              file=sys.stderr)
+        return 2
+    if args.once and args.metrics_listen:
+        print("infosvc-agent: --metrics-listen serves while the agent runs: not with --once", file=sys.stderr)
         return 2
     if args.server and not args.token_file:
         print("infosvc-agent: --server needs --token-file", file=sys.stderr)
@@ -63,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                                host_id=args.host_id, features=features)
     if args.server:
         return _push(agent, args)
+    if args.metrics_listen:
+        return _metrics_only(agent, args)
     document = agent.document(pretty=args.pretty)
     if args.verbose:
         for run in agent.last_runs.values():
@@ -83,6 +92,8 @@ def _push(agent: "HostAgent", args: argparse.Namespace) -> int:
         return 2
     loop = PushLoop(agent.document, sender, interval=args.interval, max_kept=args.max_kept,
                     backoff_initial=min(1.0, args.backoff_max), backoff_max=args.backoff_max)
+    if args.metrics_listen and not _serve_metrics(agent, args.metrics_listen, loop):
+        return 2
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: loop.stop())
     logging.getLogger().setLevel(logging.DEBUG if args.verbose else logging.INFO)
@@ -90,6 +101,40 @@ def _push(agent: "HostAgent", args: argparse.Namespace) -> int:
     loop.run(samples=args.samples)
     logging.info("stopped: %d delivered, %d dropped, %d refused, %d kept undelivered, of %d taken",
                  loop.delivered, loop.dropped, loop.refused, len(loop.kept), loop.taken)
+    return 0
+
+
+def _serve_metrics(agent: "HostAgent", listen: str, loop: "PushLoop | None") -> bool:
+    from infosvc_agents.node_metrics import NodeMetrics, serve_metrics
+
+    collector = NodeMetrics(lambda: agent.last_runs, sampled_at=lambda: agent.sampled_at, loop=loop)
+    try:
+        serve_metrics(listen, collector)
+    except (OSError, ValueError) as exc:
+        print(f"infosvc-agent: cannot serve metrics on {listen}: {exc}", file=sys.stderr)
+        return False
+    if logging.getLogger().level > logging.INFO:
+        logging.getLogger().setLevel(logging.INFO)
+    logging.info("serving this host's metrics at http://%s/metrics", listen)
+    return True
+
+
+def _metrics_only(agent: "HostAgent", args: argparse.Namespace) -> int:
+    """No aggregator: sample every interval for the metrics alone, until stopped."""
+    import threading
+
+    if not _serve_metrics(agent, args.metrics_listen, None):
+        return 2
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    taken = 0
+    while not stop.is_set():
+        agent.node()
+        taken += 1
+        if args.samples is not None and taken >= args.samples:
+            break
+        stop.wait(args.interval)
     return 0
 
 

@@ -36,25 +36,38 @@ class PushError(Exception):
 
 @dataclass(slots=True)
 class Sender:
-    """POSTs one document to SERVER/v1/nodes with the bearer token."""
+    """POSTs one document to SERVER/v1/nodes with the bearer token.
+
+    An https server's certificate is verified, host name included: against `ca_file` (a private
+    CA's certificates, PEM) when given, else against the system's CAs. A certificate that does not
+    verify is a delivery failure like any other, so the samples are kept and retried.
+    """
 
     server: str
     token: str
     timeout: float = 10.0
     ca_file: str | None = None
+    _context: ssl.SSLContext | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.server)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"server URL must be http:// or https://HOST[:PORT], not {self.server!r}")
+        if parts.scheme == "https":
+            # Built once: a CA file that cannot be used is an error at start-up, not a failure of
+            # every delivery.
+            try:
+                self._context = ssl.create_default_context(cafile=self.ca_file)
+            except OSError as exc:  # ssl.SSLError too
+                raise ValueError(f"CA file {self.ca_file}: {exc.strerror or exc}") from None
+            self._context.minimum_version = ssl.TLSVersion.TLSv1_2
 
     def send(self, document: bytes) -> None:
         parts = urlsplit(self.server)
         connection: http.client.HTTPConnection
-        if parts.scheme == "https":
-            context = ssl.create_default_context(cafile=self.ca_file)
+        if self._context is not None:
             connection = http.client.HTTPSConnection(parts.hostname or "", parts.port, timeout=self.timeout,
-                                                     context=context)
+                                                     context=self._context)
         else:
             connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=self.timeout)
         path = parts.path.rstrip("/") + "/v1/nodes"

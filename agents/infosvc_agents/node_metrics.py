@@ -1,0 +1,179 @@
+"""This host's metrics for Prometheus, from the agent's latest sample (`infosvc-agent --metrics-listen`).
+
+Named as node_exporter names them where they mean the same thing (node_load1, node_memory_*_bytes,
+node_filesystem_*{device,fstype,mountpoint}, node_network_*{device}, node_uname_info), so dashboards
+and alerts written for node_exporter work on them; what node_exporter has no name for is
+`infosvc_node_*` (the host) or `infosvc_agent_*` (the agent itself). Each metric's type, help and
+labels are declared once, in METRICS, which docs/node-mapping.md lists.
+
+The values are those of the newest sample, not read at scrape time: a scrape costs no /proc reads
+and sees exactly what the agent last sent to the aggregator. Served by prometheus_client's own
+HTTP server in a thread, so the agent stays free of any web framework.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Final, Iterator
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import start_http_server
+from prometheus_client.registry import Collector
+
+from infosvc_agents.collectors import CollectorRun
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from infosvc_agents.push import PushLoop
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    type: str  # gauge or counter
+    labels: tuple[str, ...]
+    help: str
+
+
+FS: Final = ("device", "fstype", "mountpoint")
+
+METRICS: Final[dict[str, MetricSpec]] = {
+    # node_exporter's names
+    "node_load1": MetricSpec("gauge", (), "1m load average."),
+    "node_load5": MetricSpec("gauge", (), "5m load average."),
+    "node_load15": MetricSpec("gauge", (), "15m load average."),
+    "node_memory_MemTotal_bytes": MetricSpec("gauge", (), "Memory information field MemTotal_bytes."),
+    "node_memory_MemAvailable_bytes": MetricSpec("gauge", (), "Memory information field MemAvailable_bytes."),
+    "node_memory_SwapTotal_bytes": MetricSpec("gauge", (), "Memory information field SwapTotal_bytes."),
+    "node_memory_SwapFree_bytes": MetricSpec("gauge", (), "Memory information field SwapFree_bytes."),
+    "node_filesystem_size_bytes": MetricSpec("gauge", FS, "Filesystem size in bytes."),
+    "node_filesystem_free_bytes": MetricSpec("gauge", FS, "Filesystem free space in bytes."),
+    "node_filesystem_avail_bytes": MetricSpec("gauge", FS, "Filesystem space available to non-root users in bytes."),
+    "node_filesystem_readonly": MetricSpec("gauge", FS, "Filesystem read-only status."),
+    "node_network_receive_bytes_total": MetricSpec("counter", ("device",), "Network device statistic receive_bytes."),
+    "node_network_transmit_bytes_total": MetricSpec("counter", ("device",), "Network device statistic transmit_bytes."),
+    "node_network_receive_packets_total": MetricSpec("counter", ("device",),
+                                                     "Network device statistic receive_packets."),
+    "node_network_transmit_packets_total": MetricSpec("counter", ("device",),
+                                                      "Network device statistic transmit_packets."),
+    "node_network_mtu_bytes": MetricSpec("gauge", ("device",), "Network device property: mtu_bytes"),
+    "node_network_speed_bytes": MetricSpec("gauge", ("device",), "Network device property: speed_bytes"),
+    "node_network_up": MetricSpec("gauge", ("device",), "Value is 1 if operstate is 'up', 0 otherwise."),
+    "node_uname_info": MetricSpec("gauge", ("machine", "nodename", "release", "sysname", "version"),
+                                  "Labeled system information as provided by the uname system call."),
+    "node_os_info": MetricSpec("gauge", ("name", "version_id"),
+                               "A metric with a constant '1' value labeled by name and version_id from os-release."),
+    # no node_exporter name: the host as the SSS Node has it
+    "infosvc_node_processors": MetricSpec("gauge", (), "Logical CPUs online (SSS Configured Processors)."),
+    "infosvc_node_processors_busy": MetricSpec(
+        "gauge", (), "Busy logical CPUs averaged over the sample's span (SSS Utilized Processors, unrounded)."),
+    # the agent itself
+    "infosvc_agent_sample_timestamp_seconds": MetricSpec("gauge", (), "When the newest sample was taken (Unix time)."),
+    "infosvc_agent_collector_success": MetricSpec("gauge", ("collector",),
+                                                  "1 if the collector succeeded in the newest sample, 0 if it failed."),
+    "infosvc_agent_collector_duration_seconds": MetricSpec("gauge", ("collector",),
+                                                           "How long the collector took in the newest sample."),
+    "infosvc_agent_samples_taken_total": MetricSpec("counter", (), "Samples taken."),
+    "infosvc_agent_samples_delivered_total": MetricSpec("counter", (), "Samples the aggregator took."),
+    "infosvc_agent_samples_refused_total": MetricSpec("counter", (), "Samples the aggregator refused (dropped)."),
+    "infosvc_agent_samples_dropped_total": MetricSpec(
+        "counter", (), "Kept samples dropped, oldest first, while the aggregator was unreachable."),
+    "infosvc_agent_samples_kept": MetricSpec("gauge", (), "Samples waiting to be delivered."),
+}
+
+
+class _Families:
+    """The families of one scrape, made on first use from METRICS."""
+
+    def __init__(self) -> None:
+        self.made: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
+
+    def add(self, name: str, value: float, *labels: str) -> None:
+        family = self.made.get(name)
+        if family is None:
+            spec = METRICS[name]
+            if spec.type == "counter":
+                family = CounterMetricFamily(name, spec.help, labels=spec.labels)
+            else:
+                family = GaugeMetricFamily(name, spec.help, labels=spec.labels)
+            self.made[name] = family
+        family.add_metric(list(labels), value)
+
+
+class NodeMetrics(Collector):
+    """A prometheus_client collector over the newest collector runs that `runs()` gives."""
+
+    def __init__(self, runs: Callable[[], dict[str, CollectorRun]], *, sampled_at: Callable[[], float | None],
+                 loop: PushLoop | None = None) -> None:
+        self.runs = runs
+        self.sampled_at = sampled_at
+        self.loop = loop
+
+    def collect(self) -> Iterator[Metric]:
+        out = _Families()
+        runs = self.runs()  # one reference: the agent replaces the whole dict at each sample
+        facts: dict[str, Any] = {name: run.facts for name, run in runs.items() if run.ok}
+        if (load := facts.get("load")) is not None:
+            out.add("node_load1", load.one)
+            out.add("node_load5", load.five)
+            out.add("node_load15", load.fifteen)
+        if (memory := facts.get("memory")) is not None:
+            out.add("node_memory_MemTotal_bytes", memory.total)
+            out.add("node_memory_MemAvailable_bytes", memory.available)
+            out.add("node_memory_SwapTotal_bytes", memory.swap_total)
+            out.add("node_memory_SwapFree_bytes", memory.swap_free)
+        for fs in facts.get("filesystems") or ():
+            labels = (fs.device, fs.fstype, fs.mount_point)
+            out.add("node_filesystem_size_bytes", fs.size, *labels)
+            out.add("node_filesystem_free_bytes", fs.free, *labels)
+            out.add("node_filesystem_avail_bytes", fs.available, *labels)
+            out.add("node_filesystem_readonly", 1.0 if fs.read_only else 0.0, *labels)
+        for nic in facts.get("network") or ():
+            out.add("node_network_receive_bytes_total", nic.bytes_in, nic.name)
+            out.add("node_network_transmit_bytes_total", nic.bytes_out, nic.name)
+            out.add("node_network_receive_packets_total", nic.packets_in, nic.name)
+            out.add("node_network_transmit_packets_total", nic.packets_out, nic.name)
+            if nic.mtu is not None:
+                out.add("node_network_mtu_bytes", nic.mtu, nic.name)
+            if nic.speed_mbps:
+                out.add("node_network_speed_bytes", nic.speed_mbps * 125_000, nic.name)  # Mbit/s -> bytes/s
+            out.add("node_network_up", 1.0 if nic.up else 0.0, nic.name)
+        if (system := facts.get("system")) is not None:
+            out.add("node_uname_info", 1.0, system.machine, system.hostname, system.kernel_release,
+                    system.sysname, system.kernel_version)
+            if system.os_name:
+                out.add("node_os_info", 1.0, system.os_name, system.os_release or "")
+        if (processors := facts.get("processors")) is not None:
+            out.add("infosvc_node_processors", processors.info.logical)
+            out.add("infosvc_node_processors_busy", min(max(processors.usage.busy, 0.0), float(processors.info.logical)))
+        if (stamp := self.sampled_at()) is not None:
+            out.add("infosvc_agent_sample_timestamp_seconds", stamp)
+        for name, run in sorted(runs.items()):
+            out.add("infosvc_agent_collector_success", 1.0 if run.ok else 0.0, name)
+            out.add("infosvc_agent_collector_duration_seconds", run.seconds, name)
+        if self.loop is not None:
+            out.add("infosvc_agent_samples_taken_total", self.loop.taken)
+            out.add("infosvc_agent_samples_delivered_total", self.loop.delivered)
+            out.add("infosvc_agent_samples_refused_total", self.loop.refused)
+            out.add("infosvc_agent_samples_dropped_total", self.loop.dropped)
+            out.add("infosvc_agent_samples_kept", len(self.loop.kept))
+        yield from out.made.values()
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    """HOST:PORT ([::1]:9100 for IPv6); ValueError otherwise."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"--metrics-listen must be HOST:PORT, not {listen!r}")
+    return host.strip("[]"), int(port)
+
+
+def serve_metrics(listen: str, collector: Collector) -> WSGIServer:
+    """Serve /metrics on `listen` in a daemon thread, with a registry of `collector` alone; OSError if the
+    address cannot be bound."""
+    host, port = split_listen(listen)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    server, _thread = start_http_server(port, addr=host, registry=registry)
+    return server

@@ -1,0 +1,302 @@
+"""The aggregator's own Prometheus view, built from its in-memory state when scraped.
+
+`AggregatorCollector` is a prometheus_client custom collector: each `collect()` walks the host
+table and the GLUE roll-up once and yields metric families; nothing is copied or updated per
+report. `Metrics` is one app's registry (never the process-wide default one): the collector,
+once the aggregator exists, and the ingest latency histogram, the one metric observed as it
+happens. docs/api.md lists every metric; `METRICS` below is the one place each is declared
+(name, type, labels, help), and the help text on the wire is taken from it.
+
+Hosts are labelled `node` (their SSS Node Id); sizes are in bytes, times in seconds. Running and
+waiting jobs are not exported yet: they come with the matcher.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator
+
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.registry import Collector
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.samples import Sample
+
+from infosvc.aggregator import Aggregator
+from infosvc.lifecycle import NodeState
+from infosvc.model.node import Consumable
+
+log = logging.getLogger("infosvc.metrics")
+
+MIB = 1 << 20
+STATES: tuple[str, ...] = tuple(s.value for s in NodeState)
+#: Reasons a report is refused (Aggregator.rejected, infosvc.api.post_node): exported from 0.
+REJECT_REASONS: tuple[str, ...] = ("unauthorized", "forbidden", "invalid", "too_large", "timeout", "store")
+LIVE = (NodeState.READY, NodeState.PAUSED)
+INGEST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    name: str  # as exposed, counters with their _total
+    type: str  # gauge, counter, histogram
+    labels: tuple[str, ...]
+    help: str
+
+
+def _spec(name: str, type_: str, labels: str, help_: str) -> MetricSpec:
+    return MetricSpec(name, type_, tuple(labels.split()), help_)
+
+
+#: Every metric of GET /metrics, in the order exposed.
+METRICS: tuple[MetricSpec, ...] = (
+    _spec("infosvc_host_info", "gauge", "node cluster subcluster",
+          "Always 1: the host's cluster and subcluster, to join per-host metrics with."),
+    _spec("infosvc_host_state", "gauge", "node state",
+          "1 for the host's current life-cycle state (Pending, Ready, Paused, Unreachable), 0 for the others."),
+    _spec("infosvc_host_processors_configured", "gauge", "node", "Processors the host has (Configured)."),
+    _spec("infosvc_host_processors_available", "gauge", "node", "Processors free for work per the host's agent (Available)."),
+    _spec("infosvc_host_processors_utilized", "gauge", "node", "Processors in use, averaged (Utilized)."),
+    _spec("infosvc_host_memory_configured_bytes", "gauge", "node", "Main memory of the host (Configured), in bytes."),
+    _spec("infosvc_host_memory_available_bytes", "gauge", "node", "Main memory available (Available), in bytes."),
+    _spec("infosvc_host_memory_utilized_bytes", "gauge", "node", "Main memory in use (Utilized), in bytes."),
+    _spec("infosvc_host_load1", "gauge", "node", "Load average over 1 minute, as the host reported it."),
+    _spec("infosvc_host_load5", "gauge", "node", "Load average over 5 minutes, as the host reported it."),
+    _spec("infosvc_host_load15", "gauge", "node", "Load average over 15 minutes, as the host reported it."),
+    _spec("infosvc_host_report_age_seconds", "gauge", "node", "Seconds since the host's last accepted report."),
+    _spec("infosvc_subcluster_hosts", "gauge", "cluster subcluster state", "Hosts of the subcluster by life-cycle state."),
+    _spec("infosvc_subcluster_cpus", "gauge", "cluster subcluster",
+          "CPUs of the subcluster's live (Ready or Paused) hosts: GLUE TotalCPUs."),
+    _spec("infosvc_subcluster_free_cpus", "gauge", "cluster subcluster", "CPUs free on the subcluster's Ready hosts."),
+    _spec("infosvc_subcluster_memory_available_bytes", "gauge", "cluster subcluster",
+          "Main memory available on the subcluster's live hosts, in bytes."),
+    _spec("infosvc_cluster_hosts", "gauge", "cluster state", "Hosts of the cluster by life-cycle state."),
+    _spec("infosvc_cluster_cpus", "gauge", "cluster", "CPUs of the cluster's live hosts."),
+    _spec("infosvc_cluster_free_cpus", "gauge", "cluster", "CPUs free on the cluster's Ready hosts."),
+    _spec("infosvc_computing_element_hosts", "gauge", "computing_element state",
+          "Hosts of the computing element's clusters by life-cycle state."),
+    _spec("infosvc_computing_element_cpus", "gauge", "computing_element", "GLUE TotalCPUs of the computing element."),
+    _spec("infosvc_computing_element_free_cpus", "gauge", "computing_element", "GLUE FreeCPUs of the computing element."),
+    _spec("infosvc_reports_accepted_total", "counter", "", "Node reports accepted and stored."),
+    _spec("infosvc_reports_rejected_total", "counter", "reason", "Node reports refused, by reason."),
+    _spec("infosvc_report_ingest_duration_seconds", "histogram", "",
+          "Time from a report's arrival to its answer, for accepted reports (body read, validation, durable commit)."),
+    _spec("infosvc_store_size_bytes", "gauge", "", "Size of the SQLite store on disk (database and WAL file), in bytes."),
+    _spec("infosvc_oldest_live_report_age_seconds", "gauge", "",
+          "Age of the oldest last report among live (Ready or Paused) hosts; absent when there are none."),
+    _spec("infosvc_metrics_collect_duration_seconds", "gauge", "", "Time taken to build this scrape's metrics."),
+    _spec("infosvc_metrics_collect_success", "gauge", "", "1 when this scrape's metrics were built, 0 when that failed (see the log)."),
+)
+_BY_NAME = {m.name: m for m in METRICS}
+
+
+def _gauge(name: str) -> GaugeMetricFamily:
+    spec = _BY_NAME[name]
+    assert spec.type == "gauge", name
+    return GaugeMetricFamily(name, spec.help, labels=spec.labels)
+
+
+def _counter(name: str) -> CounterMetricFamily:
+    spec = _BY_NAME[name]
+    assert spec.type == "counter", name
+    return CounterMetricFamily(name.removesuffix("_total"), spec.help, labels=spec.labels)
+
+
+def _first(items: list[Consumable]) -> tuple[Consumable | None, Consumable | None, dict[str | None, Consumable]]:
+    """The first Processors and Memory of a category, and its Load resources by span."""
+    processors = memory = None
+    loads: dict[str | None, Consumable] = {}
+    for item in items:
+        kind = item.kind
+        if kind == "Processors":
+            if processors is None:
+                processors = item
+        elif kind == "Memory":
+            if memory is None:
+                memory = item
+        elif item.name == "Load" and kind == "Resource":
+            loads.setdefault(item.type, item)
+    return processors, memory, loads
+
+
+def _bytes(item: Consumable | None) -> float | None:
+    if item is None:
+        return None
+    try:
+        if item.units == "MB" or item.units is None:  # what agents write; no units means MB for Memory
+            return float(item.value) * MIB
+        return item.amount("byte")
+    except ValueError:  # units that name no size: not exported rather than failing the scrape
+        return None
+
+
+class AggregatorCollector:
+    """Metric families from an Aggregator's state at the moment of the scrape."""
+
+    def __init__(self, aggregator: Aggregator, clock: Callable[[], float] | None = None) -> None:
+        self.aggregator = aggregator
+        self.clock = clock if clock is not None else aggregator.clock
+
+    def describe(self) -> Iterable[Metric]:
+        # The names only, so that the registry detects a duplicate at register time.
+        return [_counter(m.name) if m.type == "counter" else _gauge(m.name) for m in METRICS if m.type != "histogram"]
+
+    def collect(self) -> Iterator[Metric]:
+        started = time.perf_counter()
+        try:
+            families = self.families()
+            ok = 1.0
+        except Exception:  # noqa: BLE001 - a bug in one part must not fail the whole scrape
+            log.exception("building the metrics failed")
+            families, ok = [], 0.0
+        yield from families
+        duration = _gauge("infosvc_metrics_collect_duration_seconds")
+        duration.add_metric((), time.perf_counter() - started)
+        success = _gauge("infosvc_metrics_collect_success")
+        success.add_metric((), ok)
+        yield duration
+        yield success
+
+    def families(self) -> list[Metric]:
+        agg = self.aggregator
+        now = self.clock()
+        return [*self._hosts(agg, now), *self._groups(agg), *self._service(agg, now)]
+
+    def _hosts(self, agg: Aggregator, now: float) -> list[Metric]:
+        names = [m.name for m in METRICS if m.name.startswith("infosvc_host_")]
+        families: list[Metric] = [_gauge(n) for n in names]
+        # Each family's samples, appended to directly: one Sample per value, its labels dict shared
+        # by the host's metrics (add_metric would build a dict and check the labels per value).
+        per_family: list[list[Sample]] = [[] for _ in names]
+        info, state, p_conf, p_avail, p_used, m_conf, m_avail, m_used, load1, load5, load15, age = per_family
+        s_info, s_state, s_pc, s_pa, s_pu, s_mc, s_ma, s_mu, s_l1, s_l5, s_l15, s_age = names
+        rollup = agg.table.rollup
+        sub_of = rollup.subcluster_of
+        hosts = rollup.hosts
+        for entry in agg.table:
+            node = entry.node
+            host_id = entry.id
+            labels = {"node": host_id}
+            host = hosts.get(host_id)
+            sub = sub_of(host_id)
+            if host is not None and sub is not None:
+                info.append(Sample(s_info, {"node": host_id, "cluster": host.cluster, "subcluster": sub.unique_id}, 1.0))
+            current = entry.state.value
+            for s in STATES:
+                state.append(Sample(s_state, {"node": host_id, "state": s}, 1.0 if s == current else 0.0))
+            proc, mem, _ = _first(node.configured.items)
+            if proc is not None:
+                p_conf.append(Sample(s_pc, labels, float(proc.value)))
+            if (value := _bytes(mem)) is not None:
+                m_conf.append(Sample(s_mc, labels, value))
+            proc, mem, _ = _first(node.available.items)
+            if proc is not None:
+                p_avail.append(Sample(s_pa, labels, float(proc.value)))
+            if (value := _bytes(mem)) is not None:
+                m_avail.append(Sample(s_ma, labels, value))
+            proc, mem, loads = _first(node.utilized.items)
+            if proc is not None:
+                p_used.append(Sample(s_pu, labels, float(proc.value)))
+            if (value := _bytes(mem)) is not None:
+                m_used.append(Sample(s_mu, labels, value))
+            if loads:
+                for span, samples, name in (("1min", load1, s_l1), ("5min", load5, s_l5), ("15min", load15, s_l15)):
+                    item = loads.get(span)
+                    if item is not None:
+                        samples.append(Sample(name, labels, float(item.value)))
+            age.append(Sample(s_age, labels, now - entry.reported_at))
+        for family, samples in zip(families, per_family):
+            family.samples = samples
+        return families
+
+    def _groups(self, agg: Aggregator) -> list[Metric]:
+        rollup = agg.table.rollup
+        sub_hosts = _gauge("infosvc_subcluster_hosts")
+        sub_cpus = _gauge("infosvc_subcluster_cpus")
+        sub_free = _gauge("infosvc_subcluster_free_cpus")
+        sub_mem = _gauge("infosvc_subcluster_memory_available_bytes")
+        cluster_hosts = _gauge("infosvc_cluster_hosts")
+        cluster_cpus = _gauge("infosvc_cluster_cpus")
+        cluster_free = _gauge("infosvc_cluster_free_cpus")
+        ce_hosts = _gauge("infosvc_computing_element_hosts")
+        ce_cpus = _gauge("infosvc_computing_element_cpus")
+        ce_free = _gauge("infosvc_computing_element_free_cpus")
+        by_cluster: dict[str, dict[str, int]] = {}
+        for cluster in rollup.clusters():
+            cid = cluster.unique_id
+            states = dict.fromkeys(STATES, 0)
+            cpus = free = 0
+            for sub in rollup.subclusters_of(cid):
+                labels = (cid, sub.unique_id)
+                for s in STATES:
+                    count = sub.states.get(s, 0)
+                    states[s] += count
+                    sub_hosts.add_metric((*labels, s), count)
+                sub_cpus.add_metric(labels, sub.total_cpus)
+                sub_free.add_metric(labels, sub.free_cpus)
+                sub_mem.add_metric(labels, sub.ram_available * MIB)
+                cpus += sub.total_cpus
+                free += sub.free_cpus
+            by_cluster[cid] = states
+            for s, count in states.items():
+                cluster_hosts.add_metric((cid, s), count)
+            cluster_cpus.add_metric((cid,), cpus)
+            cluster_free.add_metric((cid,), free)
+        for ce in rollup.computing_elements():
+            states = dict.fromkeys(STATES, 0)
+            for cid in ce.clusters:
+                for s, count in by_cluster.get(cid, {}).items():
+                    states[s] += count
+            for s, count in states.items():
+                ce_hosts.add_metric((ce.unique_id, s), count)
+            ce_cpus.add_metric((ce.unique_id,), ce.info.total_cpus)
+            ce_free.add_metric((ce.unique_id,), ce.state.free_cpus)
+        return [sub_hosts, sub_cpus, sub_free, sub_mem, cluster_hosts, cluster_cpus, cluster_free,
+                ce_hosts, ce_cpus, ce_free]
+
+    def _service(self, agg: Aggregator, now: float) -> list[Metric]:
+        accepted = _counter("infosvc_reports_accepted_total")
+        accepted.add_metric((), agg.accepted)
+        rejected = _counter("infosvc_reports_rejected_total")
+        for reason in (*REJECT_REASONS, *sorted(set(agg.rejected) - set(REJECT_REASONS))):
+            rejected.add_metric((reason,), agg.rejected.get(reason, 0))
+        store = _gauge("infosvc_store_size_bytes")
+        store.add_metric((), agg.store.size_bytes())
+        oldest = _gauge("infosvc_oldest_live_report_age_seconds")
+        reported = [e.reported_at for e in agg.table if e.state in LIVE]
+        if reported:
+            oldest.add_metric((), now - min(reported))
+        return [accepted, rejected, store, oldest]
+
+
+class Snapshot(Collector):
+    """Metric families already built: rendered to text away from the event loop (see api.get_metrics)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.families = list(registry.collect())
+
+    def collect(self) -> Iterable[Metric]:
+        return self.families
+
+
+class Metrics:
+    """One app's metrics: its own registry, the ingest histogram, and the aggregator's collector."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        spec = _BY_NAME["infosvc_report_ingest_duration_seconds"]
+        self.ingest_seconds = Histogram(spec.name, spec.help,
+                                        buckets=INGEST_BUCKETS, registry=self.registry)
+        self.collector: AggregatorCollector | None = None
+
+    def watch(self, aggregator: Aggregator) -> AggregatorCollector:
+        """Export `aggregator`'s state from now on (one aggregator per app)."""
+        self.collector = AggregatorCollector(aggregator)
+        self.registry.register(self.collector)
+        return self.collector
+
+    def unwatch(self) -> None:
+        if self.collector is not None:
+            self.registry.unregister(self.collector)
+            self.collector = None
