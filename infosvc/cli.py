@@ -9,10 +9,12 @@ the matcher.
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import json
 import logging
 import os
+import sqlite3
 import ssl
 import subprocess
 import sys
@@ -109,6 +111,7 @@ def _serve(args: argparse.Namespace) -> int:
     from aiohttp import web
 
     from infosvc.api import make_app
+    from infosvc.store import StoreError
     from infosvc.siteconfig import ConfigError, load_config
     from infosvc.tokens import Role, TokenFileError, Tokens, new_token
 
@@ -166,6 +169,14 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"  health: {url}/healthz", flush=True)
     try:
         web.run_app(app, host=host, port=port, print=None, access_log=None, ssl_context=tls)
+    except (StoreError, sqlite3.Error) as exc:  # a database newer than this infosvc, or no file
+        print(f"infosvc: {db}: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+            raise
+        print(f"infosvc: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     finally:
         if token_dir is not None:
             token_dir.cleanup()

@@ -711,3 +711,29 @@ def test_a_store_that_refuses_the_write_answers_503_and_keeps_nothing(serve: Ser
     assert server.sql("SELECT count(*) FROM token_bindings") == [(0,)]
     server.report("survivor", token)
     assert server.node_ids() == ["survivor"]
+
+
+def test_serve_says_in_one_line_why_it_cannot_start(tmp_path: Any) -> None:
+    """A database newer than this infosvc, or a port already taken: exit 1 and one line, no traceback."""
+    import subprocess
+    import sys
+
+    from infosvc.store import Store
+
+    db = tmp_path / "newer.sqlite"
+    Store(db).close()
+    conn = sqlite3.connect(db)
+    conn.execute(f"PRAGMA user_version={len(MIGRATIONS) + 1}")
+    conn.close()
+    run = subprocess.run([sys.executable, "-m", "infosvc", "serve", "--db", str(db), "--listen", "127.0.0.1:0"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and "newer than this infosvc" in run.stderr and "Traceback" not in run.stderr
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = subprocess.run([sys.executable, "-m", "infosvc", "serve", "--db", str(tmp_path / "ok.sqlite"),
+                              "--listen", f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
