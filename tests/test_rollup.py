@@ -216,6 +216,70 @@ def test_network_adapters_skip_loopback_and_prefer_ipv4() -> None:
     assert no_address.network_adapters == (glue.NetworkAdapter(name="eth1", ip_address=None, mtu=None),)
 
 
+def test_every_field_lands_in_its_place() -> None:
+    """host_from_node builds GLUE objects positionally (for speed): a value of its own in every
+    field, the expectation spelt with keywords, tells any swap."""
+    config = config_of("""
+        [[clusters]]
+        id = "c1"
+        nodes = "n1"
+        [[benchmarks]]
+        nodes = "n1"
+        si00 = 11
+        sf00 = 22
+        [[software]]
+        nodes = "n1"
+        runtime_environment = ["RE"]
+    """)
+    node = Node(id="n1", name="one", opsys="Linux", arch="x86_64")
+    for name, value, context in (
+            ("Name", "OS", "OperatingSystem"), ("Release", "R", "OperatingSystem"), ("Version", "V", "OperatingSystem"),
+            ("Vendor", "Ven", "Processor"), ("Model", "Mod", "Processor"), ("Version", "PV", "Processor"),
+            ("ClockSpeed", "1001", "Processor"), ("InstructionSet", "ISA", "Processor"), ("Flags", "F", "Processor"),
+            ("CacheL1", "1", "Processor"), ("CacheL1I", "2", "Processor"), ("CacheL1D", "3", "Processor"),
+            ("CacheL2", "4", "Processor"),
+            ("Device", "dev-a", "FileSystem:/a"), ("Type", "ta", "FileSystem:/a"), ("ReadOnly", "true", "FileSystem:/a"),
+            ("Kind", "local", "FileSystem:/a"),
+            ("Device", "dev-b", "FileSystem:/b"), ("Type", "tb", "FileSystem:/b"), ("ReadOnly", "false", "FileSystem:/b"),
+            ("Kind", "remote", "FileSystem:/b"),
+            ("MTU", "9000", "NetworkAdapter:eth0"), ("Address", "fe80::1", "NetworkAdapter:eth0"),
+            ("Address", "10.0.0.1", "NetworkAdapter:eth0")):
+        node.extensions.append(Extension(name, value, context))
+    for category, items in (
+            (node.configured, (Consumable("Processors", 8), Consumable("Memory", 1000.0, "MB"),
+                               Consumable("Swap", 3000.0, "MB"),
+                               Consumable("Resource", 5000.0, "MB", name="FileSystem", type="/a"),
+                               Consumable("Resource", 7000.0, "MB", name="FileSystem", type="/b"),
+                               Consumable("Resource", 0, "Mbit/s", name="NetworkAdapter", type="eth0"))),
+            (node.available, (Consumable("Processors", 6), Consumable("Memory", 2000.0, "MB"),
+                              Consumable("Swap", 4000.0, "MB"),
+                              Consumable("Resource", 6000.0, "MB", name="FileSystem", type="/a"),
+                              Consumable("Resource", 8000.0, "MB", name="FileSystem", type="/b"))),
+            (node.utilized, tuple(Consumable("Resource", v, name="Load", type=t)
+                                  for v, t in ((1.0, "1min"), (2.0, "5min"), (3.0, "15min"))))):
+        for item in items:
+            category.add(item)
+
+    assert host_from_node(node, "Ready", config, NOW) == Host(
+        unique_id="n1", name="one", state="Ready", last_report=NOW, cluster="c1",
+        architecture=glue.Architecture(platform_type="x86_64", smp_size=8),
+        operating_system=glue.OperatingSystem(name="OS", release="R", version="V"),
+        benchmark=glue.Benchmark(si00=11, sf00=22),
+        application_software=glue.ApplicationSoftware(runtime_environment=("RE",)),
+        processor=glue.Processor(vendor="Ven", model="Mod", version="PV", clock_speed=1001, instruction_set="ISA",
+                                 features="F", cache_l1=1, cache_l1i=2, cache_l1d=3, cache_l2=4),
+        main_memory=glue.MainMemory(ram_size=1000, ram_available=2000, virtual_size=3000, virtual_available=4000),
+        file_systems=(
+            glue.FileSystem(root="/a", name="dev-a", type="ta", read_only=True, size=5000, available_space=6000,
+                            remote=False),
+            glue.FileSystem(root="/b", name="dev-b", type="tb", read_only=False, size=7000, available_space=8000,
+                            remote=True)),
+        processor_load=glue.Load(last_1min=88, last_5min=75, last_15min=62),
+        smp_load=glue.Load(last_1min=700, last_5min=600, last_15min=500),
+        network_adapters=(glue.NetworkAdapter(name="eth0", ip_address="10.0.0.1", mtu=9000),),
+        total_cpus=8, available_cpus=6)
+
+
 def test_bare_node_maps_to_an_empty_host() -> None:
     h = host(Node(id="bare"), SiteConfig())
     assert h.name == "bare" and h.total_cpus == 0 and h.available_cpus == 0
