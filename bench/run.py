@@ -6,7 +6,7 @@ import runpy
 import sys
 from pathlib import Path
 
-BENCHMARKS = ["agent.py", "ingest.py", "glue.py", "metrics.py"]
+BENCHMARKS = ["agent.py", "ingest.py", "glue.py", "metrics.py", "match.py"]
 
 if __name__ == "__main__":
     here = Path(__file__).resolve().parent

@@ -22,10 +22,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from infosvc import __version__
 from infosvc.aggregator import Aggregator, Refused
 from infosvc.appkeys import AGGREGATOR, CONFIG, METRICS
+from infosvc.codec.job_xml import parse_job
 from infosvc.codec.safexml import SCHEMA_DIR
 from infosvc.errors import DocumentError
 from infosvc.hosts import HostEntry
+from infosvc.matching import MatchError, compile_requirements, match
 from infosvc.metrics import Metrics, Snapshot
+from infosvc.model.job import Job, JobGroup, resolve
+from infosvc.model.node import Node
 from infosvc.query import HostFilter, QueryError
 from infosvc.siteconfig import SiteConfig
 from infosvc.store import Store, StoreError
@@ -182,6 +186,63 @@ async def get_glue_entity(request: web.Request) -> web.Response:
     return web.Response(body=body, content_type=XML if xml else JSON)
 
 
+# --- matching ---------------------------------------------------------------------------------
+
+#: Reads a job body for POST /v1/match: (body, Content-Type header) -> (Job or JobGroup, warnings).
+JobParser = Callable[[bytes, str], tuple[Job | JobGroup, list[str]]]
+SSS_JOB_TYPES = ("application/xml", "text/xml")
+
+
+def parse_sss_job(body: bytes, content_type: str) -> tuple[Job | JobGroup, list[str]]:
+    """An SSS Job / JobGroup document (XML), with the warnings owed to the submitter."""
+    if content_type.split(";", 1)[0].strip().lower() not in SSS_JOB_TYPES:
+        raise Refused(415, f"unsupported content type {content_type or '(none)'!r}",
+                      f"an SSS Job document as {' or '.join(SSS_JOB_TYPES)}")
+    parsed = parse_job(body)
+    return parsed.job, [str(problem) for problem in parsed.warnings]
+
+
+def match_job_parser() -> JobParser:
+    """The hook that reads POST /v1/match bodies: infosvc.submission.parse_submission (SSS Job XML,
+    grid JSON v2, CCS XML, by content type and body) when that module is there, else SSS Job XML."""
+    import importlib
+
+    try:
+        module = importlib.import_module("infosvc.submission")
+    except ModuleNotFoundError as exc:
+        if exc.name != "infosvc.submission":  # the module is there but broken: say so, do not hide it
+            raise
+        return parse_sss_job
+    parser: JobParser = getattr(module, "parse_submission", parse_sss_job)
+    return parser
+
+
+async def post_match(request: web.Request) -> web.Response:
+    """A dry run: which hosts fit this job, best first, and why the others do not (infosvc/matching.py)."""
+    agg = aggregator(request)
+    agg.authorize_read(request.headers.get("Authorization"))
+    body = await request.read()
+    job, warnings = match_job_parser()(body, request.headers.get("Content-Type", ""))
+    jobs = resolve(job)
+    if len(jobs) != 1:
+        raise Refused(400, f"a match takes one job; this JobGroup has {len(jobs)}", "send its jobs one by one")
+    try:
+        requirements = compile_requirements(jobs[0])
+    except MatchError as exc:
+        raise Refused(400, "the job cannot be matched as written", str(exc)) from None
+    entries = agg.table.entries
+
+    def node_of(host_id: str) -> Node | None:
+        entry = entries.get(host_id)
+        return entry.node if entry is not None else None
+
+    result = match(requirements, agg.table.rollup, node_of)
+    answer = result.as_json()
+    answer["job"] = jobs[0].id
+    answer["warnings"] = warnings + list(result.notes)
+    return web.json_response(answer)
+
+
 # --- admin ------------------------------------------------------------------------------------
 
 ADMIN_ACTIONS: dict[str, dict[str, bool]] = {
@@ -313,6 +374,7 @@ def make_app(config: SiteConfig, *, db: str | Path | None = None, tokens: Tokens
     app.router.add_get("/v1/glue", get_glue)
     app.router.add_get("/v1/glue/hosts", get_glue_hosts)
     app.router.add_get("/v1/glue/{kind}/{id}", get_glue_entity)
+    app.router.add_post("/v1/match", post_match)
     app.router.add_post("/v1/admin/hosts/{id}/{action}", post_admin)
     app.router.add_get("/v1/prometheus/targets", get_prometheus_targets)
     app.router.add_get("/metrics", get_metrics)

@@ -23,10 +23,17 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 import pytest
+from hypothesis import settings
 
 from infosvc.codec.node_xml import node_to_xml
 from infosvc.model.node import Consumable, Extension, Node
 from infosvc.tokens import new_token
+
+# CI runs the property tests on a fixed seed and without per-example deadlines: a landing must not
+# depend on the draw, nor on how loaded the shared machine is. Locally they explore anew each run.
+settings.register_profile("ci", derandomize=True, deadline=None)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT = 30.0

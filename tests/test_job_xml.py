@@ -496,6 +496,8 @@ def _simple_value(name: str) -> st.SearchStrategy[str]:
         return _token
     if name in _COUNT_NAMES:
         return _count.map(str)
+    if name == "Executable":  # "#id" names an attached File, which these objects do not have
+        return _text.filter(lambda text: not text.startswith("#"))
     return _SIMPLE_VALUES[JOB_SIMPLE[name]]
 
 

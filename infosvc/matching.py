@@ -1,0 +1,865 @@
+"""Requirement evaluation: does an SSS Job (or task group) fit a host, and if not, why not.
+
+Pure functions over the model, no HTTP. `compile_requirements(job)` turns the job's Requested
+expressions (the job's, its task groups', their tasks') into `Requirements`; `evaluate`
+gives a `Verdict(ok, reasons, score)` for one host from its SSS Node and its GLUE Host; `match`
+runs a job over a whole site and orders the hosts that fit.
+
+Static and dynamic parts. Each leaf of the expression is *static* when its outcome depends only on
+what every host of a subcluster shares (rollup.subcluster_key: cluster, processor model and clock,
+CPU count, OS name and release, architecture and ISA) or *dynamic* otherwise (free processors and
+memory, configured RAM — the key rounds it to the GiB —, node names, features, disks, other
+Resources). The top-level conjuncts that are wholly static are evaluated once per subcluster (and
+the node's Opsys, which the key does not hold: the cache key is (subcluster, opsys)); the rest per
+host. `Requirements.evaluations` counts both.
+
+Semantics (docs/matching.md has the whole list):
+- Consumables: Processors and Memory read the GLUE Host (free and total CPUs, free and total RAM
+  in MB); Disk, Swap, Network and Resource (licenses, NetworkAdapter, ...) read the node's
+  Available (context Available, Dedicated) or Configured category. Units are converted to the
+  job's (default MB for Memory, Swap, Disk). In context Available or Dedicated an amount is what
+  the job takes: EQ (the default) and GE ask the host for at least that much ("4 processors" fit a
+  host with 8 free), GT for more; LE, LT and NE bound the job (Processors GE 8 with LE 16) and
+  ask nothing of the host. In context Configured, which describes the host, every op is literal.
+  Context Used is no requirement.
+- A request is per host: Processors GE 8 asks for a host with 8 free processors.
+- Feature: every feature of a List must be present (NE: none of them); a Pattern, or op Match,
+  must match one of the host's features.
+- Node: the host's id or name must be among the names (List, Range) or match the Pattern.
+- Architecture: the node's arch or the processor's ISA. OperatingSystem: the OS name, "name
+  release", or the node's Opsys, case-insensitive. Queue: a queue of a CE serving the host's
+  cluster; ResourceManagerType: such a CE's LRMS type; Partition and Machine: the host's cluster.
+  Other simple properties (User, Account, Duration, NodeCount, ...) are no property of a host: they
+  hold, and compile_requirements says so in its notes.
+- op Match: a regular expression, fully matched, guarded (see `guarded_regex`).
+- Preferences: a Preferred set holds when one alternative holds and adds the weight of the best
+  one that holds to the score; a soft (negative preference) term never fails a host and adds its
+  share when it holds.
+- A host that is not Ready never matches ("host is Paused").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from infosvc.model.glue import Host
+from infosvc.model.job import (
+    And, Consumable, Context, Expr, Feature, Job, Leaf, Not, Op, Or, Preferred, Simple, Task, TaskGroup, Term,
+    requirement,
+)
+from infosvc.model.node import Node
+from infosvc.model.noderef import Aggregation, NodeRef, NodeRefError
+from infosvc.model.units import DEFAULT_UNITS, UnitError, convert, is_byte_unit
+
+__all__ = [
+    "MatchError", "Requirements", "Verdict", "Site", "Candidate", "MatchResult", "compile_requirements",
+    "evaluate", "match", "guarded_regex", "MAX_PATTERN", "MAX_SUBJECT",
+]
+
+#: Longest regular expression accepted (characters), and longest text one is matched against.
+MAX_PATTERN = 256
+MAX_SUBJECT = 255
+#: Most repeats with no small upper bound in one pattern, and the largest bound counted as small.
+MAX_OPEN_REPEATS = 3
+MAX_REPEAT_BOUND = 100
+#: Most names a Range may expand to.
+MAX_RANGE = 100_000
+
+
+class MatchError(ValueError):
+    """A job that cannot be matched as written (a refused pattern, an op that does not apply)."""
+
+
+# --- the regular expression guard ---------------------------------------------------------------
+
+def guarded_regex(pattern: str, what: str = "pattern") -> re.Pattern[str]:
+    """`pattern` compiled, if its matching time is bounded; MatchError otherwise.
+
+    Python's `re` backtracks, so a pattern such as `(a+)+$` takes exponential time on a subject of
+    a few dozen characters. Rather than run it with a timeout (a thread cannot be stopped, and
+    `re` does not release the GIL), the pattern's structure is checked before use:
+    at most MAX_PATTERN characters; no repeat inside a repeat ("nested quantifiers"); no
+    alternation inside a repeat (`(a|a)*` is the same blow-up); no backreference; repeat bounds
+    of at most MAX_REPEAT_BOUND, and at most MAX_OPEN_REPEATS repeats with a larger (or no) bound.
+    What is left backtracks at most polynomially, of degree MAX_OPEN_REPEATS, and subjects are at
+    most MAX_SUBJECT characters (host names and features; a longer one never matches), so one
+    match costs at most a few million steps of the C matcher, and most cost microseconds.
+    """
+    if len(pattern) > MAX_PATTERN:
+        raise MatchError(f"{what} is {len(pattern)} characters long; at most {MAX_PATTERN} are accepted")
+    try:
+        from re import _parser as sre_parse  # type: ignore[attr-defined]  # Python >= 3.11
+        parsed = sre_parse.parse(pattern)
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        raise MatchError(f"{what} {pattern!r} is no regular expression: {exc}") from None
+    open_repeats = _check_tree(parsed, pattern, what, inside_repeat=False)
+    if open_repeats > MAX_OPEN_REPEATS:
+        raise MatchError(f"{what} {pattern!r} has {open_repeats} unbounded repeats; "
+                         f"at most {MAX_OPEN_REPEATS} are accepted")
+    return compiled
+
+
+def _check_tree(items: Any, pattern: str, what: str, *, inside_repeat: bool) -> int:
+    """Walk sre_parse's tree; the number of open repeats, or MatchError for a refused construct."""
+    from re import _constants as c  # type: ignore[attr-defined]
+
+    count = 0
+    for op, arg in items:
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", None)):
+            low, high, sub = arg
+            if high is c.MAXREPEAT or high > MAX_REPEAT_BOUND:
+                count += 1
+            if inside_repeat and high != 1:
+                raise MatchError(f"{what} {pattern!r} nests a repeat inside a repeat, which can take "
+                                 "exponential time; write it without nested quantifiers")
+            count += _check_tree(sub, pattern, what, inside_repeat=inside_repeat or high != 1)
+        elif op is c.BRANCH:
+            if inside_repeat:
+                raise MatchError(f"{what} {pattern!r} repeats an alternation, which can take "
+                                 "exponential time; write it without a quantified (a|b) group")
+            for branch in arg[1]:
+                count += _check_tree(branch, pattern, what, inside_repeat=inside_repeat)
+        elif op is c.SUBPATTERN:
+            count += _check_tree(arg[-1], pattern, what, inside_repeat=inside_repeat)
+        elif op in (c.ASSERT, c.ASSERT_NOT):
+            count += _check_tree(arg[1], pattern, what, inside_repeat=inside_repeat)
+        elif op in (c.GROUPREF, c.GROUPREF_EXISTS):
+            raise MatchError(f"{what} {pattern!r} uses a backreference, which is not accepted")
+        elif op is getattr(c, "ATOMIC_GROUP", None):
+            count += _check_tree(arg, pattern, what, inside_repeat=inside_repeat)
+    return count
+
+
+def _fullmatch(regex: re.Pattern[str], text: str | None) -> bool:
+    return text is not None and len(text) <= MAX_SUBJECT and regex.fullmatch(text) is not None
+
+
+# --- compiled leaves ----------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """What a host's cluster offers beyond the host: the CEs that serve each cluster."""
+
+    #: cluster id -> ids of the computing elements serving it, in configuration order
+    computing_elements: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    queues: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    lrms_types: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, rollup: Any) -> Site:
+        """From a Rollup: its computing elements by cluster."""
+        ces: dict[str, list[str]] = {}
+        queues: dict[str, set[str]] = {}
+        lrms: dict[str, set[str]] = {}
+        for ce in rollup.computing_elements():
+            for cluster in ce.clusters:
+                ces.setdefault(cluster, []).append(ce.unique_id)
+                if ce.queue:
+                    queues.setdefault(cluster, set()).add(ce.queue)
+                if ce.info.lrms_type:
+                    lrms.setdefault(cluster, set()).add(ce.info.lrms_type.lower())
+        return cls({k: tuple(v) for k, v in ces.items()}, {k: frozenset(v) for k, v in queues.items()},
+                   {k: frozenset(v) for k, v in lrms.items()})
+
+
+_EMPTY_SITE = Site()
+
+Test = Callable[[Node, Host, Site], bool]
+Explain = Callable[[Node, Host, Site], str]
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One leaf, compiled: whether it is static, its test, and the words for its outcome."""
+
+    term: Term
+    static: bool
+    test: Test
+    explain: Explain
+
+
+_NUMERIC: dict[Op, Callable[[float, float], bool]] = {
+    Op.EQ: lambda have, want: have == want, Op.NE: lambda have, want: have != want,
+    Op.LT: lambda have, want: have < want, Op.GT: lambda have, want: have > want,
+    Op.LE: lambda have, want: have <= want, Op.GE: lambda have, want: have >= want,
+}
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def _consumable_check(term: Term, item: Consumable) -> Check:
+    context = item.effective_context
+    if context is Context.USED:
+        return Check(term, True, lambda n, h, s: True, lambda n, h, s: f"{_label(item)}: context Used asks nothing")
+    if term.effective_op is Op.MATCH:
+        raise MatchError(f"op Match does not apply to the amount {item.kind}")
+    op = term.effective_op
+    if context is not Context.CONFIGURED:
+        if op is Op.EQ:
+            op = Op.GE  # an amount the job takes: the host must have at least that much
+        elif op in (Op.LE, Op.LT, Op.NE):
+            # The most the job takes (Processors GE 8 with LE 16: 8 to 16): no bound on the host.
+            return Check(term, True, lambda n, h, s: True,
+                         lambda n, h, s: f"{_label(item)}: {op.value} {_num(float(item.value))} bounds the job only")
+    compare = _NUMERIC[op]
+    ctx_word = "configured" if context is Context.CONFIGURED else "available"
+    units = item.units or DEFAULT_UNITS.get(item.kind)
+    wanted = float(item.value)
+    label = _label(item)
+
+    if item.kind == "Processors":
+        configured = context is Context.CONFIGURED
+
+        def cpus(host: Host) -> int:
+            return host.total_cpus if configured else host.available_cpus
+
+        want_text = f"{label}: asked {op.value} {_num(wanted)} {ctx_word}"
+        test_cpus: Test = (
+            (lambda n, h, s: h.available_cpus >= wanted) if op is Op.GE and not configured
+            else (lambda n, h, s: compare(cpus(h), wanted)))
+        return Check(term, configured, test_cpus, lambda n, h, s: f"{want_text}, host has {cpus(h)}")
+
+    if item.kind == "Memory":
+        try:
+            wanted_mb = convert(wanted, units or "MB", "MB")
+        except UnitError as exc:
+            raise MatchError(f"Memory units: {exc}") from None
+        configured = context is Context.CONFIGURED
+        shown = f"{_num(wanted)} {units}" + (f" ({_num(wanted_mb)} MB)" if units and units.upper() != "MB" else "")
+        want_text = f"{label}: asked {op.value} {shown} {ctx_word}"
+
+        def ram(host: Host) -> int | None:
+            mem = host.main_memory
+            return mem.ram_size if configured else mem.ram_available
+
+        test_mem: Test
+        if op is Op.GE and not configured:  # the common case, without the calls
+            def test_mem(n: Node, h: Host, s: Site) -> bool:
+                have = h.main_memory.ram_available
+                return have is not None and have >= wanted_mb
+        else:
+            def test_mem(n: Node, h: Host, s: Site) -> bool:
+                have = ram(h)
+                return have is not None and compare(have, wanted_mb)
+
+        def explain_mem(n: Node, h: Host, s: Site) -> str:
+            have = ram(h)
+            return f"{want_text}, host has " + ("no Memory reported" if have is None else f"{have} MB")
+
+        # Configured RAM is not static: the subcluster key rounds it to the GiB.
+        return Check(term, False, test_mem, explain_mem)
+
+    # Disk, Swap, Network, and Resource (licenses, NetworkAdapter, ...): the node's own list.
+    if units is not None and not is_byte_unit(units):
+        units_bytes = False
+    else:
+        units_bytes = units is not None
+    category = "configured" if context is Context.CONFIGURED else "available"
+    want_text = f"{label}: asked {op.value} {_num(wanted)}{' ' + units if units else ''} {ctx_word}"
+
+    def amounts(node: Node) -> list[float]:
+        props = node.configured if category == "configured" else node.available
+        found = []
+        for have in props.items:
+            if have.kind != item.kind:
+                continue
+            if item.kind == "Resource" and (have.name != item.name or (item.type is not None and have.type != item.type)):
+                continue
+            value = float(have.value)
+            if units_bytes and units is not None:
+                try:
+                    value = have.amount(units)
+                except ValueError:
+                    pass  # no units of its own: taken as written
+            found.append(value)
+        return found
+
+    def test_other(n: Node, h: Host, s: Site) -> bool:
+        return any(compare(value, wanted) for value in amounts(n))
+
+    def explain_other(n: Node, h: Host, s: Site) -> str:
+        values = amounts(n)
+        if not values:
+            return f"{want_text}, host has none"
+        return f"{want_text}, host has " + ", ".join(_num(v) + (f" {units}" if units else "") for v in values)
+
+    return Check(term, False, test_other, explain_other)
+
+
+def _label(item: Consumable) -> str:
+    if item.kind != "Resource":
+        return item.kind
+    return " ".join(filter(None, (item.name or "Resource", item.type)))
+
+
+def _string_test(term: Term, label: str, value: str) -> Callable[[list[str]], bool]:
+    """A test of the host's values (any one that satisfies the op will do; NE: none equals)."""
+    op = term.effective_op
+    if op is Op.MATCH:
+        regex = guarded_regex(value, f"the {label} pattern")
+        return lambda values: any(_fullmatch(regex, v) for v in values)
+    if op not in (Op.EQ, Op.NE):
+        raise MatchError(f"op {op.value} does not apply to {label}: use EQ, NE or Match")
+    wanted = value.casefold()
+    if op is Op.EQ:
+        return lambda values: any(v.casefold() == wanted for v in values)
+    return lambda values: all(v.casefold() != wanted for v in values)
+
+
+#: Simple properties that name no property of a host.
+_NOT_OF_A_HOST = "is not a property of a host"
+
+
+def _simple_check(term: Term, item: Simple, notes: list[str]) -> Check:
+    name, value = item.name, item.value
+    op_text = term.effective_op.value
+    getter: Callable[[Node, Host, Site], list[str]]
+    static = True
+    if name == "Architecture":
+        def getter(n: Node, h: Host, s: Site) -> list[str]:
+            return [v for v in (h.architecture.platform_type, h.processor.instruction_set) if v]
+    elif name == "OperatingSystem":
+        # Static too: the name and release are in the subcluster key, and the static cache is
+        # keyed by the node's Opsys as well.
+        def getter(n: Node, h: Host, s: Site) -> list[str]:
+            os_ = h.operating_system
+            found = [v for v in (os_.name, n.opsys) if v]
+            if os_.name and os_.release:
+                found.append(f"{os_.name} {os_.release}")
+            return found
+    elif name == "Queue":
+        def getter(n: Node, h: Host, s: Site) -> list[str]:
+            return sorted(s.queues.get(h.cluster, ()))
+    elif name == "ResourceManagerType":
+        def getter(n: Node, h: Host, s: Site) -> list[str]:
+            return sorted(s.lrms_types.get(h.cluster, ()))
+    elif name in ("Partition", "Machine"):
+        def getter(n: Node, h: Host, s: Site) -> list[str]:
+            return [h.cluster]
+    else:
+        notes.append(f"Requested {name} {_NOT_OF_A_HOST}: not used to match hosts")
+        return Check(term, True, lambda n, h, s: True, lambda n, h, s: f"{name} {_NOT_OF_A_HOST}")
+    values_ok = _string_test(term, name, value)
+
+    def explain(n: Node, h: Host, s: Site) -> str:
+        have = list(dict.fromkeys(getter(n, h, s)))
+        return f"{name}: asked {op_text} {value}, host has " + (" / ".join(have) if have else "none")
+
+    return Check(term, static, lambda n, h, s: values_ok(getter(n, h, s)), explain)
+
+
+def _feature_check(term: Term, item: Feature) -> Check:
+    op = term.effective_op
+    if op not in (Op.EQ, Op.NE, Op.MATCH):
+        raise MatchError(f"op {op.value} does not apply to Feature: use EQ, NE or Match")
+    if item.aggregation is Aggregation.PATTERN or op is Op.MATCH:
+        regex = guarded_regex(item.value.strip(), "the Feature pattern")
+        negate = op is Op.NE
+        asked = f"Feature: asked {'no feature' if negate else 'a feature'} matching {item.value.strip()}"
+
+        def test_pattern(n: Node, h: Host, s: Site) -> bool:
+            return any(_fullmatch(regex, f) for f in n.features) != negate
+        test: Test = test_pattern
+    else:
+        names = item.names()
+        negate = op is Op.NE
+        asked = f"Feature: asked {'none of' if negate else ''} {', '.join(names)}".replace("  ", " ")
+
+        def test_names(n: Node, h: Host, s: Site) -> bool:
+            have = n.features
+            return all(f not in have for f in names) if negate else all(f in have for f in names)
+        test = test_names
+        if len(names) == 1:
+            one = names[0]
+            test = (lambda n, h, s: one not in n.features) if negate else (lambda n, h, s: one in n.features)
+
+    def explain(n: Node, h: Host, s: Site) -> str:
+        return f"{asked}, host has " + (", ".join(n.features) if n.features else "no features")
+
+    return Check(term, False, test, explain)
+
+
+def _node_check(term: Term, item: NodeRef) -> Check:
+    op = term.effective_op
+    if op not in (Op.EQ, Op.NE, Op.MATCH):
+        raise MatchError(f"op {op.value} does not apply to Node: use EQ, NE or Match")
+    negate = op is Op.NE
+    if item.aggregation is Aggregation.PATTERN or op is Op.MATCH:
+        regex = guarded_regex(item.value.strip(), "the Node pattern")
+        asked = f"Node: asked {'not ' if negate else ''}matching {item.value.strip()}"
+
+        def test_pattern(n: Node, h: Host, s: Site) -> bool:
+            return (_fullmatch(regex, h.unique_id) or _fullmatch(regex, h.name)) != negate
+        test: Test = test_pattern
+    else:
+        if item.aggregation is Aggregation.RANGE:
+            from ClusterShell.NodeSet import NodeSet, NodeSetParseError, RangeSetParseError
+            try:
+                size = len(NodeSet(item.value.strip()))
+            except (NodeSetParseError, RangeSetParseError) as exc:
+                raise MatchError(f"bad Node Range {item.value!r}: {exc}") from None
+            if size > MAX_RANGE:
+                raise MatchError(f"Node Range {item.value!r} names {size} nodes; at most {MAX_RANGE} are accepted")
+        try:
+            names = frozenset(item.names())
+        except NodeRefError as exc:
+            raise MatchError(str(exc)) from None
+        asked = f"Node: asked {'not ' if negate else ''}{item.value.strip()}"
+
+        def test_names(n: Node, h: Host, s: Site) -> bool:
+            return (h.unique_id in names or h.name in names) != negate
+        test = test_names
+
+    return Check(term, False, test, lambda n, h, s: f"{asked}, host is {h.unique_id}")
+
+
+def _compile_leaf(term: Term, notes: list[str]) -> Check:
+    item = term.item
+    if isinstance(item, Consumable):
+        return _consumable_check(term, item)
+    if isinstance(item, Simple):
+        return _simple_check(term, item, notes)
+    if isinstance(item, Feature):
+        return _feature_check(term, item)
+    return _node_check(term, item)
+
+
+# --- the compiled expression --------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class CLeaf:
+    check: Check
+
+
+@dataclass(frozen=True, slots=True)
+class CNot:
+    operand: CExpr
+
+
+@dataclass(frozen=True, slots=True)
+class CAnd:
+    operands: tuple[CExpr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class COr:
+    operands: tuple[CExpr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CPreferred:
+    alternatives: tuple[Check, ...]
+    weights: tuple[float, ...]
+
+
+CExpr = CLeaf | CNot | CAnd | COr | CPreferred
+
+
+def _compile(expr: Expr, notes: list[str]) -> CExpr:
+    if isinstance(expr, Leaf):
+        return CLeaf(_compile_leaf(expr.term, notes))
+    if isinstance(expr, Not):
+        return CNot(_compile(expr.operand, notes))
+    if isinstance(expr, And):
+        return CAnd(tuple(_compile(e, notes) for e in expr.operands))
+    if isinstance(expr, Or):
+        return COr(tuple(_compile(e, notes) for e in expr.operands))
+    return CPreferred(tuple(_compile_leaf(leaf.term, notes) for leaf in expr.alternatives), expr.weights)
+
+
+def _is_static(expr: CExpr) -> bool:
+    if isinstance(expr, CLeaf):
+        return expr.check.static
+    if isinstance(expr, CNot):
+        return _is_static(expr.operand)
+    if isinstance(expr, CPreferred):
+        return all(c.static for c in expr.alternatives)
+    return all(_is_static(e) for e in expr.operands)
+
+
+def _holds(expr: CExpr, node: Node, host: Host, site: Site) -> bool:
+    if isinstance(expr, CLeaf):
+        return expr.check.test(node, host, site)
+    if isinstance(expr, CAnd):
+        return all(_holds(e, node, host, site) for e in expr.operands)
+    if isinstance(expr, COr):
+        return any(_holds(e, node, host, site) for e in expr.operands)
+    if isinstance(expr, CNot):
+        return not _holds(expr.operand, node, host, site)
+    return any(c.test(node, host, site) for c in expr.alternatives)
+
+
+def _score(expr: CExpr, node: Node, host: Host, site: Site) -> float:
+    """The weight of the best alternative that holds, summed over the Preferred sets."""
+    if isinstance(expr, CPreferred):
+        return max((w for c, w in zip(expr.alternatives, expr.weights) if c.test(node, host, site)), default=0.0)
+    if isinstance(expr, CLeaf):
+        return 0.0
+    if isinstance(expr, CNot):
+        return _score(expr.operand, node, host, site)
+    return sum(_score(e, node, host, site) for e in expr.operands)
+
+
+def _has_preferred(expr: CExpr) -> bool:
+    if isinstance(expr, CPreferred):
+        return True
+    if isinstance(expr, CLeaf):
+        return False
+    if isinstance(expr, CNot):
+        return _has_preferred(expr.operand)
+    return any(_has_preferred(e) for e in expr.operands)
+
+
+def _reasons(expr: CExpr, node: Node, host: Host, site: Site, negated: bool = False) -> list[str]:
+    """Why `expr` does not hold (or, negated, why it holds), in words."""
+    if isinstance(expr, CLeaf):
+        text = expr.check.explain(node, host, site)
+        return [f"must not hold: {text}" if negated else text]
+    if isinstance(expr, CNot):
+        return _reasons(expr.operand, node, host, site, not negated)
+    if isinstance(expr, CPreferred):
+        if negated:
+            return ["must not hold: " + " or ".join(c.explain(node, host, site) for c in expr.alternatives
+                                                     if c.test(node, host, site))]
+        return ["none of the preferred alternatives holds: "
+                + "; ".join(c.explain(node, host, site) for c in expr.alternatives)]
+    conjunctive = isinstance(expr, CAnd) != negated  # not (a or b) fails like (not a) and (not b)
+    if conjunctive:
+        found: list[str] = []
+        for e in expr.operands:
+            if _holds(e, node, host, site) == negated:
+                found.extend(_reasons(e, node, host, site, negated))
+        return found
+    parts = ["; ".join(_reasons(e, node, host, site, negated)) for e in expr.operands]
+    return ["none of: " + " | ".join(f"({p})" for p in parts)]
+
+
+# --- requirements -------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    ok: bool
+    reasons: tuple[str, ...]
+    score: float
+
+
+@dataclass(slots=True)
+class Requirements:
+    """A job's requirements, compiled: the conjuncts split into static and dynamic, the soft terms.
+
+    `static_cache` holds the static part's verdict per (subcluster id, node Opsys); `evaluations`
+    counts how often each part was evaluated (tests and benchmarks read it).
+    """
+
+    static: tuple[CExpr, ...]
+    dynamic: tuple[CExpr, ...]
+    soft: tuple[tuple[Check, float], ...] = ()
+    notes: tuple[str, ...] = ()
+    static_cache: dict[tuple[str, str | None], Verdict] = field(default_factory=dict)
+    evaluations: dict[str, int] = field(default_factory=lambda: {"static": 0, "dynamic": 0})
+    #: whether the static part reads the node's Opsys (then the cache is keyed by it too)
+    uses_opsys: bool = False
+
+    def __post_init__(self) -> None:
+        self.uses_opsys = any(_reads_opsys(e) for e in self.static)
+
+    def static_key(self, subcluster: str, node: Node) -> tuple[str, str | None]:
+        return (subcluster, node.opsys if self.uses_opsys else None)
+
+
+def _reads_opsys(expr: CExpr) -> bool:
+    if isinstance(expr, CLeaf):
+        return expr.check.term.name == "OperatingSystem"
+    if isinstance(expr, CNot):
+        return _reads_opsys(expr.operand)
+    if isinstance(expr, CPreferred):
+        return any(c.term.name == "OperatingSystem" for c in expr.alternatives)
+    return any(_reads_opsys(e) for e in expr.operands)
+
+
+def _conjuncts(expr: CExpr | None) -> list[CExpr]:
+    if expr is None:
+        return []
+    return list(expr.operands) if isinstance(expr, CAnd) else [expr]
+
+
+def compile_requirements(target: Job | TaskGroup | Task) -> Requirements:
+    """The requirements of a resolved Job (see model.job.resolve), or of one task group or task.
+
+    What is evaluated is the Requested lists alone (as infosvc.submission maps the other formats):
+    the target's own, and below it its task groups' and their tasks': a host fits when it meets
+    the job's own and those of at least one task group (and of that group, at least one task), so
+    that one child's requirements are simply required with the parent's.
+    Raises MatchError for what cannot be evaluated (a refused pattern, an op that does not apply).
+    """
+    notes: list[str] = []
+    conjuncts, soft = _level(target, notes)
+    static = tuple(e for e in conjuncts if _is_static(e))
+    dynamic = tuple(e for e in conjuncts if not _is_static(e))
+    total = sum(w for _, w in soft)
+    shares = tuple((c, w / total) for c, w in soft) if total else ()
+    return Requirements(static, dynamic, shares, tuple(dict.fromkeys(notes)))
+
+
+def _level(target: Job | TaskGroup | Task, notes: list[str]) -> tuple[list[CExpr], list[tuple[Check, float]]]:
+    conjuncts, soft = _requested(target.properties.requested, notes)
+    children: list[Job | TaskGroup | Task] = []
+    if isinstance(target, Job):
+        children.extend(target.task_groups)
+    elif isinstance(target, TaskGroup):
+        children.extend(target.tasks)
+    below = [_level(child, notes) for child in children]
+    below = [b for b in below if b[0] or b[1]]
+    if len(below) == 1:
+        conjuncts.extend(below[0][0])
+    elif below:
+        alternatives = [c for c, _ in below]
+        if all(alternatives):
+            conjuncts.append(COr(tuple(CAnd(tuple(c)) if len(c) != 1 else c[0] for c in alternatives)))
+    for _, s in below:
+        soft.extend(s)
+    return conjuncts, soft
+
+
+def _requested(terms: list[Term], notes: list[str]) -> tuple[list[CExpr], list[tuple[Check, float]]]:
+    conjuncts: list[CExpr] = []
+    soft: list[tuple[Check, float]] = []
+    if terms:
+        req = requirement(terms)
+        if req.expr is not None:
+            conjuncts.extend(_conjuncts(_compile(req.expr, notes)))
+        soft.extend((_compile_leaf(term, notes), share) for term, share in req.soft)
+    return conjuncts, soft
+
+
+def _verdict(parts: tuple[CExpr, ...], node: Node, host: Host, site: Site) -> Verdict:
+    reasons: list[str] = []
+    score = 0.0
+    for expr in parts:
+        if _holds(expr, node, host, site):
+            if isinstance(expr, CPreferred) or _has_preferred(expr):
+                score += _score(expr, node, host, site)
+        else:
+            reasons.extend(_reasons(expr, node, host, site))
+    return Verdict(not reasons, tuple(reasons), score)
+
+
+def evaluate(requirements: Requirements, node: Node, host: Host, *, subcluster: str | None = None,
+             site: Site | None = None) -> Verdict:
+    """Whether `host` (its SSS Node and GLUE Host) fits, every reason if not, and its score.
+
+    With `subcluster`, the static part is evaluated once per (subcluster, node Opsys) and reused.
+    """
+    return _evaluate(requirements, node, host, subcluster, site or _EMPTY_SITE, count=True)
+
+
+def _evaluate(requirements: Requirements, node: Node, host: Host, subcluster: str | None, site: Site, *,
+              count: bool) -> Verdict:
+    reasons: list[str] = []
+    if host.state != "Ready":
+        reasons.append(f"host is {host.state}")
+    if requirements.static:
+        key = requirements.static_key(subcluster, node) if subcluster is not None else None
+        cached = requirements.static_cache.get(key) if key is not None else None
+        if cached is None:
+            requirements.evaluations["static"] += count
+            cached = _verdict(requirements.static, node, host, site)
+            if key is not None:
+                requirements.static_cache[key] = cached
+        static_score = cached.score
+        reasons.extend(cached.reasons)
+    else:
+        static_score = 0.0
+    score = static_score
+    if requirements.dynamic:
+        requirements.evaluations["dynamic"] += count
+        verdict = _verdict(requirements.dynamic, node, host, site)
+        reasons.extend(verdict.reasons)
+        score += verdict.score
+    for check, share in requirements.soft:
+        if check.test(node, host, site):
+            score += share
+    return Verdict(not reasons, tuple(reasons), score)
+
+
+# --- a whole site ---------------------------------------------------------------------------------
+
+def _fast(expr: CExpr) -> Test:
+    """`expr` as one closure: what `_holds` decides, without its type tests on every call."""
+    if isinstance(expr, CLeaf):
+        return expr.check.test
+    if isinstance(expr, CNot):
+        inner = _fast(expr.operand)
+        return lambda n, h, s: not inner(n, h, s)
+    if isinstance(expr, CPreferred):
+        tests = tuple(c.test for c in expr.alternatives)
+        want = False
+    else:
+        tests = tuple(_fast(e) for e in expr.operands)
+        want = isinstance(expr, COr)  # And: stop at the first False; Or: at the first True
+
+    def combined(n: Node, h: Host, s: Site) -> bool:
+        for test in tests:
+            if test(n, h, s) is want:
+                return want
+        return not want
+    return combined
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A host that fits, with what orders it."""
+
+    host: Host
+    subcluster: str | None
+    computing_element: str | None
+    score: float
+
+    def as_json(self) -> dict[str, Any]:
+        h = self.host
+        return {"host": h.unique_id, "subcluster": self.subcluster, "computing_element": self.computing_element,
+                "cluster": h.cluster, "score": round(self.score, 6), "memory_mb": h.main_memory.ram_size,
+                "clock_mhz": h.processor.clock_speed, "free_cpus": h.free_cpus}
+
+
+#: A fitting host as `match` collects it: its sort key first (score, then the CCS resource sort:
+#: memory size, then processor speed, largest first; then the id), then the Candidate's fields.
+_Found = tuple[float, int, int, str, Host, "str | None", "str | None", float]
+#: A host that does not fit: what its reasons are worked out from, when they are asked for.
+_Miss = tuple[Host, "str | None"]
+
+
+class MatchResult:
+    """What `match` found. The reasons of the rejected hosts are put in words when first asked for
+    (`rejected`, `as_json`): deciding is cheap, explaining is not."""
+
+    def __init__(self, requirements: Requirements, site: Site, found: list[_Found], missed: list[_Miss],
+                 node_of: Callable[[str], Node | None]) -> None:
+        self.requirements = requirements
+        self.notes = requirements.notes
+        self._site = site
+        self._node_of = node_of
+        self._found = found
+        self._missed = missed
+        self._matches: list[Candidate] | None = None
+        self._rejected: list[tuple[str, tuple[str, ...]]] | None = None
+
+    @property
+    def matches(self) -> list[Candidate]:
+        if self._matches is None:
+            self._matches = [Candidate(f[4], f[5], f[6], f[7]) for f in self._found]
+        return self._matches
+
+    @property
+    def rejected(self) -> list[tuple[str, tuple[str, ...]]]:
+        if self._rejected is None:
+            req, site, node_of = self.requirements, self._site, self._node_of
+            self._rejected = []
+            for host, sub in self._missed:
+                node = node_of(host.unique_id)
+                if node is not None:
+                    self._rejected.append((host.unique_id, _evaluate(req, node, host, sub, site, count=False).reasons))
+        return self._rejected
+
+    def as_json(self) -> dict[str, Any]:
+        return {"matches": [c.as_json() for c in self.matches],
+                "rejected": [{"host": h, "reasons": list(r)} for h, r in self.rejected]}
+
+
+def match(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node | None],
+          site: Site | None = None) -> MatchResult:
+    """Every host of `rollup` matched (its SSS Node from `node_of(host id)`; a host without one is
+    left out): the fitting ones best first (score, then memory size, then processor speed), the
+    others with their reasons.
+
+    Subcluster by subcluster: the static part is decided once per subcluster (and node Opsys,
+    when it reads it) — a subcluster it rules out costs one append per host —, the dynamic part
+    per Ready host that the static part lets through. `requirements.evaluations` counts both.
+    """
+    site = site if site is not None else Site.of(rollup)
+    ces = site.computing_elements
+    dynamic = tuple(_fast(e) for e in requirements.dynamic)
+    only = dynamic[0] if len(dynamic) == 1 else None
+    preferred = tuple(e for e in requirements.dynamic if _has_preferred(e))
+    soft = requirements.soft
+    has_static = bool(requirements.static)
+    cache = requirements.static_cache
+    found: list[_Found] = []
+    missed: list[_Miss] = []
+    add_found, add_missed = found.append, missed.append
+    static_runs = dynamic_runs = 0
+    uses_opsys = requirements.uses_opsys
+    for sub_id, sub in rollup.subclusters.items():
+        ce_ids = ces.get(sub.cluster)
+        ce = ce_ids[0] if ce_ids else None
+        members = rollup.hosts_of(sub_id)
+        by_opsys: dict[str | None, Verdict] = {}  # this subcluster's part of the static cache
+        if has_static and not uses_opsys:
+            # One verdict for the whole subcluster: a subcluster it rules out costs no per-host work.
+            static = cache.get((sub_id, None))
+            if static is None:
+                members = list(members)
+                sample = next(((h, n) for h in members if (n := node_of(h.unique_id)) is not None), None)
+                if sample is None:
+                    continue
+                static_runs += 1
+                static = cache[(sub_id, None)] = _verdict(requirements.static, sample[1], sample[0], site)
+            if not static.ok:
+                for host in members:
+                    add_missed((host, sub_id))
+                continue
+            fixed: Verdict | None = static
+        else:
+            fixed = None
+        for host in members:
+            node = node_of(host.unique_id)
+            if node is None:
+                continue
+            score = 0.0
+            if has_static:
+                static = fixed or by_opsys.get(node.opsys)
+                if static is None:
+                    key = (sub_id, node.opsys)
+                    static = cache.get(key)
+                    if static is None:
+                        static_runs += 1
+                        static = cache[key] = _verdict(requirements.static, node, host, site)
+                    by_opsys[node.opsys] = static
+                if not static.ok:
+                    add_missed((host, sub_id))
+                    continue
+                score = static.score
+            if host.state != "Ready":
+                add_missed((host, sub_id))
+                continue
+            dynamic_runs += 1
+            if only is not None:
+                if not only(node, host, site):
+                    add_missed((host, sub_id))
+                    continue
+            elif dynamic:
+                ok = True
+                for test in dynamic:
+                    if not test(node, host, site):
+                        ok = False
+                        break
+                if not ok:
+                    add_missed((host, sub_id))
+                    continue
+            for expr in preferred:
+                score += _score(expr, node, host, site)
+            for check, share in soft:
+                if check.test(node, host, site):
+                    score += share
+            add_found((-score, -(host.main_memory.ram_size or 0), -(host.processor.clock_speed or 0),
+                       host.unique_id, host, sub_id, ce, score))
+    requirements.evaluations["static"] += static_runs
+    if requirements.dynamic:
+        requirements.evaluations["dynamic"] += dynamic_runs
+    found.sort()
+    return MatchResult(requirements, site, found, missed, node_of)
