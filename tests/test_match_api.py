@@ -85,3 +85,38 @@ def test_read_token_when_configured(serve: ServerFactory) -> None:
     assert reply.is_error(401)
     status, body = post_match(server, JOB, token=server.tokens["submit"])
     assert status == 200 and body["matches"] == [] and body["rejected"] == []
+
+
+def test_grid_json_job_over_http(site: Server) -> None:
+    """A grid job (JSON v2): count 4 asks for 4 processors; its lrms names a system the default CE
+    (LRMS 'infosvc') does not run, so every host is refused for that, in words."""
+    job = (b'{"version": 2, "tasks": [{"id": "t1", "definition": {"version": 2, "executable": "/bin/hostname",'
+           b' "count": 4}}]}')
+    status, body = post_match(site, job, "application/json")
+    assert status == 200, body
+    assert [m["host"] for m in body["matches"]] == ["big.example", "mid.example"]  # type: ignore[union-attr]
+    refused = (b'{"version": 2, "requirements": {"lrms": "PBS"}, "tasks": [{"id": "t1", "definition":'
+               b' {"version": 2, "executable": "/bin/hostname"}}]}')
+    status, body = post_match(site, refused, "application/json")
+    assert status == 200, body
+    assert body["matches"] == []
+    reasons = {r["host"]: r["reasons"] for r in body["rejected"]}  # type: ignore[union-attr]
+    assert any("PBS" in reason for reason in reasons["big.example"]), reasons
+
+
+def test_grid_json_unknown_attribute_is_a_400_naming_it(site: Server) -> None:
+    job = (b'{"version": 2, "tasks": [{"id": "t1", "definition": {"version": 2, "executable": "x",'
+           b' "ouput_files": {}}}]}')
+    reply = site.request("POST", "/v1/match", job, headers={"Content-Type": "application/json"})
+    assert reply.is_error(400) and "ouput_files" in reply.body.decode(), reply.body
+
+
+def test_ccs_job_xml_over_http(site: Server) -> None:
+    """A CCS job: MinimumNumberOfProcessors 4 is asked of each host."""
+    job = (b'<Job xmlns="https://www.microsoft.com/ComputeCluster/" Name="fold" MinimumNumberOfProcessors="4" '
+           b'MaximumNumberOfProcessors="8"><Tasks><Task CommandLine="fold.exe"/></Tasks></Job>')
+    status, body = post_match(site, job)
+    assert status == 200, body
+    assert [m["host"] for m in body["matches"]] == ["big.example", "mid.example"]  # type: ignore[union-attr]
+    rejected = {r["host"] for r in body["rejected"]}  # type: ignore[union-attr]
+    assert rejected == {"small.example", "paused.example"}
