@@ -24,7 +24,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from infosvc.codec.node_xml import _NOT_XML, _attr, _text, format_amount
+from infosvc.codec.node_xml import format_amount
+from infosvc.codec.xmltext import attr as _attr
+from infosvc.codec.xmltext import finish
+from infosvc.codec.xmltext import text as _text
 from infosvc.errors import DocumentError, Problem
 from infosvc.model.job import (
     CATEGORIZABLE, CONSUMABLES, JOB_GROUP_SIMPLE, JOB_SIMPLE, NOTIFICATION_EVENTS, REDIRECTS, RESOURCE,
@@ -466,17 +469,7 @@ def job_to_xml(obj: Job | JobGroup, *, pretty: bool = False) -> bytes:
     else:
         _write_job(obj, "Job", parts)
     parts.append("\n")
-    document = "".join(parts)
-    if bad := _NOT_XML(document):
-        raise ValueError(f"character {bad[0]!r} cannot be written in XML")
-    if pretty:
-        from lxml import etree
-
-        root = etree.fromstring(document.encode())
-        etree.indent(root)
-        text: bytes = etree.tostring(root, encoding="UTF-8", xml_declaration=True)
-        return text + b"\n"
-    return document.encode()
+    return finish("".join(parts), pretty=pretty)
 
 
 def _open(tag: str, policy: AwarenessPolicy | None) -> str:

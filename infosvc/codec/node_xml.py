@@ -13,9 +13,11 @@ writes: lxml (7.5 MiB of RSS) is imported by the reading functions alone.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Final
 
+from infosvc.codec.xmltext import attr as _attr
+from infosvc.codec.xmltext import finish
+from infosvc.codec.xmltext import text as _text
 from infosvc.errors import DocumentError, Problem
 from infosvc.model.node import CONSUMABLES, RESOURCE, Category, Consumable, Extension, Node, split_features
 from infosvc.model.noderef import Aggregation, NodeRef
@@ -160,23 +162,6 @@ def _blank_name(element: etree._Element) -> DocumentError:
 
 # --- writing ---------------------------------------------------------------------------------
 
-_TEXT_SPECIAL = re.compile(r"[&<>\r]").search
-_ATTR_SPECIAL = re.compile(r'[&<>"\t\n\r]').search
-_TEXT_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\r": "&#13;"})
-_ATTR_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;",
-                               "\t": "&#9;", "\n": "&#10;", "\r": "&#13;"})
-# Characters XML 1.0 cannot carry at all, escaped or not.
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]").search
-
-
-def _text(value: str) -> str:
-    return value.translate(_TEXT_ESCAPES) if _TEXT_SPECIAL(value) else value
-
-
-def _attr(value: str) -> str:
-    return value.translate(_ATTR_ESCAPES) if _ATTR_SPECIAL(value) else value
-
-
 def format_amount(value: int | float) -> str:
     """A number as the schema's Amount: integral floats without a fraction, others exactly."""
     if isinstance(value, int):
@@ -230,17 +215,7 @@ def node_to_xml(node: Node, *, pretty: bool = False) -> bytes:
             parts.extend(map(_consumable, items))
             add(f"</{category.value}>")
     add("</Node>\n")
-    document = "".join(parts)
-    if bad := _NOT_XML(document):
-        raise ValueError(f"character {bad[0]!r} cannot be written in XML")
-    if pretty:
-        from lxml import etree
-
-        root = etree.fromstring(document.encode())
-        etree.indent(root)
-        pretty_document: bytes = etree.tostring(root, encoding="UTF-8", xml_declaration=True)
-        return pretty_document + b"\n"
-    return document.encode()
+    return finish("".join(parts), pretty=pretty)
 
 
 def noderef_from_element(element: etree._Element) -> NodeRef:
