@@ -17,14 +17,17 @@ has) and calls infosvc.matching.match over every host: the verdicts and the orde
 "render ms". "bare loop" is a loop over the same hosts doing nothing but the node look-up and
 the state test: the floor of any per-host evaluation in Python on the machine.
 
-Run with `make bench` (or `python bench/match.py [--hosts 10000] [--runs 30]`); prints a table and
-writes bench/results/match.json.
+Run with `make bench` (or `python bench/match.py [--hosts 10000] [--runs 30] [--baseline FILE]`);
+prints a table and writes bench/results/match.json. With --baseline, another version of
+matching.py (`git show HEAD:infosvc/matching.py > /tmp/old.py`) is timed in the same run,
+interleaved with the current one: before / after on the same machine state.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import json
 import platform
 import statistics
@@ -95,13 +98,29 @@ def compile_job() -> Requirements:
     return compile_requirements(JOB_MODEL)
 
 
-def run(name: str, hosts: int, kinds: int | None, runs: int) -> dict[str, Any]:
+def load_baseline(path: str) -> Any:
+    """Another version of infosvc/matching.py (e.g. `git show HEAD:infosvc/matching.py > old.py`),
+    as a module of its own, timed in the same run, interleaved with the current one."""
+    spec = importlib.util.spec_from_file_location("matching_baseline", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["matching_baseline"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def run(name: str, hosts: int, kinds: int | None, runs: int, baseline: Any = None) -> dict[str, Any]:
     rollup, nodes = build(hosts, kinds)
     site = Site.of(rollup)
-    times, renders = [], []
+    times, renders, before = [], [], []
     result = None
     requirements = compile_job()
     for _ in range(runs):
+        if baseline is not None:
+            gc.collect()
+            started = time.perf_counter()
+            baseline.match(baseline.compile_requirements(JOB_MODEL), rollup, nodes.get, site)
+            before.append((time.perf_counter() - started) * 1000)
         gc.collect()  # the previous run's garbage is not this run's cost
         started = time.perf_counter()
         requirements = compile_job()
@@ -121,6 +140,8 @@ def run(name: str, hosts: int, kinds: int | None, runs: int) -> dict[str, Any]:
                     pass
         floors.append((time.perf_counter() - started) * 1000)
     return {
+        **({"baseline_match_ms_median": round(statistics.median(before), 2),
+            "baseline_match_ms_min": round(min(before), 2)} if before else {}),
         "bare_loop_ms_median": round(statistics.median(floors), 2),
         "name": name, "hosts": hosts, "subclusters": len(rollup.subclusters), "runs": runs,
         "match_ms_median": round(statistics.median(times), 2), "match_ms_min": round(min(times), 2),
@@ -135,9 +156,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--hosts", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--baseline", metavar="FILE",
+                        help="another matching.py to time in the same run (interleaved), for before/after")
     args = parser.parse_args()
-    rows = [run("100 subclusters", args.hosts, 100, args.runs),
-            run("singleton subclusters", args.hosts, None, args.runs)]
+    baseline = load_baseline(args.baseline) if args.baseline else None
+    rows = [run("100 subclusters", args.hosts, 100, args.runs, baseline),
+            run("singleton subclusters", args.hosts, None, args.runs, baseline)]
     ratio = rows[1]["match_ms_median"] / rows[0]["match_ms_median"]
     print(f"{'site':24} {'subclusters':>11} {'match ms (median / min)':>24} {'bare loop':>10} {'render ms':>10} "
           f"{'matches':>8} {'rejected':>9} {'static / dynamic evals':>23}")
@@ -145,6 +169,10 @@ def main() -> None:
         print(f"{r['name']:24} {r['subclusters']:>11} {r['match_ms_median']:>15} / {r['match_ms_min']:<6} "
               f"{r['bare_loop_ms_median']:>10} {r['render_ms_median']:>10} {r['matches']:>8} {r['rejected']:>9} "
               f"{r['static_evaluations']:>11} / {r['dynamic_evaluations']:<9}")
+    if baseline is not None:
+        for r in rows:
+            print(f"{r['name']:24} baseline ({args.baseline}) match ms (median / min): "
+                  f"{r['baseline_match_ms_median']} / {r['baseline_match_ms_min']}")
     met = rows[0]["match_ms_median"] < TARGET_MS
     print(f"target: {TARGET_MS} ms for {args.hosts} hosts in 100 subclusters: {'met' if met else 'NOT met'}; "
           f"singleton / 100-subcluster ratio {ratio:.2f}")

@@ -179,6 +179,9 @@ class Check:
     static: bool
     test: Test
     explain: Explain
+    #: a plain threshold on the GLUE Host, when the test is no more than that: ("cpus", n) for
+    #: available_cpus >= n, ("ram", mb) for main_memory.ram_available (not None) >= mb
+    threshold: tuple[str, float] | None = None
 
 
 _NUMERIC: dict[Op, Callable[[float, float], bool]] = {
@@ -222,7 +225,8 @@ def _consumable_check(term: Term, item: Consumable) -> Check:
         test_cpus: Test = (
             (lambda n, h, s: h.available_cpus >= wanted) if op is Op.GE and not configured
             else (lambda n, h, s: compare(cpus(h), wanted)))
-        return Check(term, configured, test_cpus, lambda n, h, s: f"{want_text}, host has {cpus(h)}")
+        return Check(term, configured, test_cpus, lambda n, h, s: f"{want_text}, host has {cpus(h)}",
+                     ("cpus", wanted) if op is Op.GE and not configured else None)
 
     if item.kind == "Memory":
         try:
@@ -252,7 +256,7 @@ def _consumable_check(term: Term, item: Consumable) -> Check:
             return f"{want_text}, host has " + ("no Memory reported" if have is None else f"{have} MB")
 
         # Configured RAM is not static: the subcluster key rounds it to the GiB.
-        return Check(term, False, test_mem, explain_mem)
+        return Check(term, False, test_mem, explain_mem, ("ram", wanted_mb) if op is Op.GE and not configured else None)
 
     # Disk, Swap, Network, and Resource (licenses, NetworkAdapter, ...): the node's own list.
     if units is not None and not is_byte_unit(units):
@@ -727,9 +731,11 @@ class Candidate:
                 "clock_mhz": h.processor.clock_speed, "free_cpus": h.free_cpus}
 
 
-#: A fitting host as `match` collects it: its sort key first (score, then the CCS resource sort:
-#: memory size, then processor speed, largest first; then the id), then the Candidate's fields.
-_Found = tuple[float, int, int, str, Host, "str | None", "str | None", float]
+#: A fitting host as `match` collects it: its id (what orders it within its group, see `_order`),
+#: then the Candidate's fields.
+_Found = tuple[str, Host, "str | None", "str | None", float]
+#: Fitting hosts grouped by what orders them first: (score, memory size, processor speed).
+_Groups = dict[tuple[float, int, int], list[_Found]]
 #: A host that does not fit: what its reasons are worked out from, when they are asked for.
 _Miss = tuple[Host, "str | None"]
 
@@ -752,7 +758,7 @@ class MatchResult:
     @property
     def matches(self) -> list[Candidate]:
         if self._matches is None:
-            self._matches = [Candidate(f[4], f[5], f[6], f[7]) for f in self._found]
+            self._matches = [Candidate(f[1], f[2], f[3], f[4]) for f in self._found]
         return self._matches
 
     @property
@@ -771,6 +777,39 @@ class MatchResult:
                 "rejected": [{"host": h, "reasons": list(r)} for h, r in self.rejected]}
 
 
+def _limits(dynamic: tuple[CExpr, ...]) -> tuple[float, float | None] | None:
+    """The least available CPUs and RAM (MB; None: no Memory asked) a host must have, when the
+    dynamic part is nothing but such thresholds (`Check.threshold`); None otherwise."""
+    if not dynamic:
+        return None  # nothing to decide per host
+    cpus = float("-inf")
+    ram: float | None = None
+    for expr in dynamic:
+        if not isinstance(expr, CLeaf) or expr.check.threshold is None:
+            return None
+        kind, wanted = expr.check.threshold
+        if wanted != wanted:
+            return None  # NaN: max() would not be the conjunction of the comparisons
+        if kind == "cpus":
+            cpus = max(cpus, wanted)
+        else:
+            ram = wanted if ram is None else max(ram, wanted)
+    return cpus, ram
+
+
+def _order(groups: _Groups) -> list[_Found]:
+    """The fitting hosts best first: score, then the CCS resource sort (memory size, then processor
+    speed), largest first; then the host id. The same order as sorting every host on that whole
+    key, cheaper: the groups are few, and the ids (unique) are strings compared by the C sort."""
+    ordered: list[_Found] = []
+    for key in sorted(groups, reverse=True):  # distinct keys: reversed is descending, exactly
+        group = groups[key]
+        if len(group) > 1:
+            group.sort()  # by id: the ids are unique, so no comparison reaches the Host
+        ordered.extend(group)
+    return ordered
+
+
 def match(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node | None],
           site: Site | None = None) -> MatchResult:
     """Every host of `rollup` matched (its SSS Node from `node_of(host id)`; a host without one is
@@ -780,18 +819,26 @@ def match(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node
     Subcluster by subcluster: the static part is decided once per subcluster (and node Opsys,
     when it reads it) — a subcluster it rules out costs one append per host —, the dynamic part
     per Ready host that the static part lets through. `requirements.evaluations` counts both.
+    When the dynamic part is nothing but thresholds on the GLUE Host's available CPUs and RAM (the
+    common case, see `_limits`), they are compared inline, without a closure call per host; a
+    single soft term is tested without a loop; and the fitting hosts are grouped by (score,
+    memory, clock) as they are found, each group then ordered by host id (`_order`): the same
+    verdicts, order and counts as the general way.
     """
     site = site if site is not None else Site.of(rollup)
     ces = site.computing_elements
+    limits = _limits(requirements.dynamic)
+    min_cpus, min_ram = limits if limits is not None else (0.0, None)
     dynamic = tuple(_fast(e) for e in requirements.dynamic)
     only = dynamic[0] if len(dynamic) == 1 else None
     preferred = tuple(e for e in requirements.dynamic if _has_preferred(e))
     soft = requirements.soft
+    soft_test, soft_share = (soft[0][0].test, soft[0][1]) if len(soft) == 1 else (None, 0.0)
     has_static = bool(requirements.static)
     cache = requirements.static_cache
-    found: list[_Found] = []
+    groups: _Groups = {}
     missed: list[_Miss] = []
-    add_found, add_missed = found.append, missed.append
+    add_missed = missed.append
     static_runs = dynamic_runs = 0
     uses_opsys = requirements.uses_opsys
     for sub_id, sub in rollup.subclusters.items():
@@ -838,7 +885,12 @@ def match(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node
                 add_missed((host, sub_id))
                 continue
             dynamic_runs += 1
-            if only is not None:
+            if limits is not None:
+                if not (host.available_cpus >= min_cpus and (min_ram is None or (
+                        (have := host.main_memory.ram_available) is not None and have >= min_ram))):
+                    add_missed((host, sub_id))
+                    continue
+            elif only is not None:
                 if not only(node, host, site):
                     add_missed((host, sub_id))
                     continue
@@ -853,13 +905,20 @@ def match(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node
                     continue
             for expr in preferred:
                 score += _score(expr, node, host, site)
-            for check, share in soft:
-                if check.test(node, host, site):
-                    score += share
-            add_found((-score, -(host.main_memory.ram_size or 0), -(host.processor.clock_speed or 0),
-                       host.unique_id, host, sub_id, ce, score))
+            if soft_test is not None:
+                if soft_test(node, host, site):
+                    score += soft_share
+            else:
+                for check, share in soft:
+                    if check.test(node, host, site):
+                        score += share
+            rank = (score, host.main_memory.ram_size or 0, host.processor.clock_speed or 0)
+            group = groups.get(rank)
+            if group is None:
+                groups[rank] = [(host.unique_id, host, sub_id, ce, score)]
+            else:
+                group.append((host.unique_id, host, sub_id, ce, score))
     requirements.evaluations["static"] += static_runs
     if requirements.dynamic:
         requirements.evaluations["dynamic"] += dynamic_runs
-    found.sort()
-    return MatchResult(requirements, site, found, missed, node_of)
+    return MatchResult(requirements, site, _order(groups), missed, node_of)

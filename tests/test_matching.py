@@ -335,3 +335,74 @@ def test_static_cache_keeps_the_opsys_apart() -> None:
     assert dict(result.rejected) == {"other": ("OperatingSystem: asked EQ Linux, host has Rocky Linux / GNU / "
                                                "Rocky Linux 9.3",)}
     assert req.evaluations["static"] == 2
+
+
+def varied_site() -> tuple[Rollup, dict[str, Node]]:
+    """Several subclusters (models, CPU counts, architectures), mixed states and free amounts, ties
+    in score, memory and clock, two Opsys values in one subcluster, and a host without a node."""
+    nodes, states = [], {}
+    for i in range(240):
+        cpus = (2, 4, 8, 16)[i % 4]
+        node = make_node(f"h{(i * 37) % 240:03d}", processors=cpus, free_processors=(i * 7) % (cpus + 1),
+                         memory_mb=(4096, 8192)[(i // 4) % 2], free_memory_mb=float((i * 13) % 9 * 1024),
+                         features=("ib",) if i % 3 == 0 else ("ib", "ssd") if i % 5 == 0 else (),
+                         opsys="GNU" if i % 60 == 7 else "Linux", arch="aarch64" if i % 11 == 0 else "x86_64",
+                         model=f"Xeon {i % 6}")
+        nodes.append(with_clock(node, (2000, 3000)[(i // 8) % 2]))
+        if i % 17 == 3:
+            states[node.id] = ("Paused", "Pending", "Unreachable")[i % 3]
+    rollup, by_id = site(nodes, states)
+    del by_id[nodes[5].id]  # a host the rollup knows without a node: left out
+    return rollup, by_id
+
+
+@pytest.mark.parametrize("requested", [
+    '<Architecture>x86_64</Architecture><OperatingSystem>Linux</OperatingSystem>'
+    '<Processors context="Configured" op="GE">4</Processors><Processors op="GE">2</Processors>'
+    '<Memory op="GE" units="GB">2</Memory><Feature preference="-1">ib</Feature>'
+    '<Feature preference="-2">ssd</Feature>',
+    '<Architecture>x86_64</Architecture><Memory op="GE">3072</Memory><Memory>1024</Memory>',
+    '<Processors>3</Processors><Processors op="GE">1</Processors>',
+    '<OperatingSystem>Linux</OperatingSystem><Feature preference="-1">ssd</Feature>',
+    '<Processors op="GE">1</Processors><Processors op="LE">8</Processors><Memory op="GE">0</Memory>',
+])
+def test_threshold_fast_path_is_the_general_path(requested: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from infosvc import matching
+
+    rollup, by_id = varied_site()
+    assert len(rollup.subclusters) > 5
+    fast_req = requirements(requested)
+    assert (matching._limits(fast_req.dynamic) is not None) == bool(fast_req.dynamic)  # thresholds inline
+    fast = match(fast_req, rollup, by_id.get)
+    with monkeypatch.context() as m:
+        m.setattr(matching, "_limits", lambda dynamic: None)  # the closures of the general path
+        slow_req = requirements(requested)
+        slow = match(slow_req, rollup, by_id.get)
+    assert fast.matches and fast.rejected
+    assert [(c.host.unique_id, c.subcluster, c.computing_element, c.score) for c in fast.matches] == \
+        [(c.host.unique_id, c.subcluster, c.computing_element, c.score) for c in slow.matches]
+    assert fast.rejected == slow.rejected
+    assert [(h.unique_id, s) for h, s in fast._missed] == [(h.unique_id, s) for h, s in slow._missed]
+    assert fast_req.evaluations == slow_req.evaluations
+    # the order is a plain sort on the whole key
+    def whole_key(c: Any) -> tuple[float, int, int, str]:
+        return (-c.score, -(c.host.main_memory.ram_size or 0), -(c.host.processor.clock_speed or 0), c.host.unique_id)
+    assert fast.matches == sorted(fast.matches, key=whole_key)
+    assert len({whole_key(c)[:3] for c in fast.matches}) < len(fast.matches)  # ties, broken by id
+    # and against one host at a time
+    one = requirements(requested)
+    for c in fast.matches:
+        verdict = evaluate(one, by_id[c.host.unique_id], c.host)
+        assert verdict.ok and verdict.score == c.score
+    for host_id, reasons in fast.rejected:
+        assert not evaluate(one, by_id[host_id], rollup.hosts[host_id]).ok
+
+
+def test_thresholds_compile_only_for_plain_amounts() -> None:
+    from infosvc import matching
+
+    assert matching._limits(requirements('<Processors>4</Processors><Memory units="GB">2</Memory>').dynamic) \
+        == (4.0, 2048.0)
+    for requested in ('<Processors op="GT">4</Processors>', '<Memory context="Configured" op="GE">4</Memory>',
+                      '<Feature>ib</Feature>', '<Disk op="GE">10</Disk>'):
+        assert matching._limits(requirements(requested).dynamic) is None, requested
