@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
 from infosvc.codec.node_json import node_to_json
@@ -49,8 +49,6 @@ class HostEntry:
         node = self.node
         if node.state == self.state.value:
             return node
-        from dataclasses import replace
-
         return replace(node, state=self.state.value)
 
     def json(self) -> bytes:

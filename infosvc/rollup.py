@@ -16,7 +16,7 @@ so it is the same across restarts and on every aggregator with the same hosts.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Iterable, Iterator
 
@@ -267,6 +267,7 @@ class Rollup:
         self._members: dict[str, dict[str, None]] = {}  # subcluster -> its hosts, in arrival order
         self._sub_of: dict[str, str] = {}  # host -> subcluster
         self._key_of: dict[tuple[object, ...], str] = {}  # homogeneity key -> subcluster
+        self._key_by_sub: dict[str, tuple[object, ...]] = {}  # and back
         self._subs_of_cluster: dict[str, dict[str, None]] = {}
 
     # --- changes ------------------------------------------------------------------------------
@@ -285,6 +286,7 @@ class Rollup:
             sub = _subcluster_for(host, key)
             sub_id = sub.unique_id
             self._key_of[key] = sub_id
+            self._key_by_sub[sub_id] = key
             self.subclusters[sub_id] = sub
             self._members[sub_id] = {}
             self._subs_of_cluster.setdefault(host.cluster, {})[sub_id] = None
@@ -296,8 +298,6 @@ class Rollup:
         return sub
 
     def set_state(self, host_id: str, state: str) -> Host | None:
-        from dataclasses import replace
-
         old = self.hosts.get(host_id)
         if old is None or old.state == state:
             return old
@@ -323,7 +323,7 @@ class Rollup:
         if not members:
             sub = self.subclusters.pop(sub_id)
             del self._members[sub_id]
-            self._key_of = {k: v for k, v in self._key_of.items() if v != sub_id}
+            del self._key_of[self._key_by_sub.pop(sub_id)]
             self._subs_of_cluster[sub.cluster].pop(sub_id, None)
 
     @staticmethod
@@ -352,14 +352,16 @@ class Rollup:
         return [self.subclusters[s] for s in self._subs_of_cluster.get(cluster_id, ())]
 
     def clusters(self) -> list[glue.Cluster]:
-        """Configured clusters (empty ones too: GLUE is top down), then `default` if it holds hosts
-        or a computing element names it."""
+        """Configured clusters (empty ones too: GLUE is top down), then any other that holds hosts
+        or that a computing element names (`default`, for hosts no NodeSet names), by its id."""
         url = self.config.service.information_service_url or None
         found = [glue.Cluster(c.id, c.name, url) for c in self.config.clusters]
-        if all(c.unique_id != DEFAULT_CLUSTER for c in found) and (
-                self._subs_of_cluster.get(DEFAULT_CLUSTER)
-                or any(DEFAULT_CLUSTER in ce.clusters for ce in self.config.computing_elements)):
-            found.append(glue.Cluster(DEFAULT_CLUSTER, DEFAULT_CLUSTER, url))
+        known = {c.unique_id for c in found}
+        named = [cid for ce in self.config.computing_elements for cid in ce.clusters]
+        holding = [cid for cid, subs in self._subs_of_cluster.items() if subs]
+        for cid in dict.fromkeys(named + holding):
+            if cid not in known:
+                found.append(glue.Cluster(cid, cid, url))
         return found
 
     def cluster(self, cluster_id: str) -> glue.Cluster | None:

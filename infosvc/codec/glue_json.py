@@ -19,7 +19,7 @@ import json
 from json.encoder import encode_basestring_ascii as _string
 from typing import Any, Iterable
 
-from infosvc.codec.glue_xml import HOST_STATES, SHARED_CACHE_MAX, availability, count, glue_clusters, port, prune
+from infosvc.codec.glue_xml import HOST_STATES, SHARED_CACHE_MAX, availability, count, port, prune
 from infosvc.model import glue
 from infosvc.model.glue import Host, SubCluster
 from infosvc.rollup import Rollup
@@ -187,7 +187,7 @@ class GlueJson:
         clusters, subclusters = [], []
         hosts: list[bytes] = []
         get = self._cache.get
-        for cluster in glue_clusters(rollup):
+        for cluster in rollup.clusters():
             subs = rollup.subclusters_of(cluster.unique_id)
             clusters.append(cluster_json(cluster, [s.unique_id for s in subs]))
             for sub in subs:
@@ -219,7 +219,7 @@ class GlueJson:
                 return None
             body = subcluster_json(found, self._url(), [h.unique_id for h in rollup.hosts_of(id)])
         elif kind == "clusters":
-            cluster = next((c for c in glue_clusters(rollup) if c.unique_id == id), None)
+            cluster = next((c for c in rollup.clusters() if c.unique_id == id), None)
             if cluster is None:
                 return None
             body = _dump(cluster_json(cluster, [s.unique_id for s in rollup.subclusters_of(id)]))

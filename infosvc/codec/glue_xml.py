@@ -78,29 +78,6 @@ def port(value: int | None) -> int | None:
     return value if value is not None and 0 < value < 65536 else None
 
 
-def glue_clusters(rollup: Rollup) -> list[glue.Cluster]:
-    """The clusters to publish: the roll-up's, then any a CE or a subcluster names but it lacks.
-
-    Rollup.clusters() leaves out the implicit `default` cluster while it holds no host, even when
-    a computing element names it; a ClusterRef must still point at a published Cluster (the
-    schema's keyref). Such clusters are published empty, named by their id.
-    """
-    found = rollup.clusters()
-    known = {c.unique_id for c in found}
-    missing: dict[str, None] = {}
-    for ce in rollup.config.computing_elements:
-        for cid in ce.clusters:
-            if cid not in known:
-                missing[cid] = None
-    for sub in rollup.subclusters.values():
-        if sub.cluster not in known:
-            missing[sub.cluster] = None
-    if missing:
-        url = rollup.config.service.information_service_url or None
-        found.extend(glue.Cluster(cid, cid, url) for cid in missing)
-    return found
-
-
 def prune(cache: dict[str, E], hosts: dict[str, Host]) -> None:
     """Drop cached fragments of hosts the roll-up no longer holds."""
     if len(cache) > len(hosts):
@@ -305,7 +282,7 @@ class GlueXml:
         rollup = self.rollup
         out = [_DECLARATION, f"<Glue{self._xmlns}>".encode()]
         out.append("".join(computing_element_xml(ce) for ce in rollup.computing_elements()).encode())
-        for cluster in glue_clusters(rollup):
+        for cluster in rollup.clusters():
             self._cluster(cluster, out)
         out.append(b"</Glue>\n")
         prune(self._cache, rollup.hosts)
@@ -331,7 +308,7 @@ class GlueXml:
                 return None
             self._subcluster(sub, out, self._xmlns)
         elif kind == "clusters":
-            cluster = next((c for c in glue_clusters(rollup) if c.unique_id == id), None)
+            cluster = next((c for c in rollup.clusters() if c.unique_id == id), None)
             if cluster is None:
                 return None
             self._cluster(cluster, out, self._xmlns)
