@@ -5,15 +5,20 @@ machine, with schema validation and the durable store, p99 latency under 50 ms; 
 handler (reads the body, answers 200) is measured in the same run and the server's rate is given
 as a ratio of it.
 
-Three phases, each driven by the same load generator, a separate process (so it does not share
-the server's GIL) that keeps `--connections` keep-alive HTTP/1.1 connections busy with pre-built
+Phases, each driven by the same load generator, a separate process (so it does not share the
+server's GIL) that keeps `--connections` keep-alive HTTP/1.1 connections busy with pre-built
 requests (asyncio protocols, no HTTP client library), each host sending its document again and
 again with its own bearer token:
 
-  bare       a bare aiohttp app, closed loop (every connection sends again as soon as it is answered)
-  saturate   `infosvc serve`, closed loop: the most it can take
-  paced      `infosvc serve`, open loop at `--rate` reports/s: latency at the target rate, measured
-             from each request's scheduled send time, so a server that falls behind shows it
+  bare         a bare aiohttp app, closed loop (every connection sends again as soon as it is answered)
+  floor        a bare aiohttp app whose handler parses the body and validates it against
+               schemas/sss-node.xsd with the server's own code, and does nothing else: the most any
+               ingest that validates can take in this stack, before decoding, storing or roll-up
+  floor_multi  the same in one process per CPU sharing the port (SO_REUSEPORT): what more processes
+               would add on this machine
+  saturate     `infosvc serve`, closed loop: the most it can take
+  paced        `infosvc serve`, open loop at `--rate` reports/s: latency at the target rate, measured
+               from each request's scheduled send time, so a server that falls behind shows it
 
 For each: reports/s answered 2xx, latency p50/p99/max (send to full response), errors; for the
 server, its CPU time per report (all threads, and the event-loop thread alone, from /proc) and
@@ -300,21 +305,40 @@ def generator_main(spec_path: str) -> int:
 
 # --- the bare baseline -------------------------------------------------------------------------
 
-def bare_server_main(port: int) -> int:
+def bare_server_main(port: int, validate: bool = False) -> int:
+    """A bare aiohttp app: reads the body and answers 200. With `validate`, the handler also
+    parses the body and checks it against schemas/sss-node.xsd with the server's own code
+    (infosvc.codec.safexml), and does nothing else: the floor of any ingest that validates, in
+    this stack. Listens with SO_REUSEPORT, so several of them can share the port."""
     from aiohttp import web
 
+    check = None
+    if validate:
+        from infosvc.codec import safexml
+        from infosvc.codec.node_xml import SCHEMA_FILE
+
+        xsd = safexml.schema(SCHEMA_FILE)
+
+        def check(body: bytes) -> None:
+            safexml.validate(safexml.parse(body, what="SSS Node document"), xsd)
+
     async def post(request: web.Request) -> web.Response:
-        await request.read()
+        body = await request.read()
+        if check is not None and request.method == "POST":
+            check(body)
         return web.Response(body=b'{"ok":true}', content_type="application/json")
 
     app = web.Application()
     app.router.add_post("/v1/nodes", post)
     app.router.add_get("/healthz", lambda request: post(request))
-    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, reuse_port=True)
     return 0
 
 
 # --- the orchestration -------------------------------------------------------------------------
+
+PHASE_NAMES = {"bare": "bare aiohttp, closed loop", "floor": "floor: parse+validate only",
+               "floor_multi": "floor: parse+validate, {n} procs"}
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -336,24 +360,27 @@ def wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float = 120.0)
     raise RuntimeError("server did not become ready")
 
 
-def proc_cpu(pid: int) -> dict[str, float]:
-    """CPU seconds of a process: all threads, and its main (event-loop) thread alone."""
+def proc_cpu(pids: list[int]) -> dict[str, float]:
+    """CPU seconds of processes: all their threads, and their main (event-loop) threads alone."""
     tick = os.sysconf("SC_CLK_TCK")
 
     def read(path: str) -> float:
         fields = Path(path).read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / tick  # utime, stime
 
-    return {"process": read(f"/proc/{pid}/stat"), "main_thread": read(f"/proc/{pid}/task/{pid}/stat")}
+    return {"process": sum(read(f"/proc/{pid}/stat") for pid in pids),
+            "main_thread": sum(read(f"/proc/{pid}/task/{pid}/stat") for pid in pids)}
 
 
 def db_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists())
 
 
-def drive(port: int, pid: int, requests: list[bytes], *, connections: int, warmup: float, seconds: float,
+def drive(port: int, pid: int | list[int], requests: list[bytes], *, connections: int, warmup: float, seconds: float,
           rate: float | None, workdir: Path, profile: str | None = None, gil: bool = False) -> dict[str, Any]:
-    """Run the generator against the server `pid` listening on `port`; the server's CPU over the window."""
+    """Run the generator against the server `pid` (or processes sharing the port) listening on
+    `port`; the server's CPU over the window."""
+    pids = pid if isinstance(pid, list) else [pid]
     spec = workdir / "spec.pickle"
     spec.write_bytes(pickle.dumps({"port": port, "requests": requests, "connections": connections,
                                    "warmup": warmup, "seconds": seconds, "rate": rate}))
@@ -364,14 +391,14 @@ def drive(port: int, pid: int, requests: list[bytes], *, connections: int, warmu
     result: dict[str, Any] = {}
     for line in gen.stdout:
         if line.startswith("WINDOW_START"):
-            cpu0 = proc_cpu(pid)
+            cpu0 = proc_cpu(pids)
             if profile:
                 spy_bin = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-                spy = subprocess.Popen([spy_bin, "record", "--pid", str(pid), "--duration", str(int(seconds)),
+                spy = subprocess.Popen([spy_bin, "record", "--pid", str(pids[0]), "--duration", str(int(seconds)),
                                         "--rate", "100", "--format", "raw", "--output", profile, *(["--gil"] if gil else [])],
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         elif line.startswith("WINDOW_END"):
-            cpu1 = proc_cpu(pid)
+            cpu1 = proc_cpu(pids)
         elif line.startswith("RESULT "):
             result = json.loads(line[7:])
     if gen.wait() != 0 or not result:
@@ -418,12 +445,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", metavar="FILE", help="record the server with py-spy (raw stacks) while saturated")
     p.add_argument("--profile-gil", action="store_true", help="with --profile: sample only the thread holding the GIL")
     p.add_argument("--_generate", metavar="SPEC", help=argparse.SUPPRESS)
+    p.add_argument("--no-floor", action="store_true",
+                   help="skip the floor phases (a bare app that only parses and validates, 1 and 2 processes)")
     p.add_argument("--_bare-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    p.add_argument("--_validate", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args._generate:
         return generator_main(args._generate)
     if args._bare_server:
-        return bare_server_main(args._bare_server)
+        return bare_server_main(args._bare_server, validate=args._validate)
 
     workdir = Path(tempfile.mkdtemp(prefix="infosvc-bench-ingest-"))
     results: dict[str, Any] = {"hosts": args.hosts, "connections": args.connections, "seconds": args.seconds,
@@ -440,17 +470,24 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.warmup:g} s warm-up + {args.seconds:g} s per phase", flush=True)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
-        if not args.no_bare:
+        phases = [] if args.no_bare else [("bare", 1, False)]
+        if not args.no_floor:
+            phases += [("floor", 1, True), ("floor_multi", os.cpu_count() or 2, True)]
+        for key, processes, validate in phases:
             port = free_port()
-            bare = subprocess.Popen([sys.executable, __file__, "--_bare-server", str(port)], env=env)
+            procs = [subprocess.Popen([sys.executable, __file__, "--_bare-server", str(port),
+                                       *(["--_validate"] if validate else [])], env=env) for _ in range(processes)]
             try:
-                wait_ready(port, bare)
+                for proc in procs:
+                    wait_ready(port, proc)
                 requests = [request_bytes(port, t, d) for t, d in zip(tokens, documents)]
-                results["bare"] = drive(port, bare.pid, requests, connections=args.connections, warmup=args.warmup,
-                                        seconds=args.seconds, rate=None, workdir=workdir)
+                results[key] = drive(port, [proc.pid for proc in procs], requests, connections=args.connections,
+                                     warmup=args.warmup, seconds=args.seconds, rate=None, workdir=workdir)
+                results[key]["processes"] = processes
             finally:
-                stop(bare)
-            print(f"  bare aiohttp: {results['bare']['rate']:.0f}/s", flush=True)
+                for proc in procs:
+                    stop(proc)
+            print(f"  {PHASE_NAMES[key].format(n=processes)}: {results[key]['rate']:.0f}/s", flush=True)
 
         port = free_port()
         db = workdir / "bench.sqlite"
@@ -488,7 +525,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(results: dict[str, Any]) -> None:
-    rows = [("bare aiohttp, closed loop", results.get("bare")), ("infosvc, closed loop", results.get("saturate"))]
+    rows = [(PHASE_NAMES[key].format(n=results[key]["processes"]), results[key])
+            for key in ("bare", "floor", "floor_multi") if results.get(key)]
+    rows.append(("infosvc, closed loop", results.get("saturate")))
     for key in ("paced", "paced_sustainable"):
         if results.get(key):
             rows.append((f"infosvc, paced at {results[key]['target_rate']:.0f}/s", results[key]))
@@ -504,6 +543,13 @@ def report(results: dict[str, Any]) -> None:
     if sat and bare:
         results["ratio_to_bare"] = sat["rate"] / bare["rate"]
         print(f"infosvc / bare aiohttp: {results['ratio_to_bare']:.3f} of the bare rate")
+    for key in ("floor", "floor_multi"):
+        floor = results.get(key)
+        if floor:
+            mark = "reaches" if floor["rate"] >= TARGET_RATE else "is BELOW"
+            print(f"{PHASE_NAMES[key].format(n=floor['processes'])}: {floor['rate']:.0f}/s, which {mark} the target "
+                  f"{TARGET_RATE:.0f}/s before any decoding, storing or roll-up"
+                  + (f"; infosvc is {sat['rate'] / floor['rate']:.3f} of it" if sat else ""))
     if sat:
         mark = "ok" if sat["rate"] >= TARGET_RATE else "UNDER"
         print(f"saturated rate {sat['rate']:.0f}/s against the target {TARGET_RATE:.0f}/s: {mark}; server CPU "
