@@ -24,6 +24,7 @@ from ClusterShell.NodeUtils import GroupResolverError
 
 from infosvc.lifecycle import NodeState
 from infosvc.model.node import split_features
+from infosvc.model.nodeset import parse_nodeset
 
 if TYPE_CHECKING:
     from infosvc.hosts import HostEntry, HostTable
@@ -101,7 +102,7 @@ class HostNames:
             if not part and len(parts) > 1:
                 raise QueryError(parameter, f"not a NodeSet: an operator without an operand in {text!r}")
             try:
-                terms.append((parts[index - 1] if index else ",", NodeSet(part)))
+                terms.append((parts[index - 1] if index else ",", parse_nodeset(part)))
             except _NODESET_ERRORS as exc:
                 raise QueryError(parameter, f"not a NodeSet: {exc}") from None
         return cls(tuple(terms))

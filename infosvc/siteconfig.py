@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ClusterShell.NodeSet import NodeSet, NodeSetException
+from ClusterShell.NodeSet import NodeSet, NodeSetException, NodeSetParseError
 
 # The config's CE policy is GLUE's own Policy object (minutes; 0 means not specified).
 from infosvc.model.glue import CEPolicy as Policy
+from infosvc.model.nodeset import NO_GROUPS
 
 DEFAULT_LISTEN: Final = "127.0.0.1:8080"
 DEFAULT_CLUSTER: Final = "default"
@@ -71,7 +72,9 @@ class ConfigNodeSet(NodeSet):  # type: ignore[misc]  # ClusterShell ships no typ
     """
 
     def __init__(self, text: str) -> None:
-        super().__init__(text)
+        if "@" in text:  # see infosvc.model.nodeset: groups could run shell commands
+            raise NodeSetParseError(text.strip(), "NodeSet groups (@name) are not supported")
+        super().__init__(text, resolver=NO_GROUPS)
         self._names = frozenset(self) if len(self) <= MAX_EXPANDED_NAMES else None
 
     def __contains__(self, host: object) -> bool:

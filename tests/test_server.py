@@ -10,6 +10,7 @@ import json
 import socket
 import threading
 import time
+from pathlib import Path
 import zlib
 from typing import Any, Iterator
 from urllib.parse import quote
@@ -408,6 +409,35 @@ def test_bad_query_is_400_naming_the_parameter(shared: Server, path: str, query:
     body = reply.json()
     assert parameter in body["error"]
     assert body["detail"] == {"parameter": parameter}
+
+
+@pytest.mark.parametrize("path", ["/v1/nodes", "/v1/glue/hosts"])
+@pytest.mark.parametrize("group", ["@x';touch {flag};'", "a,@local:x';touch {flag};'", "@*"])
+def test_nodeset_groups_are_refused_and_never_resolved(shared: Server, tmp_path: Path, path: str, group: str) -> None:
+    # ClusterShell's stock groups.conf (installed with it, under .venv/etc) has a `local` source
+    # that runs a shell command holding the group name: a group in a query ran commands as the
+    # server's user until groups were refused (infosvc/model/nodeset.py).
+    flag = tmp_path / "ran"
+    reply = shared.get(f"{path}?nodes=" + quote(group.format(flag=flag)))
+    assert reply.is_error(400), (reply.status, reply.body)
+    assert "groups (@name) are not supported" in reply.json()["error"]
+    assert "sed" not in reply.body.decode()  # no command line of a group source in the answer
+    time.sleep(0.2)
+    assert not flag.exists()
+
+
+def test_clustershell_groups_resolve_nowhere_once_infosvc_is_imported(tmp_path: Path) -> None:
+    from ClusterShell.NodeSet import NodeSet
+    from ClusterShell.NodeUtils import GroupResolverError
+
+    import infosvc.model.nodeset  # noqa: F401 - importing it is what replaces the standard resolver
+
+    flag = tmp_path / "ran"
+    with pytest.raises(GroupResolverError):
+        NodeSet(f"@x';touch {flag};'")
+    with pytest.raises(GroupResolverError):
+        _ = f"@x';touch {flag};'" in NodeSet("a[1-2]")
+    assert not flag.exists()
 
 
 @pytest.mark.parametrize("expression,host", [

@@ -61,10 +61,12 @@ class NodeRef:
 
 def expand_range(expression: str) -> list[str]:
     """`node[5-23,77]` -> node5 ... node23, node77 (ClusterShell NodeSet syntax, zero padding kept)."""
-    from ClusterShell.NodeSet import NodeSet, NodeSetParseError, RangeSetParseError
+    from ClusterShell.NodeSet import NodeSetParseError, RangeSetParseError
+
+    from infosvc.model.nodeset import parse_nodeset
 
     try:
-        return list(NodeSet(expression.strip()))
+        return list(parse_nodeset(expression.strip()))
     except (NodeSetParseError, RangeSetParseError) as exc:
         raise NodeRefError(f"bad Range {expression!r}: {exc}") from None
 
@@ -73,4 +75,6 @@ def fold_names(names: Iterable[str]) -> str:
     """The shortest Range expression for these names (the inverse of expand_range)."""
     from ClusterShell.NodeSet import NodeSet
 
-    return str(NodeSet.fromlist(list(names)))
+    from infosvc.model.nodeset import NO_GROUPS
+
+    return str(NodeSet.fromlist(list(names), resolver=NO_GROUPS))
