@@ -3,8 +3,8 @@
 Each host has its newest SSS Node, the document it came in, when it reported, the admin's
 decisions, and its life-cycle state. Every change is passed on to the GLUE roll-up, one host at
 a time, so the roll-up never recomputes over every host. Rendered forms of each node (JSON,
-XML) are cached here and dropped when the host changes, because listing thousands of nodes
-should cost a join, not thousands of renderings.
+XML, its lines of GET /metrics) are cached here and dropped when the host changes, because
+listing thousands of nodes should cost a join, not thousands of renderings.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ class HostEntry:
     state: NodeState = NodeState.READY
     _json: bytes | None = field(default=None, repr=False)
     _xml: bytes | None = field(default=None, repr=False)
+    #: this host's lines of the per-host families of GET /metrics (infosvc.metrics.host_lines)
+    metric_lines: tuple[str, ...] | None = field(default=None, repr=False)
 
     def published_node(self) -> Node:
         """The node as published: its State is the life-cycle state, not the agent's word."""
@@ -66,6 +68,7 @@ class HostEntry:
 
     def forget_renderings(self) -> None:
         self._json = self._xml = None
+        self.metric_lines = None
 
 
 class HostTable:

@@ -1,33 +1,43 @@
 """The aggregator's own Prometheus view, built from its in-memory state when scraped.
 
-`AggregatorCollector` is a prometheus_client custom collector: each `collect()` walks the host
-table and the GLUE roll-up once and yields metric families; nothing is copied or updated per
-report. `Metrics` is one app's registry (never the process-wide default one): the collector,
-once the aggregator exists, and the ingest latency histogram, the one metric observed as it
-happens. docs/api.md lists every metric; `METRICS` below is the one place each is declared
-(name, type, labels, help), and the help text on the wire is taken from it.
+`Metrics` is one app's registry (never the process-wide default one) and its exposition, the
+body of GET /metrics. The per-host families are most of it (12 of every 15 samples at 10,000
+hosts), so they are not built as prometheus_client objects at each scrape: each host's lines are
+rendered once (`host_lines`) and kept on its HostEntry until the host changes, and a scrape joins
+them, adding only the report ages, which change by the second. The rest, the subcluster,
+cluster, CE and service families, come from `AggregatorCollector`, a custom collector over the
+same state, through prometheus_client's own text rendering; the ingest latency histogram is the
+one metric observed as it happens. With `hosts=True` the collector yields the per-host families
+too, as plain metric families: the reference that the exposition is tested against.
 
-Hosts are labelled `node` (their SSS Node Id); sizes are in bytes, times in seconds. Running and
-waiting jobs are not exported yet: they come with the matcher.
+docs/api.md lists every metric; `METRICS` below is the one place each is declared (name, type,
+labels, help), and the help text on the wire is taken from it. Hosts are labelled `node` (their
+SSS Node Id); sizes are in bytes, times in seconds. Running and waiting jobs are not exported
+yet: they come with the matcher.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from operator import itemgetter
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Final, Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, Histogram
-from prometheus_client.registry import Collector
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString as _untyped_float_text
 
 from infosvc.aggregator import Aggregator
+from infosvc.hosts import HostEntry
 from infosvc.lifecycle import NodeState
 from infosvc.model.node import Consumable
 
 log = logging.getLogger("infosvc.metrics")
+
+#: A sample value as prometheus_client writes it (Go's float formatting), so both paths agree.
+float_text: Final[Callable[[float], str]] = _untyped_float_text
 
 MIB = 1 << 20
 STATES: tuple[str, ...] = tuple(s.value for s in NodeState)
@@ -127,41 +137,45 @@ def _bytes(item: Consumable | None) -> float | None:
         if item.units == "MB" or item.units is None:  # what agents write; no units means MB for Memory
             return float(item.value) * MIB
         return item.amount("byte")
-    except ValueError:  # units that name no size: not exported rather than failing the scrape
-        return None
+    except (ValueError, OverflowError):  # units that name no size, or a size past any float:
+        return None  # not exported rather than failing the scrape
 
 
 class AggregatorCollector:
-    """Metric families from an Aggregator's state at the moment of the scrape."""
+    """Metric families from an Aggregator's state at the moment of the scrape: with `hosts`, every
+    family; without, all but the per-host ones and the scrape's own duration and success, which
+    `Metrics.exposition` renders itself."""
 
-    def __init__(self, aggregator: Aggregator, clock: Callable[[], float] | None = None) -> None:
+    def __init__(self, aggregator: Aggregator, clock: Callable[[], float] | None = None, *,
+                 hosts: bool = True) -> None:
         self.aggregator = aggregator
         self.clock = clock if clock is not None else aggregator.clock
+        self.hosts = hosts
+        #: whether the last collect() built its families (False: it logged why)
+        self.ok = True
 
     def describe(self) -> Iterable[Metric]:
         # The names only, so that the registry detects a duplicate at register time.
-        return [_counter(m.name) if m.type == "counter" else _gauge(m.name) for m in METRICS if m.type != "histogram"]
+        return [_counter(m.name) if m.type == "counter" else _gauge(m.name) for m in METRICS
+                if m.type != "histogram" and (self.hosts or not _exposed_by_text(m))]
 
     def collect(self) -> Iterator[Metric]:
         started = time.perf_counter()
         try:
             families = self.families()
-            ok = 1.0
+            self.ok = True
         except Exception:  # noqa: BLE001 - a bug in one part must not fail the whole scrape
             log.exception("building the metrics failed")
-            families, ok = [], 0.0
+            families, self.ok = [], False
         yield from families
-        duration = _gauge("infosvc_metrics_collect_duration_seconds")
-        duration.add_metric((), time.perf_counter() - started)
-        success = _gauge("infosvc_metrics_collect_success")
-        success.add_metric((), ok)
-        yield duration
-        yield success
+        if self.hosts:
+            yield from _scrape_gauges(time.perf_counter() - started, self.ok)
 
     def families(self) -> list[Metric]:
         agg = self.aggregator
         now = self.clock()
-        return [*self._hosts(agg, now), *self._groups(agg), *self._service(agg, now)]
+        hosts = self._hosts(agg, now) if self.hosts else []
+        return [*hosts, *self._groups(agg), *self._service(agg, now)]
 
     def _hosts(self, agg: Aggregator, now: float) -> list[Metric]:
         names = [m.name for m in METRICS if m.name.startswith("infosvc_host_")]
@@ -270,14 +284,66 @@ class AggregatorCollector:
         return [accepted, rejected, store, oldest]
 
 
-class Snapshot(Collector):
-    """Metric families already built: rendered to text away from the event loop (see api.get_metrics)."""
+def _exposed_by_text(spec: MetricSpec) -> bool:
+    """The families Metrics.exposition renders itself: the per-host ones and the scrape's own."""
+    return spec.name.startswith("infosvc_host_") or spec.name.startswith("infosvc_metrics_collect_")
 
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.families = list(registry.collect())
 
-    def collect(self) -> Iterable[Metric]:
-        return self.families
+def _scrape_gauges(seconds: float, ok: bool) -> list[Metric]:
+    duration = _gauge("infosvc_metrics_collect_duration_seconds")
+    duration.add_metric((), seconds)
+    success = _gauge("infosvc_metrics_collect_success")
+    success.add_metric((), 1.0 if ok else 0.0)
+    return [duration, success]
+
+
+def _label(value: str) -> str:
+    """A label value escaped as the text format wants it (as prometheus_client does)."""
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
+
+
+def _header(spec: MetricSpec) -> str:
+    help_ = spec.help.replace("\\", r"\\").replace("\n", r"\n")
+    return f"# HELP {spec.name} {help_}\n# TYPE {spec.name} {spec.type}\n"
+
+
+#: The per-host families whose lines host_lines renders, in METRICS order; the report age,
+#: which changes by the second, is rendered at each scrape.
+_HOST_FAMILIES: Final = tuple(m for m in METRICS if m.name.startswith("infosvc_host_")
+                              and m.name != "infosvc_host_report_age_seconds")
+_AGE: Final = _BY_NAME["infosvc_host_report_age_seconds"]
+
+
+def host_lines(entry: HostEntry, cluster: str | None, subcluster: str | None) -> tuple[str, ...]:
+    """The host's lines of each of _HOST_FAMILIES (one string each, "" for none), then the start
+    of its report-age line: the same samples AggregatorCollector(hosts=True) yields for it."""
+    node = entry.node
+    label = _label(entry.id)
+    one = f'{{node="{label}"}} '
+    info = ""
+    if cluster is not None and subcluster is not None:
+        info = (f'infosvc_host_info{{cluster="{_label(cluster)}",node="{label}",'
+                f'subcluster="{_label(subcluster)}"}} 1.0\n')
+    current = entry.state.value
+    state = "".join(f'infosvc_host_state{{node="{label}",state="{s}"}} {"1.0" if s == current else "0.0"}\n'
+                    for s in STATES)
+    values: list[str] = []
+    loads: dict[str | None, Consumable] = {}
+    for items, p_name, m_name in (
+            (node.configured.items, "infosvc_host_processors_configured", "infosvc_host_memory_configured_bytes"),
+            (node.available.items, "infosvc_host_processors_available", "infosvc_host_memory_available_bytes"),
+            (node.utilized.items, "infosvc_host_processors_utilized", "infosvc_host_memory_utilized_bytes")):
+        proc, mem, loads = _first(items)
+        values.append(f"{p_name}{one}{float_text(proc.value)}\n" if proc is not None else "")
+        amount = _bytes(mem)
+        values.append(f"{m_name}{one}{float_text(amount)}\n" if amount is not None else "")
+    p_conf, m_conf, p_avail, m_avail, p_used, m_used = values
+    spans = []
+    for span, name in (("1min", "infosvc_host_load1"), ("5min", "infosvc_host_load5"), ("15min", "infosvc_host_load15")):
+        item = loads.get(span)  # the Utilized category's, the last of the loop
+        spans.append(f"{name}{one}{float_text(item.value)}\n" if item is not None else "")
+    return (info, state, p_conf, p_avail, p_used, m_conf, m_avail, m_used, *spans,
+            f'{_AGE.name}{{node="{label}"}} ')
 
 
 class Metrics:
@@ -292,7 +358,7 @@ class Metrics:
 
     def watch(self, aggregator: Aggregator) -> AggregatorCollector:
         """Export `aggregator`'s state from now on (one aggregator per app)."""
-        self.collector = AggregatorCollector(aggregator)
+        self.collector = AggregatorCollector(aggregator, hosts=False)
         self.registry.register(self.collector)
         return self.collector
 
@@ -300,3 +366,59 @@ class Metrics:
         if self.collector is not None:
             self.registry.unregister(self.collector)
             self.collector = None
+
+    def warm(self, entries: Iterable[HostEntry]) -> None:
+        """Render the lines of those of `entries` that changed since they were last rendered. GET
+        /metrics calls it a slice of hosts at a time, giving the event loop back in between. A
+        host whose lines cannot be rendered is left as it is: exposition() tries it again, and
+        reports the failure in the scrape."""
+        try:
+            self._render(entries)
+        except Exception:  # noqa: BLE001 - see exposition()
+            pass
+
+    def _render(self, entries: Iterable[HostEntry]) -> None:
+        assert self.collector is not None
+        rollup = self.collector.aggregator.table.rollup
+        hosts, sub_of = rollup.hosts, rollup.subcluster_of
+        for entry in entries:
+            if entry.metric_lines is None:
+                host, sub = hosts.get(entry.id), sub_of(entry.id)
+                entry.metric_lines = host_lines(entry, host.cluster if host is not None else None,
+                                                sub.unique_id if sub is not None else None)
+
+    def exposition(self) -> bytes:
+        """The text of GET /metrics: every metric of METRICS (the per-host ones joined from each
+        host's kept lines, rendering those not warm yet), in prometheus_client's text format."""
+        assert self.collector is not None
+        agg = self.collector.aggregator
+        started = time.perf_counter()
+        try:
+            entries = list(agg.table)
+            self._render(entries)
+            lines: list[tuple[str, ...]] = []
+            for entry in entries:
+                assert entry.metric_lines is not None  # _render() rendered it, or raised
+                lines.append(entry.metric_lines)
+            parts = []
+            for i, spec in enumerate(_HOST_FAMILIES):
+                parts.append(_header(spec))
+                parts.append("".join(map(itemgetter(i), lines)))
+            now = self.collector.clock()
+            parts.append(_header(_AGE))
+            for entry, kept in zip(entries, lines):
+                age = now - entry.reported_at
+                # repr is what float_text writes below 1e6 (above, Go's exponent form), and cheaper.
+                parts.append(f"{kept[-1]}{repr(age) if age < 1e6 else float_text(age)}\n")
+            text = "".join(parts)
+            ok = True
+        except Exception:  # noqa: BLE001 - as in AggregatorCollector.collect: the rest is still exposed
+            log.exception("building the per-host metrics failed")
+            text, ok = "", False
+        rest = generate_latest(self.registry)
+        ok = ok and self.collector.ok
+        tail = "".join(_header(family_spec) + f"{family_spec.name} {float_text(value)}\n"
+                       for family_spec, value in ((_BY_NAME["infosvc_metrics_collect_duration_seconds"],
+                                                   time.perf_counter() - started),
+                                                  (_BY_NAME["infosvc_metrics_collect_success"], 1.0 if ok else 0.0)))
+        return text.encode() + rest + tail.encode()

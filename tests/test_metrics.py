@@ -262,3 +262,118 @@ def test_prometheus_scrapes_metrics(serve: ServerFactory, prometheus: Any) -> No
     (result,) = wait_for(lambda: http_json(port, f"/api/v1/query?query={up}")["data"]["result"], timeout=30,
                          message="up series")
     assert float(result["value"][1]) == 1
+
+
+# --- the exposition against the reference collector ----------------------------------------------
+
+def reference_text(agg: Any) -> str:
+    """generate_latest of every family as plain prometheus_client families (AggregatorCollector,
+    hosts=True), plus an empty ingest histogram: what the exposition must say."""
+    from prometheus_client import CollectorRegistry, Histogram, generate_latest
+
+    from infosvc.metrics import INGEST_BUCKETS
+
+    registry = CollectorRegistry()
+    Histogram("infosvc_report_ingest_duration_seconds", "x", buckets=INGEST_BUCKETS, registry=registry)
+    registry.register(AggregatorCollector(agg, hosts=True))
+    return generate_latest(registry).decode()
+
+
+def sample_lines(text: str) -> set[str]:
+    """The sample lines, but for the scrape's own timing, and the histogram's (created time)."""
+    return {line for line in text.splitlines() if line and not line.startswith("#")
+            and not line.startswith(("infosvc_metrics_collect_duration_seconds", "infosvc_report_ingest_"))}
+
+
+def test_exposition_says_what_the_reference_collector_says(tmp_path: Path) -> None:
+    import tomllib
+
+    from infosvc.aggregator import Aggregator
+    from infosvc.metrics import Metrics
+    from infosvc.siteconfig import parse_config
+    from infosvc.store import Store
+    from infosvc.tokens import Tokens
+
+    config = parse_config(tomllib.loads(SITE.format(heartbeat=60)))
+    agg = Aggregator(config, Store(tmp_path / "m.sqlite"), Tokens())
+    frozen = [1_800_000_000.0]
+    agg.clock = lambda: frozen[0]
+    metrics = Metrics()
+    metrics.watch(agg)
+    now = frozen[0]
+    # Ids that need escaping in a label value, hosts without memory or load, every state.
+    hosts = ['a01', 'a02', 'b01', 'c"quoted"', 'd\\back', 'e\u00e9t\u00e9']
+    for i, host in enumerate(hosts):
+        node = make_node(host, processors=4 * (i + 1), free_processors=i, memory_mb=1024.5 * (i + 1))
+        if i % 2:
+            node.utilized.add(Consumable("Resource", 0.25 * i, metric="Average", name="Load", type="1min"))
+        if i == 5:
+            node.available.items = [c for c in node.available.items if c.kind != "Memory"]
+        if i == 4:  # schema-valid, and past any float in bytes: not exported, the scrape goes on
+            node.configured.items = [c for c in node.configured.items if c.kind != "Memory"]
+            node.configured.add(Consumable("Memory", 1e300, units="Doggabyte"))
+        agg.table.report(node, node_to_xml(node), now - i)
+        if host != "b01":  # the config asks for approval: b01 stays Pending
+            agg.table.set_flags(host, now, approved=True)
+    agg.table.set_flags("a02", now, paused=True)
+
+    def compare() -> None:
+        text = metrics.exposition().decode()
+        assert sample_lines(text) == sample_lines(reference_text(agg))
+        found = samples(text)  # the exposition parses, and says the scrape succeeded
+        assert found["infosvc_metrics_collect_success", ()] == 1
+        assert found["infosvc_host_state", (("node", 'c"quoted"'), ("state", states['c"quoted"']))] == 1
+        assert found["infosvc_host_state", (("node", "b01"), ("state", "Pending"))] == 1
+        assert ("infosvc_host_memory_configured_bytes", (("node", hosts[4]),)) not in found
+        assert found["infosvc_host_memory_configured_bytes", (("node", hosts[3]),)] == 4 * 1024.5 * 2**20
+
+    states = {h: "Ready" for h in hosts} | {"a02": "Paused", "b01": "Pending"}
+
+    compare()
+    # A host that reports again, changes state or goes silent has its kept lines replaced.
+    node = make_node("a01", processors=64, free_processors=63, memory_mb=2048)
+    agg.table.report(node, node_to_xml(node), now)
+    agg.table.set_flags("a02", now, paused=False)
+    frozen[0] = now + 10_000  # ages move, and everyone's heartbeat is missed
+    assert agg.table.sweep(frozen[0])
+    states = {h: "Unreachable" for h in hosts} | {"b01": "Pending"}
+    compare()
+    assert samples(metrics.exposition().decode())["infosvc_host_processors_configured", (("node", "a01"),)] == 64
+
+
+def test_exposition_keeps_the_rest_when_the_host_lines_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import infosvc.metrics as metrics_module
+    from infosvc.aggregator import Aggregator
+    from infosvc.metrics import Metrics
+    from infosvc.siteconfig import parse_config
+    from infosvc.store import Store
+    from infosvc.tokens import Tokens
+
+    agg = Aggregator(parse_config({}), Store(tmp_path / "m.sqlite"), Tokens())
+    node = make_node("h1")
+    agg.table.report(node, node_to_xml(node), agg.clock())
+    metrics = Metrics()
+    metrics.watch(agg)
+
+    def broken(*args: Any) -> tuple[str, ...]:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(metrics_module, "host_lines", broken)
+    metrics.warm(list(agg.table))  # as GET /metrics does first: it must not raise either
+    found = samples(metrics.exposition().decode())
+    assert found["infosvc_metrics_collect_success", ()] == 0
+    assert found["infosvc_cluster_cpus", (("cluster", "default"),)] == 4
+    assert not any(name.startswith("infosvc_host_") for name, _ in found)
+
+
+def test_a_host_with_a_size_past_any_float_does_not_break_the_scrape(serve: ServerFactory) -> None:
+    server = serve()
+    node = make_node("huge")
+    node.configured.items = [c for c in node.configured.items if c.kind != "Memory"]
+    node.configured.add(Consumable("Memory", 1e300, units="Doggabyte"))
+    assert server.post_node(node_to_xml(node), server.agent_token()).status == 200
+    server.report("plain", server.agent_token(), processors=8)
+    found = samples(scrape(server))
+    assert found["infosvc_metrics_collect_success", ()] == 1
+    assert found["infosvc_host_processors_configured", (("node", "plain"),)] == 8
+    assert ("infosvc_host_memory_configured_bytes", (("node", "huge"),)) not in found
