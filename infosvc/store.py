@@ -144,10 +144,20 @@ class Store:
 
     # --- writing ---------------------------------------------------------------------------
 
-    def submit(self, operation: Callable[[sqlite3.Connection], Any]) -> Future[Any]:
-        """Run `operation(conn)` inside the next write transaction; the future resolves after commit."""
+    @property
+    def writing(self) -> bool:
+        """Whether the writer thread is there to take writes (GET /healthz says so)."""
+        return not self._closed and self._writer.is_alive()
+
+    def _check_open(self) -> None:
         if self._closed:
             raise StoreError("store is closed")
+        if not self._writer.is_alive():  # never expected; refuse rather than queue work nobody does
+            raise StoreError("store writer has stopped")
+
+    def submit(self, operation: Callable[[sqlite3.Connection], Any]) -> Future[Any]:
+        """Run `operation(conn)` inside the next write transaction; the future resolves after commit."""
+        self._check_open()
         future: Future[Any] = Future()
         self._queue.put((operation, future))
         return future
@@ -158,8 +168,7 @@ class Store:
         The writer wakes the loop once per commit group, not once per operation as wrapping each
         concurrent Future would: at thousands of reports a second those wake-ups add up.
         """
-        if self._closed:
-            raise StoreError("store is closed")
+        self._check_open()
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[Any] = loop.create_future()
         self._queue.put((operation, (loop, waiter)))
@@ -214,6 +223,13 @@ class Store:
 
         return self.submit(write)
 
+    def forget_binding(self, token_hash: str) -> Future[None]:
+        """Drop a stored token binding (one the tokens file now overrides)."""
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM token_bindings WHERE token_hash = ?", [token_hash])
+
+        return self.submit(write)
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -239,6 +255,13 @@ class Store:
                     stop = True
                     break
                 batch.append(item)
+            # A caller that cancelled its concurrent Future (an admin request cut short) no longer
+            # waits: its operation is dropped, and setting a result on its future would raise
+            # and end this thread. Once running, a future can no longer be cancelled.
+            batch = [(operation, waiter) for operation, waiter in batch
+                     if not isinstance(waiter, Future) or waiter.set_running_or_notify_cancel()]
+            if not batch:
+                continue
             results: list[tuple[_Waiter, Any, BaseException | None]] = []
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -261,7 +284,10 @@ class Store:
                     pass
                 failure = StoreError(f"store write failed: {exc}")
                 results = [(waiter, None, failure) for _, waiter in batch]
-            _settle_all(results)
+            try:
+                _settle_all(results)
+            except Exception:  # noqa: BLE001 - the writer must outlive any one caller
+                log.exception("answering store callers failed")
 
 
 _Waiter = Future[Any] | tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
@@ -270,7 +296,7 @@ _Waiter = Future[Any] | tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
 def _settle_all(results: list[tuple[_Waiter, Any, BaseException | None]]) -> None:
     by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]] = {}
     for waiter, value, error in results:
-        if isinstance(waiter, Future):
+        if isinstance(waiter, Future):  # running (see Store._run): it cannot have been cancelled
             if error is not None:
                 waiter.set_exception(error)
             else:

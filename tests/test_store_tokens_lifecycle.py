@@ -72,6 +72,41 @@ def test_a_failed_operation_does_not_sink_its_group(store: Store) -> None:
     assert [h.id for h in store.hosts()] == ["h2"]
 
 
+def test_a_cancelled_caller_neither_runs_nor_stops_the_writer(store: Store) -> None:
+    # An admin request cut short cancels its concurrent Future while it waits in the queue;
+    # answering it then raised InvalidStateError in the writer thread, and every later write
+    # waited forever (found in review).
+    import threading
+
+    release = threading.Event()
+    ran: list[str] = []
+
+    def blocking(conn: sqlite3.Connection) -> None:
+        release.wait(10)
+
+    def cancelled_write(conn: sqlite3.Connection) -> None:
+        ran.append("cancelled")
+
+    first = store.submit(blocking)
+    time.sleep(0.1)  # the writer is inside the first transaction now
+    second = store.submit(cancelled_write)
+    assert second.cancel()
+    release.set()
+    first.result(timeout=10)
+    store.add_report(Report("after", b"<z/>", 7.0, True)).result(timeout=10)
+    assert store.writing
+    assert ran == []
+    assert [h.id for h in store.hosts()] == ["after"]
+
+
+def test_a_stopped_writer_is_reported_not_waited_on(store: Store) -> None:
+    store._queue.put(None)  # the writer's own stop signal: the thread ends as if it had died
+    store._writer.join(10)
+    assert not store.writing  # GET /healthz answers 503 on this
+    with pytest.raises(StoreError, match="stopped"):
+        store.add_report(Report("late", b"<z/>", 8.0, True))
+
+
 def test_closed_store_refuses_writes(tmp_path: Path) -> None:
     s = Store(tmp_path / "c.sqlite")
     s.close()
