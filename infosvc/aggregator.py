@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from collections import Counter
 from typing import Callable, Iterable
@@ -51,7 +52,10 @@ class Aggregator:
             try:
                 tokens.bind(key, host)
             except ValueError as exc:  # the tokens file now binds differently than first use did
-                log.warning("ignoring stored token binding for %s: %s", host, exc)
+                # Dropped, not just ignored: the stored row would still hold the host, and another
+                # token's first claim on it would then fail in SQLite, not here.
+                log.warning("dropping stored token binding for %s: %s", host, exc)
+                store.forget_binding(key).result()
         self.table.load(store.hosts(), now=clock())
         self._warm(self.table)  # at start, not in the first reader's request
 
@@ -90,10 +94,14 @@ class Aggregator:
         approved = entry.approved if entry is not None else self.table.new_host_approved()
         try:
             await self.store.commit_report(Report(node.id, body, now, approved), bind_token=key if bind else None)
-        except Exception:
-            self.rejected["store"] += 1
+        except Exception as exc:
             if bind:
                 self.tokens.unbind(key, node.id)  # the claim went with the report: undo it
+                # "UNIQUE constraint failed: token_bindings.host_id": the store holds another claim
+                if isinstance(exc, sqlite3.IntegrityError) and "token_bindings" in str(exc):
+                    self.rejected["forbidden"] += 1
+                    raise Refused(403, f"host {node.id!r} reports with another token") from None
+            self.rejected["store"] += 1
             raise
         self.accepted += 1
         entry = self.table.report(node, body, now)

@@ -664,6 +664,25 @@ def test_bindings_decisions_and_state_survive_restart(serve: ServerFactory) -> N
     assert server.admin("keeper", "resume").json()["state"] == "Ready"
 
 
+def test_a_binding_the_tokens_file_overrides_is_dropped(serve: ServerFactory) -> None:
+    # A token bound on first use, then pinned to another host in the tokens file: its stored claim
+    # on the first host must go, or another token's first claim on that host failed in SQLite and
+    # was answered 503 "try again", forever (found in review).
+    server = serve()
+    moved, newcomer = server.agent_token(), server.agent_token()
+    server.report("node1", moved)
+    server.stop()
+    text = server.tokens_file.read_text().replace(f"agent {moved}\n", f"agent {moved} node2\n")
+    assert text != server.tokens_file.read_text()
+    server.tokens_file.write_text(text)
+    server.start()
+    assert server.post_node(node_document("node1"), moved).is_error(403)  # pinned elsewhere now
+    server.report("node2", moved)
+    server.report("node1", newcomer)  # the host is free again: first use binds it
+    assert dict(server.sql("SELECT host_id, token_hash FROM token_bindings")) == {
+        "node1": digest(newcomer)}  # node2 is pinned by the file, not stored
+
+
 def test_acknowledged_reports_survive_kill_9(serve: ServerFactory) -> None:
     threads_count = 6
     server = serve({"store": {"history_per_host": 10000}}, agents=threads_count)
