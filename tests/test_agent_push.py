@@ -305,3 +305,34 @@ def test_samples_come_every_interval_with_jitter(scripted: Callable[[list[int]],
     assert sorted(gaps)[len(gaps) // 2] <= interval * 1.2 + 0.05, gaps
     assert max(gaps) - min(gaps) > 0.002, gaps  # not all the same: jittered
     assert [sequence_of(body) for _, body in server.received] == list(range(12))
+
+
+@pytest.mark.parametrize("line,token", [
+    ("abcdefghijklmnopqrstu", "abcdefghijklmnopqrstu"),
+    ("agent abcdefghijklmnopqrstu", "abcdefghijklmnopqrstu"),
+    ("agent abcdefghijklmnopqrstu node001", "abcdefghijklmnopqrstu"),  # docs/operations.md's form
+    ("  # a comment\n\nagent abcdefghijklmnopqrstu node001 # the pinned host", "abcdefghijklmnopqrstu"),
+])
+def test_token_file_forms(tmp_path: Path, line: str, token: str) -> None:
+    from infosvc_agents.push import read_token
+
+    path = tmp_path / "token"
+    path.write_text(line + "\n")
+    assert read_token(str(path)) == token
+
+
+@pytest.mark.parametrize("line", ["admin abcdefghijklmnopqrstu", "abcdefghijklmnopqrstu node001", "agent a b c", ""])
+def test_token_file_that_is_no_agent_token_is_refused_without_echoing_it(tmp_path: Path, line: str) -> None:
+    from infosvc_agents.push import read_token
+
+    path = tmp_path / "token"
+    path.write_text(line + "\n")
+    with pytest.raises(ValueError) as caught:
+        read_token(str(path))
+    assert "abcdefghijklmnopqrstu" not in str(caught.value)
+
+
+@pytest.mark.parametrize("url", ["http://head:80800", "http://head:port", "https://head:-1"])
+def test_a_bad_port_is_refused_at_start(url: str) -> None:
+    with pytest.raises(ValueError, match="server URL"):
+        Sender(url, "abcdefghijklmnopqrstu")

@@ -53,6 +53,10 @@ class Sender:
         parts = urlsplit(self.server)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"server URL must be http:// or https://HOST[:PORT], not {self.server!r}")
+        try:
+            parts.port  # urlsplit checks the port only when asked: here, not at the first delivery
+        except ValueError as exc:
+            raise ValueError(f"server URL {self.server!r}: {exc}") from None
         if parts.scheme == "https":
             # Built once: a CA file that cannot be used is an error at start-up, not a failure of
             # every delivery.
@@ -161,10 +165,18 @@ class PushLoop:
 
 
 def read_token(path: str) -> str:
-    """The token in a token file: its first non-blank, non-comment line."""
+    """The token in a token file: its first non-blank, non-comment line, which is "TOKEN", or a
+    line of the server's tokens file ("agent TOKEN" or "agent TOKEN HOST")."""
     with open(path, encoding="utf-8") as handle:
         for line in handle:
             words = line.split("#", 1)[0].split()
-            if words:
-                return words[-1]  # "TOKEN", or "agent TOKEN" as in the server's tokens file
+            if not words:
+                continue
+            if len(words) == 1:
+                return words[0]
+            if words[0] == "agent" and len(words) in (2, 3):
+                return words[1]
+            # The words are not repeated: one of them may be the secret.
+            raise ValueError(f"{path}: expected 'TOKEN' or 'agent TOKEN [HOST]' on its first line, "
+                             f"found {len(words)} words")
     raise ValueError(f"{path}: no token in the file")
