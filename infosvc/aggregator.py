@@ -25,6 +25,10 @@ from infosvc.tokens import Role, Tokens
 log = logging.getLogger("infosvc.aggregator")
 
 
+#: A difference between the wall and the monotonic clock's progress beyond this is a step.
+CLOCK_STEP_SECONDS = 1.0
+
+
 class Refused(Exception):
     """A request refused for who sent it or what it asks: carries its HTTP status."""
 
@@ -37,11 +41,13 @@ class Refused(Exception):
 
 class Aggregator:
     def __init__(self, config: SiteConfig, store: Store, tokens: Tokens, *,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.store = store
         self.tokens = tokens
         self.clock = clock
+        self.monotonic = monotonic
+        self._clocks = (clock(), monotonic())
         self.table = HostTable(config)
         self.glue_json = GlueJson(self.table.rollup)
         self.glue_xml = GlueXml(self.table.rollup)
@@ -56,8 +62,24 @@ class Aggregator:
                 # token's first claim on it would then fail in SQLite, not here.
                 log.warning("dropping stored token binding for %s: %s", host, exc)
                 store.forget_binding(key).result()
-        self.table.load(store.hosts(), now=clock())
+        self.table.load(store.hosts(), now=self.now())
         self._warm(self.table)  # at start, not in the first reader's request
+
+    def now(self) -> float:
+        """The wall-clock time, for reports and liveness. Reports keep wall-clock times (they are
+        shown and stored), but liveness must not follow a step of the wall clock (an NTP step at
+        boot, a VM resumed): a step forward would make every host Unreachable at once, a step back
+        would keep a dead host Ready for as long. A step is the wall clock moving more than one
+        second apart from the monotonic clock since the last reading; hosts' last-heard times are
+        moved with it."""
+        wall, steady = self.clock(), self.monotonic()
+        last_wall, last_steady = self._clocks
+        self._clocks = (wall, steady)
+        step = (wall - last_wall) - (steady - last_steady)
+        if abs(step) > CLOCK_STEP_SECONDS:
+            log.warning("the wall clock stepped by %+.1f s; host liveness moved with it", step)
+            self.table.shift_liveness(step)
+        return wall
 
     def authorize(self, header: str | None, *roles: Role) -> tuple[str, Role]:
         """The token's (digest, role) if the Authorization header carries one of `roles`."""
@@ -87,7 +109,7 @@ class Aggregator:
         except ValueError:  # DocumentError
             self.rejected["invalid"] += 1
             raise
-        now = self.clock()
+        now = self.now()
         if bind:
             self.tokens.bind(key, node.id)  # claimed now, so a concurrent second claim is refused
         entry = self.table.get(node.id)
@@ -123,13 +145,13 @@ class Aggregator:
         if self.table.get(host_id) is None:
             raise Refused(404, f"no host {host_id!r}")
         await asyncio.wrap_future(self.store.set_flags(host_id, approved=approved, paused=paused))
-        entry = self.table.set_flags(host_id, self.clock(), approved=approved, paused=paused)
+        entry = self.table.set_flags(host_id, self.now(), approved=approved, paused=paused)
         assert entry is not None
         self._warm((entry,))
         return entry
 
     def sweep(self) -> int:
-        changed = self.table.sweep(self.clock())
+        changed = self.table.sweep(self.now())
         self._warm(changed)
         return len(changed)
 

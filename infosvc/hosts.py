@@ -41,6 +41,9 @@ class HostEntry:
     approved: bool
     paused: bool
     state: NodeState = NodeState.READY
+    #: when the host was last heard from, for its liveness: reported_at, moved with any step of
+    #: the wall clock since (HostTable.shift_liveness), so a step neither kills nor revives hosts
+    heard: float = 0.0
     _json: bytes | None = field(default=None, repr=False)
     _xml: bytes | None = field(default=None, repr=False)
     #: this host's lines of the per-host families of GET /metrics (infosvc.metrics.host_lines)
@@ -79,7 +82,7 @@ class HostTable:
 
     def _state(self, entry: HostEntry, now: float) -> NodeState:
         life = self.config.lifecycle
-        return node_state(approved=entry.approved, paused=entry.paused, last_report=entry.reported_at, now=now,
+        return node_state(approved=entry.approved, paused=entry.paused, last_report=entry.heard, now=now,
                           heartbeat_seconds=life.heartbeat_seconds, missed_heartbeats=life.missed_heartbeats)
 
     def _publish(self, entry: HostEntry) -> None:
@@ -97,7 +100,7 @@ class HostTable:
                 log.error("stored report of %s does not parse any more, skipped: %s", record.id, exc)
                 continue
             entry = HostEntry(record.id, node, record.document, record.reported_at, record.first_seen,
-                              record.approved, record.paused)
+                              record.approved, record.paused, heard=record.reported_at)
             entry.state = self._state(entry, now)
             self.entries[entry.id] = entry
             self._publish(entry)
@@ -111,10 +114,10 @@ class HostTable:
         """Apply a report that the store has committed."""
         entry = self.entries.get(node.id)
         if entry is None:
-            entry = HostEntry(node.id, node, document, now, now, self.new_host_approved(), False)
+            entry = HostEntry(node.id, node, document, now, now, self.new_host_approved(), False, heard=now)
             self.entries[node.id] = entry
         else:
-            entry.node, entry.document, entry.reported_at = node, document, now
+            entry.node, entry.document, entry.reported_at, entry.heard = node, document, now, now
         entry.state = self._state(entry, now)
         self._publish(entry)
         return entry
@@ -147,10 +150,15 @@ class HostTable:
         for entry in self.entries.values():
             if entry.state is NodeState.UNREACHABLE or entry.state is NodeState.PENDING:
                 continue
-            if now > unreachable_at(entry.reported_at, life.heartbeat_seconds, life.missed_heartbeats):
+            if now > unreachable_at(entry.heard, life.heartbeat_seconds, life.missed_heartbeats):
                 if self._restate(entry, now):
                     changed.append(entry)
         return changed
+
+    def shift_liveness(self, step: float) -> None:
+        """The wall clock stepped by `step` seconds: move every host's last-heard time with it."""
+        for entry in self.entries.values():
+            entry.heard += step
 
     def __iter__(self) -> Iterator[HostEntry]:
         return iter(self.entries.values())

@@ -186,3 +186,62 @@ def test_unreachable_boundary() -> None:
     assert state(now=1180.0) is NodeState.READY
     assert state(now=1180.001) is NodeState.UNREACHABLE
     assert unreachable_at(1000.0, 60.0, 3) == 1180.0
+
+
+@pytest.mark.parametrize("step", [3600.0, -3600.0, 200.0, -200.0])
+def test_a_wall_clock_step_neither_kills_nor_revives_hosts(tmp_path: Path, step: float) -> None:
+    # Liveness counts heartbeats on the wall clock; a step of it (an NTP step at boot, a VM
+    # resumed) made every host Unreachable at once (forward), or kept a dead host Ready for as
+    # long as the step (back). Aggregator.now() moves the hosts' last-heard times with a step.
+    from conftest import make_node
+
+    from infosvc.aggregator import Aggregator
+    from infosvc.codec.node_xml import node_to_xml
+    from infosvc.siteconfig import parse_config
+
+    wall, steady = [1_800_000_000.0], [1000.0]
+
+    def advance(seconds: float) -> None:
+        wall[0] += seconds
+        steady[0] += seconds
+
+    config = parse_config({"lifecycle": {"heartbeat_seconds": 60, "missed_heartbeats": 3}})
+    agg = Aggregator(config, Store(tmp_path / "s.sqlite"), Tokens(), clock=lambda: wall[0], monotonic=lambda: steady[0])
+    try:
+        node = make_node("h1")
+        agg.table.report(node, node_to_xml(node), agg.now())
+        advance(100)
+        wall[0] += step  # the step: the wall clock alone moves
+        agg.sweep()
+        assert agg.table.get("h1").state is NodeState.READY  # 100 s of silence: alive either way
+        advance(79)  # 179 s of real silence: still within 3 heartbeats
+        agg.sweep()
+        assert agg.table.get("h1").state is NodeState.READY
+        advance(2)  # 181 s: three heartbeats missed, whatever the wall clock did
+        agg.sweep()
+        assert agg.table.get("h1").state is NodeState.UNREACHABLE
+        assert agg.table.get("h1").reported_at == 1_800_000_000.0  # what is shown stays as reported
+    finally:
+        agg.store.close()
+
+
+def test_slow_drift_of_the_wall_clock_is_no_step(tmp_path: Path) -> None:
+    from infosvc.aggregator import Aggregator
+    from infosvc.siteconfig import parse_config
+
+    wall, steady = [1_800_000_000.0], [1000.0]
+    agg = Aggregator(parse_config({}), Store(tmp_path / "s.sqlite"), Tokens(), clock=lambda: wall[0],
+                     monotonic=lambda: steady[0])
+    try:
+        shifted: list[float] = []
+        agg.table.shift_liveness = shifted.append  # type: ignore[method-assign]
+        for _ in range(1000):  # 0.5 ms of slew per second read, 0.5 s in all: NTP slewing, not a step
+            wall[0] += 1.0005
+            steady[0] += 1.0
+            agg.now()
+        assert shifted == []
+        wall[0] += 5
+        agg.now()
+        assert shifted == [5]
+    finally:
+        agg.store.close()
