@@ -51,6 +51,8 @@ class Aggregator:
         self.table = HostTable(config)
         self.glue_json = GlueJson(self.table.rollup)
         self.glue_xml = GlueXml(self.table.rollup)
+        #: token digest -> reports in flight carrying its first claim on a host (see ingest)
+        self._claims: dict[str, int] = {}
         #: reports accepted, and refused by reason (for /metrics)
         self.accepted = 0
         self.rejected: Counter[str] = Counter()
@@ -112,19 +114,31 @@ class Aggregator:
         now = self.now()
         if bind:
             self.tokens.bind(key, node.id)  # claimed now, so a concurrent second claim is refused
+            self._claims[key] = 0
+        # Until a report carrying the claim has committed, every report of the token carries it:
+        # should the first fail in the store, a second that committed without it would leave the
+        # host stored but claimable by any token.
+        carries = key in self._claims
+        if carries:
+            self._claims[key] += 1
         entry = self.table.get(node.id)
         approved = entry.approved if entry is not None else self.table.new_host_approved()
         try:
-            await self.store.commit_report(Report(node.id, body, now, approved), bind_token=key if bind else None)
+            await self.store.commit_report(Report(node.id, body, now, approved), bind_token=key if carries else None)
         except Exception as exc:
-            if bind:
-                self.tokens.unbind(key, node.id)  # the claim went with the report: undo it
+            if carries and key in self._claims:  # not durable yet
+                self._claims[key] -= 1
+                if not self._claims[key]:  # no other report in flight carries it: undo the claim
+                    del self._claims[key]
+                    self.tokens.unbind(key, node.id)
                 # "UNIQUE constraint failed: token_bindings.host_id": the store holds another claim
                 if isinstance(exc, sqlite3.IntegrityError) and "token_bindings" in str(exc):
                     self.rejected["forbidden"] += 1
                     raise Refused(403, f"host {node.id!r} reports with another token") from None
             self.rejected["store"] += 1
             raise
+        if carries:
+            self._claims.pop(key, None)  # the claim is durable
         self.accepted += 1
         entry = self.table.report(node, body, now)
         self._warm((entry,))

@@ -188,8 +188,10 @@ class Store:
 
         def write(conn: sqlite3.Connection) -> None:
             if bind_token is not None:
-                conn.execute("INSERT INTO token_bindings (token_hash, host_id, bound_at) VALUES (?, ?, ?)",
-                             [bind_token, report.host_id, report.reported_at])
+                # Several reports in flight may carry the same first claim (Aggregator.ingest): the
+                # first to commit makes it. A clash on host_id (another token's claim) still fails.
+                conn.execute("INSERT INTO token_bindings (token_hash, host_id, bound_at) VALUES (?, ?, ?) "
+                             "ON CONFLICT(token_hash) DO NOTHING", [bind_token, report.host_id, report.reported_at])
             conn.execute(
                 "INSERT INTO hosts (id, document, reported_at, first_seen, approved, paused) VALUES (?, ?, ?, ?, ?, 0) "
                 "ON CONFLICT(id) DO UPDATE SET document = excluded.document, reported_at = excluded.reported_at",

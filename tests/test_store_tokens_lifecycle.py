@@ -245,3 +245,41 @@ def test_slow_drift_of_the_wall_clock_is_no_step(tmp_path: Path) -> None:
         assert shifted == [5]
     finally:
         agg.store.close()
+
+
+def test_a_claim_survives_when_the_report_that_made_it_fails(tmp_path: Path) -> None:
+    # Two reports of one new token in flight together: the first carries the token's first claim
+    # on the host, and fails in the store; the second commits. The claim must be stored with the
+    # second, or the host is stored with no binding and any token may take it (found in review).
+    import asyncio
+
+    from conftest import node_document
+
+    from infosvc.aggregator import Aggregator
+    from infosvc.siteconfig import parse_config
+
+    path = tmp_path / "s.sqlite"
+    store = Store(path)
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON reports "
+                 "WHEN instr(CAST(NEW.document AS TEXT), '\"Test\">1<') > 0 "  # the report of sequence 1
+                 "BEGIN SELECT RAISE(ABORT, 'disk full, say'); END")
+    conn.commit()
+    conn.close()
+    tokens = Tokens()
+    token = new_token()
+    key = tokens.add(token, Role.AGENT)
+    agg = Aggregator(parse_config({}), store, tokens)
+
+    async def both() -> list[object]:
+        return await asyncio.gather(agg.ingest(f"Bearer {token}", node_document("h1", sequence=1)),
+                                    agg.ingest(f"Bearer {token}", node_document("h1", sequence=2)),
+                                    return_exceptions=True)
+
+    try:
+        first, second = asyncio.run(both())
+        assert isinstance(first, Exception) and not isinstance(second, Exception), (first, second)
+        assert store.token_bindings() == {key: "h1"}
+        assert tokens.host_of(key) == "h1"
+    finally:
+        store.close()
