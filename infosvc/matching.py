@@ -3,7 +3,9 @@
 Pure functions over the model, no HTTP. `compile_requirements(job)` turns the job's Requested
 expressions (the job's, its task groups', their tasks') into `Requirements`; `evaluate`
 gives a `Verdict(ok, reasons, score)` for one host from its SSS Node and its GLUE Host; `match`
-runs a job over a whole site and orders the hosts that fit.
+runs a job over a whole site and orders the hosts that fit; given the site's columns
+(infosvc.hostcolumns), it decides a job whose per-host part is free-CPU / RAM thresholds with
+array operations instead of a loop over the hosts (`_match_columns`).
 
 Static and dynamic parts. Each leaf of the expression is *static* when its outcome depends only on
 what every host of a subcluster shares (rollup.subcluster_key: cluster, processor model and clock,
@@ -25,12 +27,16 @@ Semantics (docs/matching.md has the whole list):
 - A request is per host: Processors GE 8 asks for a host with 8 free processors.
 - Feature: every feature of a List must be present (NE: none of them); a Pattern, or op Match,
   must match one of the host's features.
-- Node: the host's id or name must be among the names (List, Range) or match the Pattern.
+- Node: the host's id or name must be among the names (List, Range; compared as DNS names:
+  without regard to case, one final dot ignored) or match the Pattern.
 - Architecture: the node's arch or the processor's ISA. OperatingSystem: the OS name, "name
-  release", or the node's Opsys, case-insensitive. Queue: a queue of a CE serving the host's
-  cluster; ResourceManagerType: such a CE's LRMS type; Partition and Machine: the host's cluster.
-  Other simple properties (User, Account, Duration, NodeCount, ...) are no property of a host: they
-  hold, and compile_requirements says so in its notes.
+  release", or the node's Opsys, case-insensitive. Partition and Machine: the host's cluster.
+- ResourceManagerType (the LRMS type, without regard to case), Queue (exactly) and Duration (the
+  wall-clock time asked, against MaxWallClockTime in minutes; 0 is no limit) ask something of a CE
+  serving the host's cluster; the CE terms of one conjunction must all be met by one CE
+  (`_ce_together`).
+- Other simple properties (User, Account, NodeCount, ...) are no property of a host: they hold,
+  and compile_requirements says so in its notes.
 - op Match: a regular expression, fully matched, guarded (see `guarded_regex`).
 - Preferences: a Preferred set holds when one alternative holds and adds the weight of the best
   one that holds to the score; a soft (negative preference) term never fails a host and adds its
@@ -40,9 +46,15 @@ Semantics (docs/matching.md has the whole list):
 
 from __future__ import annotations
 
+import itertools
+import operator
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping, cast
+
+import numpy as np
+
+from infosvc.hostcolumns import MIXED, NO_NODE, Columns, HostColumns
 
 from infosvc.model.glue import Host
 from infosvc.model.job import (
@@ -51,6 +63,7 @@ from infosvc.model.job import (
 )
 from infosvc.model.node import Node
 from infosvc.model.noderef import Aggregation, NodeRef, NodeRefError
+from infosvc.model import durations
 from infosvc.model.units import DEFAULT_UNITS, UnitError, convert, is_byte_unit
 
 __all__ = [
@@ -140,29 +153,37 @@ def _fullmatch(regex: re.Pattern[str], text: str | None) -> bool:
 # --- compiled leaves ----------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
+class CE:
+    """What the matcher reads of a computing element."""
+
+    id: str
+    lrms_type: str
+    queue: str
+    #: GLUE Policy MaxWallClockTime, minutes (GLUE 1.1); 0: not specified, so no limit
+    max_wall_clock_time: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Site:
     """What a host's cluster offers beyond the host: the CEs that serve each cluster."""
 
-    #: cluster id -> ids of the computing elements serving it, in configuration order
-    computing_elements: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    queues: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    lrms_types: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: cluster id -> the computing elements serving it, in configuration order
+    ces: Mapping[str, tuple[CE, ...]] = field(default_factory=dict)
+
+    @property
+    def computing_elements(self) -> dict[str, tuple[str, ...]]:
+        """cluster id -> ids of the computing elements serving it, in configuration order."""
+        return {cluster: tuple(ce.id for ce in found) for cluster, found in self.ces.items()}
 
     @classmethod
     def of(cls, rollup: Any) -> Site:
         """From a Rollup: its computing elements by cluster."""
-        ces: dict[str, list[str]] = {}
-        queues: dict[str, set[str]] = {}
-        lrms: dict[str, set[str]] = {}
+        ces: dict[str, list[CE]] = {}
         for ce in rollup.computing_elements():
+            summary = CE(ce.unique_id, ce.info.lrms_type, ce.queue, ce.policy.max_wall_clock_time)
             for cluster in ce.clusters:
-                ces.setdefault(cluster, []).append(ce.unique_id)
-                if ce.queue:
-                    queues.setdefault(cluster, set()).add(ce.queue)
-                if ce.info.lrms_type:
-                    lrms.setdefault(cluster, set()).add(ce.info.lrms_type.lower())
-        return cls({k: tuple(v) for k, v in ces.items()}, {k: frozenset(v) for k, v in queues.items()},
-                   {k: frozenset(v) for k, v in lrms.items()})
+                ces.setdefault(cluster, []).append(summary)
+        return cls({k: tuple(v) for k, v in ces.items()})
 
 
 _EMPTY_SITE = Site()
@@ -182,6 +203,12 @@ class Check:
     #: a plain threshold on the GLUE Host, when the test is no more than that: ("cpus", n) for
     #: available_cpus >= n, ("ram", mb) for main_memory.ram_available (not None) >= mb
     threshold: tuple[str, float] | None = None
+    #: for a term that asks something of one computing element (ResourceManagerType, Queue,
+    #: Duration): that test on one CE, and what is asked in words; see `_ce_together`
+    ce_test: Callable[[CE], bool] | None = None
+    ce_asked: tuple[str, ...] = ()
+    #: (name, negated) when the test is no more than whether the node has one feature (or not)
+    feature: tuple[str, bool] | None = None
 
 
 _NUMERIC: dict[Op, Callable[[float, float], bool]] = {
@@ -336,12 +363,8 @@ def _simple_check(term: Term, item: Simple, notes: list[str]) -> Check:
             if os_.name and os_.release:
                 found.append(f"{os_.name} {os_.release}")
             return found
-    elif name == "Queue":
-        def getter(n: Node, h: Host, s: Site) -> list[str]:
-            return sorted(s.queues.get(h.cluster, ()))
-    elif name == "ResourceManagerType":
-        def getter(n: Node, h: Host, s: Site) -> list[str]:
-            return sorted(s.lrms_types.get(h.cluster, ()))
+    elif name in ("Queue", "ResourceManagerType", "Duration"):
+        return _ce_check(term, item)
     elif name in ("Partition", "Machine"):
         def getter(n: Node, h: Host, s: Site) -> list[str]:
             return [h.cluster]
@@ -355,6 +378,109 @@ def _simple_check(term: Term, item: Simple, notes: list[str]) -> Check:
         return f"{name}: asked {op_text} {value}, host has " + (" / ".join(have) if have else "none")
 
     return Check(term, static, lambda n, h, s: values_ok(getter(n, h, s)), explain)
+
+
+def _duration_words(seconds: float) -> str:
+    """A wall-clock time for people: 2 h, 90 min, 1 h 30 min, 45 s."""
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{_num(seconds / 3600)} h"
+    if seconds >= 3600 and seconds % 60 == 0:
+        return f"{_num(seconds // 3600)} h {_num(seconds % 3600 / 60)} min"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{_num(seconds / 60)} min"
+    return f"{_num(seconds)} s"
+
+
+def _ce_words(ce: CE, with_wall_clock: bool) -> str:
+    words = [ce.lrms_type, f"queue {ce.queue}"]
+    if with_wall_clock:
+        limit = ce.max_wall_clock_time
+        words.append(f"at most {_duration_words(limit * 60)}" if limit else "no wall-clock limit")
+    return f"{ce.id} ({', '.join(words)})"
+
+
+def _ce_check(term: Term, item: Simple) -> Check:
+    """A term on one computing element (docs/job-formats.md): ResourceManagerType (the CE's LRMS
+    type, without regard to case), Queue (the CE's queue, exactly: batch systems treat queue names
+    so), Duration (the wall-clock time asked, in seconds or as an xsd:duration, against the CE's
+    MaxWallClockTime in minutes; 0, not specified, is no limit). The host fits when some CE serving
+    its cluster satisfies it; `_ce_together` joins a level's CE terms so that one CE must satisfy
+    them all."""
+    name, value, op = item.name, item.value, term.effective_op
+    op_text = op.value
+    ce_test: Callable[[CE], bool]
+    if name == "Duration":
+        if op in (Op.NE, Op.MATCH):
+            raise MatchError(f"op {op_text} does not apply to Duration: it is the wall-clock time the job asks")
+        try:
+            asked = durations.seconds(value)
+        except ValueError as exc:
+            raise MatchError(f"Duration: {exc}") from None
+        # The job runs for (at most) that long, whatever the op: the CE must allow as much (GT: more).
+        if op is Op.GT:
+            def ce_test(ce: CE) -> bool:
+                return not ce.max_wall_clock_time or ce.max_wall_clock_time * 60 > asked
+        else:
+            def ce_test(ce: CE) -> bool:
+                return not ce.max_wall_clock_time or ce.max_wall_clock_time * 60 >= asked
+        words = f"Duration {'more than ' if op is Op.GT else ''}{_duration_words(asked)}"
+        want = f"Duration: asked {'more than ' if op is Op.GT else ''}{_duration_words(asked)}"
+
+        def explain(n: Node, h: Host, s: Site) -> str:
+            found = s.ces.get(h.cluster, ())
+            if not found:
+                return f"{want}, no CE serves cluster {h.cluster}"
+            return f"{want}, " + ", ".join(
+                f"CE {ce.id} allows at most {_duration_words(ce.max_wall_clock_time * 60)}" if ce.max_wall_clock_time
+                else f"CE {ce.id} has no wall-clock limit" for ce in found)
+    else:
+        read: Callable[[CE], str] = (lambda ce: ce.queue) if name == "Queue" else (lambda ce: ce.lrms_type)
+        if op is Op.MATCH:
+            regex = guarded_regex(value, f"the {name} pattern")
+            ce_test = lambda ce: _fullmatch(regex, read(ce))  # noqa: E731
+        elif op not in (Op.EQ, Op.NE):
+            raise MatchError(f"op {op_text} does not apply to {name}: use EQ, NE or Match")
+        else:
+            if name == "Queue":
+                equal: Callable[[CE], bool] = lambda ce: ce.queue == value  # noqa: E731
+            else:
+                wanted = value.casefold()
+                equal = lambda ce: ce.lrms_type.casefold() == wanted  # noqa: E731
+            ce_test = equal if op is Op.EQ else (lambda ce: not equal(ce))
+        words = f"{name} {op_text} {value}"
+
+        def explain(n: Node, h: Host, s: Site) -> str:
+            have = list(dict.fromkeys(read(ce) for ce in s.ces.get(h.cluster, ())))
+            return f"{name}: asked {op_text} {value}, host has " + (" / ".join(have) if have else "none")
+
+    return Check(term, True, lambda n, h, s: any(ce_test(ce) for ce in s.ces.get(h.cluster, ())), explain,
+                 ce_test=ce_test, ce_asked=(words,))
+
+
+def _ce_together(conjuncts: list[CExpr]) -> list[CExpr]:
+    """The CE terms of a conjunction as one leaf, in the place of the first: what a task asks of a
+    computing element (LRMS, queue, wall-clock time) must be met by one CE serving the host, not
+    each by some CE or other (docs/job-formats.md, "CE terms go together")."""
+    found = [e for e in conjuncts if isinstance(e, CLeaf) and e.check.ce_test is not None]
+    if len(found) < 2:
+        return conjuncts
+    tests = tuple(e.check.ce_test for e in found if e.check.ce_test is not None)
+    asked = tuple(words for e in found for words in e.check.ce_asked)
+    wall_clock = any(e.check.term.name == "Duration" for e in found)
+
+    def ce_test(ce: CE) -> bool:
+        return all(test(ce) for test in tests)
+
+    def explain(n: Node, h: Host, s: Site) -> str:
+        ces = s.ces.get(h.cluster, ())
+        have = "; ".join(_ce_words(ce, wall_clock) for ce in ces) if ces else f"none serves cluster {h.cluster}"
+        return f"CE: asked {', '.join(asked)} of one CE, host's CEs: {have}"
+
+    joined = CLeaf(Check(found[0].check.term, True, lambda n, h, s: any(ce_test(ce) for ce in s.ces.get(h.cluster, ())),
+                         explain, ce_test=ce_test, ce_asked=asked))
+    first = conjuncts.index(found[0])
+    rest = [e for e in conjuncts if not any(e is f for f in found)]
+    return rest[:first] + [joined] + rest[first:]
 
 
 def _feature_check(term: Term, item: Feature) -> Check:
@@ -385,7 +511,14 @@ def _feature_check(term: Term, item: Feature) -> Check:
     def explain(n: Node, h: Host, s: Site) -> str:
         return f"{asked}, host has " + (", ".join(n.features) if n.features else "no features")
 
-    return Check(term, False, test, explain)
+    single = item.aggregation is not Aggregation.PATTERN and op is not Op.MATCH and len(names) == 1
+    return Check(term, False, test, explain, feature=(names[0], negate) if single else None)
+
+
+def _host_key(name: str) -> str:
+    """A host name as DNS compares it: without regard to case, one final dot ignored (grid
+    `hostname`; CCS's Windows names are without case too)."""
+    return (name[:-1] if name.endswith(".") else name).casefold()
 
 
 def _node_check(term: Term, item: NodeRef) -> Check:
@@ -402,21 +535,23 @@ def _node_check(term: Term, item: NodeRef) -> Check:
         test: Test = test_pattern
     else:
         if item.aggregation is Aggregation.RANGE:
-            from ClusterShell.NodeSet import NodeSet, NodeSetParseError, RangeSetParseError
+            from ClusterShell.NodeSet import NodeSetParseError, RangeSetParseError
+
+            from infosvc.model.nodeset import parse_nodeset
             try:
-                size = len(NodeSet(item.value.strip()))
+                size = len(parse_nodeset(item.value.strip()))  # never a group: see model/nodeset.py
             except (NodeSetParseError, RangeSetParseError) as exc:
                 raise MatchError(f"bad Node Range {item.value!r}: {exc}") from None
             if size > MAX_RANGE:
                 raise MatchError(f"Node Range {item.value!r} names {size} nodes; at most {MAX_RANGE} are accepted")
         try:
-            names = frozenset(item.names())
+            names = frozenset(_host_key(name) for name in item.names())
         except NodeRefError as exc:
             raise MatchError(str(exc)) from None
         asked = f"Node: asked {'not ' if negate else ''}{item.value.strip()}"
 
         def test_names(n: Node, h: Host, s: Site) -> bool:
-            return (h.unique_id in names or h.name in names) != negate
+            return (_host_key(h.unique_id) in names or _host_key(h.name) in names) != negate
         test = test_names
 
     return Check(term, False, test, lambda n, h, s: f"{asked}, host is {h.unique_id}")
@@ -470,7 +605,8 @@ def _compile(expr: Expr, notes: list[str]) -> CExpr:
     if isinstance(expr, Not):
         return CNot(_compile(expr.operand, notes))
     if isinstance(expr, And):
-        return CAnd(tuple(_compile(e, notes) for e in expr.operands))
+        operands = _ce_together([_compile(e, notes) for e in expr.operands])
+        return CAnd(tuple(operands)) if len(operands) != 1 else operands[0]
     if isinstance(expr, Or):
         return COr(tuple(_compile(e, notes) for e in expr.operands))
     return CPreferred(tuple(_compile_leaf(leaf.term, notes) for leaf in expr.alternatives), expr.weights)
@@ -568,12 +704,28 @@ class Requirements:
     evaluations: dict[str, int] = field(default_factory=lambda: {"static": 0, "dynamic": 0})
     #: whether the static part reads the node's Opsys (then the cache is keyed by it too)
     uses_opsys: bool = False
+    _ce_site: Site | None = None  # the site `_ce_of` holds the CEs of
+    _ce_of: dict[str, str | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.uses_opsys = any(_reads_opsys(e) for e in self.static)
 
     def static_key(self, subcluster: str, node: Node) -> tuple[str, str | None]:
         return (subcluster, node.opsys if self.uses_opsys else None)
+
+    def computing_element(self, site: Site, cluster: str) -> str | None:
+        """The CE a fitting host of `cluster` is named with: the first (in configuration order)
+        that gives what the job asks of one CE (`_ce_together`), else the first."""
+        if self._ce_site is not site:
+            self._ce_site, self._ce_of = site, {}
+        if cluster in self._ce_of:
+            return self._ce_of[cluster]
+        ces = site.ces.get(cluster)
+        test = next((e.check.ce_test for e in self.static if isinstance(e, CLeaf) and e.check.ce_test is not None),
+                    None)
+        found = next((ce.id for ce in ces if test is None or test(ce)), ces[0].id) if ces else None
+        self._ce_of[cluster] = found
+        return found
 
 
 def _reads_opsys(expr: CExpr) -> bool:
@@ -627,7 +779,7 @@ def _level(target: Job | TaskGroup | Task, notes: list[str]) -> tuple[list[CExpr
             conjuncts.append(COr(tuple(CAnd(tuple(c)) if len(c) != 1 else c[0] for c in alternatives)))
     for _, s in below:
         soft.extend(s)
-    return conjuncts, soft
+    return _ce_together(conjuncts), soft
 
 
 def _requested(terms: list[Term], notes: list[str]) -> tuple[list[CExpr], list[tuple[Check, float]]]:
@@ -755,26 +907,59 @@ class MatchResult:
         self._matches: list[Candidate] | None = None
         self._rejected: list[tuple[str, tuple[str, ...]]] | None = None
 
+    def _candidates(self) -> list[Candidate]:
+        return [Candidate(f[1], f[2], f[3], f[4]) for f in self._found]
+
+    def _misses(self) -> Iterator[tuple[Host, str | None, Node | None]]:
+        """The hosts that do not fit, in the order they were visited, with their nodes."""
+        node_of = self._node_of
+        return ((host, sub, node_of(host.unique_id)) for host, sub in self._missed)
+
     @property
     def matches(self) -> list[Candidate]:
         if self._matches is None:
-            self._matches = [Candidate(f[1], f[2], f[3], f[4]) for f in self._found]
+            self._matches = self._candidates()
         return self._matches
 
     @property
     def rejected(self) -> list[tuple[str, tuple[str, ...]]]:
         if self._rejected is None:
-            req, site, node_of = self.requirements, self._site, self._node_of
-            self._rejected = []
-            for host, sub in self._missed:
-                node = node_of(host.unique_id)
-                if node is not None:
-                    self._rejected.append((host.unique_id, _evaluate(req, node, host, sub, site, count=False).reasons))
+            req, site = self.requirements, self._site
+            self._rejected = [(host.unique_id, _evaluate(req, node, host, sub, site, count=False).reasons)
+                              for host, sub, node in self._misses() if node is not None]
         return self._rejected
 
     def as_json(self) -> dict[str, Any]:
         return {"matches": [c.as_json() for c in self.matches],
                 "rejected": [{"host": h, "reasons": list(r)} for h, r in self.rejected]}
+
+
+class _ColumnsResult(MatchResult):
+    """What the columnar way found: the fitting rows in order with their scores, and the mask of
+    the rows that fit; Candidates and the rejected hosts are made from the snapshot when read."""
+
+    def __init__(self, requirements: Requirements, site: Site, columns: Columns, order: Any, scores: Any,
+                 fit: Any, node_of: Callable[[str], Node | None]) -> None:
+        super().__init__(requirements, site, [], [], node_of)
+        self._columns = columns
+        self._order = order
+        self._scores = scores
+        self._fit = fit
+
+    def _candidates(self) -> list[Candidate]:
+        cols, site, req = self._columns, self._site, self.requirements
+        hosts, sub_ids = cols.hosts, cols.sub_ids
+        found = []
+        for row, sub, score in zip(self._order.tolist(), cols.sub_of_row[self._order].tolist(), self._scores.tolist()):
+            host = hosts[row]
+            found.append(Candidate(host, sub_ids[sub], req.computing_element(site, host.cluster), score))
+        return found
+
+    def _misses(self) -> Iterator[tuple[Host, str | None, Node | None]]:
+        cols = self._columns
+        hosts, nodes, sub_ids, sub_of_row = cols.hosts, cols.nodes, cols.sub_ids, cols.sub_of_row
+        rows = np.flatnonzero(~self._fit & cols.has_node)  # in row order: subcluster by subcluster
+        return ((hosts[r], sub_ids[s], nodes[r]) for r, s in zip(rows.tolist(), sub_of_row[rows].tolist()))
 
 
 def _limits(dynamic: tuple[CExpr, ...]) -> tuple[float, float | None] | None:
@@ -811,7 +996,7 @@ def _order(groups: _Groups) -> list[_Found]:
 
 
 def match(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node | None],
-          site: Site | None = None) -> MatchResult:
+          site: Site | None = None, *, columns: HostColumns | None = None) -> MatchResult:
     """Every host of `rollup` matched (its SSS Node from `node_of(host id)`; a host without one is
     left out): the fitting ones best first (score, then memory size, then processor speed), the
     others with their reasons.
@@ -824,9 +1009,16 @@ def match(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node
     single soft term is tested without a loop; and the fitting hosts are grouped by (score,
     memory, clock) as they are found, each group then ordered by host id (`_order`): the same
     verdicts, order and counts as the general way.
+
+    With `columns` (a HostColumns kept for this roll-up, see infosvc.hostcolumns: the server keeps
+    one), such a job is decided with no per-host loop at all (`_match_columns`), again with the
+    same verdicts, order and counts.
     """
     site = site if site is not None else Site.of(rollup)
-    ces = site.computing_elements
+    if columns is not None:
+        limits = _limits(requirements.dynamic) if requirements.dynamic else (float("-inf"), None)
+        if limits is not None:
+            return _match_columns(requirements, rollup, node_of, site, columns, limits)
     limits = _limits(requirements.dynamic)
     min_cpus, min_ram = limits if limits is not None else (0.0, None)
     dynamic = tuple(_fast(e) for e in requirements.dynamic)
@@ -842,8 +1034,7 @@ def match(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node
     static_runs = dynamic_runs = 0
     uses_opsys = requirements.uses_opsys
     for sub_id, sub in rollup.subclusters.items():
-        ce_ids = ces.get(sub.cluster)
-        ce = ce_ids[0] if ce_ids else None
+        ce = requirements.computing_element(site, sub.cluster)
         members = rollup.hosts_of(sub_id)
         by_opsys: dict[str | None, Verdict] = {}  # this subcluster's part of the static cache
         if has_static and not uses_opsys:
@@ -922,3 +1113,94 @@ def match(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node
     if requirements.dynamic:
         requirements.evaluations["dynamic"] += dynamic_runs
     return MatchResult(requirements, site, _order(groups), missed, node_of)
+
+
+def _match_columns(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node | None], site: Site,
+                   keeper: HostColumns, limits: tuple[float, float | None]) -> MatchResult:
+    """`match` for a job whose dynamic part is thresholds on free CPUs and RAM (or nothing), over
+    the site's columns: the static part once per subcluster, as the general way, then every host's
+    threshold and state decided by array operations; the fitting rows taken in the CCS order the
+    columns keep, then stably by score; soft terms tested on the fitting hosts only. What does not
+    fit stays a mask until the answer is rendered."""
+    cols = keeper.sync(rollup, node_of)
+    static_runs = 0
+    if requirements.static:
+        cache, nodes, hosts, starts = requirements.static_cache, cols.nodes, cols.hosts, cols.starts.tolist()
+        uses_opsys = requirements.uses_opsys
+        oks: list[bool] = []
+        scores: list[float] = []
+        mixed: list[int] = []  # subclusters whose nodes differ in Opsys: decided row by row below
+        for i, sub_id in enumerate(cols.sub_ids):
+            opsys = cols.sub_opsys[i]
+            if opsys is NO_NODE or (opsys is MIXED and uses_opsys):
+                # No node: the subcluster's hosts are all left out (so are its rows: they have none).
+                oks.append(False)
+                scores.append(0.0)
+                if opsys is MIXED:
+                    mixed.append(i)
+                continue
+            key = (sub_id, cast("str | None", opsys) if uses_opsys else None)
+            static = cache.get(key)
+            if static is None:
+                # As the general way: the verdict of the first member with a node (of that Opsys).
+                sample = next((r for r in range(starts[i], starts[i + 1]) if nodes[r] is not None))
+                node = nodes[sample]
+                assert node is not None
+                static_runs += 1
+                static = cache[key] = _verdict(requirements.static, node, hosts[sample], site)
+            oks.append(static.ok)
+            scores.append(static.score)
+        sub_of_row = cols.sub_of_row
+        static_ok = np.array(oks, np.bool_)[sub_of_row]
+        base = np.array(scores, np.float64)[sub_of_row]
+        for i in mixed:  # rare: a subcluster of several Opsys, one verdict per (subcluster, Opsys)
+            sub_id = cols.sub_ids[i]
+            for r in range(starts[i], starts[i + 1]):
+                node = nodes[r]
+                if node is None:
+                    continue
+                static = cache.get((sub_id, node.opsys))
+                if static is None:
+                    static_runs += 1
+                    static = cache[(sub_id, node.opsys)] = _verdict(requirements.static, node, hosts[r], site)
+                static_ok[r], base[r] = static.ok, static.score
+        considered = static_ok & cols.has_node & cols.ready
+    else:
+        considered = cols.has_node & cols.ready
+        base = np.zeros(len(cols), np.float64)
+    dynamic_runs = int(np.count_nonzero(considered))  # the hosts the general way evaluates per host
+    min_cpus, min_ram = limits
+    fit = considered
+    if min_cpus != float("-inf"):
+        fit = fit & (cols.cpus >= min_cpus)
+    if min_ram is not None:
+        fit = fit & (cols.ram >= min_ram)  # NaN (no RAM reported) is never >=
+    order = cols.ccs_order[fit[cols.ccs_order]]
+    score = base[order]
+    if requirements.soft and len(order):
+        rows = order.tolist()
+        # Tuples of the fitting rows' nodes and hosts (C speed), so that the loop below is nothing
+        # but the test's calls.
+        pick: Callable[[list[Any]], tuple[Any, ...]] = (
+            operator.itemgetter(*rows) if len(rows) > 1 else lambda values: (values[rows[0]],))
+        fit_nodes: tuple[Any, ...] = ()
+        fit_hosts: tuple[Any, ...] = ()
+        if any(check.feature is None for check, _ in requirements.soft):
+            fit_nodes, fit_hosts = pick(cols.nodes), pick(cols.hosts)  # the fitting rows all have a node
+        for check, share in requirements.soft:  # in order, as the general way adds them
+            if check.feature is not None:  # a column of the site's features
+                name, negated = check.feature
+                held = cols.feature(name)[order]
+                if negated:
+                    held = ~held
+            else:
+                held = np.array(list(map(check.test, fit_nodes, fit_hosts, itertools.repeat(site, len(rows)))),
+                                np.bool_)
+            score[held] += share
+    if len(order) > 1 and not (score == score[0]).all():
+        by_score = np.argsort(-score, kind="stable")  # stable: equal scores keep the CCS order
+        order, score = order[by_score], score[by_score]
+    requirements.evaluations["static"] += static_runs
+    if requirements.dynamic:
+        requirements.evaluations["dynamic"] += dynamic_runs
+    return _ColumnsResult(requirements, site, cols, order, score, fit, node_of)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, KeysView
 
 from infosvc.model import glue
 from infosvc.model.glue import Host, SubCluster
@@ -347,6 +347,10 @@ class Rollup:
     def hosts_of(self, sub_id: str) -> Iterator[Host]:
         hosts = self.hosts
         return (hosts[h] for h in self._members.get(sub_id, ()))
+
+    def member_ids(self, sub_id: str) -> KeysView[str]:
+        """The ids of a subcluster's hosts in their order: a live view, for infosvc.hostcolumns."""
+        return self._members.get(sub_id, {}).keys()
 
     def subclusters_of(self, cluster_id: str) -> list[SubCluster]:
         return [self.subclusters[s] for s in self._subs_of_cluster.get(cluster_id, ())]

@@ -406,3 +406,266 @@ def test_thresholds_compile_only_for_plain_amounts() -> None:
     for requested in ('<Processors op="GT">4</Processors>', '<Memory context="Configured" op="GE">4</Memory>',
                       '<Feature>ib</Feature>', '<Disk op="GE">10</Disk>'):
         assert matching._limits(requirements(requested).dynamic) is None, requested
+
+
+# --- the columnar way (infosvc.hostcolumns) agrees with the general way -------------------------
+
+def outcome(result: Any, req: Requirements) -> tuple[Any, ...]:
+    """Everything a match answers: the fitting hosts in order with their subcluster, CE and score,
+    the rejected hosts in order with their reasons, and the evaluation counts."""
+    return ([(c.host.unique_id, c.subcluster, c.computing_element, c.score) for c in result.matches],
+            result.rejected, dict(req.evaluations))
+
+
+def general_and_columns(requested: str, rollup: Rollup, by_id: dict[str, Node],
+                        columns: Any = None) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    from infosvc.hostcolumns import HostColumns
+
+    slow_req, fast_req = requirements(requested), requirements(requested)
+    slow = match(slow_req, rollup, by_id.get)
+    fast = match(fast_req, rollup, by_id.get, columns=columns if columns is not None else HostColumns())
+    return outcome(slow, slow_req), outcome(fast, fast_req)
+
+
+@pytest.mark.parametrize("requested", [
+    '<Architecture>x86_64</Architecture><OperatingSystem>Linux</OperatingSystem>'
+    '<Processors context="Configured" op="GE">4</Processors><Processors op="GE">2</Processors>'
+    '<Memory op="GE" units="GB">2</Memory><Feature preference="-1">ib</Feature>'
+    '<Feature preference="-2">ssd</Feature>',
+    '<Architecture>x86_64</Architecture><Memory op="GE">3072</Memory><Memory>1024</Memory>',
+    '<Processors>3</Processors><Processors op="GE">1</Processors>',
+    '<OperatingSystem>Linux</OperatingSystem><Feature preference="-1">ssd</Feature>',
+    '<Processors op="GE">1</Processors><Processors op="LE">8</Processors><Memory op="GE">0</Memory>',
+    '<Architecture preference="2">x86_64</Architecture><Architecture preference="1">aarch64</Architecture>'
+    '<Memory op="GE">2048</Memory>',
+    '',  # nothing asked: every Ready host with a node fits
+    '<OperatingSystem>GNU</OperatingSystem>',  # the subclusters of two Opsys are decided row by row
+])
+def test_columns_way_is_the_general_way(requested: str) -> None:
+    from infosvc.hostcolumns import HostColumns
+
+    rollup, by_id = varied_site()
+    columns = HostColumns()
+    slow, fast = general_and_columns(requested, rollup, by_id, columns)
+    assert fast == slow
+    assert slow[0] or requested == '<OperatingSystem>GNU</OperatingSystem>'
+    assert columns.last_sync == ("rebuilt", len(rollup.hosts))
+
+
+def test_columns_way_is_not_taken_for_other_dynamic_terms() -> None:
+    from infosvc.hostcolumns import HostColumns
+
+    rollup, by_id = varied_site()
+    columns = HostColumns()
+    slow, fast = general_and_columns('<Feature>ib</Feature><Processors op="GE">2</Processors>', rollup, by_id, columns)
+    assert fast == slow and columns.last_sync == ("none", 0)  # a Feature is decided per host
+
+
+@pytest.mark.parametrize("requested", [
+    '<Architecture>x86_64</Architecture><Processors op="GE">2</Processors>'
+    '<Memory op="GE" units="GB">2</Memory><Feature preference="-1">ib</Feature>',
+    '<OperatingSystem>Linux</OperatingSystem><Processors op="GE">1</Processors>'
+    '<Feature op="NE" preference="-1">ssd</Feature><Machine preference="-2">default</Machine>',
+])
+def test_columns_follow_the_rollup(requested: str) -> None:
+    """One HostColumns across reports, state changes, hosts that join, leave or change subcluster:
+    each match is the general way's answer, and a report costs a patch of its row, not a rebuild."""
+    from infosvc.hostcolumns import HostColumns
+
+    rollup, by_id = varied_site()
+    columns = HostColumns()
+    slow, fast = general_and_columns(requested, rollup, by_id, columns)
+    assert fast == slow
+    ids = sorted(rollup.hosts)
+    ids_model = {h: next(e.value for e in by_id[h].extensions if e.name == "Model") for h in ids if h in by_id}
+    # a Ready host with a node, in a subcluster whose nodes all have one Opsys (Linux)
+    uniform = next(h for h in ids[44:] if h in by_id and rollup.hosts[h].state == "Ready" and all(
+        by_id[m].opsys == "Linux" for m in rollup.member_ids(rollup.subcluster_of(h).unique_id)  # type: ignore[union-attr]
+        if m in by_id))
+
+    def report(host_id: str, **kwargs: Any) -> None:
+        old = by_id.get(host_id)
+        node = make_node(host_id, **{"processors": 4, "memory_mb": 8192, **kwargs})
+        if old is not None:  # the same host: what is not said stays as it was
+            kept = {"processors": int(old.configured.get("Processors").value),  # type: ignore[union-attr]
+                    "memory_mb": float(old.configured.get("Memory").value),  # type: ignore[union-attr]
+                    "model": next(e.value for e in old.extensions if e.name == "Model"),
+                    "opsys": old.opsys or "Linux", "arch": old.arch or "x86_64"}
+            node = make_node(host_id, **{**kept, **kwargs})
+            node = with_clock(node, int(next(e.value for e in old.extensions if e.name == "ClockSpeed")))
+        by_id[host_id] = node
+        state = rollup.hosts[host_id].state if host_id in rollup.hosts else "Ready"
+        rollup.update(host_of(node, state))
+
+    steps: list[tuple[str, Any]] = [
+        ("patched", lambda: report(ids[3], free_processors=0)),
+        ("patched", lambda: report(ids[4], free_processors=4, free_memory_mb=8192, features=("ib",))),
+        ("patched", lambda: rollup.set_state(ids[5], "Paused")),
+        ("patched", lambda: rollup.set_state(ids[5], "Ready")),
+        ("same", lambda: None),
+        ("rebuilt", lambda: report("zz-new", free_processors=4, free_memory_mb=4096)),  # joins
+        ("rebuilt", lambda: report(ids[6], model="Another CPU")),  # moves to another subcluster
+        ("rebuilt", lambda: (rollup.remove(ids[7]), by_id.pop(ids[7]))),  # leaves
+        ("same", lambda: None),
+        # to another subcluster and back between two matches: the same places in the dict, and
+        # last in its subcluster now
+        ("rebuilt", lambda: (report(ids[9], model="Another CPU"), report(ids[9], model=ids_model[ids[9]]))),
+        ("patched", lambda: [report(i, free_processors=1) for i in ids[10:40]]),
+        # RAM a few MB less: the same subcluster (the key rounds it to the GiB), another CCS order
+        ("patched", lambda: report(ids[41], memory_mb=float(by_id[ids[41]].configured.get("Memory").value) - 8)),  # type: ignore[union-attr]
+        ("patched", lambda: report(uniform, opsys="GNU")),  # another Opsys in a subcluster of one
+        ("patched", lambda: report(uniform, opsys="Linux")),
+        ("patched", lambda: report(ids[43], features=("ssd", "ib"))),
+    ]
+    for expected, step in steps:
+        step()
+        slow, fast = general_and_columns(requested, rollup, by_id, columns)
+        assert fast == slow, expected
+        assert columns.last_sync[0] == expected
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+HOSTS = st.lists(st.tuples(
+    st.sampled_from((1, 2, 4, 8)),  # processors
+    st.integers(0, 8),  # free processors (at most the processors)
+    st.sampled_from((2048, 4096, 8192)),  # memory MB
+    st.sampled_from((0.0, 512.0, 1024.0, 2048.0, 4096.0, None)),  # free memory; None: not reported
+    st.sets(st.sampled_from(("ib", "ssd", "gpu"))),
+    st.sampled_from(("Linux", "GNU")),
+    st.sampled_from(("x86_64", "aarch64")),
+    st.sampled_from(("A", "B")),  # processor model
+    st.sampled_from((2000, 3000)),  # clock
+    st.sampled_from(("Ready", "Ready", "Ready", "Paused", "Pending")),
+    st.booleans(),  # without a node (left out)
+), min_size=1, max_size=30)
+
+JOB_TERMS = st.lists(st.sampled_from((
+    "<Architecture>x86_64</Architecture>", "<OperatingSystem>Linux</OperatingSystem>",
+    '<Processors context="Configured" op="GE">2</Processors>', '<Processors op="GE">1</Processors>',
+    '<Processors op="GE">3</Processors>', "<Processors>2</Processors>", '<Memory op="GE">1024</Memory>',
+    '<Memory op="GE" units="GB">2</Memory>', '<Memory op="GE">0.5</Memory>',
+    '<Processors op="LE">4</Processors>', '<Feature preference="-1">ib</Feature>',
+    '<Feature preference="-3">gpu</Feature>', '<Machine preference="-1">default</Machine>',
+    '<Feature op="NE" preference="-2">ssd</Feature>', '<Feature aggregation="List" preference="-1">ib,ssd</Feature>',
+    '<Architecture preference="2">x86_64</Architecture><Architecture preference="1">aarch64</Architecture>',
+)), max_size=6)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hosts=HOSTS, terms=JOB_TERMS)
+def test_columns_way_agrees_on_random_sites(hosts: list[tuple[Any, ...]], terms: list[str]) -> None:
+    nodes, states, without = [], {}, set()
+    for i, (cpus, free, mem, free_mem, features, opsys, arch, model, clock, state, no_node) in enumerate(hosts):
+        node = make_node(f"h{(i * 7) % 31:02d}-{i}", processors=cpus, free_processors=min(free, cpus), memory_mb=mem,
+                         free_memory_mb=free_mem if free_mem is not None else 0.0, features=tuple(sorted(features)),
+                         opsys=opsys, arch=arch, model=model)
+        if free_mem is None:
+            node.available.items = [c for c in node.available.items if c.kind != "Memory"]
+        nodes.append(with_clock(node, clock))
+        states[node.id] = state
+        if no_node:
+            without.add(node.id)
+    rollup, by_id = site(nodes, states)
+    for host_id in without:
+        del by_id[host_id]
+    requested = "".join(terms)
+    slow, fast = general_and_columns(requested, rollup, by_id)
+    assert fast == slow
+
+
+# --- what is asked of a computing element (docs/job-formats.md) ---------------------------------
+
+def ce_site(*ces: tuple[str, str, str, int]) -> Any:
+    from infosvc.matching import CE, Site
+
+    return Site({"default": tuple(CE(*ce) for ce in ces)})
+
+
+PBS_SHORT = ("ce1", "PBS", "short", 60)  # MaxWallClockTime 60 minutes
+CLEO_LONG = ("ce2", "Cleo", "long", 0)  # 0: not specified, no limit
+
+
+def ce_verdict(requested: str, *ces: tuple[str, str, str, int], host: str = "n1.example") -> Verdict:
+    node = make_node(host)
+    return evaluate(requirements(requested), node, host_of(node), site=ce_site(*ces))
+
+
+def test_queue_is_compared_exactly() -> None:
+    assert ce_verdict("<Queue>short</Queue>", PBS_SHORT).ok
+    verdict = ce_verdict("<Queue>Short</Queue>", PBS_SHORT)
+    assert verdict.reasons == ("Queue: asked EQ Short, host has short",)
+    assert ce_verdict('<Queue op="NE">Short</Queue>', PBS_SHORT).ok
+    assert not ce_verdict('<Queue op="NE">short</Queue>', PBS_SHORT).ok
+    assert ce_verdict("<ResourceManagerType>pbs</ResourceManagerType>", PBS_SHORT).ok  # LRMS types: any case
+
+
+@pytest.mark.parametrize(("ref", "fits_host"), [
+    ('<Node aggregation="List">N1.EXAMPLE.,n3</Node>', True),  # a DNS name: any case, one final dot
+    ("<Node>n1.Example</Node>", True),
+    ("<Node>N1</Node>", True),  # the host's name (n1) as well as its id
+    ("<Node>n1.example..</Node>", False),  # one final dot only
+    ('<Node op="NE">N1.example.</Node>', False),
+    ('<Node aggregation="Range">N[1-2].example</Node>', True),
+])
+def test_host_names_compare_as_dns_names(ref: str, fits_host: bool) -> None:
+    assert check(requirements(ref), make_node("n1.example")).ok is fits_host
+
+
+def test_ce_terms_are_met_by_one_ce() -> None:
+    # each term is met by some CE, but no one CE meets both
+    verdict = ce_verdict("<ResourceManagerType>Cleo</ResourceManagerType><Queue>short</Queue>", PBS_SHORT, CLEO_LONG)
+    assert verdict.reasons == ("CE: asked ResourceManagerType EQ Cleo, Queue EQ short of one CE, host's CEs: "
+                               "ce1 (PBS, queue short); ce2 (Cleo, queue long)",)
+    assert ce_verdict("<ResourceManagerType>Cleo</ResourceManagerType><Queue>long</Queue>", PBS_SHORT, CLEO_LONG).ok
+    # NE Fork asks for a CE that is not Fork: a cluster with a Fork CE and a PBS CE fits (through PBS)
+    fork = ("cef", "Fork", "default", 0)
+    assert ce_verdict('<ResourceManagerType op="NE">fork</ResourceManagerType>', fork, PBS_SHORT).ok
+    assert not ce_verdict('<ResourceManagerType op="NE">fork</ResourceManagerType>', fork).ok
+    # and no CE at all
+    assert ce_verdict("<Queue>short</Queue>").reasons == ("Queue: asked EQ short, host has none",)
+
+
+def test_duration_against_the_ce_wall_clock() -> None:
+    verdict = ce_verdict("<Duration>7200</Duration>", PBS_SHORT)
+    assert verdict.reasons == ("Duration: asked 2 h, CE ce1 allows at most 1 h",)
+    assert ce_verdict("<Duration>PT1H</Duration>", PBS_SHORT).ok  # exactly the limit
+    assert not ce_verdict('<Duration op="GT">PT1H</Duration>', PBS_SHORT).ok
+    assert ce_verdict("<Duration>PT100H</Duration>", PBS_SHORT, CLEO_LONG).ok  # ce2 has no limit
+    assert ce_verdict("<Duration>5400</Duration>", ("ce3", "PBS", "q", 120)).ok
+    assert ce_verdict("<Duration>5400</Duration>", PBS_SHORT).reasons == (
+        "Duration: asked 1 h 30 min, CE ce1 allows at most 1 h",)
+    assert ce_verdict("<Duration>PT90M</Duration>").reasons == ("Duration: asked 1 h 30 min, no CE serves cluster default",)
+    # with a queue: one CE must give both
+    verdict = ce_verdict("<Queue>short</Queue><Duration>7200</Duration>", PBS_SHORT, CLEO_LONG)
+    assert verdict.reasons == ("CE: asked Queue EQ short, Duration 2 h of one CE, host's CEs: "
+                               "ce1 (PBS, queue short, at most 1 h); ce2 (Cleo, queue long, no wall-clock limit)",)
+    assert ce_verdict("<Queue>long</Queue><Duration>7200</Duration>", PBS_SHORT, CLEO_LONG).ok
+    assert requirements("<Duration>60</Duration>").notes == ()  # a CE term now, not "not a property of a host"
+    with pytest.raises(MatchError, match="does not apply to Duration"):
+        requirements('<Duration op="NE">60</Duration>')
+
+
+def test_ce_policy_comes_from_the_site_config() -> None:
+    from infosvc.matching import Site
+    from infosvc.siteconfig import parse_config
+
+    config = parse_config({"computing_elements": [
+        {"id": "ce1", "queue": "short", "lrms_type": "PBS", "clusters": ["default"],
+         "policy": {"max_wall_clock_time": 60}},
+        {"id": "ce2", "queue": "long", "lrms_type": "Cleo", "clusters": ["default"]}]})
+    rollup = Rollup(config)
+    node = make_node("n1")
+    rollup.update(host_from_node(node, "Ready", config, "2026-01-01T00:00:00Z"))
+    site_ = Site.of(rollup)
+    short = match(requirements("<Queue>short</Queue><Duration>PT2H</Duration>"), rollup, {"n1": node}.get, site_)
+    assert short.matches == [] and short.rejected[0][1][0].startswith("CE: asked Queue EQ short, Duration 2 h")
+    long = match(requirements("<Queue>long</Queue><Duration>PT2H</Duration>"), rollup, {"n1": node}.get, site_)
+    assert [c.host.unique_id for c in long.matches] == ["n1"]
+    # the CE named is one that gives what the job asks
+    assert long.matches[0].computing_element == "ce2"
+    from infosvc.hostcolumns import HostColumns
+    fast = match(requirements("<Queue>long</Queue><Duration>PT2H</Duration>"), rollup, {"n1": node}.get, site_,
+                 columns=HostColumns())
+    assert fast.matches[0].computing_element == "ce2"

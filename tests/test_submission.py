@@ -229,6 +229,38 @@ def test_grid_requested_terms_admit_what_admits_admits(lrms: str | None, fork: b
                     (admits(constraints, ce_lrms, ce_queue, host) == []), (ce_lrms, ce_queue, host)
 
 
+@pytest.mark.parametrize("lrms", [None, "Fork", "PBS", "pbs"])
+@pytest.mark.parametrize("fork", [None, False, True])
+@pytest.mark.parametrize("queue", [None, "long", "Long"])
+@pytest.mark.parametrize("hostname", [None, ("CE1.example.org.",), ("ce1.EXAMPLE.org", "x")])
+def test_the_matcher_admits_what_admits_admits(lrms: str | None, fork: bool | None, queue: str | None,
+                                               hostname: tuple[str, ...] | None) -> None:
+    """infosvc.matching itself, on the mapped job, against gridjob.admits over CEs and hosts; and a
+    cluster of two CEs fits when one of them would (the task's terms go to one CE)."""
+    from conftest import make_node
+
+    from infosvc.matching import CE, Site, compile_requirements, evaluate
+    from infosvc.rollup import host_from_node
+    from infosvc.siteconfig import SiteConfig
+
+    grid = parse_grid_job(b'{"version": 2, "executable": "/bin/true"}')
+    task = grid.tasks[0]
+    task.requirements = Requirements(hostname=hostname, lrms=lrms, fork=fork, queue=queue)
+    constraints: Constraints = task.constraints
+    required = compile_requirements(resolve(grid_to_job(grid))[0])
+    ces = [CE(f"ce-{ce_lrms}-{ce_queue}", ce_lrms, ce_queue) for ce_lrms in ("Fork", "fork", "PBS", "Cleo")
+           for ce_queue in ("long", "short")]
+    for host in ("ce1.example.org", "other.example.org"):
+        node = make_node(host, processors=1)
+        glue_host = host_from_node(node, "Ready", SiteConfig(), "2026-01-01T00:00:00Z")
+        for ce in ces:
+            verdict = evaluate(required, node, glue_host, site=Site({"default": (ce,)}))
+            assert verdict.ok == (admits(constraints, ce.lrms_type, ce.queue, host) == []), (ce, host, verdict)
+        for pair in zip(ces, ces[1:] + ces[:1]):
+            either = any(admits(constraints, ce.lrms_type, ce.queue, host) == [] for ce in pair)
+            assert evaluate(required, node, glue_host, site=Site({"default": pair})).ok == either, (pair, host)
+
+
 # --- CCS ----------------------------------------------------------------------------------------
 
 def test_ccs_every_field() -> None:
