@@ -120,3 +120,121 @@ def test_ccs_job_xml_over_http(site: Server) -> None:
     assert [m["host"] for m in body["matches"]] == ["big.example", "mid.example"]  # type: ignore[union-attr]
     rejected = {r["host"] for r in body["rejected"]}  # type: ignore[union-attr]
     assert rejected == {"small.example", "paused.example"}
+
+
+def test_job_group_of_one_job_is_answered_as_one_job(site: Server) -> None:
+    group = b"<JobGroup><Id>g</Id>" + JOB + b"</JobGroup>"
+    status, body = post_match(site, group)
+    single_status, single = post_match(site, JOB)
+    assert status == single_status == 200
+    assert body == single  # the one-job shape, as before
+
+
+def test_job_group_of_several_jobs_answers_each(site: Server) -> None:
+    group = b"""<JobGroup><Id>g</Id>
+      <Job><Id>big</Id><Name>wide</Name><Requested><Memory op="GE" units="GB">4</Memory>
+        <Processors op="GE">8</Processors></Requested></Job>
+      <Job><Id>any</Id><Requested><User>amy</User></Requested></Job>
+    </JobGroup>"""
+    status, body = post_match(site, group)
+    assert status == 200, body
+    assert set(body) == {"jobs"}
+    jobs = body["jobs"]
+    assert isinstance(jobs, list) and [(j["job"], j["name"]) for j in jobs] == [("big", "wide"), ("any", None)]
+    for answer in jobs:
+        assert set(answer) == {"matches", "rejected", "job", "name", "warnings"}
+    big, anyone = jobs
+    assert [m["host"] for m in big["matches"]] == ["big.example", "mid.example"]
+    assert {r["host"]: r["reasons"] for r in big["rejected"]} == {
+        "small.example": ["Memory: asked GE 4 GB (4096 MB) available, host has 2048 MB",
+                          "Processors: asked GE 8 available, host has 2"],
+        "paused.example": ["host is Paused"]}
+    assert [m["host"] for m in anyone["matches"]] == ["big.example", "mid.example", "small.example"]
+    assert anyone["warnings"] == ["Requested User is not a property of a host: not used to match hosts"]
+    assert big["warnings"] == []
+    # each answer is what the job alone would get
+    alone = b"""<Job><Id>big</Id><Name>wide</Name><Requested><Memory op="GE" units="GB">4</Memory>
+        <Processors op="GE">8</Processors></Requested></Job>"""
+    status, single = post_match(site, alone)
+    assert status == 200 and {k: v for k, v in big.items() if k != "name"} == single
+
+
+def test_job_group_with_a_job_that_cannot_be_matched_names_it(site: Server) -> None:
+    group = (b'<JobGroup><Id>g</Id><Job><Id>ok</Id></Job><Job><Id>bad</Id><Requested>'
+             b'<Architecture op="GT">x</Architecture></Requested></Job></JobGroup>')
+    status, body = post_match(site, group)
+    assert status == 400 and "job bad:" in str(body["detail"]), body
+
+
+def test_a_large_answer_is_rendered_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above RENDER_IN_THREAD_HOSTS hosts the answer is rendered in a worker thread, and it is the
+    same answer (the same bytes) as rendered on the loop's own thread."""
+    import asyncio
+    import json
+    import threading
+
+    from conftest import make_node
+    from infosvc import api
+    from infosvc.codec.job_xml import parse_job
+    from infosvc.hostcolumns import HostColumns
+    from infosvc.matching import compile_requirements, match
+    from infosvc.model.job import resolve
+    from infosvc.rollup import Rollup, host_from_node
+    from infosvc.siteconfig import SiteConfig
+
+    config = SiteConfig()
+    rollup, nodes = Rollup(config), {}
+    for i in range(api.RENDER_IN_THREAD_HOSTS + 100):
+        node = make_node(f"h{i:04d}", processors=(2, 4, 8)[i % 3], memory_mb=(4096, 8192, 16384)[i % 3],
+                         free_memory_mb=float((i * 37) % 9000), features=("ib",) if i % 2 else ())
+        nodes[node.id] = node
+        rollup.update(host_from_node(node, "Paused" if i % 50 == 0 else "Ready", config, "2026-01-01T00:00:00Z"))
+    jobs = resolve(parse_job(JOB.replace(b"</Requested>", b'<Feature preference="-1">ib</Feature></Requested>')).job)
+    results = [match(compile_requirements(jobs[0]), rollup, nodes.get, columns=HostColumns())]
+    inline = api.render_match(jobs, results, ["w"], False)
+
+    threads: list[threading.Thread] = []
+    render = api.render_match
+
+    def recording(*args: object) -> str:
+        threads.append(threading.current_thread())
+        return render(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(api, "render_match", recording)
+    off_loop = asyncio.run(api.render_match_off_loop(jobs, results, ["w"], False, len(rollup.hosts)))
+    assert threads[-1] is not threading.main_thread()
+    on_loop = asyncio.run(api.render_match_off_loop(jobs, results, ["w"], False, 10))
+    assert threads[-1] is threading.main_thread()
+    assert off_loop == inline == on_loop
+    answer = json.loads(off_loop)
+    assert len(answer["matches"]) + len(answer["rejected"]) == len(rollup.hosts)
+    assert answer["matches"] and answer["rejected"]
+    # and the general way (no columns) renders the same answer
+    general = [match(compile_requirements(jobs[0]), rollup, nodes.get)]
+    assert asyncio.run(api.render_match_off_loop(jobs, general, ["w"], False, len(rollup.hosts))) == inline
+
+
+def test_answers_follow_the_openapi_schema(site: Server) -> None:
+    """The one-job and the JobGroup answers are what schemas/openapi.json says postMatch answers."""
+    import json
+    from pathlib import Path
+
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+
+    document = json.loads((Path(__file__).resolve().parent.parent / "schemas" / "openapi.json").read_text())
+    registry = Registry().with_resource("urn:openapi", Resource.from_contents(document, DRAFT202012))
+    validator = Draft202012Validator(
+        {"$ref": "urn:openapi#/paths/~1v1~1match/post/responses/200/content/application~1json/schema"},
+        registry=registry)
+    status, one = post_match(site, JOB)
+    assert status == 200
+    validator.validate(one)
+    status, group = post_match(site, b"<JobGroup><Id>g</Id>" + JOB + JOB.replace(b"m1", b"m2") + b"</JobGroup>")
+    assert status == 200 and [j["job"] for j in group["jobs"]] == ["m1", "m2"]  # type: ignore[union-attr]
+    validator.validate(group)
+    # and the schema tells the two apart: a group's answer without the names is not one
+    for answer in group["jobs"]:  # type: ignore[union-attr]
+        del answer["name"]
+    assert not validator.is_valid(group)

@@ -217,6 +217,23 @@ def read_all(sock: socket.socket, timeout: float) -> bytes:
                 return data
 
 
+def test_a_stalled_match_body_is_cut_off(shared: Server) -> None:
+    # POST /v1/match is open to readers (no token by default): without the body timeout a client
+    # could hold a connection, and its request, for ever.
+    sock = socket.create_connection(("127.0.0.1", shared.port), timeout=10)
+    try:
+        sock.sendall(f"POST /v1/match HTTP/1.1\r\nHost: 127.0.0.1:{shared.port}\r\n"
+                     "Content-Type: application/xml\r\nContent-Length: 1000\r\n\r\n<Job>".encode())
+        started = time.monotonic()
+        answer = read_all(sock, timeout=BODY_TIMEOUT + 10)
+        elapsed = time.monotonic() - started
+    finally:
+        sock.close()
+    assert answer.startswith(b"HTTP/1.1 408"), answer
+    assert set(json.loads(answer.partition(b"\r\n\r\n")[2])) == {"error", "detail"}
+    assert BODY_TIMEOUT * 0.9 <= elapsed < BODY_TIMEOUT + 5
+
+
 @pytest.mark.parametrize("trickle", [False, True], ids=["stalled", "trickling"])
 def test_slow_body_is_cut_off_and_others_are_served(shared: Server, trickle: bool) -> None:
     host = f"slow-{'trickle' if trickle else 'stall'}"
