@@ -356,7 +356,8 @@ def varied_site() -> tuple[Rollup, dict[str, Node]]:
     return rollup, by_id
 
 
-@pytest.mark.parametrize("requested", [
+#: Jobs whose dynamic part is nothing but thresholds (and soft preferences): the fast paths' cases.
+THRESHOLD_JOBS = [
     '<Architecture>x86_64</Architecture><OperatingSystem>Linux</OperatingSystem>'
     '<Processors context="Configured" op="GE">4</Processors><Processors op="GE">2</Processors>'
     '<Memory op="GE" units="GB">2</Memory><Feature preference="-1">ib</Feature>'
@@ -365,7 +366,10 @@ def varied_site() -> tuple[Rollup, dict[str, Node]]:
     '<Processors>3</Processors><Processors op="GE">1</Processors>',
     '<OperatingSystem>Linux</OperatingSystem><Feature preference="-1">ssd</Feature>',
     '<Processors op="GE">1</Processors><Processors op="LE">8</Processors><Memory op="GE">0</Memory>',
-])
+]
+
+
+@pytest.mark.parametrize("requested", THRESHOLD_JOBS)
 def test_threshold_fast_path_is_the_general_path(requested: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from infosvc import matching
 
@@ -428,14 +432,7 @@ def general_and_columns(requested: str, rollup: Rollup, by_id: dict[str, Node],
 
 
 @pytest.mark.parametrize("requested", [
-    '<Architecture>x86_64</Architecture><OperatingSystem>Linux</OperatingSystem>'
-    '<Processors context="Configured" op="GE">4</Processors><Processors op="GE">2</Processors>'
-    '<Memory op="GE" units="GB">2</Memory><Feature preference="-1">ib</Feature>'
-    '<Feature preference="-2">ssd</Feature>',
-    '<Architecture>x86_64</Architecture><Memory op="GE">3072</Memory><Memory>1024</Memory>',
-    '<Processors>3</Processors><Processors op="GE">1</Processors>',
-    '<OperatingSystem>Linux</OperatingSystem><Feature preference="-1">ssd</Feature>',
-    '<Processors op="GE">1</Processors><Processors op="LE">8</Processors><Memory op="GE">0</Memory>',
+    *THRESHOLD_JOBS,
     '<Architecture preference="2">x86_64</Architecture><Architecture preference="1">aarch64</Architecture>'
     '<Memory op="GE">2048</Memory>',
     '',  # nothing asked: every Ready host with a node fits
