@@ -30,7 +30,7 @@ from __future__ import annotations
 import operator
 import weakref
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -78,6 +78,8 @@ class Columns:
     #: feature name -> whether each row's node has it; made when first asked for (`feature`),
     #: carried over (the changed rows redone) by the next patch
     features: dict[str, BoolArray] = field(default_factory=dict)
+    #: rows with an amount past EXACT (see _row_values): while any is, the columns are not used
+    big: BoolArray = field(default_factory=lambda: np.zeros(0, np.bool_))
 
     def __len__(self) -> int:
         return len(self.hosts)
@@ -91,10 +93,18 @@ class Columns:
         return found
 
 
-def _row_values(host: Host) -> tuple[float, float, bool, int, int]:
+#: Beyond this no float64 holds every integer: a row with an amount past it is `big`.
+EXACT: Final = 2 ** 53
+
+
+def _row_values(host: Host) -> tuple[float, float, bool, int, int, bool]:
     ram = host.main_memory.ram_available
-    return (float(host.available_cpus), float("nan") if ram is None else float(ram), host.state == "Ready",
-            host.main_memory.ram_size or 0, host.processor.clock_speed or 0)
+    cpus, size, mhz = host.available_cpus, host.main_memory.ram_size or 0, host.processor.clock_speed or 0
+    # Amounts no real host has (the schema bounds none of them) would round in float64 or not fit
+    # int64: such a row is flagged, its order columns clamped, and match() takes the general path.
+    big = not (-EXACT <= cpus <= EXACT and size <= EXACT and mhz <= EXACT and (ram is None or abs(ram) <= EXACT))
+    return (float(cpus), float("nan") if ram is None else float(ram), host.state == "Ready",
+            min(size, EXACT), min(mhz, EXACT), big)
 
 
 def _sub_opsys(nodes: list[Node | None], start: int, stop: int) -> object:
@@ -126,6 +136,7 @@ def _build(sub_ids: tuple[str, ...], counts: tuple[int, ...], ids: list[str], by
     ready = np.fromiter((v[2] for v in values), np.bool_, n)
     ram_size = np.fromiter((v[3] for v in values), np.int64, n)
     clock = np.fromiter((v[4] for v in values), np.int64, n)
+    big = np.fromiter((v[5] for v in values), np.bool_, n)
     has_node = np.fromiter((node is not None for node in nodes), np.bool_, n)
     # Python's own str order (code points), as the general path sorts ids.
     id_rank = np.empty(n, np.intp)
@@ -140,7 +151,7 @@ def _build(sub_ids: tuple[str, ...], counts: tuple[int, ...], ids: list[str], by
     row_of = np.fromiter(map(row_by_id.__getitem__, dict_ids), np.intp, n)
     return Columns(sub_ids, counts, starts, hosts, nodes, ids, sub_of_row, cpus, ram, ready, has_node, ram_size,
                    clock, id_rank, _ccs_order(ram_size, clock, id_rank), sub_opsys, dict_ids, list(by_id.values()),
-                   row_of)
+                   row_of, big=big)
 
 
 def _patch(prev: Columns, dict_hosts: list[Host], rows: list[int], node_of: Callable[[str], Node | None]) -> Columns:
@@ -160,6 +171,8 @@ def _patch(prev: Columns, dict_hosts: list[Host], rows: list[int], node_of: Call
     cpus[rows] = [v[0] for v in values]
     ram[rows] = [v[1] for v in values]
     ready[rows] = [v[2] for v in values]
+    big = prev.big.copy()
+    big[rows] = [v[5] for v in values]
     sizes = np.array([v[3] for v in values], np.int64)
     mhzs = np.array([v[4] for v in values], np.int64)
     if (sizes != ram_size[rows]).any() or (mhzs != clock[rows]).any():  # rare: the CCS order changes
@@ -185,7 +198,7 @@ def _patch(prev: Columns, dict_hosts: list[Host], rows: list[int], node_of: Call
             has[r] = node is not None and name in node.features
     return Columns(prev.sub_ids, prev.counts, prev.starts, hosts, nodes, prev.ids, prev.sub_of_row, cpus, ram, ready,
                    has_node, ram_size, clock, prev.id_rank, order, tuple(sub_opsys), prev.dict_ids, prev.dict_hosts,
-                   prev.row_of, features)
+                   prev.row_of, features, big)
 
 
 class HostColumns:

@@ -260,6 +260,8 @@ def _consumable_check(term: Term, item: Consumable) -> Check:
             wanted_mb = convert(wanted, units or "MB", "MB")
         except UnitError as exc:
             raise MatchError(f"Memory units: {exc}") from None
+        except OverflowError:
+            raise MatchError(f"Memory: {_num(wanted)} {units} is past any amount a host can have") from None
         configured = context is Context.CONFIGURED
         shown = f"{_num(wanted)} {units}" + (f" ({_num(wanted_mb)} MB)" if units and units.upper() != "MB" else "")
         want_text = f"{label}: asked {op.value} {shown} {ctx_word}"
@@ -307,6 +309,8 @@ def _consumable_check(term: Term, item: Consumable) -> Check:
                     value = have.amount(units)
                 except ValueError:
                     pass  # no units of its own: taken as written
+                except OverflowError:
+                    continue  # past any float in the units asked: no amount to compare
             found.append(value)
         return found
 
@@ -537,7 +541,9 @@ def _node_check(term: Term, item: NodeRef) -> Check:
         if item.aggregation is Aggregation.RANGE:
             from ClusterShell.NodeSet import NodeSetParseError, RangeSetParseError
 
-            from infosvc.model.nodeset import parse_nodeset
+            from infosvc.model.nodeset import parse_nodeset, range_names
+            if range_names(item.value) > MAX_RANGE:  # before ClusterShell expands anything
+                raise MatchError(f"Node Range {item.value!r} names more than {MAX_RANGE} nodes; at most {MAX_RANGE} are accepted")
             try:
                 size = len(parse_nodeset(item.value.strip()))  # never a group: see model/nodeset.py
             except (NodeSetParseError, RangeSetParseError) as exc:
@@ -888,20 +894,19 @@ class Candidate:
 _Found = tuple[str, Host, "str | None", "str | None", float]
 #: Fitting hosts grouped by what orders them first: (score, memory size, processor speed).
 _Groups = dict[tuple[float, int, int], list[_Found]]
-#: A host that does not fit: what its reasons are worked out from, when they are asked for.
-_Miss = tuple[Host, "str | None"]
+#: A host that does not fit: what its reasons are worked out from, when they are asked for (its
+#: node as it was decided on: the answer may be rendered later, in a thread, while hosts report).
+_Miss = tuple[Host, "str | None", "Node | None"]
 
 
 class MatchResult:
     """What `match` found. The reasons of the rejected hosts are put in words when first asked for
     (`rejected`, `as_json`): deciding is cheap, explaining is not."""
 
-    def __init__(self, requirements: Requirements, site: Site, found: list[_Found], missed: list[_Miss],
-                 node_of: Callable[[str], Node | None]) -> None:
+    def __init__(self, requirements: Requirements, site: Site, found: list[_Found], missed: list[_Miss]) -> None:
         self.requirements = requirements
         self.notes = requirements.notes
         self._site = site
-        self._node_of = node_of
         self._found = found
         self._missed = missed
         self._matches: list[Candidate] | None = None
@@ -912,8 +917,7 @@ class MatchResult:
 
     def _misses(self) -> Iterator[tuple[Host, str | None, Node | None]]:
         """The hosts that do not fit, in the order they were visited, with their nodes."""
-        node_of = self._node_of
-        return ((host, sub, node_of(host.unique_id)) for host, sub in self._missed)
+        return iter(self._missed)
 
     @property
     def matches(self) -> list[Candidate]:
@@ -939,8 +943,8 @@ class _ColumnsResult(MatchResult):
     the rows that fit; Candidates and the rejected hosts are made from the snapshot when read."""
 
     def __init__(self, requirements: Requirements, site: Site, columns: Columns, order: Any, scores: Any,
-                 fit: Any, node_of: Callable[[str], Node | None]) -> None:
-        super().__init__(requirements, site, [], [], node_of)
+                 fit: Any) -> None:
+        super().__init__(requirements, site, [], [])
         self._columns = columns
         self._order = order
         self._scores = scores
@@ -1049,7 +1053,7 @@ def match(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node
                 static = cache[(sub_id, None)] = _verdict(requirements.static, sample[1], sample[0], site)
             if not static.ok:
                 for host in members:
-                    add_missed((host, sub_id))
+                    add_missed((host, sub_id, node_of(host.unique_id)))
                 continue
             fixed: Verdict | None = static
         else:
@@ -1069,21 +1073,21 @@ def match(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node
                         static = cache[key] = _verdict(requirements.static, node, host, site)
                     by_opsys[node.opsys] = static
                 if not static.ok:
-                    add_missed((host, sub_id))
+                    add_missed((host, sub_id, node))
                     continue
                 score = static.score
             if host.state != "Ready":
-                add_missed((host, sub_id))
+                add_missed((host, sub_id, node))
                 continue
             dynamic_runs += 1
             if limits is not None:
                 if not (host.available_cpus >= min_cpus and (min_ram is None or (
                         (have := host.main_memory.ram_available) is not None and have >= min_ram))):
-                    add_missed((host, sub_id))
+                    add_missed((host, sub_id, node))
                     continue
             elif only is not None:
                 if not only(node, host, site):
-                    add_missed((host, sub_id))
+                    add_missed((host, sub_id, node))
                     continue
             elif dynamic:
                 ok = True
@@ -1092,7 +1096,7 @@ def match(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node
                         ok = False
                         break
                 if not ok:
-                    add_missed((host, sub_id))
+                    add_missed((host, sub_id, node))
                     continue
             for expr in preferred:
                 score += _score(expr, node, host, site)
@@ -1112,7 +1116,7 @@ def match(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node
     requirements.evaluations["static"] += static_runs
     if requirements.dynamic:
         requirements.evaluations["dynamic"] += dynamic_runs
-    return MatchResult(requirements, site, _order(groups), missed, node_of)
+    return MatchResult(requirements, site, _order(groups), missed)
 
 
 def _match_columns(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node | None], site: Site,
@@ -1123,6 +1127,8 @@ def _match_columns(requirements: Requirements, rollup: Any, node_of: Callable[[s
     columns keep, then stably by score; soft terms tested on the fitting hosts only. What does not
     fit stays a mask until the answer is rendered."""
     cols = keeper.sync(rollup, node_of)
+    if cols.big.any():  # a host with amounts float64 would round: the general path compares exactly
+        return match(requirements, rollup, node_of, site)
     static_runs = 0
     if requirements.static:
         cache, nodes, hosts, starts = requirements.static_cache, cols.nodes, cols.hosts, cols.starts.tolist()
@@ -1203,4 +1209,4 @@ def _match_columns(requirements: Requirements, rollup: Any, node_of: Callable[[s
     requirements.evaluations["static"] += static_runs
     if requirements.dynamic:
         requirements.evaluations["dynamic"] += dynamic_runs
-    return _ColumnsResult(requirements, site, cols, order, score, fit, node_of)
+    return _ColumnsResult(requirements, site, cols, order, score, fit)

@@ -386,7 +386,7 @@ def test_threshold_fast_path_is_the_general_path(requested: str, monkeypatch: py
     assert [(c.host.unique_id, c.subcluster, c.computing_element, c.score) for c in fast.matches] == \
         [(c.host.unique_id, c.subcluster, c.computing_element, c.score) for c in slow.matches]
     assert fast.rejected == slow.rejected
-    assert [(h.unique_id, s) for h, s in fast._missed] == [(h.unique_id, s) for h, s in slow._missed]
+    assert [(h.unique_id, s, n) for h, s, n in fast._missed] == [(h.unique_id, s, n) for h, s, n in slow._missed]
     assert fast_req.evaluations == slow_req.evaluations
     # the order is a plain sort on the whole key
     def whole_key(c: Any) -> tuple[float, int, int, str]:
@@ -447,6 +447,51 @@ def test_columns_way_is_the_general_way(requested: str) -> None:
     assert fast == slow
     assert slow[0] or requested == '<OperatingSystem>GNU</OperatingSystem>'
     assert columns.last_sync == ("rebuilt", len(rollup.hosts))
+
+
+@pytest.mark.parametrize("kind", ["memory", "free_memory", "processors"])
+def test_amounts_past_float64_take_the_general_way(kind: str) -> None:
+    # The schema bounds no amount: a RAM size of 2^63 MB or more did not fit the int64 column (a
+    # 500 for every threshold match until the host reported again), and free CPUs past 2^53
+    # rounded in float64 so the two ways disagreed (found in review).
+    from infosvc.hostcolumns import HostColumns
+
+    huge = {"memory": {"memory_mb": 1e30}, "free_memory": {"memory_mb": 1e30, "free_memory_mb": 1e30},
+            "processors": {"processors": 2 ** 53 + 4, "free_processors": 2 ** 53 + 3}}[kind]
+    nodes = [make_node("giant", **huge), make_node("plain", processors=8, free_processors=4)]
+    rollup, by_id = site(nodes)
+    columns = HostColumns()
+    asked = ('<Processors op="GE">9007199254740996</Processors>' if kind == "processors"
+             else '<Processors op="GE">1</Processors><Memory op="GE">1024</Memory>')
+    slow, fast = general_and_columns(asked, rollup, by_id, columns)
+    assert fast == slow
+    if kind == "processors":
+        assert slow[0] == []  # 2^53 + 3 free is not >= 2^53 + 4, exactly
+    else:
+        assert [m[0] for m in slow[0]][0] == "giant"
+    # and once the giant reports sanely, the columns are used again
+    rollup.update(host_of(make_node("giant", processors=8, free_processors=2), "Ready"))
+    by_id["giant"] = make_node("giant", processors=8, free_processors=2)
+    slow, fast = general_and_columns('<Processors op="GE">1</Processors>', rollup, by_id, columns)
+    assert fast == slow and columns.last_sync[0] in ("patched", "rebuilt")
+
+
+@pytest.mark.parametrize("requested,ruled_out_by_subcluster", [
+    ("<Feature>gpu</Feature>", False),  # decided per host (dynamic)
+    ("<Architecture>aarch64</Architecture>", True),  # a static part ruling out whole subclusters
+])
+def test_reasons_come_from_the_node_the_verdict_was_decided_on(requested: str, ruled_out_by_subcluster: bool) -> None:
+    # The answer is rendered after the match (in a thread for large sites) while hosts go on
+    # reporting: the reasons were worked out from the node as it was then, so a host rejected for
+    # lacking a feature could be listed with no reason at all (found in review).
+    nodes = [make_node("a"), make_node("b", features=("gpu",))]
+    rollup, by_id = site(nodes)
+    result = match(requirements(requested), rollup, by_id.get)
+    by_id["a"] = make_node("a", features=("gpu",), arch="aarch64")  # reports meanwhile
+    rejected = dict(result.rejected)
+    assert rejected["a"], rejected
+    assert all(rejected.values())
+    assert ("b" in rejected) == ruled_out_by_subcluster
 
 
 def test_columns_way_is_not_taken_for_other_dynamic_terms() -> None:
