@@ -24,7 +24,7 @@ from ClusterShell.NodeUtils import GroupResolverError
 
 from infosvc.lifecycle import NodeState
 from infosvc.model.node import split_features
-from infosvc.model.nodeset import parse_nodeset
+from infosvc.model.nodeset import parse_nodeset, range_names
 
 if TYPE_CHECKING:
     from infosvc.hosts import HostEntry, HostTable
@@ -59,20 +59,10 @@ def free_memory_mb(entry: HostEntry) -> float:
 #: The most names the ranges of one `nodes` filter may write out: ClusterShell holds a range as a
 #: set of all its names, so nodes=n[1-100000000] would cost gigabytes before any host is looked at.
 MAX_RANGE_NAMES = 100_000
-_BRACKETS = re.compile(r"\[([^\]]*)\]")
-_RANGE = re.compile(r"(\d+)-(\d+)(?:/(\d+))?")
 _OPERATORS = re.compile(r"([,!&^])(?![^\[]*\])")  # outside brackets
 _DIGITS = re.compile(r"\d+")
 _NODESET_ERRORS = (NodeSetException, GroupResolverError, AssertionError, ValueError)
 
-
-def _range_names(text: str) -> int:
-    total = 0
-    for inside in _BRACKETS.findall(text):
-        for part in inside.split(","):
-            match = _RANGE.fullmatch(part.strip())
-            total += (int(match[2]) - int(match[1])) // max(1, int(match[3] or 1)) + 1 if match else 1
-    return total
 
 
 def nodeset_order(name: str) -> tuple[str, list[tuple[int, str]]]:
@@ -93,7 +83,7 @@ class HostNames:
 
     @classmethod
     def parse(cls, parameter: str, text: str) -> HostNames:
-        if _range_names(text) > MAX_RANGE_NAMES:
+        if range_names(text) > MAX_RANGE_NAMES:
             raise QueryError(parameter, f"ranges of more than {MAX_RANGE_NAMES} names")
         parts = _OPERATORS.split(text.strip())
         terms: list[tuple[str, Any]] = []

@@ -166,6 +166,45 @@ def test_job_group_with_a_job_that_cannot_be_matched_names_it(site: Server) -> N
     assert status == 400 and "job bad:" in str(body["detail"]), body
 
 
+def test_job_group_of_too_many_jobs_is_refused(site: Server) -> None:
+    # Each answer lists every host with its reasons: a 256 KiB body of 12,000 tiny jobs was minutes
+    # of CPU and gigabytes of answer at 10,000 hosts (found in review).
+    from infosvc.api import MAX_MATCH_JOBS
+
+    def group(n: int) -> bytes:
+        return b"<JobGroup><Id>g</Id>" + b"".join(b"<Job><Id>j%d</Id></Job>" % i for i in range(n)) + b"</JobGroup>"
+
+    status, body = post_match(site, group(MAX_MATCH_JOBS))
+    assert status == 200 and len(body["jobs"]) == MAX_MATCH_JOBS  # type: ignore[arg-type]
+    status, body = post_match(site, group(MAX_MATCH_JOBS + 1))
+    assert status == 400 and f"at most {MAX_MATCH_JOBS} jobs" in str(body["error"]), body
+
+
+@pytest.mark.parametrize("requested,words", [
+    ('<Memory units="PB">1e300</Memory>', "past any amount"),  # overflowed in the unit conversion
+    ('<Node aggregation="Range">n[0-99999999999999999999]</Node>', "names more than"),  # ClusterShell asserted
+    ('<Node aggregation="Range">n[1-200000]</Node>', "names more than"),
+])
+def test_jobs_past_every_bound_are_a_400_not_a_500(site: Server, requested: str, words: str) -> None:
+    status, body = post_match(site, b"<Job><Id>x</Id><Requested>" + requested.encode() + b"</Requested></Job>")
+    assert status == 400 and words in str(body["detail"]), body
+
+
+def test_a_host_amount_past_any_float_in_the_units_asked_is_no_amount(site: Server) -> None:
+    from conftest import make_node
+
+    from infosvc.codec.node_xml import node_to_xml
+    from infosvc.model.node import Consumable
+
+    node = make_node("diskful.example", processors=8)
+    node.available.add(Consumable("Disk", 1e300, units="PB"))
+    assert site.post_node(node_to_xml(node), site.agent_token()).status == 200
+    status, body = post_match(site, b'<Job><Id>d</Id><Requested><Disk units="B" op="GE">1</Disk></Requested></Job>')
+    assert status == 200, body
+    rejected = {r["host"]: r["reasons"] for r in body["rejected"]}  # type: ignore[attr-defined]
+    assert "diskful.example" in rejected and "host has none" in rejected["diskful.example"][0]
+
+
 def test_a_large_answer_is_rendered_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     """Above RENDER_IN_THREAD_HOSTS hosts the answer is rendered in a worker thread, and it is the
     same answer (the same bytes) as rendered on the loop's own thread."""

@@ -9,6 +9,7 @@ before ClusterShell sees them.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetParseError, set_std_group_resolver
@@ -20,8 +21,27 @@ set_std_group_resolver(GroupResolver())
 NO_GROUPS: Any = RESOLVER_NOGROUP
 
 
+_BRACKETS = re.compile(r"\[([^\]]*)\]")
+_RANGE = re.compile(r"(\d+)-(\d+)(?:/(\d+))?")
+
+
+def range_names(expression: str) -> int:
+    """How many names the bracketed ranges of `expression` write out, summed over the brackets
+    (exact for one dimension; a lower bound for several): read from the text, before ClusterShell
+    is asked to expand anything."""
+    total = 0
+    for inside in _BRACKETS.findall(expression):
+        for part in inside.split(","):
+            match = _RANGE.fullmatch(part.strip())
+            total += (int(match[2]) - int(match[1])) // max(1, int(match[3] or 1)) + 1 if match else 1
+    return total
+
+
 def parse_nodeset(expression: str) -> Any:
     """The NodeSet of `expression`; NodeSetParseError (a NodeSetException) for a group or bad syntax."""
     if "@" in expression:
         raise NodeSetParseError(expression.strip(), "NodeSet groups (@name) are not supported")
-    return NodeSet(expression, resolver=RESOLVER_NOGROUP)
+    try:
+        return NodeSet(expression, resolver=RESOLVER_NOGROUP)
+    except AssertionError as exc:  # ClusterShell asserts some limits ("range too large")
+        raise NodeSetParseError(expression.strip(), f"not a NodeSet ({exc or 'out of range'})") from None
