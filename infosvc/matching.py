@@ -48,11 +48,11 @@ from __future__ import annotations
 
 import itertools
 import operator
-import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, cast
+from typing import Any, Callable, Iterator, Mapping, Protocol, cast
 
 import numpy as np
+import re2
 
 from infosvc.hostcolumns import MIXED, NO_NODE, Columns, HostColumns
 
@@ -74,9 +74,6 @@ __all__ = [
 #: Longest regular expression accepted (characters), and longest text one is matched against.
 MAX_PATTERN = 256
 MAX_SUBJECT = 255
-#: Most repeats with no small upper bound in one pattern, and the largest bound counted as small.
-MAX_OPEN_REPEATS = 3
-MAX_REPEAT_BOUND = 100
 #: Most names a Range may expand to.
 MAX_RANGE = 100_000
 
@@ -87,66 +84,38 @@ class MatchError(ValueError):
 
 # --- the regular expression guard ---------------------------------------------------------------
 
-def guarded_regex(pattern: str, what: str = "pattern") -> re.Pattern[str]:
-    """`pattern` compiled, if its matching time is bounded; MatchError otherwise.
+class Regex(Protocol):
+    """A compiled pattern, as the matcher uses it."""
 
-    Python's `re` backtracks, so a pattern such as `(a+)+$` takes exponential time on a subject of
-    a few dozen characters. Rather than run it with a timeout (a thread cannot be stopped, and
-    `re` does not release the GIL), the pattern's structure is checked before use:
-    at most MAX_PATTERN characters; no repeat inside a repeat ("nested quantifiers"); no
-    alternation inside a repeat (`(a|a)*` is the same blow-up); no backreference; repeat bounds
-    of at most MAX_REPEAT_BOUND, and at most MAX_OPEN_REPEATS repeats with a larger (or no) bound.
-    What is left backtracks at most polynomially, of degree MAX_OPEN_REPEATS, and subjects are at
-    most MAX_SUBJECT characters (host names and features; a longer one never matches), so one
-    match costs at most a few million steps of the C matcher, and most cost microseconds.
+    def fullmatch(self, text: str) -> object | None: ...
+
+
+def guarded_regex(pattern: str, what: str = "pattern") -> Regex:
+    """`pattern` compiled with RE2, which matches in time linear in the subject; MatchError when
+    it is longer than MAX_PATTERN characters or not a pattern RE2 accepts.
+
+    Patterns come from anyone who may POST /v1/match. Python's `re` backtracks: `(a+)+$`, and
+    subtler forms such as `(?:.?){27}_`, take exponential time on a few dozen characters, and a
+    match cannot be stopped (it holds the GIL). Guarding `re` by the pattern's structure was tried
+    and still let exponential and high-polynomial patterns through (found in review); RE2 has no
+    backtracking at all. It is Perl syntax without backreferences and lookarounds, which are
+    refused by name.
     """
     if len(pattern) > MAX_PATTERN:
         raise MatchError(f"{what} is {len(pattern)} characters long; at most {MAX_PATTERN} are accepted")
     try:
-        from re import _parser as sre_parse  # type: ignore[attr-defined]  # Python >= 3.11
-        parsed = sre_parse.parse(pattern)
-        compiled = re.compile(pattern)
-    except re.error as exc:
-        raise MatchError(f"{what} {pattern!r} is no regular expression: {exc}") from None
-    open_repeats = _check_tree(parsed, pattern, what, inside_repeat=False)
-    if open_repeats > MAX_OPEN_REPEATS:
-        raise MatchError(f"{what} {pattern!r} has {open_repeats} unbounded repeats; "
-                         f"at most {MAX_OPEN_REPEATS} are accepted")
-    return compiled
+        return cast(Regex, re2.compile(pattern, _RE2_OPTIONS))
+    except re2.error as exc:
+        reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise MatchError(f"{what} {pattern!r} is not a regular expression this matcher accepts: {reason} "
+                         "(Perl syntax without backreferences or lookarounds)") from None
 
 
-def _check_tree(items: Any, pattern: str, what: str, *, inside_repeat: bool) -> int:
-    """Walk sre_parse's tree; the number of open repeats, or MatchError for a refused construct."""
-    from re import _constants as c  # type: ignore[attr-defined]
-
-    count = 0
-    for op, arg in items:
-        if op in (c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", None)):
-            low, high, sub = arg
-            if high is c.MAXREPEAT or high > MAX_REPEAT_BOUND:
-                count += 1
-            if inside_repeat and high != 1:
-                raise MatchError(f"{what} {pattern!r} nests a repeat inside a repeat, which can take "
-                                 "exponential time; write it without nested quantifiers")
-            count += _check_tree(sub, pattern, what, inside_repeat=inside_repeat or high != 1)
-        elif op is c.BRANCH:
-            if inside_repeat:
-                raise MatchError(f"{what} {pattern!r} repeats an alternation, which can take "
-                                 "exponential time; write it without a quantified (a|b) group")
-            for branch in arg[1]:
-                count += _check_tree(branch, pattern, what, inside_repeat=inside_repeat)
-        elif op is c.SUBPATTERN:
-            count += _check_tree(arg[-1], pattern, what, inside_repeat=inside_repeat)
-        elif op in (c.ASSERT, c.ASSERT_NOT):
-            count += _check_tree(arg[1], pattern, what, inside_repeat=inside_repeat)
-        elif op in (c.GROUPREF, c.GROUPREF_EXISTS):
-            raise MatchError(f"{what} {pattern!r} uses a backreference, which is not accepted")
-        elif op is getattr(c, "ATOMIC_GROUP", None):
-            count += _check_tree(arg, pattern, what, inside_repeat=inside_repeat)
-    return count
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a refused pattern is the submitter's 400, not a line on stderr
 
 
-def _fullmatch(regex: re.Pattern[str], text: str | None) -> bool:
+def _fullmatch(regex: Regex, text: str | None) -> bool:
     return text is not None and len(text) <= MAX_SUBJECT and regex.fullmatch(text) is not None
 
 
@@ -228,6 +197,10 @@ def _consumable_check(term: Term, item: Consumable) -> Check:
         return Check(term, True, lambda n, h, s: True, lambda n, h, s: f"{_label(item)}: context Used asks nothing")
     if term.effective_op is Op.MATCH:
         raise MatchError(f"op Match does not apply to the amount {item.kind}")
+    try:
+        float(item.value)
+    except OverflowError:  # an int of hundreds of digits (a grid job's count, say)
+        raise MatchError(f"{_label(item)}: {str(item.value)[:20]}... is past any amount a host can have") from None
     op = term.effective_op
     if context is not Context.CONFIGURED:
         if op is Op.EQ:
@@ -483,7 +456,8 @@ def _ce_together(conjuncts: list[CExpr]) -> list[CExpr]:
     joined = CLeaf(Check(found[0].check.term, True, lambda n, h, s: any(ce_test(ce) for ce in s.ces.get(h.cluster, ())),
                          explain, ce_test=ce_test, ce_asked=asked))
     first = conjuncts.index(found[0])
-    rest = [e for e in conjuncts if not any(e is f for f in found)]
+    joined_ids = {id(f) for f in found}  # a set: a job of thousands of CE terms must not be quadratic
+    rest = [e for e in conjuncts if id(e) not in joined_ids]
     return rest[:first] + [joined] + rest[first:]
 
 

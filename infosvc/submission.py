@@ -153,7 +153,10 @@ def _with_id(job: Job, job_id: str) -> Job:
 
 
 def _executable(value: str, where: str) -> str:
-    """An Executable for SSS, which reads `#id` as "the attached File id": a program named so is refused."""
+    """An Executable for SSS, which reads `#id` as "the attached File id": a program named so is
+    refused, and so is none at all (a command line such as `"" x`)."""
+    if not value.strip():
+        raise DocumentError(f"{where}: the command line names no program")
     if value.startswith("#"):
         raise DocumentError(f"{where}: executable {value!r} starts with '#', which an SSS Job reads as a "
                             "reference to an attached file; name the program by a path")

@@ -595,3 +595,19 @@ def test_any_json_is_a_job_or_a_document_error(value: Any) -> None:
         assert error.problems and all(p.message for p in error.problems)
     else:
         assert parsed.tasks and all(t.executable for t in parsed.tasks)
+
+
+@pytest.mark.parametrize("name", ["vm,zzz", "vm zzz", "vm\tzzz"])
+def test_a_hostname_is_one_name(name: str) -> None:
+    # Host names went into one comma-delimited Node List, so "vm,zzz" let the job run on vm as
+    # well (found in review); no host name holds a comma or white space.
+    document = {"version": 2, "executable": "/bin/x", "requirements": {"hostname": [name]}}
+    with pytest.raises(DocumentError, match="hostname"):
+        parse_grid_job(json.dumps(document))
+
+
+def test_admits_ignores_one_final_dot_as_the_matcher_does() -> None:
+    from infosvc.model.gridjob import Constraints, admits
+
+    assert admits(Constraints(hostnames=("vm.example.",)), "PBS", "q", "VM.example") == []
+    assert admits(Constraints(hostnames=("vm.example..",)), "PBS", "q", "vm.example")  # one dot only

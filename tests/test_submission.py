@@ -522,3 +522,11 @@ def test_an_executable_sss_would_read_as_a_file_reference_is_refused() -> None:
             b'<Tasks><Task Name="t" CommandLine="#x y"/></Tasks></Job>')
     with pytest.raises(DocumentError, match="CCS job: task t: executable '#x'"):
         parse_submission(body, XML)
+
+
+@pytest.mark.parametrize("command_line", ['"" x.exe', '""'])
+def test_a_ccs_command_line_that_names_no_program_is_refused(command_line: str) -> None:
+    body = (b'<Job xmlns="https://www.microsoft.com/ComputeCluster/">'
+            b'<Tasks><Task Name="t" CommandLine=\'' + command_line.encode() + b'\'/></Tasks></Job>')
+    with pytest.raises(DocumentError, match="names no program"):
+        parse_submission(body, XML)

@@ -35,7 +35,9 @@ def finish(document: str, *, pretty: bool = False) -> bytes:
     if pretty:
         from lxml import etree
 
-        root = etree.fromstring(document.encode())
+        # Our own escaped text, but parsed as every document is: no entities, DTDs or network.
+        parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
+        root = etree.fromstring(document.encode(), parser)
         etree.indent(root)
         indented: bytes = etree.tostring(root, encoding="UTF-8", xml_declaration=True)
         return indented + b"\n"

@@ -72,7 +72,7 @@ class Constraints:
 
 def _host_key(name: str) -> str:
     # Host names compare as DNS names do: without regard to case, a final dot ignored.
-    return name.rstrip(".").casefold()
+    return (name[:-1] if name.endswith(".") else name).casefold()  # one final dot, as DNS (and the matcher)
 
 
 def admits(constraints: Constraints, ce_lrms_type: str, ce_queue: str, host_name: str) -> list[str]:

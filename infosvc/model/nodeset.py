@@ -22,18 +22,27 @@ NO_GROUPS: Any = RESOLVER_NOGROUP
 
 
 _BRACKETS = re.compile(r"\[([^\]]*)\]")
-_RANGE = re.compile(r"(\d+)-(\d+)(?:/(\d+))?")
+_NUMBER = re.compile(r"\d{1,18}")
+_RANGE = re.compile(r"(\d{1,18})-(\d{1,18})(?:/(\d{1,18}))?")
+_WHITE = re.compile(r"\s+")
+#: What range_names says of a bracket it cannot read: more than any limit.
+UNCOUNTABLE = 1 << 62
 
 
 def range_names(expression: str) -> int:
     """How many names the bracketed ranges of `expression` write out, summed over the brackets
     (exact for one dimension; a lower bound for several): read from the text, before ClusterShell
-    is asked to expand anything."""
+    is asked to expand anything. A bracket part it cannot read as a number or a range (ClusterShell
+    takes white space inside ranges; numbers of more than 18 digits) counts as UNCOUNTABLE."""
     total = 0
     for inside in _BRACKETS.findall(expression):
-        for part in inside.split(","):
-            match = _RANGE.fullmatch(part.strip())
-            total += (int(match[2]) - int(match[1])) // max(1, int(match[3] or 1)) + 1 if match else 1
+        for part in _WHITE.sub("", inside).split(","):
+            if not part or _NUMBER.fullmatch(part):  # an empty part: ClusterShell says what is wrong
+                total += 1
+            elif match := _RANGE.fullmatch(part):
+                total += max(0, int(match[2]) - int(match[1])) // max(1, int(match[3] or 1)) + 1
+            else:
+                return UNCOUNTABLE
     return total
 
 
