@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Protocol, cast
 
@@ -103,20 +104,33 @@ def guarded_regex(pattern: str, what: str = "pattern") -> Regex:
     """
     if len(pattern) > MAX_PATTERN:
         raise MatchError(f"{what} is {len(pattern)} characters long; at most {MAX_PATTERN} are accepted")
+    if _OPEN_LOW_BOUND.search(pattern):
+        # Python (3.11+) reads a{,3} as 0 to 3 a's; RE2 as the text "a{,3}": refused, not reread.
+        raise MatchError(f"{what} {pattern!r} writes a repeat as {{,n}}; write {{0,n}}")
     try:
         return cast(Regex, re2.compile(pattern, _RE2_OPTIONS))
+    except UnicodeEncodeError:
+        raise MatchError(f"{what} {pattern!r} holds a character that is not Unicode text") from None
     except re2.error as exc:
         reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
         raise MatchError(f"{what} {pattern!r} is not a regular expression this matcher accepts: {reason} "
                          "(Perl syntax without backreferences or lookarounds)") from None
 
 
+#: `{,n}` not escaped: Python's re (3.11+) reads it as {0,n}, RE2 as text. (Python's re here: a
+#: fixed pattern over at most MAX_PATTERN characters of the submitter's.)
+_OPEN_LOW_BOUND = re.compile(r"(?:^|[^\\])\{,\d+\}")
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False  # a refused pattern is the submitter's 400, not a line on stderr
 
 
 def _fullmatch(regex: Regex, text: str | None) -> bool:
-    return text is not None and len(text) <= MAX_SUBJECT and regex.fullmatch(text) is not None
+    if text is None or len(text) > MAX_SUBJECT:
+        return False
+    try:
+        return regex.fullmatch(text) is not None
+    except UnicodeEncodeError:  # a lone surrogate (no XML or JSON we read carries one): no match
+        return False
 
 
 # --- compiled leaves ----------------------------------------------------------------------------
@@ -461,6 +475,16 @@ def _ce_together(conjuncts: list[CExpr]) -> list[CExpr]:
     return rest[:first] + [joined] + rest[first:]
 
 
+def _bound_range(what: str, expression: str) -> None:
+    """MatchError for a Range of more than MAX_RANGE names, told from its text before anything
+    is expanded (infosvc.model.nodeset.names_upper_bound)."""
+    from infosvc.model.nodeset import names_upper_bound
+
+    if names_upper_bound(expression) > MAX_RANGE:
+        raise MatchError(f"{what} Range {expression!r} names more than {MAX_RANGE} names; "
+                         f"at most {MAX_RANGE} are accepted")
+
+
 def _feature_check(term: Term, item: Feature) -> Check:
     op = term.effective_op
     if op not in (Op.EQ, Op.NE, Op.MATCH):
@@ -474,7 +498,12 @@ def _feature_check(term: Term, item: Feature) -> Check:
             return any(_fullmatch(regex, f) for f in n.features) != negate
         test: Test = test_pattern
     else:
-        names = item.names()
+        if item.aggregation is Aggregation.RANGE:
+            _bound_range("Feature", item.value)
+        try:
+            names = item.names()
+        except NodeRefError as exc:
+            raise MatchError(str(exc)) from None
         negate = op is Op.NE
         asked = f"Feature: asked {'none of' if negate else ''} {', '.join(names)}".replace("  ", " ")
 
@@ -513,17 +542,7 @@ def _node_check(term: Term, item: NodeRef) -> Check:
         test: Test = test_pattern
     else:
         if item.aggregation is Aggregation.RANGE:
-            from ClusterShell.NodeSet import NodeSetParseError, RangeSetParseError
-
-            from infosvc.model.nodeset import parse_nodeset, range_names
-            if range_names(item.value) > MAX_RANGE:  # before ClusterShell expands anything
-                raise MatchError(f"Node Range {item.value!r} names more than {MAX_RANGE} nodes; at most {MAX_RANGE} are accepted")
-            try:
-                size = len(parse_nodeset(item.value.strip()))  # never a group: see model/nodeset.py
-            except (NodeSetParseError, RangeSetParseError) as exc:
-                raise MatchError(f"bad Node Range {item.value!r}: {exc}") from None
-            if size > MAX_RANGE:
-                raise MatchError(f"Node Range {item.value!r} names {size} nodes; at most {MAX_RANGE} are accepted")
+            _bound_range("Node", item.value)
         try:
             names = frozenset(_host_key(name) for name in item.names())
         except NodeRefError as exc:

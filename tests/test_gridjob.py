@@ -597,7 +597,7 @@ def test_any_json_is_a_job_or_a_document_error(value: Any) -> None:
         assert parsed.tasks and all(t.executable for t in parsed.tasks)
 
 
-@pytest.mark.parametrize("name", ["vm,zzz", "vm zzz", "vm\tzzz"])
+@pytest.mark.parametrize("name", ["vm,zzz", "vm zzz", "vm\tzzz", "vm.example\n"])
 def test_a_hostname_is_one_name(name: str) -> None:
     # Host names went into one comma-delimited Node List, so "vm,zzz" let the job run on vm as
     # well (found in review); no host name holds a comma or white space.

@@ -209,7 +209,7 @@ def test_patterns_match_in_linear_time(pattern: str, subject: str) -> None:
 
 @pytest.mark.parametrize("pattern,words", [
     (r"(a)\1", "backreferences"), ("(?=a)a", "lookarounds"), ("(?<!a)b", "lookarounds"), ("(a", "missing )"),
-    ("x" * 300, "at most 256"), ("a{1001}", "repetition"),
+    ("x" * 300, "at most 256"), ("a{1001}", "repetition"), ("a{,3}", "{0,n}"), ("node\\Z", "\\Z"),
 ])
 def test_patterns_the_matcher_cannot_run_are_refused_by_name(pattern: str, words: str) -> None:
     with pytest.raises(MatchError, match=re.escape(words)):
@@ -733,3 +733,11 @@ def test_ce_policy_comes_from_the_site_config() -> None:
     fast = match(requirements("<Queue>long</Queue><Duration>PT2H</Duration>"), rollup, {"n1": node}.get, site_,
                  columns=HostColumns())
     assert fast.matches[0].computing_element == "ce2"
+
+
+def test_a_subject_that_is_no_unicode_text_never_matches() -> None:
+    from infosvc.matching import _fullmatch
+
+    assert not _fullmatch(guarded_regex(".*"), "a\ud800b")
+    with pytest.raises(MatchError, match="not Unicode text"):
+        guarded_regex("a\ud800")

@@ -98,3 +98,26 @@ def test_reference_codec() -> None:
         noderef_from_element(etree.fromstring('<Node aggregation="Glob">a*</Node>'))
     with pytest.raises(DocumentError, match="bad node reference"):
         noderef_from_element(etree.fromstring('<Node count="many">a</Node>'))
+
+
+@pytest.mark.parametrize("expression,names", [
+    ("n[1-3]", ["n1", "n2", "n3"]),
+    ("a[1-2]b[1-2],c1", ["a1b1", "a1b2", "a2b1", "a2b2", "c1"]),
+    ("n[1-3],n2,m1", ["n1", "n2", "n3", "m1"]),  # each once, in term order
+    ("n[1-5]!n[2-3]", ["n1", "n4", "n5"]),  # other operators: ClusterShell's whole set
+])
+def test_ranges_expand_term_by_term(expression: str, names: list[str]) -> None:
+    from infosvc.model.nodeset import expand_names, names_upper_bound
+
+    assert expand_names(expression) == names
+    assert names_upper_bound(expression) >= len(names)
+
+
+def test_names_upper_bound_multiplies_brackets_and_adds_terms() -> None:
+    from infosvc.model.nodeset import UNCOUNTABLE, names_upper_bound
+
+    assert names_upper_bound("a[1-300]b[1-300],a[301-600]b[1-200]") == 90000 + 60000
+    assert names_upper_bound("n[001-128]") == 128
+    assert names_upper_bound("n[1-10/2]") == 5
+    assert names_upper_bound("node1") == 1
+    assert names_upper_bound("n[0-" + "9" * 30 + "]") == UNCOUNTABLE

@@ -63,10 +63,10 @@ def expand_range(expression: str) -> list[str]:
     """`node[5-23,77]` -> node5 ... node23, node77 (ClusterShell NodeSet syntax, zero padding kept)."""
     from ClusterShell.NodeSet import NodeSetParseError, RangeSetParseError
 
-    from infosvc.model.nodeset import parse_nodeset
+    from infosvc.model.nodeset import expand_names
 
     try:
-        return list(parse_nodeset(expression.strip()))
+        return expand_names(expression.strip())
     except (NodeSetParseError, RangeSetParseError) as exc:
         raise NodeRefError(f"bad Range {expression!r}: {exc}") from None
 
