@@ -73,6 +73,20 @@ def node_document(host: str, **kwargs: Any) -> bytes:
     return node_to_xml(make_node(host, **kwargs))
 
 
+# --- processes -------------------------------------------------------------------------------
+
+def stop_process(process: subprocess.Popen[Any], timeout: float = 15) -> None:
+    """SIGTERM, as an operator would; SIGKILL if it has not stopped within `timeout` seconds."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 # --- HTTP ------------------------------------------------------------------------------------
 
 @dataclass
@@ -231,13 +245,7 @@ class Server:
         """SIGTERM, as an operator would; SIGKILL if it does not stop in time."""
         if self.process is None:
             return
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self.process = None
 
     def kill(self) -> None:

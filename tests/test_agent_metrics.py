@@ -19,7 +19,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import ROOT, Server, ServerFactory, free_port, wait_for
+from conftest import ROOT, Server, ServerFactory, free_port, stop_process, wait_for
 from infosvc_agents.collectors.memory import MemoryCollector
 from infosvc_agents.node_metrics import METRICS, NodeMetrics, split_listen
 from test_agent import HOST1, fixture_agent
@@ -182,12 +182,7 @@ def agent_with_metrics(serve: ServerFactory, tmp_path: Path) -> Iterator[tuple[S
     try:
         yield server, port
     finally:
-        agent.terminate()
-        try:
-            agent.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            agent.kill()
-            agent.wait()
+        stop_process(agent)
         assert agent.stderr is not None
         agent.stderr.close()
 

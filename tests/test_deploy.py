@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT, ServerFactory, free_port
+from conftest import ROOT, ServerFactory, free_port, stop_process
 from infosvc.siteconfig import load_config, parse_config
 from test_siteconfig import Accepted, _keys_of, _path, accepted  # noqa: F401 - `accepted` is a fixture
 
@@ -172,9 +172,4 @@ def test_prometheus_discovers_the_hosts(serve: ServerFactory, tmp_path: Path) ->
         assert target["labels"]["subcluster"] and "__meta_infosvc_state" not in target["labels"]
         assert target["discoveredLabels"]["__meta_infosvc_state"] == "Ready"
     finally:
-        prometheus.terminate()
-        try:
-            prometheus.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            prometheus.kill()
-            prometheus.wait()
+        stop_process(prometheus)

@@ -21,7 +21,7 @@ import pytest
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import ROOT, Server, ServerFactory, free_port, make_node, request, wait_for
+from conftest import ROOT, Server, ServerFactory, free_port, make_node, request, stop_process, wait_for
 from infosvc.codec.node_xml import node_to_xml
 from infosvc.metrics import METRICS, AggregatorCollector
 from infosvc.model.node import Consumable
@@ -225,12 +225,7 @@ def prometheus(tmp_path: Path) -> Iterator[Any]:
 
     yield start
     for process in processes:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process, timeout=20)
 
 
 def test_prometheus_scrapes_metrics(serve: ServerFactory, prometheus: Any) -> None:
