@@ -90,6 +90,15 @@ def aggregator(request: web.Request) -> Aggregator:
 
 # --- nodes ------------------------------------------------------------------------------------
 
+def refuse_announced_size(request: web.Request, agg: Aggregator, *, reports: bool = False) -> None:
+    """413 before reading when the client says the body is larger than the limit."""
+    limit = agg.config.service.max_body_bytes
+    if request.content_length is not None and request.content_length > limit:
+        if reports:
+            agg.rejected["too_large"] += 1
+        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
+
+
 async def read_body(request: web.Request, agg: Aggregator, *, reports: bool = False) -> bytes:
     """The request's body, refused when larger than the limit (413), not all there within the
     body timeout (408), or broken (400). With `reports`, refusals count as refused reports."""
@@ -97,10 +106,7 @@ async def read_body(request: web.Request, agg: Aggregator, *, reports: bool = Fa
         if reports:
             agg.rejected[reason] += 1
 
-    limit = agg.config.service.max_body_bytes
-    if request.content_length is not None and request.content_length > limit:
-        refuse("too_large")
-        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
+    refuse_announced_size(request, agg, reports=reports)
     try:
         # asyncio.timeout, not wait_for: no task and no extra loop round per request.
         async with asyncio.timeout(agg.config.service.body_timeout_seconds):
@@ -123,11 +129,7 @@ async def read_body(request: web.Request, agg: Aggregator, *, reports: bool = Fa
 async def post_node(request: web.Request) -> web.Response:
     started = time.perf_counter()
     agg = aggregator(request)
-    # Refuse before reading when the client says the body is too big.
-    limit = agg.config.service.max_body_bytes
-    if request.content_length is not None and request.content_length > limit:
-        agg.rejected["too_large"] += 1
-        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=request.content_length)
+    refuse_announced_size(request, agg, reports=True)  # before the token is even looked at
     try:
         agg.authorize(request.headers.get("Authorization"), Role.AGENT)
     except Refused as exc:  # counted as Aggregator.ingest counts them
