@@ -17,6 +17,9 @@ from typing import Callable, Iterable
 from infosvc.codec.glue_json import GlueJson
 from infosvc.codec.glue_xml import GlueXml
 from infosvc.codec.node_xml import parse_node
+from infosvc.errors import DocumentError, excerpt
+from infosvc.hostid import HostIdError, canonical, host_id
+from infosvc.model.node import Node
 from infosvc.hosts import HostEntry, HostTable
 from infosvc.siteconfig import SiteConfig
 from infosvc.store import Report, Store
@@ -104,7 +107,12 @@ class Aggregator:
         try:
             key, _ = self.authorize(header, Role.AGENT)
             node = parse_node(body, max_bytes=self.config.service.max_body_bytes)
+            try:
+                node.id = host_id(node.id)
+            except HostIdError as exc:
+                raise DocumentError(str(exc), element="Id") from None
             bind = self._check_binding(key, node.id)
+            self._check_name(node)
         except Refused as exc:
             self.rejected["unauthorized" if exc.status == 401 else "forbidden"] += 1
             raise
@@ -154,6 +162,15 @@ class Aggregator:
         if self.tokens.holder_of(host) is not None:
             raise Refused(403, f"host {host!r} reports with another token")
         return True
+
+    def _check_name(self, node: Node) -> None:
+        """Refused when the report's Name is another host's Id, unless it is the first label of its
+        own Id (the agent's short name: `node1` for node1.b.org, beside a host node1): the Name is
+        the agent's own word, shown beside the Id, and must not pass one host off as another."""
+        named = canonical(node.name or node.id)
+        if named not in (node.id, node.id.split(".", 1)[0]) and named in self.table.entries:
+            raise Refused(403, f"the Name {excerpt(node.name)!r} is the Id of another host",
+                          "a host's Name may be anything but the Id of another host")
 
     async def set_flags(self, host_id: str, *, approved: bool | None = None, paused: bool | None = None) -> HostEntry:
         if self.table.get(host_id) is None:

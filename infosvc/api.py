@@ -13,6 +13,7 @@ import json
 import logging
 import sqlite3
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 
@@ -21,13 +22,17 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from infosvc import __version__
 from infosvc.aggregator import Aggregator, Refused
-from infosvc.appkeys import AGGREGATOR, CONFIG, METRICS
+from infosvc.appkeys import AGGREGATOR, CONFIG, MATCH_GATE, METRICS
 from infosvc.codec.job_xml import parse_job
 from infosvc.codec.safexml import SCHEMA_DIR
-from infosvc.errors import DocumentError
+from infosvc.errors import MESSAGE_CHARS, DocumentError, excerpt
+from infosvc.hostid import canonical
 from infosvc.hosts import HostEntry
-from infosvc.hostcolumns import columns_for
-from infosvc.matching import MatchError, MatchResult, Site, compile_requirements, match
+from infosvc.hostcolumns import HostColumns, columns_for
+from infosvc.matching import (
+    AnswerLimits, MatchError, MatchResult, MatchTooCostly, Requirements, Site, SiteSnapshot, SyncedColumns,
+    check_range_budget, compile_requirements, match,
+)
 from infosvc.metrics import Metrics
 from infosvc.model.job import Job, JobGroup, resolve
 from infosvc.model.node import Node
@@ -44,7 +49,10 @@ XML = "application/xml"
 
 
 def error_body(status: int, error: str, detail: Any = None) -> web.Response:
-    return web.json_response({"error": error, "detail": detail}, status=status)
+    """The JSON error answer; its texts cut to MESSAGE_CHARS, whatever input they quote."""
+    if isinstance(detail, str):
+        detail = excerpt(detail, MESSAGE_CHARS)
+    return web.json_response({"error": excerpt(error, MESSAGE_CHARS), "detail": detail}, status=status)
 
 
 @web.middleware
@@ -159,9 +167,9 @@ async def get_node(request: web.Request) -> web.Response:
     agg = aggregator(request)
     agg.authorize_read(request.headers.get("Authorization"))
     xml = wants_xml(request)
-    entry = agg.table.get(request.match_info["id"])
+    entry = agg.table.get(canonical(request.match_info["id"]))
     if entry is None:
-        raise Refused(404, f"no node {request.match_info['id']!r}")
+        raise Refused(404, f"no node {excerpt(request.match_info['id'])!r}")
     if xml:
         return web.Response(body=b"<?xml version='1.0' encoding='UTF-8'?>\n" + entry.xml() + b"\n", content_type=XML)
     return web.Response(body=entry.json(), content_type=JSON)
@@ -194,6 +202,8 @@ async def get_glue_entity(request: web.Request) -> web.Response:
     agg = aggregator(request)
     agg.authorize_read(request.headers.get("Authorization"))
     kind, ident = request.match_info["kind"], request.match_info["id"]
+    if kind == "hosts":
+        ident = canonical(ident)  # as every route addresses a host (infosvc.hostid)
     if kind not in GLUE_KINDS:
         raise Refused(404, f"no GLUE kind {kind!r}", f"one of {', '.join(GLUE_KINDS)}")
     xml = wants_xml(request)
@@ -238,71 +248,152 @@ def match_job_parser() -> JobParser:
 #: so one small body of many jobs could otherwise cost minutes of CPU and gigabytes of answer.
 MAX_MATCH_JOBS = 16
 
-#: Above this many hosts the answer is rendered in a worker thread (the rejected hosts' reasons put
-#: in words, the JSON written: ~120 ms for 10,000 hosts), so that the event loop goes on taking
-#: reports meanwhile. Below it the thread's hand-over costs more than it saves.
+#: Sites of up to this many hosts are matched on the event loop (a few ms at most, within the work
+#: budget); larger ones in a worker thread, over a snapshot of the roll-up, so that the loop goes
+#: on taking reports meanwhile.
 RENDER_IN_THREAD_HOSTS = 500
 
+#: POST /v1/match requests under way at once; the next is answered 503 at once, before its body is
+#: read, so that a flood of matches holds neither memory nor the event loop.
+MAX_MATCHES_IN_FLIGHT = 8
+#: Seconds of matching and explaining one POST /v1/match may cost, all its jobs together.
+MATCH_BUDGET_SECONDS = 2.0
+#: Worker threads that parse and match POST /v1/match bodies: the rest wait their turn.
+MATCH_WORKERS = 2
 
-def match_answer(job: Job, result: MatchResult, warnings: list[str]) -> dict[str, Any]:
-    """The answer for one job: its matches and rejected hosts, its id, the warnings."""
-    answer = result.as_json()
-    answer["job"] = job.id
-    answer["warnings"] = warnings + list(result.notes)
-    return answer
-
-
-def render_match(jobs: list[Job], results: list[MatchResult], warnings: list[str], group: bool) -> str:
-    """The body of POST /v1/match: one job's answer as it always was; for a JobGroup of several
-    jobs, {"jobs": [...]}, each the one-job answer with the job's name too (docs/matching.md)."""
-    if not group:
-        return json.dumps(match_answer(jobs[0], results[0], warnings))
-    return json.dumps({"jobs": [{**match_answer(job, result, warnings), "name": job.properties.get("Name")}
-                                for job, result in zip(jobs, results)]})
+#: POST /v1/match's query parameters: (default, most).
+ANSWER_PARAMETERS: dict[str, tuple[int, int]] = {
+    "limit": (1000, 10_000), "rejected_limit": (100, 1000), "rejected_offset": (0, 1 << 31)}
 
 
-async def render_match_off_loop(jobs: list[Job], results: list[MatchResult], warnings: list[str], group: bool,
-                                hosts: int) -> str:
-    """`render_match`, in a worker thread when the site has more than RENDER_IN_THREAD_HOSTS hosts.
-    The results hold what they render from (Host objects, frozen; the columns' snapshot), so the
-    roll-up may change meanwhile."""
-    if hosts > RENDER_IN_THREAD_HOSTS:
-        return await asyncio.to_thread(render_match, jobs, results, warnings, group)
-    return render_match(jobs, results, warnings, group)
+class MatchGate:
+    """How many POST /v1/match requests are under way, and the workers their parsing and matching
+    take turns on."""
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.workers = asyncio.Semaphore(MATCH_WORKERS)
 
 
-async def post_match(request: web.Request) -> web.Response:
-    """A dry run: which hosts fit this job (each job of a JobGroup), best first, and why the others
-    do not (infosvc/matching.py)."""
-    agg = aggregator(request)
-    agg.authorize_read(request.headers.get("Authorization"))
-    body = await read_body(request, agg)
-    job, warnings = match_job_parser()(body, request.headers.get("Content-Type", ""))
+@dataclass(slots=True)
+class PreparedMatch:
+    """A POST /v1/match body read into jobs, checked against the request's budget, compiled."""
+
+    jobs: list[Job]
+    compiled: list[Requirements]
+    warnings: list[str]
+
+
+def prepare_match(body: bytes, content_type: str) -> PreparedMatch:
+    """Parse, resolve and compile a POST /v1/match body (in a worker thread: a body of 1 MB takes
+    tens of ms to parse). The Ranges of all its jobs share one budget, checked before any is
+    expanded."""
+    job, warnings = match_job_parser()(body, content_type)
     jobs = resolve(job)
     if not jobs:
         raise Refused(400, "the JobGroup has no job to match")
     if len(jobs) > MAX_MATCH_JOBS:  # each answer names every host: ~2 MB and ~0.1 s at 10,000 hosts
         raise Refused(400, f"a match takes at most {MAX_MATCH_JOBS} jobs; this JobGroup has {len(jobs)}",
                       "send the jobs in smaller groups")
+    try:
+        check_range_budget(jobs)
+    except MatchError as exc:
+        raise Refused(400, "the job cannot be matched as written", str(exc)) from None
     compiled = []
     for one in jobs:
         try:
             compiled.append(compile_requirements(one))
         except MatchError as exc:
-            detail = str(exc) if len(jobs) == 1 else f"job {one.id}: {exc}"
+            detail = str(exc) if len(jobs) == 1 else f"job {excerpt(one.id)}: {exc}"
             raise Refused(400, "the job cannot be matched as written", detail) from None
-    entries = agg.table.entries
+    return PreparedMatch(jobs, compiled, warnings)
 
-    def node_of(host_id: str) -> Node | None:
-        entry = entries.get(host_id)
-        return entry.node if entry is not None else None
 
-    rollup = agg.table.rollup
-    site = Site.of(rollup)
-    # The columns kept for this roll-up: the HostTable's nodes change only with their Hosts.
-    columns = columns_for(rollup)
-    results = [match(requirements, rollup, node_of, site, columns=columns) for requirements in compiled]
-    text = await render_match_off_loop(jobs, results, warnings, len(jobs) > 1, len(rollup.hosts))
+def answer_limits(request: web.Request) -> AnswerLimits:
+    values = {}
+    for name, (default, most) in ANSWER_PARAMETERS.items():
+        text = request.query.get(name)
+        if text is None:
+            values[name] = default
+            continue
+        least = 0 if name == "rejected_offset" else 1
+        if not (text.isascii() and text.isdigit() and len(text) <= 12) or not least <= int(text) <= most:
+            raise QueryError(name, f"expected a whole number from {least} to {most}")
+        values[name] = int(text)
+    unknown = sorted(set(request.query) - set(ANSWER_PARAMETERS))
+    if unknown:
+        raise QueryError(unknown[0], f"unknown; expected one of {', '.join(ANSWER_PARAMETERS)}")
+    return AnswerLimits(values["limit"], values["rejected_limit"], values["rejected_offset"])
+
+
+def match_answer(job: Job, result: MatchResult, warnings: list[str], limits: AnswerLimits) -> dict[str, Any]:
+    """The answer for one job: its matches and rejected hosts, its id, the warnings."""
+    answer = result.as_json(limits)
+    answer["job"] = job.id
+    answer["warnings"] = warnings + list(result.notes)
+    return answer
+
+
+def render_match(jobs: list[Job], results: list[MatchResult], warnings: list[str], group: bool,
+                 limits: AnswerLimits | None = None) -> str:
+    """The body of POST /v1/match: one job's answer as it always was; for a JobGroup of several
+    jobs, {"jobs": [...]}, each the one-job answer with the job's name too (docs/matching.md)."""
+    limits = limits or AnswerLimits()
+    if not group:
+        return json.dumps(match_answer(jobs[0], results[0], warnings, limits))
+    return json.dumps({"jobs": [{**match_answer(job, result, warnings, limits), "name": job.properties.get("Name")}
+                                for job, result in zip(jobs, results)]})
+
+
+def match_and_render(prepared: PreparedMatch, rollup: Any, node_of: Callable[[str], Node | None], site: Site,
+                     columns: HostColumns | SyncedColumns | None, limits: AnswerLimits) -> str:
+    """Every job matched and the answer written, within the request's work budget."""
+    results = [match(requirements, rollup, node_of, site, columns=columns) for requirements in prepared.compiled]
+    return render_match(prepared.jobs, results, prepared.warnings, len(prepared.jobs) > 1, limits)
+
+
+async def post_match(request: web.Request) -> web.Response:
+    """A dry run: which hosts fit this job (each job of a JobGroup), best first, and why the others
+    do not (infosvc/matching.py). Parsing, and on large sites matching, run in worker threads; the
+    whole is bounded in requests under way, in the names its Ranges expand to, in seconds of work,
+    and in the size of its answer (docs/security.md)."""
+    agg = aggregator(request)
+    agg.authorize_read(request.headers.get("Authorization"))
+    limits = answer_limits(request)
+    gate = request.app[MATCH_GATE]
+    if gate.in_flight >= MAX_MATCHES_IN_FLIGHT:
+        response = error_body(503, "too many match requests under way", "try again shortly")
+        response.headers["Retry-After"] = "1"
+        return response
+    gate.in_flight += 1
+    try:
+        body = await read_body(request, agg)
+        async with gate.workers:
+            prepared = await asyncio.to_thread(prepare_match, body, request.headers.get("Content-Type", ""))
+            for requirements in prepared.compiled:  # one budget for the request: its jobs share it
+                requirements.start_budget(MATCH_BUDGET_SECONDS)
+            entries = agg.table.entries
+
+            def node_of(host_id: str) -> Node | None:
+                entry = entries.get(host_id)
+                return entry.node if entry is not None else None
+
+            rollup = agg.table.rollup
+            site = Site.of(rollup)
+            # The columns kept for this roll-up: the HostTable's nodes change only with their Hosts.
+            keeper = columns_for(rollup)
+            try:
+                if len(rollup.hosts) <= RENDER_IN_THREAD_HOSTS:
+                    text = match_and_render(prepared, rollup, node_of, site, keeper, limits)
+                else:
+                    snapshot = SiteSnapshot(rollup, node_of)
+                    synced = SyncedColumns(keeper.sync(rollup, node_of))
+                    text = await asyncio.to_thread(match_and_render, prepared, snapshot, snapshot.node_of, site,
+                                                   synced, limits)
+            except MatchTooCostly as exc:
+                raise Refused(400, "the job is too costly to match against this site", str(exc)) from None
+    finally:
+        gate.in_flight -= 1
     return web.Response(text=text, content_type=JSON)
 
 
@@ -321,7 +412,7 @@ async def post_admin(request: web.Request) -> web.Response:
     action = request.match_info["action"]
     if action not in ADMIN_ACTIONS:
         raise Refused(404, f"no admin action {action!r}", f"one of {', '.join(ADMIN_ACTIONS)}")
-    entry = await agg.set_flags(request.match_info["id"], **ADMIN_ACTIONS[action])
+    entry = await agg.set_flags(canonical(request.match_info["id"]), **ADMIN_ACTIONS[action])
     return web.json_response({"host": entry.id, "state": entry.state.value})
 
 
@@ -442,6 +533,7 @@ def make_app(config: SiteConfig, *, db: str | Path | None = None, tokens: Tokens
 
     app.cleanup_ctx.append(aggregator_ctx)
     app[METRICS] = Metrics()
+    app[MATCH_GATE] = MatchGate()
     app.cleanup_ctx.append(_metrics_ctx)
     app.router.add_post("/v1/nodes", post_node)
     app.router.add_get("/v1/nodes", get_nodes)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aiohttp import web
 
 from infosvc.aggregator import Aggregator
@@ -11,3 +13,6 @@ from infosvc.siteconfig import SiteConfig
 CONFIG = web.AppKey("config", SiteConfig)
 AGGREGATOR = web.AppKey("aggregator", Aggregator)
 METRICS = web.AppKey("metrics", Metrics)
+if TYPE_CHECKING:
+    from infosvc.api import MatchGate
+MATCH_GATE: web.AppKey["MatchGate"] = web.AppKey("match_gate")

@@ -5,6 +5,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+#: The most characters of someone's input an error message quotes.
+EXCERPT_CHARS = 40
+
+
+#: The longest message an error answer carries: a backstop for any message that quotes more of
+#: its input than it should.
+MESSAGE_CHARS = 500
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """`text` as an error message quotes it: at most `limit` characters, and its length when cut,
+    so that an answer to a hostile input is not the size of that input."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
+
 
 @dataclass(slots=True)
 class Problem:
@@ -59,10 +75,11 @@ class DocumentError(ValueError):
     def as_json(self) -> dict[str, Any]:
         """The body of an HTTP 4xx answer: {"error": ..., "detail": ...}."""
         return {
-            "error": self.first.message,
+            "error": excerpt(self.first.message, MESSAGE_CHARS),
             "detail": [
-                {k: v for k, v in (("message", p.message), ("line", p.line), ("element", p.element),
-                                   ("attribute", p.attribute), ("path", p.path)) if v is not None}
+                {k: excerpt(v, MESSAGE_CHARS) if isinstance(v, str) else v
+                 for k, v in (("message", p.message), ("line", p.line), ("element", p.element),
+                              ("attribute", p.attribute), ("path", p.path)) if v is not None}
                 for p in self.problems
             ],
         }

@@ -49,12 +49,17 @@ from __future__ import annotations
 import itertools
 import operator
 import re
+import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Protocol, cast
+from typing import Any, Callable, Container, Iterable, Iterator, Mapping, Protocol, cast
 
 import numpy as np
 import re2
+from ClusterShell.NodeSet import NodeSetParseError
 
+from infosvc.errors import excerpt
+from infosvc.model.nodeset import NameSet, fold
+from infosvc.hostid import canonical
 from infosvc.hostcolumns import MIXED, NO_NODE, Columns, HostColumns
 
 from infosvc.model.glue import Host
@@ -69,18 +74,22 @@ from infosvc.model.units import DEFAULT_UNITS, UnitError, convert, is_byte_unit
 
 __all__ = [
     "MatchError", "Requirements", "Verdict", "Site", "Candidate", "MatchResult", "compile_requirements",
-    "evaluate", "match", "guarded_regex", "MAX_PATTERN", "MAX_SUBJECT",
+    "evaluate", "match", "AnswerLimits", "SiteSnapshot", "SyncedColumns", "MatchTooCostly", "MAX_REASONS", "guarded_regex", "check_range_budget", "MAX_PATTERN", "MAX_SUBJECT", "MAX_RANGE",
 ]
 
 #: Longest regular expression accepted (characters), and longest text one is matched against.
 MAX_PATTERN = 256
 MAX_SUBJECT = 255
-#: Most names a Range may expand to.
+#: Most names a Range may expand to, and all the Ranges of one request together (check_range_budget).
 MAX_RANGE = 100_000
 
 
 class MatchError(ValueError):
     """A job that cannot be matched as written (a refused pattern, an op that does not apply)."""
+
+
+class MatchTooCostly(MatchError):
+    """The work budget of a match (Requirements.start_budget) ran out."""
 
 
 # --- the regular expression guard ---------------------------------------------------------------
@@ -316,7 +325,7 @@ def _consumable_check(term: Term, item: Consumable) -> Check:
 def _label(item: Consumable) -> str:
     if item.kind != "Resource":
         return item.kind
-    return " ".join(filter(None, (item.name or "Resource", item.type)))
+    return excerpt(" ".join(filter(None, (item.name or "Resource", item.type))))
 
 
 def _string_test(term: Term, label: str, value: str) -> Callable[[list[str]], bool]:
@@ -366,7 +375,7 @@ def _simple_check(term: Term, item: Simple, notes: list[str]) -> Check:
 
     def explain(n: Node, h: Host, s: Site) -> str:
         have = list(dict.fromkeys(getter(n, h, s)))
-        return f"{name}: asked {op_text} {value}, host has " + (" / ".join(have) if have else "none")
+        return f"{name}: asked {op_text} {excerpt(value)}, host has " + (" / ".join(have) if have else "none")
 
     return Check(term, static, lambda n, h, s: values_ok(getter(n, h, s)), explain)
 
@@ -438,11 +447,11 @@ def _ce_check(term: Term, item: Simple) -> Check:
                 wanted = value.casefold()
                 equal = lambda ce: ce.lrms_type.casefold() == wanted  # noqa: E731
             ce_test = equal if op is Op.EQ else (lambda ce: not equal(ce))
-        words = f"{name} {op_text} {value}"
+        words = f"{name} {op_text} {excerpt(value)}"
 
         def explain(n: Node, h: Host, s: Site) -> str:
             have = list(dict.fromkeys(read(ce) for ce in s.ces.get(h.cluster, ())))
-            return f"{name}: asked {op_text} {value}, host has " + (" / ".join(have) if have else "none")
+            return f"{name}: asked {op_text} {excerpt(value)}, host has " + (" / ".join(have) if have else "none")
 
     return Check(term, True, lambda n, h, s: any(ce_test(ce) for ce in s.ces.get(h.cluster, ())), explain,
                  ce_test=ce_test, ce_asked=(words,))
@@ -465,7 +474,7 @@ def _ce_together(conjuncts: list[CExpr]) -> list[CExpr]:
     def explain(n: Node, h: Host, s: Site) -> str:
         ces = s.ces.get(h.cluster, ())
         have = "; ".join(_ce_words(ce, wall_clock) for ce in ces) if ces else f"none serves cluster {h.cluster}"
-        return f"CE: asked {', '.join(asked)} of one CE, host's CEs: {have}"
+        return f"CE: asked {excerpt(', '.join(asked), 200)} of one CE, host's CEs: {have}"
 
     joined = CLeaf(Check(found[0].check.term, True, lambda n, h, s: any(ce_test(ce) for ce in s.ces.get(h.cluster, ())),
                          explain, ce_test=ce_test, ce_asked=asked))
@@ -478,11 +487,45 @@ def _ce_together(conjuncts: list[CExpr]) -> list[CExpr]:
 def _bound_range(what: str, expression: str) -> None:
     """MatchError for a Range of more than MAX_RANGE names, told from its text before anything
     is expanded (infosvc.model.nodeset.names_upper_bound)."""
+    if _range_size(what, expression) > MAX_RANGE:
+        raise MatchError(f"{what} Range {excerpt(expression.strip())!r} names more than {MAX_RANGE} names; "
+                         f"at most {MAX_RANGE} are accepted")
+
+
+def _range_size(what: str, expression: str) -> int:
     from infosvc.model.nodeset import names_upper_bound
 
-    if names_upper_bound(expression) > MAX_RANGE:
-        raise MatchError(f"{what} Range {expression!r} names more than {MAX_RANGE} names; "
-                         f"at most {MAX_RANGE} are accepted")
+    try:
+        return names_upper_bound(expression.strip())
+    except NodeSetParseError as exc:
+        raise MatchError(f"bad {what} Range: {exc}") from None
+
+
+def check_range_budget(jobs: Iterable[Job | TaskGroup | Task], budget: int = MAX_RANGE) -> None:
+    """MatchError when the Ranges of `jobs` (Node and Feature terms of every job, task group and
+    task) name more than `budget` names together: one budget for everything a request asks, told
+    from the texts before any Range is expanded. Each Range alone is bounded by compile_requirements."""
+    total = 0
+    for target in _levels(jobs):
+        for term in target.properties.requested:
+            item = term.item
+            if isinstance(item, (NodeRef, Feature)) and item.aggregation is Aggregation.RANGE:
+                size = _range_size(term.name, item.value)
+                if size > MAX_RANGE:
+                    _bound_range(term.name, item.value)
+                total += size
+                if total > budget:
+                    raise MatchError(f"the Ranges of this request name more than {budget} names in all; "
+                                     f"at most {budget} are accepted")
+
+
+def _levels(jobs: Iterable[Job | TaskGroup | Task]) -> Iterator[Job | TaskGroup | Task]:
+    for target in jobs:
+        yield target
+        if isinstance(target, Job):
+            yield from _levels(target.task_groups)
+        elif isinstance(target, TaskGroup):
+            yield from _levels(target.tasks)
 
 
 def _feature_check(term: Term, item: Feature) -> Check:
@@ -492,7 +535,7 @@ def _feature_check(term: Term, item: Feature) -> Check:
     if item.aggregation is Aggregation.PATTERN or op is Op.MATCH:
         regex = guarded_regex(item.value.strip(), "the Feature pattern")
         negate = op is Op.NE
-        asked = f"Feature: asked {'no feature' if negate else 'a feature'} matching {item.value.strip()}"
+        asked = f"Feature: asked {'no feature' if negate else 'a feature'} matching {excerpt(item.value.strip())}"
 
         def test_pattern(n: Node, h: Host, s: Site) -> bool:
             return any(_fullmatch(regex, f) for f in n.features) != negate
@@ -505,7 +548,7 @@ def _feature_check(term: Term, item: Feature) -> Check:
         except NodeRefError as exc:
             raise MatchError(str(exc)) from None
         negate = op is Op.NE
-        asked = f"Feature: asked {'none of' if negate else ''} {', '.join(names)}".replace("  ", " ")
+        asked = f"Feature: asked {'none of' if negate else ''} {excerpt(', '.join(names))}".replace("  ", " ")
 
         def test_names(n: Node, h: Host, s: Site) -> bool:
             have = n.features
@@ -524,8 +567,9 @@ def _feature_check(term: Term, item: Feature) -> Check:
 
 def _host_key(name: str) -> str:
     """A host name as DNS compares it: without regard to case, one final dot ignored (grid
-    `hostname`; CCS's Windows names are without case too)."""
-    return (name[:-1] if name.endswith(".") else name).casefold()
+    `hostname`; CCS's Windows names are without case too). A host is named by its Id alone, never
+    by the Name its agent chose (infosvc.hostid: the aggregator keeps Ids in this form already)."""
+    return canonical(name)
 
 
 def _node_check(term: Term, item: NodeRef) -> Check:
@@ -535,25 +579,31 @@ def _node_check(term: Term, item: NodeRef) -> Check:
     negate = op is Op.NE
     if item.aggregation is Aggregation.PATTERN or op is Op.MATCH:
         regex = guarded_regex(item.value.strip(), "the Node pattern")
-        asked = f"Node: asked {'not ' if negate else ''}matching {item.value.strip()}"
+        asked = f"Node: asked {'not ' if negate else ''}matching {excerpt(item.value.strip())}"
 
         def test_pattern(n: Node, h: Host, s: Site) -> bool:
-            return (_fullmatch(regex, h.unique_id) or _fullmatch(regex, h.name)) != negate
+            return _fullmatch(regex, h.unique_id) != negate
         test: Test = test_pattern
     else:
+        names: Container[str]
         if item.aggregation is Aggregation.RANGE:
             _bound_range("Node", item.value)
-        try:
+            # a membership test, never the names written out (infosvc.model.nodeset.NameSet)
+            try:
+                names = NameSet(item.value)
+            except NodeSetParseError as exc:
+                raise MatchError(f"bad Node Range: {exc}") from None
+        else:
             names = frozenset(_host_key(name) for name in item.names())
-        except NodeRefError as exc:
-            raise MatchError(str(exc)) from None
-        asked = f"Node: asked {'not ' if negate else ''}{item.value.strip()}"
+        asked = f"Node: asked {'not ' if negate else ''}{excerpt(item.value.strip())}"
 
         def test_names(n: Node, h: Host, s: Site) -> bool:
-            return (_host_key(h.unique_id) in names or _host_key(h.name) in names) != negate
+            return (_host_key(h.unique_id) in names) != negate
         test = test_names
 
-    return Check(term, False, test, lambda n, h, s: f"{asked}, host is {h.unique_id}")
+    # The host's Id is not in its reason: the answer names the hosts of each reason (grouped).
+    named = "the host is one of them" if negate else "the host is not one of them"
+    return Check(term, False, test, lambda n, h, s: f"{asked}; {named}")
 
 
 def _compile_leaf(term: Term, notes: list[str]) -> Check:
@@ -705,9 +755,25 @@ class Requirements:
     uses_opsys: bool = False
     _ce_site: Site | None = None  # the site `_ce_of` holds the CEs of
     _ce_of: dict[str, str | None] = field(default_factory=dict)
+    #: the most seconds `match` and the reasons of its result may take (None: no bound); see spend()
+    budget_seconds: float | None = None
+    _deadline: float | None = None
 
     def __post_init__(self) -> None:
         self.uses_opsys = any(_reads_opsys(e) for e in self.static)
+
+    def start_budget(self, seconds: float) -> None:
+        """Bound the work `match` (and explaining its result) may do for these requirements from now:
+        past `seconds`, they raise MatchTooCostly. One request's work is bounded this way, whatever
+        its site and its terms multiply to."""
+        self.budget_seconds = seconds
+        self._deadline = time.monotonic() + seconds
+
+    def spend(self) -> None:
+        """MatchTooCostly when the budget is spent (a check, made every few hosts)."""
+        if self._deadline is not None and time.monotonic() > self._deadline:
+            raise MatchTooCostly(f"matching this job against this site takes more than {self.budget_seconds:g} s; "
+                                 "ask with fewer terms, or match fewer jobs at once")
 
     def static_key(self, subcluster: str, node: Node) -> tuple[str, str | None]:
         return (subcluster, node.opsys if self.uses_opsys else None)
@@ -926,9 +992,89 @@ class MatchResult:
                               for host, sub, node in self._misses() if node is not None]
         return self._rejected
 
-    def as_json(self) -> dict[str, Any]:
-        return {"matches": [c.as_json() for c in self.matches],
-                "rejected": [{"host": h, "reasons": list(r)} for h, r in self.rejected]}
+    def rejected_groups(self) -> list[tuple[tuple[str, ...], list[str]]]:
+        """The rejected hosts grouped by their reasons, (reasons, host ids), in the order first met:
+        the hosts of one subcluster in one state commonly share theirs."""
+        req, site = self.requirements, self._site
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for index, (host, sub, node) in enumerate(self._misses()):
+            if not index & 63:
+                req.spend()
+            if node is not None:
+                groups.setdefault(_evaluate(req, node, host, sub, site, count=False).reasons, []).append(host.unique_id)
+        return list(groups.items())
+
+    def as_json(self, limits: AnswerLimits | None = None) -> dict[str, Any]:
+        """The answer, bounded whatever the job and the site (docs/matching.md): at most
+        `limits.matches` matches, and one page of `limits.rejected` groups of rejected hosts, each
+        a NodeSet with at most MAX_REASONS reasons, each reason quoting a bounded excerpt of the job."""
+        limits = limits or AnswerLimits()
+        matches = self.matches
+        groups = self.rejected_groups()
+        page = groups[limits.rejected_offset:limits.rejected_offset + limits.rejected]
+        return {"matches": [c.as_json() for c in matches[:limits.matches]],
+                "matches_total": len(matches),
+                "rejected": [{"hosts": fold(ids), "count": len(ids), "reasons": _listed(reasons)}
+                             for reasons, ids in page],
+                "rejected_hosts": sum(len(ids) for _, ids in groups),
+                "rejected_groups": len(groups),
+                "rejected_offset": limits.rejected_offset}
+
+
+#: The most reasons listed for one group of rejected hosts; the rest are counted.
+MAX_REASONS = 10
+#: The longest reason, in characters (each quotes at most an excerpt of the job: a backstop).
+MAX_REASON_CHARS = 300
+
+
+def _listed(reasons: tuple[str, ...]) -> list[str]:
+    listed = [excerpt(reason, MAX_REASON_CHARS) for reason in reasons[:MAX_REASONS]]
+    if len(reasons) > MAX_REASONS:
+        listed.append(f"and {len(reasons) - MAX_REASONS} more reasons")
+    return listed
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerLimits:
+    """How much of a match the answer lists (POST /v1/match's `limit`, `rejected_limit` and
+    `rejected_offset`)."""
+
+    matches: int = 1000
+    rejected: int = 100
+    rejected_offset: int = 0
+
+
+class SiteSnapshot:
+    """What `match` reads of a roll-up and its nodes, copied at one instant (~1 ms per 3,000 hosts),
+    so that a match can run in a worker thread while the roll-up changes on the event loop. The
+    Host objects are frozen and the nodes are replaced, never changed, on each report: copying the
+    containers is enough."""
+
+    def __init__(self, rollup: Any, node_of: Callable[[str], Node | None]) -> None:
+        self.subclusters: dict[str, Any] = dict(rollup.subclusters)
+        self._members = {sub_id: tuple(rollup.hosts_of(sub_id)) for sub_id in self.subclusters}
+        self._nodes = {host.unique_id: node_of(host.unique_id) for members in self._members.values()
+                       for host in members}
+
+    def hosts_of(self, sub_id: str) -> Iterator[Host]:
+        return iter(self._members.get(sub_id, ()))
+
+    def node_of(self, host_id: str) -> Node | None:
+        return self._nodes.get(host_id)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+
+class SyncedColumns:
+    """Columns synced on the event loop (HostColumns.sync reads the live roll-up), handed to a
+    match in a worker thread as `match(columns=)`: its sync is the snapshot taken."""
+
+    def __init__(self, columns: Columns) -> None:
+        self.columns = columns
+
+    def sync(self, rollup: Any, node_of: Callable[[str], Node | None]) -> Columns:
+        return self.columns
 
 
 class _ColumnsResult(MatchResult):
@@ -993,7 +1139,7 @@ def _order(groups: _Groups) -> list[_Found]:
 
 
 def match(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node | None],
-          site: Site | None = None, *, columns: HostColumns | None = None) -> MatchResult:
+          site: Site | None = None, *, columns: HostColumns | SyncedColumns | None = None) -> MatchResult:
     """Every host of `rollup` matched (its SSS Node from `node_of(host id)`; a host without one is
     left out): the fitting ones best first (score, then memory size, then processor speed), the
     others with their reasons.
@@ -1030,7 +1176,10 @@ def match(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node
     add_missed = missed.append
     static_runs = dynamic_runs = 0
     uses_opsys = requirements.uses_opsys
+    spend = requirements.spend
+    visited = 0
     for sub_id, sub in rollup.subclusters.items():
+        spend()
         ce = requirements.computing_element(site, sub.cluster)
         members = rollup.hosts_of(sub_id)
         by_opsys: dict[str | None, Verdict] = {}  # this subcluster's part of the static cache
@@ -1052,6 +1201,9 @@ def match(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node
         else:
             fixed = None
         for host in members:
+            visited += 1
+            if not visited & 127:
+                spend()
             node = node_of(host.unique_id)
             if node is None:
                 continue
@@ -1113,7 +1265,7 @@ def match(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node
 
 
 def _match_columns(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node | None], site: Site,
-                   keeper: HostColumns, limits: tuple[float, float | None]) -> MatchResult:
+                   keeper: HostColumns | SyncedColumns, limits: tuple[float, float | None]) -> MatchResult:
     """`match` for a job whose dynamic part is thresholds on free CPUs and RAM (or nothing), over
     the site's columns: the static part once per subcluster, as the general way, then every host's
     threshold and state decided by array operations; the fitting rows taken in the CCS order the
@@ -1130,6 +1282,8 @@ def _match_columns(requirements: Requirements, rollup: Any, node_of: Callable[[s
         scores: list[float] = []
         mixed: list[int] = []  # subclusters whose nodes differ in Opsys: decided row by row below
         for i, sub_id in enumerate(cols.sub_ids):
+            if not i & 63:
+                requirements.spend()
             opsys = cols.sub_opsys[i]
             if opsys is NO_NODE or (opsys is MIXED and uses_opsys):
                 # No node: the subcluster's hosts are all left out (so are its rows: they have none).
@@ -1187,6 +1341,7 @@ def _match_columns(requirements: Requirements, rollup: Any, node_of: Callable[[s
         if any(check.feature is None for check, _ in requirements.soft):
             fit_nodes, fit_hosts = pick(cols.nodes), pick(cols.hosts)  # the fitting rows all have a node
         for check, share in requirements.soft:  # in order, as the general way adds them
+            requirements.spend()
             if check.feature is not None:  # a column of the site's features
                 name, negated = check.feature
                 held = cols.feature(name)[order]

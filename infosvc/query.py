@@ -19,12 +19,13 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
+from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException, NodeSetParseError
 from ClusterShell.NodeUtils import GroupResolverError
 
 from infosvc.lifecycle import NodeState
 from infosvc.model.node import split_features
-from infosvc.model.nodeset import parse_nodeset, range_names
+from infosvc.errors import excerpt
+from infosvc.model.nodeset import parse_nodeset, range_names, split_terms
 
 if TYPE_CHECKING:
     from infosvc.hosts import HostEntry, HostTable
@@ -59,7 +60,6 @@ def free_memory_mb(entry: HostEntry) -> float:
 #: The most names the ranges of one `nodes` filter may write out: ClusterShell holds a range as a
 #: set of all its names, so nodes=n[1-100000000] would cost gigabytes before any host is looked at.
 MAX_RANGE_NAMES = 100_000
-_OPERATORS = re.compile(r"([,!&^])(?![^\[]*\])")  # outside brackets
 _DIGITS = re.compile(r"\d+")
 _NODESET_ERRORS = (NodeSetException, GroupResolverError, AssertionError, ValueError)
 
@@ -83,18 +83,20 @@ class HostNames:
 
     @classmethod
     def parse(cls, parameter: str, text: str) -> HostNames:
-        if range_names(text) > MAX_RANGE_NAMES:
-            raise QueryError(parameter, f"ranges of more than {MAX_RANGE_NAMES} names")
-        parts = _OPERATORS.split(text.strip())
+        try:
+            if range_names(text) > MAX_RANGE_NAMES:
+                raise QueryError(parameter, f"ranges of more than {MAX_RANGE_NAMES} names")
+            parts = split_terms(text.strip())
+        except NodeSetParseError as exc:
+            raise QueryError(parameter, f"not a NodeSet: {exc}") from None
         terms: list[tuple[str, Any]] = []
-        for index in range(0, len(parts), 2):
-            part = parts[index].strip()
-            if not part and len(parts) > 1:
-                raise QueryError(parameter, f"not a NodeSet: an operator without an operand in {text!r}")
+        for part in parts:
+            if not part.text.strip() and len(parts) > 1:
+                raise QueryError(parameter, f"not a NodeSet: an operator without an operand in {excerpt(text)!r}")
             try:
-                terms.append((parts[index - 1] if index else ",", parse_nodeset(part)))
+                terms.append((part.operator, parse_nodeset(part.text.strip())))
             except _NODESET_ERRORS as exc:
-                raise QueryError(parameter, f"not a NodeSet: {exc}") from None
+                raise QueryError(parameter, f"not a NodeSet: {excerpt(str(exc), 200)}") from None
         return cls(tuple(terms))
 
     def __len__(self) -> int:

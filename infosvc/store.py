@@ -38,8 +38,23 @@ def _migration_1(db: sqlite_utils.Database) -> None:
     bindings.create_index(["host_id"], unique=True)
 
 
+def _migration_2(db: sqlite_utils.Database) -> None:
+    """Host Ids in their canonical form (infosvc.hostid: lower case, no final dot), as every part
+    now keys hosts. Where two stored Ids fold to one (`HostA` and `hosta`), the one already
+    canonical is kept and the other's row and binding are dropped: its agent is refused until an
+    admin rebinds it, rather than two hosts merging silently."""
+    fold = "lower(CASE WHEN substr({c}, -1) = '.' THEN substr({c}, 1, length({c}) - 1) ELSE {c} END)"
+    conn = db.conn
+    for table, column in (("hosts", "id"), ("token_bindings", "host_id")):
+        folded = fold.format(c=column)
+        conn.execute(f"UPDATE OR IGNORE {table} SET {column} = {folded} WHERE {column} != {folded}")
+        conn.execute(f"DELETE FROM {table} WHERE {column} != {folded}")
+    folded = fold.format(c="host_id")
+    conn.execute(f"UPDATE reports SET host_id = {folded} WHERE host_id != {folded}")
+
+
 #: Schema migrations, applied in order; the database records how many it has had.
-MIGRATIONS: Final[list[Callable[[sqlite_utils.Database], None]]] = [_migration_1]
+MIGRATIONS: Final[list[Callable[[sqlite_utils.Database], None]]] = [_migration_1, _migration_2]
 
 
 @dataclass(slots=True)

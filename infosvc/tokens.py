@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from infosvc.hostid import HostIdError, host_id
+
 
 class Role(StrEnum):
     AGENT = "agent"
@@ -71,8 +73,8 @@ class Tokens:
             if len(words) == 3 and role is not Role.AGENT:
                 raise TokenFileError(f"{path}:{number}: only agent tokens are bound to a host")
             try:
-                tokens.add(words[1], role, host=words[2] if len(words) == 3 else None)
-            except TokenFileError as exc:
+                tokens.add(words[1], role, host=host_id(words[2]) if len(words) == 3 else None)
+            except (TokenFileError, HostIdError) as exc:
                 raise TokenFileError(f"{path}:{number}: {exc}") from None
         return tokens
 

@@ -12,6 +12,20 @@ JOB = b"""<Job><Id>m1</Id><Requested>
 </Requested></Job>"""
 
 
+def by_host(answer: object) -> dict[str, list[str]]:
+    """The rejected hosts of an answer, each with its reasons: the answer groups hosts by their
+    reasons under a NodeSet, expanded here."""
+    from infosvc.model.nodeset import expand_names
+
+    assert isinstance(answer, dict)
+    found: dict[str, list[str]] = {}
+    for group in answer["rejected"]:
+        names = expand_names(group["hosts"])
+        assert len(names) == group["count"] and not set(names) & set(found), group
+        found.update(dict.fromkeys(names, group["reasons"]))
+    return found
+
+
 def post_match(server: Server, body: bytes, content_type: str = "application/xml", token: str | None = None,
                ) -> tuple[int, dict[str, object]]:
     reply = server.request("POST", "/v1/match", body, token=token, headers={"Content-Type": content_type})
@@ -51,7 +65,7 @@ def test_matches_best_first_and_rejections_with_reasons(site: Server) -> None:
     glue = site.get("/v1/glue/hosts?format=json").json()
     assert glue  # the subcluster named is one the GLUE tree has
     assert site.get(f"/v1/glue/subclusters/{first['subcluster']}").status == 200
-    rejected = {r["host"]: r["reasons"] for r in body["rejected"]}  # type: ignore[attr-defined]
+    rejected = by_host(body)
     assert rejected == {
         "small.example": ["Processors: asked GE 4 available, host has 2",
                           "Memory: asked GE 4 GB (4096 MB) available, host has 2048 MB"],
@@ -119,7 +133,7 @@ def test_grid_json_job_over_http(site: Server) -> None:
     status, body = post_match(site, refused, "application/json")
     assert status == 200, body
     assert body["matches"] == []
-    reasons = {r["host"]: r["reasons"] for r in body["rejected"]}  # type: ignore[union-attr]
+    reasons = by_host(body)
     assert any("PBS" in reason for reason in reasons["big.example"]), reasons
 
 
@@ -137,8 +151,7 @@ def test_ccs_job_xml_over_http(site: Server) -> None:
     status, body = post_match(site, job)
     assert status == 200, body
     assert [m["host"] for m in body["matches"]] == ["big.example", "mid.example"]  # type: ignore[union-attr]
-    rejected = {r["host"] for r in body["rejected"]}  # type: ignore[union-attr]
-    assert rejected == {"small.example", "paused.example"}
+    assert set(by_host(body)) == {"small.example", "paused.example"}
 
 
 def test_job_group_of_one_job_is_answered_as_one_job(site: Server) -> None:
@@ -161,10 +174,11 @@ def test_job_group_of_several_jobs_answers_each(site: Server) -> None:
     jobs = body["jobs"]
     assert isinstance(jobs, list) and [(j["job"], j["name"]) for j in jobs] == [("big", "wide"), ("any", None)]
     for answer in jobs:
-        assert set(answer) == {"matches", "rejected", "job", "name", "warnings"}
+        assert set(answer) == {"matches", "matches_total", "rejected", "rejected_hosts", "rejected_groups",
+                               "rejected_offset", "job", "name", "warnings"}
     big, anyone = jobs
     assert [m["host"] for m in big["matches"]] == ["big.example", "mid.example"]
-    assert {r["host"]: r["reasons"] for r in big["rejected"]} == {
+    assert by_host(big) == {
         "small.example": ["Memory: asked GE 4 GB (4096 MB) available, host has 2048 MB",
                           "Processors: asked GE 8 available, host has 2"],
         "paused.example": ["host is Paused"]}
@@ -243,22 +257,22 @@ def test_a_host_amount_past_any_float_in_the_units_asked_is_no_amount(site: Serv
     assert site.post_node(node_to_xml(node), site.agent_token()).status == 200
     status, body = post_match(site, b'<Job><Id>d</Id><Requested><Disk units="B" op="GE">1</Disk></Requested></Job>')
     assert status == 200, body
-    rejected = {r["host"]: r["reasons"] for r in body["rejected"]}  # type: ignore[attr-defined]
+    rejected = by_host(body)
     assert "diskful.example" in rejected and "host has none" in rejected["diskful.example"][0]
 
 
-def test_a_large_answer_is_rendered_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Above RENDER_IN_THREAD_HOSTS hosts the answer is rendered in a worker thread, and it is the
-    same answer (the same bytes) as rendered on the loop's own thread."""
+def test_a_large_site_is_matched_off_the_event_loop_with_the_same_answer() -> None:
+    """Above RENDER_IN_THREAD_HOSTS hosts a match runs in a worker thread over a SiteSnapshot and
+    columns synced on the loop; its answer is the same bytes as the live roll-up's, by the columns
+    way and by the general way."""
     import asyncio
     import json
-    import threading
 
     from conftest import make_node
     from infosvc import api
     from infosvc.codec.job_xml import parse_job
     from infosvc.hostcolumns import HostColumns
-    from infosvc.matching import compile_requirements, match
+    from infosvc.matching import AnswerLimits, Site, SiteSnapshot, SyncedColumns, compile_requirements
     from infosvc.model.job import resolve
     from infosvc.rollup import Rollup, host_from_node
     from infosvc.siteconfig import SiteConfig
@@ -271,28 +285,24 @@ def test_a_large_answer_is_rendered_off_the_event_loop(monkeypatch: pytest.Monke
         nodes[node.id] = node
         rollup.update(host_from_node(node, "Paused" if i % 50 == 0 else "Ready", config, "2026-01-01T00:00:00Z"))
     jobs = resolve(parse_job(JOB.replace(b"</Requested>", b'<Feature preference="-1">ib</Feature></Requested>')).job)
-    results = [match(compile_requirements(jobs[0]), rollup, nodes.get, columns=HostColumns())]
-    inline = api.render_match(jobs, results, ["w"], False)
+    limits = AnswerLimits(10_000, 1000, 0)
+    site = Site.of(rollup)
 
-    threads: list[threading.Thread] = []
-    render = api.render_match
+    def prepared() -> api.PreparedMatch:
+        return api.PreparedMatch(jobs, [compile_requirements(jobs[0])], ["w"])
 
-    def recording(*args: object) -> str:
-        threads.append(threading.current_thread())
-        return render(*args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(api, "render_match", recording)
-    off_loop = asyncio.run(api.render_match_off_loop(jobs, results, ["w"], False, len(rollup.hosts)))
-    assert threads[-1] is not threading.main_thread()
-    on_loop = asyncio.run(api.render_match_off_loop(jobs, results, ["w"], False, 10))
-    assert threads[-1] is threading.main_thread()
-    assert off_loop == inline == on_loop
-    answer = json.loads(off_loop)
-    assert len(answer["matches"]) + len(answer["rejected"]) == len(rollup.hosts)
+    keeper = HostColumns()
+    live = api.match_and_render(prepared(), rollup, nodes.get, site, keeper, limits)
+    snapshot = SiteSnapshot(rollup, nodes.get)
+    synced = SyncedColumns(keeper.sync(rollup, nodes.get))
+    in_thread = asyncio.run(asyncio.to_thread(api.match_and_render, prepared(), snapshot, snapshot.node_of, site,
+                                              synced, limits))
+    general = api.match_and_render(prepared(), snapshot, snapshot.node_of, site, None, limits)
+    assert in_thread == live == general
+    answer = json.loads(live)
+    assert answer["matches_total"] + answer["rejected_hosts"] == len(rollup.hosts) == len(snapshot)
     assert answer["matches"] and answer["rejected"]
-    # and the general way (no columns) renders the same answer
-    general = [match(compile_requirements(jobs[0]), rollup, nodes.get)]
-    assert asyncio.run(api.render_match_off_loop(jobs, general, ["w"], False, len(rollup.hosts))) == inline
+    assert sum(group["count"] for group in answer["rejected"]) == answer["rejected_hosts"]
 
 
 def test_answers_follow_the_openapi_schema(site: Server) -> None:

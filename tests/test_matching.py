@@ -668,7 +668,7 @@ def test_queue_is_compared_exactly() -> None:
 @pytest.mark.parametrize(("ref", "fits_host"), [
     ('<Node aggregation="List">N1.EXAMPLE.,n3</Node>', True),  # a DNS name: any case, one final dot
     ("<Node>n1.Example</Node>", True),
-    ("<Node>N1</Node>", True),  # the host's name (n1) as well as its id
+    ("<Node>N1</Node>", False),  # never the Name its agent chose (n1): the Id alone names a host
     ("<Node>n1.example..</Node>", False),  # one final dot only
     ('<Node op="NE">N1.example.</Node>', False),
     ('<Node aggregation="Range">N[1-2].example</Node>', True),

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Iterable
 
+from infosvc.errors import excerpt
+
 
 class Aggregation(StrEnum):
     LIST = "List"
@@ -54,7 +56,7 @@ class NodeRef:
                 try:
                     regex = re.compile(self.value.strip())
                 except re.error as exc:
-                    raise NodeRefError(f"bad Pattern {self.value!r}: {exc}") from None
+                    raise NodeRefError(f"bad Pattern {excerpt(self.value)!r}: {exc}") from None
                 # perl5 semantics: the pattern must match the whole name, not a substring.
                 return [name for name in universe if regex.fullmatch(name)]
 
@@ -68,7 +70,7 @@ def expand_range(expression: str) -> list[str]:
     try:
         return expand_names(expression.strip())
     except (NodeSetParseError, RangeSetParseError) as exc:
-        raise NodeRefError(f"bad Range {expression!r}: {exc}") from None
+        raise NodeRefError(f"bad Range {excerpt(expression.strip())!r}: {exc}") from None
 
 
 def fold_names(names: Iterable[str]) -> str:
