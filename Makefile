@@ -10,7 +10,7 @@ LISTEN ?= 127.0.0.1:8080
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[server,test]'
 	touch $(STAMP)
 
 # The aggregator on an embedded SQLite file in var/, with an agent for this host (Ctrl-C stops both).

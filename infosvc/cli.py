@@ -183,8 +183,24 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The top-level modules of the `server` extra: a command that needs one, run where only the agent
+#: is installed (`pip install infosvc`), says what to install instead of a traceback.
+SERVER_MODULES = frozenset({"aiohttp", "lxml", "sqlite_utils", "ClusterShell", "jsonschema", "numpy", "re2"})
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    try:
+        return _run(args)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in SERVER_MODULES:
+            raise
+        print(f"infosvc: {args.command} needs the aggregator's libraries ({exc.name} is not installed): "
+              "pip install 'infosvc[server]'", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "serve":
         return _serve(args)
     if args.command == "validate":
