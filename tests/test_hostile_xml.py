@@ -241,6 +241,8 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
                                  ("infosvc/submission.py", "_parse_xml")),
     "submission-ccs": EntryPoint(lambda body: parse_submission(body, "text/xml"), "Job", _ccs,
                                  ("infosvc/submission.py", "_parse_xml")),
+    "submission-untyped": EntryPoint(lambda body: parse_submission(body, ""), "Job", _job,
+                                     ("infosvc/submission.py", "_parse_xml")),
 }
 
 def hostile(traps: Traps, attack: str, encoding: str, root: str, shape: Shape) -> bytes:
