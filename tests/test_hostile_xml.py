@@ -7,7 +7,9 @@ a loopback listener, a public DTD, ...) is written in each encoding libxml2 woul
 without a byte order mark, UTF-16 and UTF-32 in both byte orders with and without one, encoding=
 declarations naming ISO-8859-1, EBCDIC, UTF-7 (which hides `<!DOCTYPE` from a byte scan), UTF-16 over
 UTF-8 bytes, a codec that does not exist. The corpus goes through every function that reads XML
-(ENTRY_POINTS) and every route that takes XML on a real server (XML_ROUTES).
+(ENTRY_POINTS) and every route that takes XML on a real server (XML_ROUTES). The guards at the end
+fail when a reader of XML or an XML route appears that those tables do not name, or when lxml is
+asked to parse anywhere but infosvc/codec/safexml.py: a new way in is tested with the same corpus.
 
 How "nothing was read" is seen, without tracing system calls:
 - a FIFO: opening one for reading blocks until a writer comes, so a parser that opened it does not
@@ -22,6 +24,7 @@ Every case runs under a time limit, so that the old code fails these tests rathe
 
 from __future__ import annotations
 
+import ast
 import codecs
 import errno
 import http.client
@@ -33,7 +36,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -571,3 +574,88 @@ def test_a_flood_of_attacks_leaves_healthz_fast(serve: ServerFactory, traps: Tra
     p99 = latencies[max(0, int(len(latencies) * 0.99) - 1)]
     assert p99 < 0.050, f"/healthz p99 {p99 * 1000:.1f} ms over {len(latencies)} requests"
     assert not traps.used()
+
+
+# --- guards: a new way in is tested with the same corpus ------------------------------------
+
+#: Callers of safexml.parse that take no outside input, and why.
+TRUSTED_READERS = {
+    ("infosvc/codec/xmltext.py", "finish"): "re-reads infosvc's own writers' output, to indent it",
+}
+
+SOURCES = sorted(p for d in ("infosvc", "agents") for p in (ROOT / d).rglob("*.py"))
+#: lxml's ways to parse or to load: only safexml may call them.
+LXML_LOADERS = frozenset({
+    "fromstring", "fromstringlist", "XML", "XMLID", "XMLDTDID", "parse", "parseid", "iterparse", "XMLParser",
+    "XMLPullParser", "ETCompatXMLParser", "HTMLParser", "HTMLPullParser", "HTML", "XMLSchema", "DTD", "RelaxNG",
+    "Schematron", "XSLT", "XInclude",
+})
+#: Other XML parsers: none may be imported at all.
+OTHER_XML = ("xml.etree", "xml.dom", "xml.sax", "xml.parsers", "lxml.html", "lxml.objectify", "lxml.isoschematron",
+             "defusedxml", "xmltodict")
+
+
+def _relative(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def _functions(tree: ast.AST) -> Iterator[tuple[str, ast.AST]]:
+    """(name of the enclosing top-level function or class, node) for every node of the module."""
+    assert isinstance(tree, ast.Module)
+    for top in tree.body:
+        name = top.name if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else "<module>"
+        for node in ast.walk(top):
+            yield name, node
+
+
+def test_lxml_parses_nowhere_but_safexml() -> None:
+    found = []
+    for path in SOURCES:
+        if _relative(path) == "infosvc/codec/safexml.py":
+            continue
+        for function, node in _functions(ast.parse(path.read_text(encoding="utf-8"))):
+            where = f"{_relative(path)}:{getattr(node, 'lineno', '?')} ({function})"
+            if isinstance(node, ast.Import):
+                found.extend(f"{where}: import {a.name}" for a in node.names if a.name.startswith(OTHER_XML))
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                if node.module.startswith(OTHER_XML):
+                    found.append(f"{where}: from {node.module} import")
+                elif node.module.startswith("lxml"):
+                    found.extend(f"{where}: from {node.module} import {a.name}" for a in node.names
+                                 if a.name in LXML_LOADERS or a.name in ("html", "objectify", "isoschematron"))
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                owner = node.func.value
+                if node.func.attr in LXML_LOADERS and isinstance(owner, ast.Name) and owner.id in ("etree", "lxml"):
+                    found.append(f"{where}: etree.{node.func.attr}(...)")
+            if isinstance(node, ast.Attribute) and node.attr == "xinclude":
+                found.append(f"{where}: .xinclude")
+    assert not found, "XML parsed outside infosvc/codec/safexml.py:\n" + "\n".join(found)
+
+
+def test_every_reader_of_xml_is_in_the_corpus() -> None:
+    """Every caller of safexml.parse is run through the corpus by an ENTRY_POINTS entry (or takes
+    only infosvc's own output, TRUSTED_READERS)."""
+    callers = set()
+    for path in SOURCES:
+        if _relative(path) == "infosvc/codec/safexml.py":
+            continue
+        for function, node in _functions(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "parse"
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "safexml"):
+                callers.add((_relative(path), function))
+            if isinstance(node, ast.ImportFrom) and node.module == "infosvc.codec.safexml":
+                assert all(a.name != "parse" for a in node.names), f"{path}: import safexml and call safexml.parse"
+    covered = {entry.covers for entry in ENTRY_POINTS.values() if entry.covers}
+    assert callers - set(TRUSTED_READERS) == covered, (
+        f"readers not in ENTRY_POINTS: {sorted(callers - covered - set(TRUSTED_READERS))}; "
+        f"ENTRY_POINTS naming no reader: {sorted(covered - callers)}")
+
+
+def test_every_xml_route_is_in_the_corpus() -> None:
+    """The routes that take XML, as schemas/openapi.json describes them (tests/test_openapi.py keeps
+    it equal to the app's route table), are the routes of XML_ROUTES."""
+    document: dict[str, Any] = json.loads((ROOT / "schemas" / "openapi.json").read_text(encoding="utf-8"))
+    xml_routes = {path for path, operations in document["paths"].items() for operation in operations.values()
+                  if isinstance(operation, dict)
+                  and any(media.endswith("xml") for media in operation.get("requestBody", {}).get("content", {}))}
+    assert xml_routes == set(XML_ROUTES)
