@@ -10,7 +10,8 @@ Every XML document that enters infosvc is parsed here, by `parse`, in three step
    writes another encoding, so none is decoded here: each would be one more way to hide a DOCTYPE
    from the scan (UTF-7 writes `<!` as `<+ACE-`). libxml2 is then told the encoding (the parser's
    encoding="utf-8" overrides a byte order mark and the declaration), so the bytes scanned here are
-   the characters libxml2 reads.
+   the characters libxml2 reads. A document that starts as the agent's do (`_USUAL_START`: the
+   declaration as our writers write it, then the root element) is decided by one anchored regex.
 2. The prolog (declaration, white space, comments, processing instructions) is scanned, and a
    DOCTYPE, or any other `<!` before the root element, is refused: none of the formats we read needs
    one. By the XML grammar a DOCTYPE stands only there; anywhere else libxml2 refuses it as not
@@ -73,9 +74,11 @@ _FOREIGN = (
 _SUSPECT_FIRST = frozenset(b"\x00\xfe\xff\x4c")
 # The encoding in an XML declaration.
 _DECLARED = re.compile(rb"""\bencoding[ \t\r\n]*=[ \t\r\n]*(["'])([^"']*)\1""")
-#: The declarations infosvc's own writers and most others write: nothing more to look at.
-_USUAL = frozenset({b"<?xml version='1.0' encoding='UTF-8'", b'<?xml version="1.0" encoding="UTF-8"',
-                    b'<?xml version="1.0" encoding="utf-8"', b'<?xml version="1.0"'})
+# The usual start, which the checks need not look at further: a byte order mark or none, the XML
+# declaration as infosvc's writers and most others write it or none, white space, and the root
+# element's start tag (an ASCII `<` and letter, so neither UTF-16 nor UTF-32; no DOCTYPE before it).
+_USUAL_START = re.compile(
+    rb"""(?:\xef\xbb\xbf)?(?:<\?xml version=(['"])1\.0\1(?: encoding=(['"])(?:UTF|utf)-8\2)?\?>)?[ \t\r\n]*<[A-Za-z_]""")
 # The prolog before the root element: XML declaration, white space, comments, PIs.
 _PROLOG = re.compile(rb"(?:[ \t\r\n]+|<\?.*?\?>|<!--.*?-->)*", re.S)
 
@@ -129,7 +132,7 @@ def _refuse_foreign(data: bytes, start: int, what: str) -> None:
     if data.startswith(b"<?xml", start) and data[start + 5:start + 6] in (b" ", b"\t", b"\r", b"\n"):
         end = data.find(b"?>", start)
         declaration = data[start:end] if end >= 0 else data[start:]  # unclosed: libxml2 will say so
-        if declaration in _USUAL or not (declared := _DECLARED.search(declaration)):
+        if not (declared := _DECLARED.search(declaration)):
             return
         name = declared[2][:40].decode("ascii", "replace")
         if name.strip().lower() not in ACCEPTED_ENCODINGS:
@@ -144,17 +147,19 @@ def parse(data: bytes | str, *, max_bytes: int = MAX_DOCUMENT_BYTES, what: str =
         raise DocumentError(f"{what} is {len(data)} bytes, over the limit of {max_bytes} bytes")
     if not data or data.isspace():
         raise DocumentError(f"{what} is empty")
-    start = 3 if data.startswith(_UTF8_BOM) else 0
-    _refuse_foreign(data, start, what)
-    # Refuse a DOCTYPE before libxml2 reads a single declaration of its DTD.
-    prolog = _PROLOG.match(data, start)
-    prolog_end = prolog.end() if prolog else start  # the pattern matches the empty prolog too
-    if data.startswith(b"<!", prolog_end):
-        line = data.count(b"\n", 0, prolog_end) + 1
-        if data.startswith(b"<!DOCTYPE", prolog_end):
-            raise DocumentError(f"{what} carries a DOCTYPE, which is not accepted (no DTDs, no entities)", line=line)
-        raise DocumentError(f"{what} has a markup declaration (<!...) before its root element, which is not "
-                            "accepted (no DTDs, no entities)", line=line)
+    if not _USUAL_START.match(data):
+        start = 3 if data.startswith(_UTF8_BOM) else 0
+        _refuse_foreign(data, start, what)
+        # Refuse a DOCTYPE before libxml2 reads a single declaration of its DTD.
+        prolog = _PROLOG.match(data, start)
+        prolog_end = prolog.end() if prolog else start  # the pattern matches the empty prolog too
+        if data.startswith(b"<!", prolog_end):
+            line = data.count(b"\n", 0, prolog_end) + 1
+            if data.startswith(b"<!DOCTYPE", prolog_end):
+                raise DocumentError(f"{what} carries a DOCTYPE, which is not accepted (no DTDs, no entities)",
+                                    line=line)
+            raise DocumentError(f"{what} has a markup declaration (<!...) before its root element, which is not "
+                                "accepted (no DTDs, no entities)", line=line)
     try:
         root = etree.fromstring(data, _parser())
     except etree.XMLSyntaxError as exc:
