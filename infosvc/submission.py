@@ -77,6 +77,12 @@ def _first_character(body: bytes) -> str:
     return chr(stripped[0]) if stripped else ""
 
 
+def _foreign_xml(body: bytes) -> bool:
+    from infosvc.codec import safexml
+
+    return safexml.foreign_encoding(body) is not None
+
+
 def parse_submission(body: bytes, content_type: str) -> tuple[Job | JobGroup, list[str]]:
     """The job in a submitted document, in the SSS model, and the warnings owed to the submitter.
 
@@ -91,6 +97,8 @@ def parse_submission(body: bytes, content_type: str) -> tuple[Job | JobGroup, li
     if not first:
         raise DocumentError(f"the submission is empty; expected {_EXPECTED}")
     found = {"{": "json", "[": "json", "<": "xml"}.get(first)
+    if found is None and declared != "json" and _foreign_xml(body):
+        found = "xml"  # UTF-16, UTF-32 or EBCDIC: safexml refuses it, naming the encoding
     if declared is not None and found is not None and found != declared:
         raise DocumentError(f"the content type says {declared.upper()} but the body is {found.upper()}; "
                             f"expected {_EXPECTED}")

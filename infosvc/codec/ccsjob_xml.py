@@ -1,6 +1,6 @@
 """CCS (Windows Compute Cluster Server 2003) job XML to a CcsJob, validated with schemas/ccs-job.xsd.
 
-parse_ccs_job(document) -> CcsJob reads the document through safexml (size bound, no DOCTYPE,
+parse_ccs_job(document) -> CcsJob reads the document through safexml (size bound, UTF-8, no DOCTYPE,
 no entities), checks it against the schema, and only then builds the model, checking what a
 schema cannot say: minimum <= maximum processors, run times within their job's, dependencies
 that name tasks of the job and form no cycle, task ids given once, environment variables named

@@ -2,8 +2,9 @@
 
 parse_job(document) -> ParsedJob(job, warnings) reads in four steps:
 
-1. safexml.parse: size bound, no DOCTYPE, no entities, no network; a document that is not
-   well-formed (the spec's elaborate example as printed, see docs/sss-job.md) is refused here.
+1. safexml.parse: size bound, UTF-8 only, no DOCTYPE, no entities, no file, no network; a document
+   that is not well-formed (the spec's elaborate example as printed, see docs/sss-job.md) is
+   refused here.
 2. awarenessPolicy (spec 9.0): every element and attribute is checked by name, in its context,
    against what infosvc supports (and enumerated values against the values it knows). One it does
    not support is, per the policy in force there (the element's own awarenessPolicy, else the

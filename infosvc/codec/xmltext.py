@@ -2,7 +2,7 @@
 
 The writers (SSS Node, SSS Job) build their documents as strings, which is several times faster
 than an element tree on the agent's and the service's hot paths, and keeps lxml out of the agent.
-lxml is imported only to indent a document on request.
+lxml is imported only to indent a document on request, which reads it through safexml.
 """
 
 from __future__ import annotations
@@ -35,9 +35,11 @@ def finish(document: str, *, pretty: bool = False) -> bytes:
     if pretty:
         from lxml import etree
 
-        # Our own escaped text, but parsed as every document is: no entities, DTDs or network.
-        parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
-        root = etree.fromstring(document.encode(), parser)
+        from infosvc.codec import safexml
+
+        # Our own escaped text, but parsed where every document is (no entities, DTDs, files or network).
+        encoded = document.encode()
+        root = safexml.parse(encoded, max_bytes=len(encoded), what="written document")
         etree.indent(root)
         indented: bytes = etree.tostring(root, encoding="UTF-8", xml_declaration=True)
         return indented + b"\n"
