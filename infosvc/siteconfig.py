@@ -36,6 +36,8 @@ class ServiceConfig:
     read_token_required: bool = False
     #: published as each GLUE entity's InformationServiceURL ("" publishes none)
     information_service_url: str = ""
+    #: connections held at once (fewer if the open-file limit requires: infosvc/connections.py)
+    max_connections: int = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +257,8 @@ def parse_config(data: dict[str, Any]) -> SiteConfig:
         max_body_bytes=s.integer("max_body_bytes", 256 * 1024, minimum=1024),
         body_timeout_seconds=s.number("body_timeout_seconds", 10.0),
         read_token_required=s.flag("read_token_required", False),
-        information_service_url=s.text("information_service_url", ""))
+        information_service_url=s.text("information_service_url", ""),
+        max_connections=s.integer("max_connections", 1024, minimum=1))
     s.done()
     st = top.table("store")
     store = StoreConfig(history_per_host=st.integer("history_per_host", 100, minimum=1))
