@@ -1,14 +1,19 @@
-"""The service's connections: how many it holds (issue 10, item 5; docs/security.md).
+"""The service's connections: how many it holds, and how long a silent, slow or idle one may stay
+(issue 10, item 5; docs/security.md).
 
-aiohttp on its own accepts connections until the process has no file descriptor left
+aiohttp on its own keeps an idle connection for 75 s, lets a client take a whole keep-alive period
+to send its request's head, accepts connections until the process has no file descriptor left
 (asyncio then logs a traceback for every failed accept(), thousands a second, and /healthz goes
 unanswered). Here:
 
 - `Connections` caps the open connections below the open-file limit (`connection_cap`). At the cap
   the longest-idle connection is closed to make room; when every connection is busy with a request,
   a new one is answered 503 (JSON) and closed at once.
-- `GuardedRequestHandler`, aiohttp's protocol for one connection, tells `Connections` when its
-  connection opens, answers, closes.
+- `GuardedRequestHandler`, aiohttp's protocol for one connection, gives a client
+  `header_timeout_seconds` to send a request's line and headers (a slowloris is dropped), keeps a
+  connection alive between requests for `keepalive_seconds` after a request with a valid token and
+  for ANONYMOUS_KEEPALIVE_SECONDS after any other, and drops a client that leaves the answer
+  unread for `header_timeout_seconds`.
 - `LogLimiter` turns a flood of one kind of event (a failing accept()) into a line per interval
   with a count.
 - `run` serves an app with all of this, in place of aiohttp's `web.run_app`.
@@ -27,7 +32,7 @@ from dataclasses import dataclass
 from ssl import SSLContext
 from typing import Any, Callable, Final
 
-from aiohttp import web
+from aiohttp import hdrs, web
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
@@ -44,6 +49,9 @@ BACKLOG: Final = 128
 #: and at the cap, a burst of BACKLOG connections accepted in one turn of the loop before any can
 #: be admitted, plus as many closed to make room for them, whose files are freed a turn later.
 RESERVED_FILES: Final = 64 + 2 * BACKLOG
+#: How long a connection stays open after an answer, waiting for a next request, when that request
+#: carried no valid token (service.keepalive_seconds when it did, if shorter).
+ANONYMOUS_KEEPALIVE_SECONDS: Final = 2.0
 #: At the cap, how many of the longest-idle connections are looked at for one to close (busy ones
 #: are passed over), so that making room costs the same with 100 or 100,000 connections.
 EVICTION_SCAN: Final = 64
@@ -126,9 +134,10 @@ NO_ROOM: Final = _refusal("503 Service Unavailable", "too many connections",
 class GuardedRequestHandler(RequestHandler):
     """aiohttp's protocol for one connection, under the policy of `Connections`.
 
-    The hooks: connection_made / connection_lost (asyncio's protocol) and finish_response (called
-    once an answer is written). It reads one private attribute, `_request_in_progress` (see
-    `busy`); tests/test_connections.py checks it is still there.
+    The hooks: connection_made / connection_lost / data_received / pause_writing / resume_writing
+    (asyncio's protocol) and finish_response (called once an answer is written). It reads one
+    private attribute, `_request_in_progress` (see `busy`); tests/test_connections.py checks it is
+    still there.
 
     With `tls`, the listening socket is plain TCP and this handler runs the TLS handshake itself
     (loop.start_tls): a connection counts, and can be closed, from the moment it is accepted; with
@@ -141,12 +150,16 @@ class GuardedRequestHandler(RequestHandler):
         self.connections = connections
         #: False for a connection accepted when there was no room: it is answered 503 and closed.
         self.admitted = True
-        #: closed by `drop` (to make room)
+        #: True between an answer and the first bytes of the next request.
+        self.kept_alive = False
+        #: closed by `drop` (to make room, or past a deadline)
         self.dropped = False
         self._tls = tls
         #: over TLS, the TCP connection under it (the only transport there is during the handshake)
         self._tcp: asyncio.Transport | None = None
         self._handshake: asyncio.Task[None] | None = None
+        self._deadline: asyncio.TimerHandle | None = None
+        self._stall: asyncio.TimerHandle | None = None
 
     @property
     def busy(self) -> bool:
@@ -165,6 +178,7 @@ class GuardedRequestHandler(RequestHandler):
                 return
             self._tcp = transport
             self.connections.opened(self)
+            self._arm(self.connections.header_timeout)  # for the handshake and the request's head
             self._handshake = self._loop.create_task(self._start_tls(transport, self._tls))
             return
         if self._tls is None:
@@ -174,18 +188,21 @@ class GuardedRequestHandler(RequestHandler):
                 transport.close()
                 return
             self.connections.opened(self)
+            self._arm(self.connections.header_timeout)
         super().connection_made(transport)
 
     async def _start_tls(self, tcp: asyncio.Transport, context: SSLContext) -> None:
+        timeout = self.connections.header_timeout
         tls = None
         try:
             if not tcp.is_closing():  # the client may have left already
-                tls = await self._loop.start_tls(tcp, self, context, server_side=True)
+                tls = await self._loop.start_tls(tcp, self, context, server_side=True,
+                                                 ssl_handshake_timeout=timeout, ssl_shutdown_timeout=timeout)
         except (OSError, asyncio.TimeoutError):  # a failed handshake (ssl.SSLError), or the client left
             pass
         finally:
             self._handshake = None
-        if tls is None or self.dropped:  # failed, or closed meanwhile (to make room)
+        if tls is None or self.dropped:  # failed, or closed meanwhile (to make room, or timed out)
             tcp.abort()
             self._forget()
             return
@@ -197,17 +214,63 @@ class GuardedRequestHandler(RequestHandler):
             super().connection_lost(exc)
 
     def _forget(self) -> None:
+        self._disarm()
+        if self._stall is not None:
+            self._stall.cancel()
+            self._stall = None
         self.connections.closed(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self.kept_alive and data:  # the next request begins: its head has header_timeout to arrive
+            self.kept_alive = False
+            self.connections.touch(self)
+            self._arm(self.connections.header_timeout)
+        super().data_received(data)
+
+    def pause_writing(self) -> None:
+        """The client does not read the answer as fast as it is written: it has header_timeout to resume."""
+        super().pause_writing()
+        if self._stall is None:
+            self._stall = self._loop.call_later(self.connections.header_timeout, self._stalled)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._stall is not None:
+            self._stall.cancel()
+            self._stall = None
 
     # aiohttp's hooks
 
     async def finish_response(self, request: BaseRequest, resp: web.StreamResponse,
                               start_time: float | None) -> tuple[web.StreamResponse, bool]:
         answered = await super().finish_response(request, resp, start_time)
-        self.connections.touch(self)  # active now: the last to be closed to make room
+        self.kept_alive = True
+        self.connections.touch(self)
+        self._arm(self.connections.keepalive_for(request.headers.get(hdrs.AUTHORIZATION)))
         return answered
 
-    # closing
+    # deadlines
+
+    def _arm(self, seconds: float) -> None:
+        self._disarm()
+        self._deadline = self._loop.call_later(seconds, self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if not self.busy:  # else finish_response arms the next deadline
+            self.drop()
+
+    def _stalled(self) -> None:
+        self._stall = None
+        if self.transport is not None and self.writing_paused:
+            self.connections.logs.info("stalled", "closed a connection from %s: its client stopped reading the answer",
+                                       self.peername)
+            self.drop()
 
     def drop(self) -> None:
         """Close now, with whatever was not yet sent: the file descriptor is free at the next turn."""
@@ -225,10 +288,12 @@ class Policy:
     """The settings of service.* that govern connections (docs/configuration.md)."""
 
     max_connections: int
+    keepalive_seconds: float
+    header_timeout_seconds: float
 
     @classmethod
     def of(cls, service: ServiceConfig) -> Policy:
-        return cls(service.max_connections)
+        return cls(service.max_connections, service.keepalive_seconds, service.header_timeout_seconds)
 
 
 class Connections:
@@ -243,6 +308,8 @@ class Connections:
             log.warning("serving at most %d connections at once, not service.max_connections = %d: the open-file "
                         "limit is %d (raise LimitNOFILE= to at least %d)", self.cap, policy.max_connections,
                         self.open_files, policy.max_connections + RESERVED_FILES)
+        self.header_timeout = policy.header_timeout_seconds
+        self.anonymous_keepalive = min(ANONYMOUS_KEEPALIVE_SECONDS, policy.keepalive_seconds)
         self.logs = LogLimiter(log)
         #: open connections, the least recently active first
         self._open: OrderedDict[GuardedRequestHandler, None] = OrderedDict()
@@ -268,6 +335,13 @@ class Connections:
             return handler
 
         return accepted
+
+    def keepalive_for(self, authorization: str | None) -> float:
+        """How long to wait for a next request after one that came with this Authorization header."""
+        scheme, _, token = (authorization or "").strip().partition(" ")
+        if scheme.lower() == "bearer" and token.strip() and self.tokens.check(token.strip()) is not None:
+            return self.policy.keepalive_seconds
+        return self.anonymous_keepalive
 
     # what the handlers tell
 
@@ -394,9 +468,8 @@ async def _serve(app: web.Application, host: str, port: int, ssl_context: SSLCon
     await runner.setup()  # the app's start-up: the store is opened here
     try:
         assert runner.server is not None
-        # keepalive_timeout: run_app's default
-        factory = connections.protocol_factory(runner.server, tls=ssl_context, keepalive_timeout=75.0,
-                                               access_log=None)
+        factory = connections.protocol_factory(runner.server, tls=ssl_context,
+                                               keepalive_timeout=policy.keepalive_seconds, access_log=None)
         server = await loop.create_server(factory, host, port, backlog=BACKLOG)  # TLS: see GuardedRequestHandler
         try:
             await asyncio.Event().wait()  # until cancelled

@@ -1,8 +1,9 @@
 """Connections (infosvc/connections.py; issue 10, item 5).
 
-Idle clients cannot take the service's file descriptors: there is a cap on connections below the
-open-file limit, the longest-idle connections are closed first to make room, and a failing
-accept() is one log line, not a flood.
+Idle, silent and slow clients cannot take the service's file descriptors: there is a cap on
+connections below the open-file limit, the longest-idle connections are closed first to make room,
+a client must send its request's head within service.header_timeout_seconds, a client without a
+valid token is kept alive only briefly, and a failing accept() is one log line, not a flood.
 
 Each attack runs against a real server on loopback, bounded in count and time, while another
 thread times GET /healthz on fresh connections: its p99 stays under 50 ms.
@@ -18,6 +19,7 @@ import os
 import resource
 import select
 import socket
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -26,6 +28,7 @@ from typing import Any
 import pytest
 
 from conftest import Server, ServerFactory, node_document, request
+from test_tls import Pki, pki  # noqa: F401 - `pki` is a fixture
 from infosvc import connections
 from infosvc.connections import LogLimiter, connection_cap
 
@@ -42,6 +45,7 @@ class HealthProbe:
     port: int
     interval: float = 0.005
     timeout: float = 2.0
+    tls: ssl.SSLContext | None = None
     samples: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -53,7 +57,7 @@ class HealthProbe:
         while not self._stop.is_set():
             started = time.perf_counter()
             try:
-                reply = request(self.port, "GET", "/healthz", timeout=self.timeout)
+                reply = request(self.port, "GET", "/healthz", timeout=self.timeout, tls=self.tls)
                 ok = reply.status == 200
                 if not ok:
                     self.errors.append(f"{reply.status} {reply.body[:200]!r}")
@@ -270,6 +274,131 @@ def test_accept_failures_are_one_log_line_and_the_service_recovers(serve: Server
     added = log_lines(server)[before:]
     assert sum("accept" in line for line in added) <= 3, "\n".join(added[:40])
     assert len(added) < 20 and not any("Traceback" in line for line in added), "\n".join(added[:40])
+
+
+# --- slow and idle clients --------------------------------------------------------------------
+
+def test_slowloris_connections_are_dropped_after_the_header_timeout(serve: ServerFactory) -> None:
+    """Clients that trickle their request head a byte at a time are closed once
+    service.header_timeout_seconds have passed since they connected."""
+    server = serve({"service": {"header_timeout_seconds": 1.0}})
+    slow = open_sockets(server.port, 100, b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Slow: ")
+    opened = time.monotonic()
+    closed_after: dict[int, float] = {}
+    stop = threading.Event()
+
+    def trickle() -> None:
+        while not stop.is_set() and len(closed_after) < len(slow):
+            for i, s in enumerate(slow):
+                if i in closed_after:
+                    continue
+                if is_closed(s):
+                    closed_after[i] = time.monotonic() - opened
+                    continue
+                try:
+                    s.send(b"a")
+                except OSError:
+                    closed_after[i] = time.monotonic() - opened
+            stop.wait(0.2)
+
+    trickler = threading.Thread(target=trickle, daemon=True)
+    trickler.start()
+    try:
+        probe = HealthProbe(server.port).run_for(1.5)
+        trickler.join(timeout=3.0)
+    finally:
+        stop.set()
+        trickler.join()
+        close_all(slow)
+    assert len(slow) == 100 and len(closed_after) == 100, f"{100 - len(closed_after)} slow clients still connected"
+    assert max(closed_after.values()) < 1.0 + 1.0
+    probe.check()
+
+
+def test_a_silent_connection_is_closed_after_the_header_timeout(serve: ServerFactory) -> None:
+    server = serve({"service": {"header_timeout_seconds": 0.5}})
+    (silent,) = open_sockets(server.port, 1)
+    try:
+        silent.settimeout(3.0)
+        started = time.monotonic()
+        assert silent.recv(100) == b""
+        assert 0.4 < time.monotonic() - started < 1.5
+    finally:
+        silent.close()
+
+
+def test_clients_without_a_valid_token_are_kept_alive_briefly(serve: ServerFactory) -> None:
+    """An anonymous reader's idle connection is closed after ~2 s; a token holder's is kept for
+    service.keepalive_seconds, and a wrong token counts as none."""
+    server = serve({"service": {"keepalive_seconds": 30.0}})
+    conns = {name: http.client.HTTPConnection("127.0.0.1", server.port, timeout=5) for name in
+             ("anonymous", "wrong token", "admin")}
+    headers = {"anonymous": {}, "wrong token": {"Authorization": "Bearer not-a-token-of-this-server"},
+               "admin": {"Authorization": f"Bearer {server.tokens['admin']}"}}
+    try:
+        for name, conn in conns.items():
+            conn.request("GET", "/v1/nodes", headers=headers[name])
+            response = conn.getresponse()
+            response.read()
+            assert response.status == 200 and not response.will_close, name
+        sockets = {name: conn.sock for name, conn in conns.items()}
+        time.sleep(3.0)
+        assert is_closed(sockets["anonymous"]) and is_closed(sockets["wrong token"])
+        assert not is_closed(sockets["admin"])
+        conns["admin"].request("GET", "/healthz", headers=headers["admin"])
+        assert conns["admin"].getresponse().status == 200 and conns["admin"].sock is sockets["admin"]
+    finally:
+        for conn in conns.values():
+            conn.close()
+
+
+def test_clients_that_stop_reading_the_answer_are_dropped(serve: ServerFactory) -> None:
+    """A slow reader: requests pipelined, the answers left unread (a closed TCP window), so that the
+    server's writes stall. Dropped once they have stalled for header_timeout_seconds."""
+    server = serve({"service": {"header_timeout_seconds": 1.0}})
+    readers = []
+    for _ in range(5):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(("127.0.0.1", server.port))
+        # ~10 MB of answers: more than the kernel's socket buffers (tcp_wmem's 4 MB at most) hold
+        s.sendall(b"GET /openapi.json HTTP/1.1\r\nHost: t\r\n\r\n" * 300)
+        readers.append(s)
+    try:
+        probe = HealthProbe(server.port).run_for(2.5)
+        received = []
+        for s in readers:
+            s.settimeout(3.0)
+            got = 0
+            try:
+                while chunk := s.recv(65536):
+                    got += len(chunk)
+            except (ConnectionResetError, socket.timeout):
+                pass
+            received.append(got)
+    finally:
+        close_all(readers)
+    assert max(received) < 300 * 32_000, f"a client that stopped reading was sent all its answers: {received}"
+    probe.check()
+
+
+def test_silent_tls_connections_are_dropped_and_do_not_lock_out_https_clients(serve: ServerFactory, pki: Pki) -> None:
+    """Over TLS, a connection counts from the TCP accept: 100 silent ones (no ClientHello) beyond a
+    cap of 32 are closed to make room, longest-idle first, and each after header_timeout_seconds."""
+    server = serve({"service": {"header_timeout_seconds": 1.0, "max_connections": 32}},
+                   extra_args=("--tls-cert", str(pki.server.cert), "--tls-key", str(pki.server.key)),
+                   ca_file=pki.ca.cert)
+    silent = open_sockets(server.port, 100)
+    opened = time.monotonic()
+    try:
+        probe = HealthProbe(server.port, tls=server.tls).run_for(2.0)
+        wait_closed = time.monotonic() + 2.5 - (time.monotonic() - opened)
+        while not all(is_closed(s) for s in silent) and time.monotonic() < wait_closed:
+            time.sleep(0.05)
+        assert all(is_closed(s) for s in silent), f"{sum(not is_closed(s) for s in silent)} silent TLS clients left"
+    finally:
+        close_all(silent)
+    probe.check()
 
 
 # --- the parts, in-process --------------------------------------------------------------------
