@@ -169,7 +169,8 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"  GLUE:   {url}/v1/glue", flush=True)
     print(f"  health: {url}/healthz", flush=True)
     try:
-        # web.run_app, but with the connections capped and their clients timed (infosvc/connections.py).
+        # web.run_app, but with the connections capped, their clients timed and aiohttp's own refusals
+        # answered as JSON (infosvc/connections.py).
         connections.run(app, host=host, port=port, ssl_context=tls, policy=connections.Policy.of(config.service),
                         tokens=tokens)
     except (StoreError, sqlite3.Error) as exc:  # a database newer than this infosvc, or no file

@@ -1,10 +1,11 @@
-"""The service's connections: how many it holds, and how long a silent, slow or idle one may stay
-(issue 10, item 5; docs/security.md).
+"""The service's connections: how many it holds, how long a silent, slow or idle one may stay, and
+the JSON answer to requests that are not valid HTTP (issue 10, items 5 and 10; docs/security.md).
 
 aiohttp on its own keeps an idle connection for 75 s, lets a client take a whole keep-alive period
 to send its request's head, accepts connections until the process has no file descriptor left
 (asyncio then logs a traceback for every failed accept(), thousands a second, and /healthz goes
-unanswered). Here:
+unanswered), and answers a request it cannot parse with plain text over HTTP/1.0 after logging
+the request's first bytes at ERROR, an Authorization value among them. Here:
 
 - `Connections` caps the open connections below the open-file limit (`connection_cap`). At the cap
   the longest-idle connection is closed to make room; when every connection is busy with a request,
@@ -12,10 +13,11 @@ unanswered). Here:
 - `GuardedRequestHandler`, aiohttp's protocol for one connection, gives a client
   `header_timeout_seconds` to send a request's line and headers (a slowloris is dropped), keeps a
   connection alive between requests for `keepalive_seconds` after a request with a valid token and
-  for ANONYMOUS_KEEPALIVE_SECONDS after any other, and drops a client that leaves the answer
-  unread for `header_timeout_seconds`.
-- `LogLimiter` turns a flood of one kind of event (a failing accept()) into a line per interval
-  with a count.
+  for ANONYMOUS_KEEPALIVE_SECONDS after any other, drops a client that leaves the answer unread for
+  `header_timeout_seconds`, and answers aiohttp's own refusals (`describe_protocol_error`) with the
+  API's {"error", "detail"} over HTTP/1.1, logged without the request's bytes.
+- `LogLimiter` turns a flood of one kind of event (a failing accept(), malformed requests) into a
+  line per interval with a count.
 - `run` serves an app with all of this, in place of aiohttp's `web.run_app`.
 """
 
@@ -25,6 +27,7 @@ import asyncio
 import errno
 import json
 import logging
+import re
 import resource
 import time
 from collections import OrderedDict
@@ -33,7 +36,13 @@ from ssl import SSLContext
 from typing import Any, Callable, Final
 
 from aiohttp import hdrs, web
-from aiohttp.web_protocol import RequestHandler
+from aiohttp.abc import AbstractStreamWriter
+from aiohttp.http import HttpVersion11
+from aiohttp.http_exceptions import (BadHttpMethod, BadStatusLine, HttpProcessingError, InvalidHeader,
+                                     InvalidURLError, LineTooLong, PayloadEncodingError)
+from aiohttp.http_parser import RawRequestMessage
+from aiohttp.streams import StreamReader
+from aiohttp.web_protocol import ERROR, RequestHandler
 from aiohttp.web_request import BaseRequest
 
 from infosvc.siteconfig import ServiceConfig
@@ -116,6 +125,49 @@ class LogLimiter:
         self.log(logging.WARNING, kind, message, *args)
 
 
+# --- requests aiohttp cannot parse ----------------------------------------------------------------
+
+#: llhttp's errors read "REASON:\n\n  b'<the request's bytes>'\n  ^": REASON is llhttp's own text
+#: ("Duplicate Content-Length", "Invalid character in chunk size"), the rest is the client's.
+_LLHTTP_REASON = re.compile(r"(?:Bad status line:\n  )?([A-Za-z][A-Za-z0-9 '`-]{0,79}):\n\n  ")
+_FRAMING_WORDS = ("Content-Length", "Transfer-Encoding", "chunk")
+
+
+def describe_protocol_error(exc: HttpProcessingError, *, max_field_size: int,
+                            max_headers: int) -> tuple[int, str, str]:
+    """(status, error, detail) for a request aiohttp's parser refused. Nothing of the request is
+    repeated: aiohttp's messages quote its bytes (the first 100 of an oversized header, which may
+    be an Authorization value), so only llhttp's reason and fixed words are used."""
+    found = _LLHTTP_REASON.match(exc.message)
+    reason = found.group(1) if found else None
+    if isinstance(exc, LineTooLong):
+        return (431, "request line or header too long",
+                f"a request line or header field may be at most {max_field_size} bytes")
+    if exc.message == "Too many headers received":
+        return 431, "too many header fields", f"a request may have at most {max_headers} header fields"
+    if isinstance(exc, BadHttpMethod):
+        if exc.message == "Received HTTPS traffic on an HTTP port":
+            return 400, "not an HTTP request", "this port speaks plain HTTP, not TLS"
+        return 400, "invalid request method", reason or "a method is a token such as GET or POST"
+    if isinstance(exc, BadStatusLine):
+        return 400, "invalid request line", reason or "expected METHOD TARGET HTTP/1.1"
+    if isinstance(exc, InvalidURLError):
+        return 400, "invalid request target", reason or "expected a path such as /v1/nodes"
+    if isinstance(exc, InvalidHeader):
+        return 400, "invalid header field", reason or "a header field's name or value holds a forbidden character"
+    if isinstance(exc, PayloadEncodingError) or (reason and any(w in reason for w in _FRAMING_WORDS)):
+        return 400, "invalid body framing", reason or "Content-Length or Transfer-Encoding does not match the body"
+    return 400, "malformed request", reason or "the request is not valid HTTP/1.1"
+
+
+#: aiohttp answers a request it could not parse as if it were this one (method UNKNOWN), HTTP/1.0:
+#: the same, but HTTP/1.1, so that the answer's status line is HTTP/1.1 like every other.
+ERROR_11: Final = ERROR._replace(version=HttpVersion11)
+
+RequestFactory = Callable[[RawRequestMessage, StreamReader, RequestHandler, AbstractStreamWriter,
+                           "asyncio.Task[None]"], BaseRequest]
+
+
 # --- refusing a connection ----------------------------------------------------------------------
 
 def _refusal(status: str, error: str, detail: str) -> bytes:
@@ -135,9 +187,9 @@ class GuardedRequestHandler(RequestHandler):
     """aiohttp's protocol for one connection, under the policy of `Connections`.
 
     The hooks: connection_made / connection_lost / data_received / pause_writing / resume_writing
-    (asyncio's protocol) and finish_response (called once an answer is written). It reads one
-    private attribute, `_request_in_progress` (see `busy`); tests/test_connections.py checks it is
-    still there.
+    (asyncio's protocol), finish_response (called once an answer is written) and handle_error
+    (aiohttp's refusals). It reads one private attribute, `_request_in_progress` (see `busy`), and
+    sets another, `_request_factory`; tests/test_connections.py checks both are still there.
 
     With `tls`, the listening socket is plain TCP and this handler runs the TLS handshake itself
     (loop.start_tls): a connection counts, and can be closed, from the moment it is accepted; with
@@ -160,6 +212,7 @@ class GuardedRequestHandler(RequestHandler):
         self._handshake: asyncio.Task[None] | None = None
         self._deadline: asyncio.TimerHandle | None = None
         self._stall: asyncio.TimerHandle | None = None
+        self._request_factory = connections.request_factory
 
     @property
     def busy(self) -> bool:
@@ -249,6 +302,25 @@ class GuardedRequestHandler(RequestHandler):
         self._arm(self.connections.keepalive_for(request.headers.get(hdrs.AUTHORIZATION)))
         return answered
 
+    def handle_error(self, request: BaseRequest, status: int = 500, exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        """The answer to a request aiohttp refused (exc: its parser's error), or to a handler's
+        exception that the API's middleware let through (status 500 or 504: a bug)."""
+        if request.writer.output_size > 0:  # as aiohttp: part of an answer is out, no other can follow
+            raise ConnectionError("Response is sent already, cannot send another response with the error message")
+        if isinstance(exc, HttpProcessingError):
+            status, error, detail = describe_protocol_error(exc, max_field_size=self.max_field_size,
+                                                            max_headers=self.max_headers)
+            self.connections.logs.info("bad request", "refused a request from %s that is not valid HTTP: %d %s",
+                                       request.remote, status, error)
+        else:
+            log.error("unhandled error in %s %s (aiohttp answered %d)", request.method, request.path, status,
+                      exc_info=exc)
+            error, detail = "internal error", "this is a bug in infosvc; the log has the details"
+        response = web.json_response({"error": error, "detail": detail}, status=status)
+        response.force_close()
+        return response
+
     # deadlines
 
     def _arm(self, seconds: float) -> None:
@@ -316,6 +388,7 @@ class Connections:
         #: connections accepted whose connection_made is still to come (the next turn of the loop),
         #: with when to stop counting them should it never come (asyncio failed to make a transport)
         self._accepted: OrderedDict[GuardedRequestHandler, float] = OrderedDict()
+        self.request_factory: RequestFactory | None = None
         self._shrunk_at = -float("inf")
 
     @property
@@ -327,6 +400,13 @@ class Connections:
         """What asyncio calls for each accepted connection: a handler for it, admitted or not.
         `tls`: the connections are TLS (the listening socket is plain TCP: see GuardedRequestHandler)."""
         loop = asyncio.get_running_loop()
+        make_request = manager.request_factory
+
+        def request_factory(message: RawRequestMessage, payload: StreamReader, protocol: RequestHandler,
+                            writer: AbstractStreamWriter, task: asyncio.Task[None]) -> BaseRequest:
+            return make_request(ERROR_11 if message is ERROR else message, payload, protocol, writer, task)
+
+        self.request_factory = request_factory
 
         def accepted() -> GuardedRequestHandler:
             handler = GuardedRequestHandler(manager, self, tls=tls, loop=loop, **handler_args)

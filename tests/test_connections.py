@@ -1,9 +1,11 @@
-"""Connections (infosvc/connections.py; issue 10, item 5).
+"""Connections (infosvc/connections.py; issue 10, items 5 and 10).
 
 Idle, silent and slow clients cannot take the service's file descriptors: there is a cap on
 connections below the open-file limit, the longest-idle connections are closed first to make room,
 a client must send its request's head within service.header_timeout_seconds, a client without a
 valid token is kept alive only briefly, and a failing accept() is one log line, not a flood.
+Requests that aiohttp cannot parse are answered with the API's JSON error over HTTP/1.1 and logged
+without any of their bytes.
 
 Each attack runs against a real server on loopback, bounded in count and time, while another
 thread times GET /healthz on fresh connections: its p99 stays under 50 ms.
@@ -15,6 +17,7 @@ import http.client
 import json
 import logging
 import math
+import multiprocessing
 import os
 import resource
 import select
@@ -26,13 +29,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from aiohttp import http_exceptions
 
 from conftest import Server, ServerFactory, node_document, request
 from test_tls import Pki, pki  # noqa: F401 - `pki` is a fixture
 from infosvc import connections
-from infosvc.connections import LogLimiter, connection_cap
+from infosvc.connections import LogLimiter, connection_cap, describe_protocol_error
 
 P99_LIMIT = 0.050
+MARKER = "SECRET-MARKER-7f3a"
 
 
 # --- measuring /healthz while an attack runs --------------------------------------------------
@@ -180,6 +185,14 @@ class RawReply:
         data = json.loads(self.body)
         assert isinstance(data, dict) and set(data) == {"error", "detail"} and data["error"], data
         return data
+
+
+def complete(data: bytes) -> bool:
+    """Whether `data` holds a whole answer (with a Content-Length)."""
+    if b"\r\n\r\n" not in data:
+        return False
+    reply = RawReply.parse(data)
+    return len(reply.body) == int(reply.headers["content-length"])
 
 
 def log_lines(server: Server) -> list[str]:
@@ -401,7 +414,131 @@ def test_silent_tls_connections_are_dropped_and_do_not_lock_out_https_clients(se
     probe.check()
 
 
+# --- requests aiohttp cannot parse --------------------------------------------------------------
+
+TLS_HELLO = b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + MARKER.encode() + b"\r\n\r\n"
+
+MALFORMED: list[tuple[str, bytes, int]] = [
+    ("oversized Authorization header",
+     f"GET /healthz HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {MARKER}{'x' * 9000}\r\n\r\n".encode(), 431),
+    ("oversized header name", f"GET /healthz HTTP/1.1\r\nHost: t\r\nX-{MARKER}{'x' * 9000}: 1\r\n\r\n".encode(), 431),
+    ("oversized request line", f"GET /healthz?{MARKER}{'x' * 9000} HTTP/1.1\r\nHost: t\r\n\r\n".encode(), 431),
+    ("too many headers", ("GET /healthz HTTP/1.1\r\nHost: t\r\n"
+                          + "".join(f"X-{i}: {MARKER}\r\n" for i in range(200)) + "\r\n").encode(), 431),
+    ("duplicate Content-Length", f"POST /v1/nodes HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {MARKER}\r\n"
+                                 f"Content-Length: 3\r\nContent-Length: 4\r\n\r\nabcd".encode(), 400),
+    ("Content-Length with chunked", f"POST /v1/match HTTP/1.1\r\nHost: t\r\nX-Token: {MARKER}\r\n"
+                                    "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".encode(), 400),
+    ("bad chunk size", f"POST /v1/match HTTP/1.1\r\nHost: t\r\nContent-Type: application/xml\r\n"
+                       f"Transfer-Encoding: chunked\r\n\r\nZZ{MARKER}\r\nabc\r\n0\r\n\r\n".encode(), 400),
+    ("invalid Content-Length", f"POST /v1/match HTTP/1.1\r\nHost: t\r\nContent-Length: 1{MARKER}\r\n\r\n".encode(),
+     400),
+    ("invalid method", f"G@T /healthz HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {MARKER}\r\n\r\n".encode(), 400),
+    ("unknown HTTP version", f"GET /healthz HTTP/9.9\r\nHost: t\r\nAuthorization: Bearer {MARKER}\r\n\r\n".encode(),
+     400),
+    ("space in a header name", f"GET /healthz HTTP/1.1\r\nHost: t\r\nBad Header: {MARKER}\r\n\r\n".encode(), 400),
+    ("NUL in a header value", f"GET /healthz HTTP/1.1\r\nHost: t\r\nX-A: {MARKER}\x00\r\n\r\n".encode(), 400),
+    ("TLS on the http port", TLS_HELLO, 400),
+    ("garbage", b"\x00\x01\x02\x03 " + MARKER.encode() + b"\r\n\r\n", 400),
+]
+
+
+@pytest.fixture(scope="module")
+def parsing_server(module_serve: ServerFactory) -> Server:
+    return module_serve()
+
+
+@pytest.mark.parametrize("name, data, status", MALFORMED, ids=[case[0] for case in MALFORMED])
+def test_malformed_requests_get_the_json_error_and_leave_no_trace_in_the_log(
+        parsing_server: Server, name: str, data: bytes, status: int) -> None:
+    """Issue 10 item 10: aiohttp's own refusals as the API's JSON error, over HTTP/1.1, with no
+    byte of the request in the answer or the log (an Authorization value is a secret)."""
+    reply = RawReply.parse(exchange(parsing_server.port, data))
+    assert reply.status_line.startswith(f"HTTP/1.1 {status} "), reply
+    error = reply.json_error()
+    assert MARKER not in json.dumps(error) and MARKER.encode() not in reply.body
+    assert reply.headers.get("connection", "").lower() == "close"
+    log = parsing_server.log.read_text(errors="replace")
+    assert MARKER not in log
+    assert "Traceback" not in log and "ERROR" not in log, log[-3000:]
+
+
+def test_a_malformed_request_on_a_kept_alive_connection_gets_the_json_error(parsing_server: Server) -> None:
+    """A good request, answered; then a bad one on the same connection: JSON, and the connection closed."""
+    with socket.create_connection(("127.0.0.1", parsing_server.port), timeout=5) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        first = b""
+        while not complete(first):
+            first += s.recv(65536)
+        assert RawReply.parse(first).status_line.startswith("HTTP/1.1 200 ")
+        s.sendall(f"GET /healthz HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nContent-Length: 2\r\nX: {MARKER}\r\n\r\n"
+                  .encode())
+        second = b""
+        while chunk := s.recv(65536):
+            second += chunk
+    reply = RawReply.parse(second)
+    assert reply.status_line.startswith("HTTP/1.1 400 ")
+    assert reply.json_error() == {"error": "invalid body framing", "detail": "Duplicate Content-Length"}
+    assert MARKER not in parsing_server.log.read_text(errors="replace")
+
+
+def _flood_malformed(port: int, seconds: float, limit: int, sent: Any) -> None:
+    """In a child process: malformed requests round-robin on new connections, for `seconds` or `limit` requests."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and sent.value < limit:
+        _, data, _ = MALFORMED[sent.value % len(MALFORMED)]
+        try:
+            exchange(port, data, timeout=2.0)
+        except OSError:
+            pass
+        sent.value += 1
+
+
+def test_a_flood_of_malformed_requests_leaves_healthz_fast_and_the_log_short(serve: ServerFactory) -> None:
+    server = serve()
+    before = len(log_lines(server))
+    fork = multiprocessing.get_context("fork")
+    sent = fork.Value("i", 0)
+    flooder = fork.Process(target=_flood_malformed, args=(server.port, 2.5, 5000, sent))
+    flooder.start()
+    try:
+        probe = HealthProbe(server.port).run_for(2.5)
+    finally:
+        flooder.join(timeout=10)
+    added = log_lines(server)[before:]
+    assert len(added) < 20, f"{len(added)} log lines, starting:\n" + "\n".join(added[:20])
+    assert MARKER not in "\n".join(added)
+    assert sent.value > 500
+    print(f"{sent.value} malformed requests")
+    probe.check()
+
+
 # --- the parts, in-process --------------------------------------------------------------------
+
+@pytest.mark.parametrize("exc", [
+    http_exceptions.LineTooLong(f"Bearer {MARKER}".encode(), 8190),
+    http_exceptions.InvalidHeader(MARKER.encode()),
+    http_exceptions.BadStatusLine(f"GET /{MARKER} HTTP/1.1"),
+    http_exceptions.BadHttpMethod(f"{MARKER} / HTTP/1.1"),
+    http_exceptions.BadHttpMessage(f"Invalid header token:\n\n  b'Bad Header: {MARKER}'\n     ^"),
+    http_exceptions.BadStatusLine(error=f"Bad status line:\n  Invalid HTTP version:\n\n  b'GET / {MARKER}'\n  ^"),
+    http_exceptions.TransferEncodingError(f"Unexpected LF in chunk-extension: b'{MARKER}\\n'"),
+    http_exceptions.ContentLengthError(f"Invalid Content-Length: {MARKER}"),
+    http_exceptions.InvalidURLError(MARKER),
+    http_exceptions.TransferEncodingError(MARKER),
+    http_exceptions.BadHttpMessage(MARKER),
+])
+def test_protocol_errors_are_described_without_the_request_bytes(exc: http_exceptions.HttpProcessingError) -> None:
+    status, error, detail = describe_protocol_error(exc, max_field_size=8190, max_headers=128)
+    assert status in (400, 431) and error
+    assert MARKER not in error and MARKER not in detail
+
+
+def test_llhttp_reasons_are_kept_in_the_detail() -> None:
+    exc = http_exceptions.BadHttpMessage("Duplicate Content-Length:\n\n  b'Content-Length: 4'\n  ^")
+    assert describe_protocol_error(exc, max_field_size=8190, max_headers=128) == (
+        400, "invalid body framing", "Duplicate Content-Length")
+
 
 @pytest.mark.parametrize("setting, soft, expected", [
     (1024, 20000, 1024),       # the setting, when the files allow it
@@ -435,3 +572,4 @@ def test_the_parts_of_aiohttp_this_relies_on_are_there() -> None:
     from aiohttp.web_protocol import RequestHandler
 
     assert "_request_in_progress" in RequestHandler.__slots__
+    assert "_request_factory" in RequestHandler.__slots__
