@@ -110,6 +110,7 @@ def tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:
 def _serve(args: argparse.Namespace) -> int:
     from aiohttp import web
 
+    from infosvc import connections
     from infosvc.api import make_app
     from infosvc.store import StoreError
     from infosvc.siteconfig import ConfigError, load_config
@@ -168,7 +169,10 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"  GLUE:   {url}/v1/glue", flush=True)
     print(f"  health: {url}/healthz", flush=True)
     try:
-        web.run_app(app, host=host, port=port, print=None, access_log=None, ssl_context=tls)
+        # web.run_app, but with the connections capped, their clients timed and aiohttp's own refusals
+        # answered as JSON (infosvc/connections.py).
+        connections.run(app, host=host, port=port, ssl_context=tls, policy=connections.Policy.of(config.service),
+                        tokens=tokens)
     except (StoreError, sqlite3.Error) as exc:  # a database newer than this infosvc, or no file
         print(f"infosvc: {db}: {exc}", file=sys.stderr)
         return 1

@@ -36,6 +36,13 @@ class ServiceConfig:
     read_token_required: bool = False
     #: published as each GLUE entity's InformationServiceURL ("" publishes none)
     information_service_url: str = ""
+    #: connections held at once (fewer if the open-file limit requires: infosvc/connections.py)
+    max_connections: int = 1024
+    #: how long a connection is kept for a next request after one with a valid token
+    keepalive_seconds: float = 30.0
+    #: the time a client has to send a request's line and headers (also the TLS handshake's, and
+    #: the longest a client may leave an answer unread)
+    header_timeout_seconds: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +262,10 @@ def parse_config(data: dict[str, Any]) -> SiteConfig:
         max_body_bytes=s.integer("max_body_bytes", 256 * 1024, minimum=1024),
         body_timeout_seconds=s.number("body_timeout_seconds", 10.0),
         read_token_required=s.flag("read_token_required", False),
-        information_service_url=s.text("information_service_url", ""))
+        information_service_url=s.text("information_service_url", ""),
+        max_connections=s.integer("max_connections", 1024, minimum=1),
+        keepalive_seconds=s.number("keepalive_seconds", 30.0),
+        header_timeout_seconds=s.number("header_timeout_seconds", 10.0))
     s.done()
     st = top.table("store")
     store = StoreConfig(history_per_host=st.integer("history_per_host", 100, minimum=1))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import resource
 import signal
 import socket
 import sqlite3
@@ -166,6 +167,7 @@ class Server:
     starts: int = 0
     extra_args: tuple[str, ...] = ()  # more `infosvc serve` options, e.g. ("--tls-cert", F, "--tls-key", K)
     ca_file: Path | None = None  # with --tls-cert: the CA to verify it with; the server is then spoken to over https
+    open_files: int | None = None  # RLIMIT_NOFILE of the server process (soft and hard), to run it out of files
 
     def __post_init__(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -214,7 +216,8 @@ class Server:
                     [sys.executable, "-m", "infosvc", "serve", "--config", str(self.config_file),
                      "--listen", f"127.0.0.1:{self.port}", "--db", str(self.db), "--tokens", str(self.tokens_file),
                      *self.extra_args],
-                    stdout=log, stderr=subprocess.STDOUT, cwd=self.directory)
+                    stdout=log, stderr=subprocess.STDOUT, cwd=self.directory,
+                    preexec_fn=None if self.open_files is None else self._limit_open_files)
             self.starts += 1
             if self._wait_healthy():
                 return self
@@ -223,6 +226,11 @@ class Server:
                 break
             self.port = 0  # someone else took the port: try another
         raise RuntimeError(f"infosvc serve did not start; its log:\n{self.log.read_text()}")
+
+    def _limit_open_files(self) -> None:
+        """In the child, before exec: the limit the service would get from systemd's LimitNOFILE=."""
+        assert self.open_files is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
 
     def _wait_healthy(self) -> bool:
         assert self.process is not None

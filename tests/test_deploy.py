@@ -173,3 +173,14 @@ def test_prometheus_discovers_the_hosts(serve: ServerFactory, tmp_path: Path) ->
         assert target["discoveredLabels"]["__meta_infosvc_state"] == "Ready"
     finally:
         stop_process(prometheus)
+
+
+def test_aggregator_unit_has_files_for_the_default_connections() -> None:
+    """LimitNOFILE= leaves room for service.max_connections and the files infosvc keeps for the rest."""
+    from infosvc.connections import RESERVED_FILES, connection_cap
+    from infosvc.siteconfig import ServiceConfig
+
+    (limit,) = directives("infosvc.service")["LimitNOFILE"]
+    default = ServiceConfig().max_connections
+    assert int(limit) >= default + RESERVED_FILES
+    assert connection_cap(default, int(limit)) == default
