@@ -380,3 +380,37 @@ def test_stored_ids_are_made_canonical_by_the_migration(tmp_path: pytest.TempPat
     check = sqlite3.connect(path)
     assert sorted(check.execute("SELECT DISTINCT host_id FROM reports").fetchall()) == [("hosta",), ("hostb",)]
     check.close()
+
+
+def test_a_name_set_holds_what_clustershell_writes_out() -> None:
+    """NameSet tests membership without expanding (the expansion stalled the loop): it must hold
+    exactly the names ClusterShell writes out, and refuse exactly what ClusterShell refuses."""
+    from ClusterShell.NodeSet import NodeSetParseError
+    from hypothesis import given, settings, strategies as st
+
+    from infosvc.model.nodeset import NameSet, expand_names
+
+    number = st.builds(lambda n, width: f"{n:0{width}d}" if width else str(n),
+                       st.integers(0, 30), st.sampled_from([0, 0, 1, 2, 3]))
+    part = st.one_of(number, st.builds(lambda a, b, step: f"{a}-{b}{step}", number, number,
+                                       st.sampled_from(["", "", "/2", "/3"])))
+    bracket = st.lists(part, min_size=1, max_size=3).map(lambda parts: "[" + ",".join(parts) + "]")
+    term = st.builds(lambda prefix, first, middle, second, suffix: prefix + first + middle + second + suffix,
+                     st.sampled_from(["n", "ab", "x1-"]), bracket, st.sampled_from(["", "-", ".e"]),
+                     st.sampled_from(["", "[3-7]", "[03-07]"]), st.sampled_from(["", ".e"]))
+    names = [f"{p}{a}{m}{b}{s}" for p in ("n", "ab", "x1-") for a in ("0", "1", "01", "5", "05", "10", "012", "29")
+             for m in ("", "-", ".e") for b in ("", "3", "03", "7") for s in ("", ".e")]
+
+    @settings(max_examples=300, deadline=None, database=None)
+    @given(st.lists(term, min_size=1, max_size=2).map(",".join))
+    def agrees(expression: str) -> None:
+        try:
+            written = {name.lower() for name in expand_names(expression)}
+        except NodeSetParseError:
+            with pytest.raises(NodeSetParseError):
+                NameSet(expression)
+            return
+        held = NameSet(expression)
+        assert [n for n in names if n in held] == [n for n in names if n in written]
+
+    agrees()
