@@ -5,12 +5,18 @@ One writer thread owns the write connection. Reports are queued to it and commit
 every report waiting when a transaction starts goes into it, and each caller is answered only
 after the commit that holds its report. So an acknowledged report survives `kill -9` of the
 server, and the write rate is not one fsync per report. WAL lets readers proceed during writes.
+
+One store, one file: an open Store holds an exclusive lock on `DB.lock` beside the file (see
+`lock_database`), so a second server on the same file is refused instead of keeping bindings of
+its own that diverge from the first's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
+import os
 import queue
 import sqlite3
 import threading
@@ -66,6 +72,42 @@ class StoreError(RuntimeError):
     pass
 
 
+class StoreInUse(StoreError):
+    """Another open Store, in this process or another, holds the file's lock: one server per file."""
+
+
+def lock_database(path: str | Path) -> int:
+    """Take the exclusive lock of the database at `path`; returns the lock file's descriptor, which
+    holds it until closed. StoreInUse, naming the holder's pid, when another holds it.
+
+    The lock is flock(2) on a file of its own, `DB.lock` beside the database's real path (symbolic
+    links resolved), not on the database: SQLite's own locks on the database are POSIX locks, which
+    a second descriptor of the same file in this process would drop when it closed, and SQLite's
+    `locking_mode=EXCLUSIVE` would lock out read-only readers and online backups too. A flock is
+    held by an open file description, so a second Store in the same process conflicts as another
+    process does; it is not inherited by children (O_CLOEXEC), and the kernel drops it when the
+    process dies, kill -9 included, so a restart never finds a stale lock. The file is left in
+    place on close: removing it would let two servers lock two different files of one name.
+    """
+    lock_path = os.path.realpath(path) + ".lock"
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise StoreError(f"cannot open the lock file {lock_path}: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        raise StoreInUse(f"in use by another infosvc (pid {holder}); one server per database file") from None
+    except OSError as exc:  # a file system without locks: refuse rather than run unguarded
+        os.close(fd)
+        raise StoreError(f"cannot lock {lock_path}: {exc.strerror}") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
 def connect(path: str | Path) -> sqlite_utils.Database:
     conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False,
                            isolation_level=None)
@@ -98,8 +140,17 @@ class Store:
             raise ValueError("history_per_host must be at least 1")
         self.path = str(path)
         self.history_per_host = history_per_host
-        self._db = connect(self.path)
-        migrate(self._db)
+        self._lock = lock_database(self.path)
+        try:
+            self._db = connect(self.path)
+            try:
+                migrate(self._db)
+            except BaseException:
+                self._db.conn.close()
+                raise
+        except BaseException:
+            os.close(self._lock)
+            raise
         self._queue: queue.SimpleQueue[tuple[Callable[[sqlite3.Connection], Any], _Waiter] | None] = queue.SimpleQueue()
         self._writer = threading.Thread(target=self._run, name="infosvc-store-writer", daemon=True)
         self._writer.start()
@@ -238,6 +289,7 @@ class Store:
             self._queue.put(None)
             self._writer.join(timeout=30)
             self._db.conn.close()
+            os.close(self._lock)  # after the file is closed: the next server finds it whole
 
     def _run(self) -> None:
         conn = self._db.conn
