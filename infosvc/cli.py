@@ -169,7 +169,7 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"  health: {url}/healthz", flush=True)
     try:
         web.run_app(app, host=host, port=port, print=None, access_log=None, ssl_context=tls)
-    except (StoreError, sqlite3.Error) as exc:  # a database newer than this infosvc, in use, or no file
+    except (StoreError, sqlite3.Error) as exc:  # a database newer than this infosvc, in use, damaged, or no file
         print(f"infosvc: {db}: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
