@@ -38,7 +38,7 @@ from infosvc.model.job import Job, JobGroup, resolve
 from infosvc.model.node import Node
 from infosvc.query import HostFilter, QueryError
 from infosvc.siteconfig import SiteConfig
-from infosvc.store import Store, StoreError
+from infosvc.store import Store, StoreCorrupt, StoreError
 from infosvc.targets import targets
 from infosvc.tokens import Role, Tokens
 
@@ -71,6 +71,11 @@ async def errors_as_json(request: web.Request, handler: Callable[[web.Request], 
         return error_body(exc.status, exc.reason, exc.text if exc.text and exc.text != f"{exc.status}: {exc.reason}" else None)
     except asyncio.CancelledError:
         raise
+    except StoreCorrupt:
+        # The file is damaged: trying again will not mend it, so not a 503 with Retry-After (agents
+        # would retry for ever). The store has logged it, naming the file, once a minute at most.
+        return error_body(500, "store damaged",
+                          "the server's database is damaged; its operator must restore it from a backup")
     except (StoreError, sqlite3.Error) as exc:
         # The disk is full or the file is locked: nothing was kept, and the sender may try again.
         log.error("store unavailable in %s %s: %s", request.method, request.path, exc)

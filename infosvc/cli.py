@@ -173,7 +173,7 @@ def _serve(args: argparse.Namespace) -> int:
         # answered as JSON (infosvc/connections.py).
         connections.run(app, host=host, port=port, ssl_context=tls, policy=connections.Policy.of(config.service),
                         tokens=tokens)
-    except (StoreError, sqlite3.Error) as exc:  # a database newer than this infosvc, or no file
+    except (StoreError, sqlite3.Error) as exc:  # a database newer than this infosvc, in use, damaged, or no file
         print(f"infosvc: {db}: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:

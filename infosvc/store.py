@@ -5,12 +5,23 @@ One writer thread owns the write connection. Reports are queued to it and commit
 every report waiting when a transaction starts goes into it, and each caller is answered only
 after the commit that holds its report. So an acknowledged report survives `kill -9` of the
 server, and the write rate is not one fsync per report. WAL lets readers proceed during writes.
+
+One store, one file: an open Store holds an exclusive lock on `DB.lock` beside the file (see
+`lock_database`), so a second server on the same file is refused instead of keeping bindings of
+its own that diverge from the first's.
+
+A damaged file is refused when it opens (PRAGMA quick_check), and damage SQLite finds later
+(SQLITE_CORRUPT, SQLITE_NOTADB) leaves the store as StoreCorrupt, never as a plain StoreError or
+sqlite3 error: it is not a failure that trying again can mend (docs/operations.md, Backups).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import logging
+import os
 import queue
 import sqlite3
 import threading
@@ -18,13 +29,17 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Final, Iterator
+from typing import Any, Callable, Final, Iterator, TypeGuard
 
 import sqlite_utils
 
 log = logging.getLogger("infosvc.store")
 
 BUSY_TIMEOUT_MS: Final = 5000
+#: Damage found while open is logged at most this often: every request that touches it fails alike.
+DAMAGE_LOG_SECONDS: Final = 60.0
+#: The most problems PRAGMA quick_check is asked for; a refusal quotes the first few.
+QUICK_CHECK_PROBLEMS: Final = 10
 
 
 def _migration_1(db: sqlite_utils.Database) -> None:
@@ -81,15 +96,99 @@ class StoreError(RuntimeError):
     pass
 
 
+class StoreCorrupt(StoreError):
+    """The database file is damaged: SQLite said SQLITE_CORRUPT or SQLITE_NOTADB, or PRAGMA
+    quick_check found damage. Trying again will not mend it; the file must be restored from a
+    backup. SQLite's error, when there was one, is the __cause__."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(f"damaged ({detail}); restore it from a backup (docs/operations.md)")
+        self.path = path
+        self.detail = detail
+
+
+def is_corruption(exc: BaseException) -> TypeGuard[sqlite3.DatabaseError]:
+    """Whether `exc` is SQLite saying the file is damaged: SQLITE_CORRUPT (any of its extended
+    codes) or SQLITE_NOTADB, by the error's code, not its text."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (isinstance(exc, sqlite3.DatabaseError) and isinstance(code, int)
+            and code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB))
+
+
+class StoreInUse(StoreError):
+    """Another open Store, in this process or another, holds the file's lock: one server per file."""
+
+
+def lock_database(path: str | Path) -> int:
+    """Take the exclusive lock of the database at `path`; returns the lock file's descriptor, which
+    holds it until closed. StoreInUse, naming the holder's pid, when another holds it.
+
+    The lock is flock(2) on a file of its own, `DB.lock` beside the database's real path (symbolic
+    links resolved), not on the database: SQLite's own locks on the database are POSIX locks, which
+    a second descriptor of the same file in this process would drop when it closed, and SQLite's
+    `locking_mode=EXCLUSIVE` would lock out read-only readers and online backups too. A flock is
+    held by an open file description, so a second Store in the same process conflicts as another
+    process does; it is not inherited by children (O_CLOEXEC), and the kernel drops it when the
+    process dies, kill -9 included, so a restart never finds a stale lock. The file is left in
+    place on close: removing it would let two servers lock two different files of one name.
+    """
+    lock_path = os.path.realpath(path) + ".lock"
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise StoreError(f"cannot open the lock file {lock_path}: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        raise StoreInUse(f"in use by another infosvc (pid {holder}); one server per database file") from None
+    except OSError as exc:  # a file system without locks: refuse rather than run unguarded
+        os.close(fd)
+        raise StoreError(f"cannot lock {lock_path}: {exc.strerror}") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
 def connect(path: str | Path) -> sqlite_utils.Database:
     conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False,
                            isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    # NORMAL in WAL mode: a commit is in the OS's hands before we answer, which survives the
-    # process being killed; surviving power loss too would cost an fsync per commit group.
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")  # the first read of the file: SQLITE_NOTADB here
+        # NORMAL in WAL mode: a commit is in the OS's hands before we answer, which survives the
+        # process being killed; surviving power loss too would cost an fsync per commit group.
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    except BaseException:
+        conn.close()
+        raise
     return sqlite_utils.Database(conn)
+
+
+def quick_check(path: str) -> None:
+    """PRAGMA quick_check of the whole file; StoreCorrupt quoting what it found, if anything.
+
+    It reads every page and checks every b-tree's structure and records (not that indexes match
+    their tables: integrity_check does that too, 15-50% slower at 10,000 hosts), so damage in pages
+    the start does not read (the history, the indexes) is found now, not by requests later. It
+    runs on a connection of its own, whose cache goes with it: the writer's connection starts with
+    nothing read from the file but its schema. docs/operations.md gives its time at 10,000 hosts.
+    """
+    started = time.perf_counter()
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
+    try:
+        found = [str(row[0]).replace("\n", " ") for row in conn.execute(f"PRAGMA quick_check({QUICK_CHECK_PROBLEMS})")]
+    except sqlite3.DatabaseError as exc:  # some damage stops the check itself
+        if is_corruption(exc):
+            raise StoreCorrupt(path, f"PRAGMA quick_check: {exc}") from exc
+        raise
+    finally:
+        conn.close()
+    if found != ["ok"]:
+        more = f"; ... {len(found) - 3} more" if len(found) > 3 else ""
+        raise StoreCorrupt(path, "PRAGMA quick_check: " + "; ".join(found[:3]) + more)
+    log.info("PRAGMA quick_check of %s: ok in %.2f s", path, time.perf_counter() - started)
 
 
 def migrate(db: sqlite_utils.Database) -> int:
@@ -113,40 +212,90 @@ class Store:
             raise ValueError("history_per_host must be at least 1")
         self.path = str(path)
         self.history_per_host = history_per_host
-        self._db = connect(self.path)
-        migrate(self._db)
+        self._lock = lock_database(self.path)
+        try:
+            self._db = self._open()
+        except BaseException:
+            os.close(self._lock)
+            raise
+        #: What SQLite said when it first found the file damaged since it opened, else None.
+        self.damage: str | None = None
+        self._damage_lock = threading.Lock()
+        self._damage_logged_at: float | None = None
+        self._damage_unlogged = 0
         self._queue: queue.SimpleQueue[tuple[Callable[[sqlite3.Connection], Any], _Waiter] | None] = queue.SimpleQueue()
         self._writer = threading.Thread(target=self._run, name="infosvc-store-writer", daemon=True)
         self._writer.start()
         self._closed = False
 
+    def _open(self) -> sqlite_utils.Database:
+        """The writer's connection, once the file has passed quick_check and been migrated."""
+        try:
+            db = connect(self.path)
+            try:
+                quick_check(self.path)
+                migrate(db)
+            except BaseException:
+                db.conn.close()
+                raise
+        except sqlite3.DatabaseError as exc:
+            if is_corruption(exc):
+                raise StoreCorrupt(self.path, str(exc)) from exc
+            raise
+        return db
+
+    def _damaged(self, exc: sqlite3.DatabaseError) -> StoreCorrupt:
+        """The StoreCorrupt for damage found while open (its cause `exc`); logged at ERROR at most
+        once every DAMAGE_LOG_SECONDS, naming the file and what to do, with how many went unsaid."""
+        now = time.monotonic()
+        with self._damage_lock:
+            if self.damage is None:
+                self.damage = str(exc)
+            unsaid: int | None = None
+            if self._damage_logged_at is None or now - self._damage_logged_at >= DAMAGE_LOG_SECONDS:
+                unsaid, self._damage_unlogged, self._damage_logged_at = self._damage_unlogged, 0, now
+            else:
+                self._damage_unlogged += 1
+        if unsaid is not None:
+            log.error("%s is damaged (%s): what touches the damaged pages fails, answered 500; stop the service "
+                      "and restore it from a backup (docs/operations.md, Backups)%s", self.path, exc,
+                      f" ({unsaid} more failures since the last message)" if unsaid else "")
+        error = StoreCorrupt(self.path, str(exc))
+        error.__cause__ = exc
+        return error
+
     # --- reading (at start, and for history) ---------------------------------------------
 
-    def hosts(self) -> Iterator[HostRecord]:
-        reader = connect(self.path)
+    @contextlib.contextmanager
+    def _reader(self) -> Iterator[sqlite_utils.Database]:
+        """A connection of its own for one read; damage found reading is a StoreCorrupt."""
         try:
+            reader = connect(self.path)
+            try:
+                yield reader
+            finally:
+                reader.conn.close()
+        except sqlite3.DatabaseError as exc:
+            if is_corruption(exc):
+                raise self._damaged(exc) from exc
+            raise
+
+    def hosts(self) -> Iterator[HostRecord]:
+        with self._reader() as reader:
             for row in reader.execute("SELECT id, document, reported_at, first_seen, approved, paused FROM hosts"):
                 yield HostRecord(row[0], row[1], row[2], row[3], bool(row[4]), bool(row[5]))
-        finally:
-            reader.conn.close()
 
     def history(self, host_id: str, limit: int = 100) -> list[tuple[float, bytes]]:
-        reader = connect(self.path)
-        try:
+        with self._reader() as reader:
             rows = reader.execute(
                 "SELECT reported_at, document FROM reports WHERE host_id = ? ORDER BY seq DESC LIMIT ?",
                 [host_id, limit]).fetchall()
-        finally:
-            reader.conn.close()
         return [(row[0], row[1]) for row in rows]
 
     def token_bindings(self) -> dict[str, str]:
         """token hash -> host id."""
-        reader = connect(self.path)
-        try:
+        with self._reader() as reader:
             return dict(reader.execute("SELECT token_hash, host_id FROM token_bindings").fetchall())
-        finally:
-            reader.conn.close()
 
     def size_bytes(self) -> int:
         total = 0
@@ -161,8 +310,10 @@ class Store:
 
     @property
     def writing(self) -> bool:
-        """Whether the writer thread is there to take writes (GET /healthz says so)."""
-        return not self._closed and self._writer.is_alive()
+        """Whether writes can be trusted to the store: its writer thread is there and no damage has
+        been found in the file since it opened (GET /healthz says so). Writes are still taken
+        when damage was found: those that do not touch the damaged pages succeed."""
+        return not self._closed and self._writer.is_alive() and self.damage is None
 
     def _check_open(self) -> None:
         if self._closed:
@@ -253,6 +404,7 @@ class Store:
             self._queue.put(None)
             self._writer.join(timeout=30)
             self._db.conn.close()
+            os.close(self._lock)  # after the file is closed: the next server finds it whole
 
     def _run(self) -> None:
         conn = self._db.conn
@@ -289,17 +441,22 @@ class Store:
                         conn.execute("RELEASE op")
                     except sqlite3.Error as exc:
                         # One bad operation (a constraint) must not sink the others in its group.
+                        failed: BaseException = self._damaged(exc) if is_corruption(exc) else exc
                         conn.execute("ROLLBACK TO op")
                         conn.execute("RELEASE op")
-                        results.append((waiter, None, exc))
+                        results.append((waiter, None, failed))
                 conn.execute("COMMIT")
             except BaseException as exc:  # noqa: BLE001 - every waiter must hear about it
-                log.error("store write failed: %s", exc)
                 try:
                     conn.execute("ROLLBACK")
                 except sqlite3.Error:
                     pass
-                failure = StoreError(f"store write failed: {exc}")
+                if is_corruption(exc):
+                    failure: StoreError = self._damaged(exc)
+                else:
+                    log.error("store write failed: %s", exc)
+                    failure = StoreError(f"store write failed: {exc}")
+                    failure.__cause__ = exc
                 results = [(waiter, None, failure) for _, waiter in batch]
             try:
                 _settle_all(results)
