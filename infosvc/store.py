@@ -166,16 +166,50 @@ def connect(path: str | Path) -> sqlite_utils.Database:
     return sqlite_utils.Database(conn)
 
 
+def available_memory() -> int:
+    """The memory the kernel says is available for new work, page cache included (0 if unknown)."""
+    try:
+        with open("/proc/meminfo", "rb") as meminfo:
+            for line in meminfo:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def read_ahead(path: str) -> None:
+    """Read the file once, in order, so that it is in the OS page cache, when it fits in half the
+    available memory. quick_check visits pages in b-tree order, which on a file written report by
+    report is nearly random: after a reboot it took 257 s over a 6 GB store (10,000 hosts, 100
+    reports each), where reading it in order first and then checking took 49 s, and 1.5 GB 41 s
+    against 6 s (bench/store_check.py). Only a speed-up: any failure is ignored."""
+    try:
+        if os.stat(path).st_size > available_memory() // 2:
+            return
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            chunk = bytearray(1 << 20)
+            while os.readv(fd, [chunk]) > 0:
+                pass
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
 def quick_check(path: str) -> None:
     """PRAGMA quick_check of the whole file; StoreCorrupt quoting what it found, if anything.
 
     It reads every page and checks every b-tree's structure and records (not that indexes match
     their tables: integrity_check does that too, 15-50% slower at 10,000 hosts), so damage in pages
-    the start does not read (the history, the indexes) is found now, not by requests later. It
-    runs on a connection of its own, whose cache goes with it: the writer's connection starts with
-    nothing read from the file but its schema. docs/operations.md gives its time at 10,000 hosts.
+    the start does not read (the history, the indexes) is found now, not by requests later. The
+    file is read ahead in order first (`read_ahead`). It runs on a connection of its own, whose
+    cache goes with it: the writer's connection starts with nothing read from the file but its
+    schema. docs/operations.md gives its time at 10,000 hosts.
     """
     started = time.perf_counter()
+    read_ahead(path)
     conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
     try:
         found = [str(row[0]).replace("\n", " ") for row in conn.execute(f"PRAGMA quick_check({QUICK_CHECK_PROBLEMS})")]
