@@ -461,7 +461,9 @@ async def get_schema(request: web.Request) -> web.Response:
 async def healthz(request: web.Request) -> web.Response:
     agg = aggregator(request)
     if not agg.store.writing:  # reports could not be stored: say so to whoever watches the service
-        return web.json_response({"status": "failing", "error": "the store's writer has stopped",
+        error = (f"the database file is damaged ({agg.store.damage}); restore it from a backup"
+                 if agg.store.damage else "the store's writer has stopped")
+        return web.json_response({"status": "failing", "error": error,
                                   "version": __version__, "hosts": len(agg.table)}, status=503)
     return web.json_response({"status": "ok", "version": __version__, "hosts": len(agg.table)})
 

@@ -147,6 +147,7 @@ def test_damage_found_while_serving_is_a_500_not_a_retryable_503(serve: ServerFa
         assert "restore it from a backup" in reply.json()["detail"]
     health = server.get("/healthz")
     assert health.status == 503 and health.json()["status"] == "failing"
+    assert "damaged" in health.json()["error"], health.json()  # the reason, not "the writer has stopped"
     assert server.get(f"/v1/nodes/{host(1)}").status == 200  # what is in memory is still served
     server.stop()
     log = server.log.read_text()
