@@ -169,7 +169,7 @@ class Aggregator:
         the agent's own word, shown beside the Id, and must not pass one host off as another."""
         named = canonical(node.name or node.id)
         if named not in (node.id, node.id.split(".", 1)[0]) and named in self.table.entries:
-            raise Refused(403, f"the Name {excerpt(node.name or "")!r} is the Id of another host",
+            raise Refused(403, f"the Name {excerpt(node.name or '')!r} is the Id of another host",
                           "a host's Name may be anything but the Id of another host")
 
     async def set_flags(self, host_id: str, *, approved: bool | None = None, paused: bool | None = None) -> HostEntry:
