@@ -354,7 +354,7 @@ def match_and_render(prepared: PreparedMatch, rollup: Any, node_of: Callable[[st
 
 async def post_match(request: web.Request) -> web.Response:
     """A dry run: which hosts fit this job (each job of a JobGroup), best first, and why the others
-    do not (infosvc/matching.py). Parsing, and on large sites matching, run in worker threads; the
+    do not (infosvc/matching/). Parsing, and on large sites matching, run in worker threads; the
     whole is bounded in requests under way, in the names its Ranges expand to, in seconds of work,
     and in the size of its answer (docs/security.md)."""
     agg = aggregator(request)
