@@ -11,9 +11,7 @@ from dataclasses import dataclass, field
 from infosvc.matching.ce import CE_TERMS, _ce_check, _ce_together
 from infosvc.matching.checks import Check, _consumable_check, _feature_check, _node_check, _simple_check
 from infosvc.matching.errors import MatchError
-from infosvc.matching.expression import (
-    CAnd, CExpr, CLeaf, CNot, COr, CPreferred, _has_preferred, _holds, _is_static, _reads_opsys, _reasons, _score,
-)
+from infosvc.matching.expression import CAnd, CExpr, CLeaf, CNot, COr, CPreferred
 from infosvc.matching.view import Site
 from infosvc.model.glue import Host
 from infosvc.model.job import (
@@ -61,7 +59,7 @@ class Requirements:
     _deadline: float | None = None
 
     def __post_init__(self) -> None:
-        self.uses_opsys = any(_reads_opsys(e) for e in self.static)
+        self.uses_opsys = any(e.reads_opsys() for e in self.static)
 
     def start_budget(self, seconds: float) -> None:
         """Bound the work `match` (and explaining its result) may do for these requirements from now:
@@ -139,8 +137,8 @@ def compile_requirements(target: Job | TaskGroup | Task) -> Requirements:
     """
     notes: list[str] = []
     conjuncts, soft = _level(target, notes)
-    static = tuple(e for e in conjuncts if _is_static(e))
-    dynamic = tuple(e for e in conjuncts if not _is_static(e))
+    static = tuple(e for e in conjuncts if e.is_static())
+    dynamic = tuple(e for e in conjuncts if not e.is_static())
     total = sum(w for _, w in soft)
     shares = tuple((c, w / total) for c, w in soft) if total else ()
     return Requirements(static, dynamic, shares, tuple(dict.fromkeys(notes)))
@@ -183,11 +181,11 @@ def _verdict(parts: tuple[CExpr, ...], node: Node, host: Host, site: Site) -> Ve
     reasons: list[str] = []
     score = 0.0
     for expr in parts:
-        if _holds(expr, node, host, site):
-            if isinstance(expr, CPreferred) or _has_preferred(expr):
-                score += _score(expr, node, host, site)
+        if expr.holds(node, host, site):
+            if expr.has_preferred():
+                score += expr.score(node, host, site)
         else:
-            reasons.extend(_reasons(expr, node, host, site))
+            reasons.extend(expr.reasons(node, host, site))
     return Verdict(not reasons, tuple(reasons), score)
 
 

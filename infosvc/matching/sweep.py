@@ -9,7 +9,7 @@ from typing import Any, Callable
 import infosvc.matching as _package
 from infosvc.hostcolumns import HostColumns
 from infosvc.matching.columns import _match_columns
-from infosvc.matching.expression import CExpr, CLeaf, _fast, _has_preferred, _score
+from infosvc.matching.expression import CExpr, CLeaf
 from infosvc.matching.requirements import Requirements, Verdict, _verdict
 from infosvc.matching.result import MatchResult, _Found, _Miss
 from infosvc.matching.view import Site, SyncedColumns
@@ -85,9 +85,9 @@ def match(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node
                 return found
     limits = limits_of(requirements.dynamic)
     min_cpus, min_ram = limits if limits is not None else (0.0, None)
-    dynamic = tuple(_fast(e) for e in requirements.dynamic)
+    dynamic = tuple(e.fast() for e in requirements.dynamic)
     only = dynamic[0] if len(dynamic) == 1 else None
-    preferred = tuple(e for e in requirements.dynamic if _has_preferred(e))
+    preferred = tuple(e for e in requirements.dynamic if e.has_preferred())
     soft = requirements.soft
     soft_test, soft_share = (soft[0][0].test, soft[0][1]) if len(soft) == 1 else (None, 0.0)
     has_static = bool(requirements.static)
@@ -165,7 +165,7 @@ def match(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node
                     add_missed((host, sub_id, node))
                     continue
             for expr in preferred:
-                score += _score(expr, node, host, site)
+                score += expr.score(node, host, site)
             if soft_test is not None:
                 if soft_test(node, host, site):
                     score += soft_share
