@@ -5,7 +5,8 @@ expressions (the job's, its task groups', their tasks') into `Requirements`; `ev
 gives a `Verdict(ok, reasons, score)` for one host from its SSS Node and its GLUE Host; `match`
 runs a job over a whole site and orders the hosts that fit; given the site's columns
 (infosvc.hostcolumns), it decides a job whose per-host part is free-CPU / RAM thresholds with
-array operations instead of a loop over the hosts (`columns._match_columns`).
+array operations instead of a loop over the hosts (`columns._match_columns`). What it reads of a
+site is a `SiteView`: infosvc.rollup.Rollup is one, and so is a simulator's site.
 
 Static and dynamic parts. Each leaf of the expression is *static* when its outcome depends only on
 what every host of a subcluster shares (rollup.subcluster_key: cluster, processor model and clock,
@@ -44,7 +45,7 @@ Semantics (docs/matching.md has the whole list):
 - A host that is not Ready never matches ("host is Paused").
 
 The modules, by concern: `errors` (MatchError), `patterns` (the RE2 guard), `ranges` (Range
-bounds), `view` (Site, SiteSnapshot), `checks` (one term of a host), `ce` (terms on a
+bounds), `view` (SiteView, Site, SiteSnapshot), `checks` (one term of a host), `ce` (terms on a
 computing element), `expression` (the compiled expression), `requirements` (compiling a job, its
 budget, one host's Verdict), `sweep` (`match` over a site), `columns` (the same without a per-host
 loop), `result` (what a match found, and its bounded answer).
@@ -60,11 +61,11 @@ from infosvc.matching.requirements import MatchTooCostly, Requirements, Verdict,
 from infosvc.matching.result import MAX_REASONS, AnswerLimits, Candidate, MatchResult
 from infosvc.matching.sweep import _limits as _limits
 from infosvc.matching.sweep import match
-from infosvc.matching.view import CE, Site, SiteSnapshot, SyncedColumns
+from infosvc.matching.view import CE, Site, SiteSnapshot, SiteView, SubclusterView, SyncedColumns
 
 __all__ = [
     "MatchError", "Requirements", "Verdict", "Site", "Candidate", "MatchResult", "compile_requirements",
     "evaluate", "match", "AnswerLimits", "SiteSnapshot", "SyncedColumns", "MatchTooCostly", "MAX_REASONS",
     "guarded_regex", "check_range_budget", "MAX_PATTERN", "MAX_SUBJECT", "MAX_RANGE",
-    "CE", "Regex",
+    "SiteView", "SubclusterView", "CE", "Regex",
 ]

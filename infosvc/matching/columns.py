@@ -13,7 +13,7 @@ import numpy as np
 from infosvc.hostcolumns import MIXED, NO_NODE, Columns, HostColumns
 from infosvc.matching.requirements import Requirements, _verdict
 from infosvc.matching.result import Candidate, MatchResult
-from infosvc.matching.view import Site, SyncedColumns
+from infosvc.matching.view import Site, SiteView, SyncedColumns
 from infosvc.model.glue import Host
 from infosvc.model.node import Node
 
@@ -48,7 +48,7 @@ class _ColumnsResult(MatchResult):
         return ((hosts[r], sub_ids[s], nodes[r]) for r, s in zip(rows.tolist(), sub_of_row[rows].tolist()))
 
 
-def _match_columns(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node | None], site: Site,
+def _match_columns(requirements: Requirements, rollup: SiteView, node_of: Callable[[str], Node | None], site: Site,
                    keeper: HostColumns | SyncedColumns, limits: tuple[float, float | None]) -> MatchResult | None:
     """`match` for a job whose dynamic part is thresholds on free CPUs and RAM (or nothing), over
     the site's columns: the static part once per subcluster, as the general way, then every host's

@@ -4,7 +4,7 @@ site's columns, a job of thresholds goes to infosvc.matching.columns instead of 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import infosvc.matching as _package
 from infosvc.hostcolumns import HostColumns
@@ -12,7 +12,7 @@ from infosvc.matching.columns import _match_columns
 from infosvc.matching.expression import CExpr, CLeaf
 from infosvc.matching.requirements import Requirements, Verdict, _verdict
 from infosvc.matching.result import MatchResult, _Found, _Miss
-from infosvc.matching.view import Site, SyncedColumns
+from infosvc.matching.view import Site, SiteView, SyncedColumns
 from infosvc.model.node import Node
 
 __all__ = ["match"]
@@ -54,7 +54,7 @@ def _order(groups: _Groups) -> list[_Found]:
     return ordered
 
 
-def match(requirements: Requirements, rollup: Any, node_of: Callable[[str], Node | None],
+def match(requirements: Requirements, rollup: SiteView, node_of: Callable[[str], Node | None],
           site: Site | None = None, *, columns: HostColumns | SyncedColumns | None = None) -> MatchResult:
     """Every host of `rollup` matched (its SSS Node from `node_of(host id)`; a host without one is
     left out): the fitting ones best first (score, then memory size, then processor speed), the
