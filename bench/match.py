@@ -1,4 +1,4 @@
-"""Benchmark of requirement evaluation (infosvc/matching.py): one SSS Job against 10,000 hosts.
+"""Benchmark of requirement evaluation (infosvc/matching/): one SSS Job against 10,000 hosts.
 
 The issue's target: matching one job against 10,000 hosts in 100 subclusters under 10 ms; the
 same job against the same hosts as 10,000 singleton subclusters, for the ratio (what evaluating
@@ -23,9 +23,10 @@ timed apart: "render ms". "bare loop" is a loop over the same hosts doing nothin
 look-up and the state test: the floor of any per-host evaluation in Python on the machine.
 
 Run with `make bench` (or `python bench/match.py [--hosts 10000] [--runs 30] [--baseline FILE]`);
-prints a table and writes bench/results/match.json. With --baseline, another version of
-matching.py (`git show HEAD:infosvc/matching.py > /tmp/old.py`) is timed in the same run,
-interleaved with the current one: before / after on the same machine state.
+prints a table and writes bench/results/match.json. With --baseline, another version of the
+matcher as one module (infosvc/matching.py as it was before it became a package: `git show
+COMMIT:infosvc/matching.py > /tmp/old.py`) is timed in the same run (without columns: beside
+"general"), interleaved with the current one: before / after on the same machine state.
 """
 
 from __future__ import annotations
@@ -105,8 +106,8 @@ def compile_job() -> Requirements:
 
 
 def load_baseline(path: str) -> Any:
-    """Another version of infosvc/matching.py (e.g. `git show HEAD:infosvc/matching.py > old.py`),
-    as a module of its own, timed in the same run, interleaved with the current one."""
+    """Another version of the matcher as one module (e.g. `git show COMMIT:infosvc/matching.py > old.py`
+    for a commit before infosvc/matching/), timed in the same run, interleaved with the current one."""
     spec = importlib.util.spec_from_file_location("matching_baseline", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -203,7 +204,7 @@ def main() -> None:
                         help="hosts that report between two matches in the churn runs (default: a second's "
                              "worth of 10,000 hosts reporting every 60 s)")
     parser.add_argument("--baseline", metavar="FILE",
-                        help="another matching.py to time in the same run (interleaved), for before/after")
+                        help="another matching.py (one module) to time in the same run (interleaved), for before/after")
     args = parser.parse_args()
     baseline = load_baseline(args.baseline) if args.baseline else None
     rows = [run("100 subclusters", args.hosts, 100, args.runs, baseline, args.reports),

@@ -15,7 +15,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -30,7 +30,7 @@ from infosvc.hostid import canonical
 from infosvc.hosts import HostEntry
 from infosvc.hostcolumns import HostColumns, columns_for
 from infosvc.matching import (
-    AnswerLimits, MatchError, MatchResult, MatchTooCostly, Requirements, Site, SiteSnapshot, SyncedColumns,
+    AnswerLimits, MatchError, MatchResult, MatchTooCostly, Requirements, Site, SiteSnapshot, SiteView, SyncedColumns,
     check_range_budget, compile_requirements, match,
 )
 from infosvc.metrics import Metrics
@@ -41,6 +41,13 @@ from infosvc.siteconfig import SiteConfig
 from infosvc.store import Store, StoreCorrupt, StoreError
 from infosvc.targets import targets
 from infosvc.tokens import Role, Tokens
+
+if TYPE_CHECKING:
+    from infosvc.rollup import Rollup
+
+    def _rollup_is_a_site_view(rollup: Rollup) -> SiteView:
+        """For mypy alone: the roll-up POST /v1/match hands the matcher is what it reads of a site."""
+        return rollup
 
 log = logging.getLogger("infosvc.api")
 
@@ -350,7 +357,7 @@ def render_match(jobs: list[Job], results: list[MatchResult], warnings: list[str
                                 for job, result in zip(jobs, results)]})
 
 
-def match_and_render(prepared: PreparedMatch, rollup: Any, node_of: Callable[[str], Node | None], site: Site,
+def match_and_render(prepared: PreparedMatch, rollup: SiteView, node_of: Callable[[str], Node | None], site: Site,
                      columns: HostColumns | SyncedColumns | None, limits: AnswerLimits) -> str:
     """Every job matched and the answer written, within the request's work budget."""
     results = [match(requirements, rollup, node_of, site, columns=columns) for requirements in prepared.compiled]
@@ -359,7 +366,7 @@ def match_and_render(prepared: PreparedMatch, rollup: Any, node_of: Callable[[st
 
 async def post_match(request: web.Request) -> web.Response:
     """A dry run: which hosts fit this job (each job of a JobGroup), best first, and why the others
-    do not (infosvc/matching.py). Parsing, and on large sites matching, run in worker threads; the
+    do not (infosvc/matching/). Parsing, and on large sites matching, run in worker threads; the
     whole is bounded in requests under way, in the names its Ranges expand to, in seconds of work,
     and in the size of its answer (docs/security.md)."""
     agg = aggregator(request)

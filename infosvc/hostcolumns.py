@@ -30,7 +30,7 @@ from __future__ import annotations
 import operator
 import weakref
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Final
+from typing import Any, Callable, Final, Iterable, Mapping, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -38,7 +38,7 @@ import numpy.typing as npt
 from infosvc.model.glue import Host
 from infosvc.model.node import Node
 
-__all__ = ["Columns", "HostColumns", "columns_for", "MIXED", "NO_NODE"]
+__all__ = ["Columns", "HostColumns", "Membership", "columns_for", "MIXED", "NO_NODE"]
 
 MIXED = object()
 NO_NODE = object()
@@ -47,6 +47,19 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 IndexArray = npt.NDArray[np.intp]
+
+
+class Membership(Protocol):
+    """What the columns read of a roll-up (infosvc.rollup.Rollup; any infosvc.matching.SiteView):
+    its hosts by id in the dict's order, its subcluster ids in order, and each one's member ids."""
+
+    @property
+    def hosts(self) -> Mapping[str, Host]: ...
+
+    @property
+    def subclusters(self) -> Mapping[str, object]: ...
+
+    def member_ids(self, sub_id: str) -> Iterable[str]: ...
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -125,7 +138,7 @@ def _ccs_order(ram_size: IntArray, clock: IntArray, id_rank: IndexArray) -> Inde
     return order
 
 
-def _build(sub_ids: tuple[str, ...], counts: tuple[int, ...], ids: list[str], by_id: dict[str, Host],
+def _build(sub_ids: tuple[str, ...], counts: tuple[int, ...], ids: list[str], by_id: Mapping[str, Host],
            node_of: Callable[[str], Node | None]) -> Columns:
     n = len(ids)
     hosts = list(map(by_id.__getitem__, ids))
@@ -209,9 +222,9 @@ class HostColumns:
         #: what the last sync did: "same", "patched" (with the number of rows), "rebuilt"; for tests
         self.last_sync: tuple[str, int] = ("none", 0)
 
-    def sync(self, rollup: Any, node_of: Callable[[str], Node | None]) -> Columns:
+    def sync(self, rollup: Membership, node_of: Callable[[str], Node | None]) -> Columns:
         """The columns of `rollup` as it is now."""
-        by_id: dict[str, Host] = rollup.hosts
+        by_id = rollup.hosts
         prev = self._columns
         sub_ids = tuple(rollup.subclusters)
         if prev is not None and prev.sub_ids == sub_ids and prev.dict_ids == list(by_id):

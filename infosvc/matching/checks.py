@@ -1,0 +1,302 @@
+"""The leaf checks: one term of a Requested list compiled to a test of one host (its SSS Node, its
+GLUE Host, the site's CEs) and the words for its outcome. Consumables, simple properties,
+features and node references here; the terms on a computing element are infosvc.matching.ce's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Container
+
+from ClusterShell.NodeSet import NodeSetParseError
+
+from infosvc.errors import excerpt
+from infosvc.hostid import canonical
+from infosvc.matching.errors import MatchError
+from infosvc.matching.patterns import _fullmatch, guarded_regex
+from infosvc.matching.ranges import _bound_range
+from infosvc.matching.view import CE, Site
+from infosvc.model.glue import Host
+from infosvc.model.job import Consumable, Context, Feature, Op, Simple, Term
+from infosvc.model.node import Node
+from infosvc.model.nodeset import NameSet
+from infosvc.model.noderef import Aggregation, NodeRef, NodeRefError
+from infosvc.model.units import DEFAULT_UNITS, UnitError, convert, is_byte_unit
+
+__all__ = ["Test", "Explain", "Check"]
+
+Test = Callable[[Node, Host, Site], bool]
+Explain = Callable[[Node, Host, Site], str]
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One leaf, compiled: whether it is static, its test, and the words for its outcome."""
+
+    term: Term
+    static: bool
+    test: Test
+    explain: Explain
+    #: a plain threshold on the GLUE Host, when the test is no more than that: ("cpus", n) for
+    #: available_cpus >= n, ("ram", mb) for main_memory.ram_available (not None) >= mb
+    threshold: tuple[str, float] | None = None
+    #: for a term that asks something of one computing element (ResourceManagerType, Queue,
+    #: Duration): that test on one CE, and what is asked in words; see `_ce_together`
+    ce_test: Callable[[CE], bool] | None = None
+    ce_asked: tuple[str, ...] = ()
+    #: (name, negated) when the test is no more than whether the node has one feature (or not)
+    feature: tuple[str, bool] | None = None
+
+
+_NUMERIC: dict[Op, Callable[[float, float], bool]] = {
+    Op.EQ: lambda have, want: have == want, Op.NE: lambda have, want: have != want,
+    Op.LT: lambda have, want: have < want, Op.GT: lambda have, want: have > want,
+    Op.LE: lambda have, want: have <= want, Op.GE: lambda have, want: have >= want,
+}
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def _consumable_check(term: Term, item: Consumable) -> Check:
+    context = item.effective_context
+    if context is Context.USED:
+        return Check(term, True, lambda n, h, s: True, lambda n, h, s: f"{_label(item)}: context Used asks nothing")
+    if term.effective_op is Op.MATCH:
+        raise MatchError(f"op Match does not apply to the amount {item.kind}")
+    try:
+        float(item.value)
+    except OverflowError:  # an int of hundreds of digits (a grid job's count, say)
+        raise MatchError(f"{_label(item)}: {str(item.value)[:20]}... is past any amount a host can have") from None
+    op = term.effective_op
+    if context is not Context.CONFIGURED:
+        if op is Op.EQ:
+            op = Op.GE  # an amount the job takes: the host must have at least that much
+        elif op in (Op.LE, Op.LT, Op.NE):
+            # The most the job takes (Processors GE 8 with LE 16: 8 to 16): no bound on the host.
+            return Check(term, True, lambda n, h, s: True,
+                         lambda n, h, s: f"{_label(item)}: {op.value} {_num(float(item.value))} bounds the job only")
+    compare = _NUMERIC[op]
+    ctx_word = "configured" if context is Context.CONFIGURED else "available"
+    units = item.units or DEFAULT_UNITS.get(item.kind)
+    wanted = float(item.value)
+    label = _label(item)
+
+    if item.kind == "Processors":
+        configured = context is Context.CONFIGURED
+
+        def cpus(host: Host) -> int:
+            return host.total_cpus if configured else host.available_cpus
+
+        want_text = f"{label}: asked {op.value} {_num(wanted)} {ctx_word}"
+        test_cpus: Test = (
+            (lambda n, h, s: h.available_cpus >= wanted) if op is Op.GE and not configured
+            else (lambda n, h, s: compare(cpus(h), wanted)))
+        return Check(term, configured, test_cpus, lambda n, h, s: f"{want_text}, host has {cpus(h)}",
+                     ("cpus", wanted) if op is Op.GE and not configured else None)
+
+    if item.kind == "Memory":
+        try:
+            wanted_mb = convert(wanted, units or "MB", "MB")
+        except UnitError as exc:
+            raise MatchError(f"Memory units: {exc}") from None
+        except OverflowError:
+            raise MatchError(f"Memory: {_num(wanted)} {units} is past any amount a host can have") from None
+        configured = context is Context.CONFIGURED
+        shown = f"{_num(wanted)} {units}" + (f" ({_num(wanted_mb)} MB)" if units and units.upper() != "MB" else "")
+        want_text = f"{label}: asked {op.value} {shown} {ctx_word}"
+
+        def ram(host: Host) -> int | None:
+            mem = host.main_memory
+            return mem.ram_size if configured else mem.ram_available
+
+        test_mem: Test
+        if op is Op.GE and not configured:  # the common case, without the calls
+            def test_mem(n: Node, h: Host, s: Site) -> bool:
+                have = h.main_memory.ram_available
+                return have is not None and have >= wanted_mb
+        else:
+            def test_mem(n: Node, h: Host, s: Site) -> bool:
+                have = ram(h)
+                return have is not None and compare(have, wanted_mb)
+
+        def explain_mem(n: Node, h: Host, s: Site) -> str:
+            have = ram(h)
+            return f"{want_text}, host has " + ("no Memory reported" if have is None else f"{have} MB")
+
+        # Configured RAM is not static: the subcluster key rounds it to the GiB.
+        return Check(term, False, test_mem, explain_mem, ("ram", wanted_mb) if op is Op.GE and not configured else None)
+
+    # Disk, Swap, Network, and Resource (licenses, NetworkAdapter, ...): the node's own list.
+    if units is not None and not is_byte_unit(units):
+        units_bytes = False
+    else:
+        units_bytes = units is not None
+    category = "configured" if context is Context.CONFIGURED else "available"
+    want_text = f"{label}: asked {op.value} {_num(wanted)}{' ' + units if units else ''} {ctx_word}"
+
+    def amounts(node: Node) -> list[float]:
+        props = node.configured if category == "configured" else node.available
+        found = []
+        for have in props.items:
+            if have.kind != item.kind:
+                continue
+            if item.kind == "Resource" and (have.name != item.name or (item.type is not None and have.type != item.type)):
+                continue
+            value = float(have.value)
+            if units_bytes and units is not None:
+                try:
+                    value = have.amount(units)
+                except ValueError:
+                    pass  # no units of its own: taken as written
+                except OverflowError:
+                    continue  # past any float in the units asked: no amount to compare
+            found.append(value)
+        return found
+
+    def test_other(n: Node, h: Host, s: Site) -> bool:
+        return any(compare(value, wanted) for value in amounts(n))
+
+    def explain_other(n: Node, h: Host, s: Site) -> str:
+        values = amounts(n)
+        if not values:
+            return f"{want_text}, host has none"
+        return f"{want_text}, host has " + ", ".join(_num(v) + (f" {units}" if units else "") for v in values)
+
+    return Check(term, False, test_other, explain_other)
+
+
+def _label(item: Consumable) -> str:
+    if item.kind != "Resource":
+        return item.kind
+    return excerpt(" ".join(filter(None, (item.name or "Resource", item.type))))
+
+
+def _string_test(term: Term, label: str, value: str) -> Callable[[list[str]], bool]:
+    """A test of the host's values (any one that satisfies the op will do; NE: none equals)."""
+    op = term.effective_op
+    if op is Op.MATCH:
+        regex = guarded_regex(value, f"the {label} pattern")
+        return lambda values: any(_fullmatch(regex, v) for v in values)
+    if op not in (Op.EQ, Op.NE):
+        raise MatchError(f"op {op.value} does not apply to {label}: use EQ, NE or Match")
+    wanted = value.casefold()
+    if op is Op.EQ:
+        return lambda values: any(v.casefold() == wanted for v in values)
+    return lambda values: all(v.casefold() != wanted for v in values)
+
+
+#: Simple properties that name no property of a host.
+_NOT_OF_A_HOST = "is not a property of a host"
+
+
+def _simple_check(term: Term, item: Simple, notes: list[str]) -> Check:
+    """A simple property of the host or its cluster; the ones asked of a computing element
+    (infosvc.matching.ce.CE_TERMS) are compiled by `ce._ce_check` instead."""
+    name, value = item.name, item.value
+    op_text = term.effective_op.value
+    getter: Callable[[Node, Host, Site], list[str]]
+    static = True
+    if name == "Architecture":
+        def getter(n: Node, h: Host, s: Site) -> list[str]:
+            return [v for v in (h.architecture.platform_type, h.processor.instruction_set) if v]
+    elif name == "OperatingSystem":
+        # Static too: the name and release are in the subcluster key, and the static cache is
+        # keyed by the node's Opsys as well.
+        def getter(n: Node, h: Host, s: Site) -> list[str]:
+            os_ = h.operating_system
+            found = [v for v in (os_.name, n.opsys) if v]
+            if os_.name and os_.release:
+                found.append(f"{os_.name} {os_.release}")
+            return found
+    elif name in ("Partition", "Machine"):
+        def getter(n: Node, h: Host, s: Site) -> list[str]:
+            return [h.cluster]
+    else:
+        notes.append(f"Requested {name} {_NOT_OF_A_HOST}: not used to match hosts")
+        return Check(term, True, lambda n, h, s: True, lambda n, h, s: f"{name} {_NOT_OF_A_HOST}")
+    values_ok = _string_test(term, name, value)
+
+    def explain(n: Node, h: Host, s: Site) -> str:
+        have = list(dict.fromkeys(getter(n, h, s)))
+        return f"{name}: asked {op_text} {excerpt(value)}, host has " + (" / ".join(have) if have else "none")
+
+    return Check(term, static, lambda n, h, s: values_ok(getter(n, h, s)), explain)
+
+
+def _feature_check(term: Term, item: Feature) -> Check:
+    op = term.effective_op
+    if op not in (Op.EQ, Op.NE, Op.MATCH):
+        raise MatchError(f"op {op.value} does not apply to Feature: use EQ, NE or Match")
+    if item.aggregation is Aggregation.PATTERN or op is Op.MATCH:
+        regex = guarded_regex(item.value.strip(), "the Feature pattern")
+        negate = op is Op.NE
+        asked = f"Feature: asked {'no feature' if negate else 'a feature'} matching {excerpt(item.value.strip())}"
+
+        def test_pattern(n: Node, h: Host, s: Site) -> bool:
+            return any(_fullmatch(regex, f) for f in n.features) != negate
+        test: Test = test_pattern
+    else:
+        if item.aggregation is Aggregation.RANGE:
+            _bound_range("Feature", item.value)
+        try:
+            names = item.names()
+        except NodeRefError as exc:
+            raise MatchError(str(exc)) from None
+        negate = op is Op.NE
+        asked = f"Feature: asked {'none of' if negate else ''} {excerpt(', '.join(names))}".replace("  ", " ")
+
+        def test_names(n: Node, h: Host, s: Site) -> bool:
+            have = n.features
+            return all(f not in have for f in names) if negate else all(f in have for f in names)
+        test = test_names
+        if len(names) == 1:
+            one = names[0]
+            test = (lambda n, h, s: one not in n.features) if negate else (lambda n, h, s: one in n.features)
+
+    def explain(n: Node, h: Host, s: Site) -> str:
+        return f"{asked}, host has " + (", ".join(n.features) if n.features else "no features")
+
+    single = item.aggregation is not Aggregation.PATTERN and op is not Op.MATCH and len(names) == 1
+    return Check(term, False, test, explain, feature=(names[0], negate) if single else None)
+
+
+def _host_key(name: str) -> str:
+    """A host name as DNS compares it: without regard to case, one final dot ignored (grid
+    `hostname`; CCS's Windows names are without case too). A host is named by its Id alone, never
+    by the Name its agent chose (infosvc.hostid: the aggregator keeps Ids in this form already)."""
+    return canonical(name)
+
+
+def _node_check(term: Term, item: NodeRef) -> Check:
+    op = term.effective_op
+    if op not in (Op.EQ, Op.NE, Op.MATCH):
+        raise MatchError(f"op {op.value} does not apply to Node: use EQ, NE or Match")
+    negate = op is Op.NE
+    if item.aggregation is Aggregation.PATTERN or op is Op.MATCH:
+        regex = guarded_regex(item.value.strip(), "the Node pattern")
+        asked = f"Node: asked {'not ' if negate else ''}matching {excerpt(item.value.strip())}"
+
+        def test_pattern(n: Node, h: Host, s: Site) -> bool:
+            return _fullmatch(regex, h.unique_id) != negate
+        test: Test = test_pattern
+    else:
+        names: Container[str]
+        if item.aggregation is Aggregation.RANGE:
+            _bound_range("Node", item.value)
+            # a membership test, never the names written out (infosvc.model.nodeset.NameSet)
+            try:
+                names = NameSet(item.value)
+            except NodeSetParseError as exc:
+                raise MatchError(f"bad Node Range: {exc}") from None
+        else:
+            names = frozenset(_host_key(name) for name in item.names())
+        asked = f"Node: asked {'not ' if negate else ''}{excerpt(item.value.strip())}"
+
+        def test_names(n: Node, h: Host, s: Site) -> bool:
+            return (_host_key(h.unique_id) in names) != negate
+        test = test_names
+
+    # The host's Id is not in its reason: the answer names the hosts of each reason (grouped).
+    named = "the host is one of them" if negate else "the host is not one of them"
+    return Check(term, False, test, lambda n, h, s: f"{asked}; {named}")

@@ -1,0 +1,227 @@
+"""A job's requirements compiled (`compile_requirements`): its Requested expressions, its task
+groups' and their tasks', split into the static part (decided once per subcluster) and the dynamic
+part (per host), with the soft terms and the work budget of one request; and one host's `Verdict`
+(`evaluate`)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from infosvc.matching.ce import CE_TERMS, _ce_check, _ce_together
+from infosvc.matching.checks import Check, _consumable_check, _feature_check, _node_check, _simple_check
+from infosvc.matching.errors import MatchError
+from infosvc.matching.expression import CAnd, CExpr, CLeaf, CNot, COr, CPreferred
+from infosvc.matching.view import Site
+from infosvc.model.glue import Host
+from infosvc.model.job import (
+    And, Consumable, Expr, Feature, Job, Leaf, Not, Or, Simple, Task, TaskGroup, Term, requirement,
+)
+from infosvc.model.node import Node
+
+__all__ = ["MatchTooCostly", "Verdict", "Requirements", "compile_requirements", "evaluate"]
+
+
+class MatchTooCostly(MatchError):
+    """The work budget of a match (Requirements.start_budget) ran out."""
+
+
+_EMPTY_SITE = Site()
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    ok: bool
+    reasons: tuple[str, ...]
+    score: float
+
+
+@dataclass(slots=True)
+class Requirements:
+    """A job's requirements, compiled: the conjuncts split into static and dynamic, the soft terms.
+
+    `static_cache` holds the static part's verdict per (subcluster id, node Opsys); `evaluations`
+    counts how often each part was evaluated (tests and benchmarks read it).
+    """
+
+    static: tuple[CExpr, ...]
+    dynamic: tuple[CExpr, ...]
+    soft: tuple[tuple[Check, float], ...] = ()
+    notes: tuple[str, ...] = ()
+    static_cache: dict[tuple[str, str | None], Verdict] = field(default_factory=dict)
+    evaluations: dict[str, int] = field(default_factory=lambda: {"static": 0, "dynamic": 0})
+    #: whether the static part reads the node's Opsys (then the cache is keyed by it too)
+    uses_opsys: bool = False
+    _ce_site: Site | None = None  # the site `_ce_of` holds the CEs of
+    _ce_of: dict[str, str | None] = field(default_factory=dict)
+    #: the most seconds `match` and the reasons of its result may take (None: no bound); see spend()
+    budget_seconds: float | None = None
+    _deadline: float | None = None
+
+    def __post_init__(self) -> None:
+        self.uses_opsys = any(e.reads_opsys() for e in self.static)
+
+    def start_budget(self, seconds: float) -> None:
+        """Bound the work `match` (and explaining its result) may do for these requirements from now:
+        past `seconds`, they raise MatchTooCostly. One request's work is bounded this way, whatever
+        its site and its terms multiply to."""
+        self.budget_seconds = seconds
+        self._deadline = time.monotonic() + seconds
+
+    def spend(self) -> None:
+        """MatchTooCostly when the budget is spent (a check, made every few hosts)."""
+        if self._deadline is not None and time.monotonic() > self._deadline:
+            raise MatchTooCostly(f"matching this job against this site takes more than {self.budget_seconds:g} s; "
+                                 "ask with fewer terms, or match fewer jobs at once")
+
+    def static_key(self, subcluster: str, node: Node) -> tuple[str, str | None]:
+        return (subcluster, node.opsys if self.uses_opsys else None)
+
+    def computing_element(self, site: Site, cluster: str) -> str | None:
+        """The CE a fitting host of `cluster` is named with: the first (in configuration order)
+        that gives what the job asks of one CE (`_ce_together`), else the first."""
+        if self._ce_site is not site:
+            self._ce_site, self._ce_of = site, {}
+        if cluster in self._ce_of:
+            return self._ce_of[cluster]
+        ces = site.ces.get(cluster)
+        test = next((e.check.ce_test for e in self.static if isinstance(e, CLeaf) and e.check.ce_test is not None),
+                    None)
+        found = next((ce.id for ce in ces if test is None or test(ce)), ces[0].id) if ces else None
+        self._ce_of[cluster] = found
+        return found
+
+
+# --- compiling ----------------------------------------------------------------------------------
+
+def _compile_leaf(term: Term, notes: list[str]) -> Check:
+    item = term.item
+    if isinstance(item, Consumable):
+        return _consumable_check(term, item)
+    if isinstance(item, Simple):
+        if item.name in CE_TERMS:
+            return _ce_check(term, item)
+        return _simple_check(term, item, notes)
+    if isinstance(item, Feature):
+        return _feature_check(term, item)
+    return _node_check(term, item)
+
+
+def _compile(expr: Expr, notes: list[str]) -> CExpr:
+    if isinstance(expr, Leaf):
+        return CLeaf(_compile_leaf(expr.term, notes))
+    if isinstance(expr, Not):
+        return CNot(_compile(expr.operand, notes))
+    if isinstance(expr, And):
+        operands = _ce_together([_compile(e, notes) for e in expr.operands])
+        return CAnd(tuple(operands)) if len(operands) != 1 else operands[0]
+    if isinstance(expr, Or):
+        return COr(tuple(_compile(e, notes) for e in expr.operands))
+    return CPreferred(tuple(_compile_leaf(leaf.term, notes) for leaf in expr.alternatives), expr.weights)
+
+
+def _conjuncts(expr: CExpr | None) -> list[CExpr]:
+    if expr is None:
+        return []
+    return list(expr.operands) if isinstance(expr, CAnd) else [expr]
+
+
+def compile_requirements(target: Job | TaskGroup | Task) -> Requirements:
+    """The requirements of a resolved Job (see model.job.resolve), or of one task group or task.
+
+    What is evaluated is the Requested lists alone (as infosvc.submission maps the other formats):
+    the target's own, and below it its task groups' and their tasks': a host fits when it meets
+    the job's own and those of at least one task group (and of that group, at least one task), so
+    that one child's requirements are simply required with the parent's.
+    Raises MatchError for what cannot be evaluated (a refused pattern, an op that does not apply).
+    """
+    notes: list[str] = []
+    conjuncts, soft = _level(target, notes)
+    static = tuple(e for e in conjuncts if e.is_static())
+    dynamic = tuple(e for e in conjuncts if not e.is_static())
+    total = sum(w for _, w in soft)
+    shares = tuple((c, w / total) for c, w in soft) if total else ()
+    return Requirements(static, dynamic, shares, tuple(dict.fromkeys(notes)))
+
+
+def _level(target: Job | TaskGroup | Task, notes: list[str]) -> tuple[list[CExpr], list[tuple[Check, float]]]:
+    conjuncts, soft = _requested(target.properties.requested, notes)
+    children: list[Job | TaskGroup | Task] = []
+    if isinstance(target, Job):
+        children.extend(target.task_groups)
+    elif isinstance(target, TaskGroup):
+        children.extend(target.tasks)
+    below = [_level(child, notes) for child in children]
+    below = [b for b in below if b[0] or b[1]]
+    if len(below) == 1:
+        conjuncts.extend(below[0][0])
+    elif below:
+        alternatives = [c for c, _ in below]
+        if all(alternatives):
+            conjuncts.append(COr(tuple(CAnd(tuple(c)) if len(c) != 1 else c[0] for c in alternatives)))
+    for _, s in below:
+        soft.extend(s)
+    return _ce_together(conjuncts), soft
+
+
+def _requested(terms: list[Term], notes: list[str]) -> tuple[list[CExpr], list[tuple[Check, float]]]:
+    conjuncts: list[CExpr] = []
+    soft: list[tuple[Check, float]] = []
+    if terms:
+        req = requirement(terms)
+        if req.expr is not None:
+            conjuncts.extend(_conjuncts(_compile(req.expr, notes)))
+        soft.extend((_compile_leaf(term, notes), share) for term, share in req.soft)
+    return conjuncts, soft
+
+
+# --- one host -----------------------------------------------------------------------------------
+
+def _verdict(parts: tuple[CExpr, ...], node: Node, host: Host, site: Site) -> Verdict:
+    reasons: list[str] = []
+    score = 0.0
+    for expr in parts:
+        if expr.holds(node, host, site):
+            if expr.has_preferred():
+                score += expr.score(node, host, site)
+        else:
+            reasons.extend(expr.reasons(node, host, site))
+    return Verdict(not reasons, tuple(reasons), score)
+
+
+def evaluate(requirements: Requirements, node: Node, host: Host, *, subcluster: str | None = None,
+             site: Site | None = None) -> Verdict:
+    """Whether `host` (its SSS Node and GLUE Host) fits, every reason if not, and its score.
+
+    With `subcluster`, the static part is evaluated once per (subcluster, node Opsys) and reused.
+    """
+    return _evaluate(requirements, node, host, subcluster, site or _EMPTY_SITE, count=True)
+
+
+def _evaluate(requirements: Requirements, node: Node, host: Host, subcluster: str | None, site: Site, *,
+              count: bool) -> Verdict:
+    reasons: list[str] = []
+    if host.state != "Ready":
+        reasons.append(f"host is {host.state}")
+    if requirements.static:
+        key = requirements.static_key(subcluster, node) if subcluster is not None else None
+        cached = requirements.static_cache.get(key) if key is not None else None
+        if cached is None:
+            requirements.evaluations["static"] += count
+            cached = _verdict(requirements.static, node, host, site)
+            if key is not None:
+                requirements.static_cache[key] = cached
+        static_score = cached.score
+        reasons.extend(cached.reasons)
+    else:
+        static_score = 0.0
+    score = static_score
+    if requirements.dynamic:
+        requirements.evaluations["dynamic"] += count
+        verdict = _verdict(requirements.dynamic, node, host, site)
+        reasons.extend(verdict.reasons)
+        score += verdict.score
+    for check, share in requirements.soft:
+        if check.test(node, host, site):
+            score += share
+    return Verdict(not reasons, tuple(reasons), score)
