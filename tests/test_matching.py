@@ -741,3 +741,19 @@ def test_a_subject_that_is_no_unicode_text_never_matches() -> None:
     assert not _fullmatch(guarded_regex(".*"), "a\ud800b")
     with pytest.raises(MatchError, match="not Unicode text"):
         guarded_regex("a\ud800")
+
+
+def test_match_takes_a_host_that_holds_one_preferred_alternative() -> None:
+    # A Preferred set of per-host alternatives holds when one of them does, as evaluate() says:
+    # match() asked all of them (its compiled closure was an And), refusing the ib-only host
+    # with no reason at all (found when matching was split into a package).
+    nodes = [make_node("ib-only", features=("ib",)), make_node("both", features=("ib", "ssd")),
+             make_node("neither", features=("eth",))]
+    rollup, by_id = site(nodes)
+    req = requirements('<Feature preference="2">ib</Feature><Feature preference="1">ssd</Feature>')
+    result = match(req, rollup, by_id.get)
+    assert [(c.host.unique_id, round(c.score, 3)) for c in result.matches] == [("both", 0.667), ("ib-only", 0.667)]
+    assert [h for h, _ in result.rejected] == ["neither"]
+    for node in nodes:
+        alone = check(requirements('<Feature preference="2">ib</Feature><Feature preference="1">ssd</Feature>'), node)
+        assert alone.ok == (node.id != "neither")

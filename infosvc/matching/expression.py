@@ -151,9 +151,8 @@ class CPreferred:
                 + "; ".join(c.explain(node, host, site) for c in self.alternatives)]
 
     def fast(self) -> Test:
-        # All the alternatives (And), as the matcher has always had it here, where holds() asks for
-        # one: kept as it was by the split into a package (issue 11), to be settled on its own.
-        return _first(tuple(c.test for c in self.alternatives), False)
+        # One alternative holding is enough (an Or), as holds() says.
+        return _first(tuple(c.test for c in self.alternatives), True)
 
 
 CExpr = CLeaf | CNot | CAnd | COr | CPreferred
