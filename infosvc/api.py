@@ -23,7 +23,6 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from infosvc import __version__
 from infosvc.aggregator import Aggregator, Refused
 from infosvc.appkeys import AGGREGATOR, CONFIG, MATCH_GATE, METRICS
-from infosvc.codec.job_xml import parse_job
 from infosvc.codec.safexml import SCHEMA_DIR
 from infosvc.errors import MESSAGE_CHARS, DocumentError, excerpt
 from infosvc.hostid import canonical
@@ -39,6 +38,7 @@ from infosvc.model.node import Node
 from infosvc.query import HostFilter, QueryError
 from infosvc.siteconfig import SiteConfig
 from infosvc.store import Store, StoreCorrupt, StoreError
+from infosvc.submission import parse_submission
 from infosvc.targets import targets
 from infosvc.tokens import Role, Tokens
 
@@ -227,35 +227,6 @@ async def get_glue_entity(request: web.Request) -> web.Response:
 
 # --- matching ---------------------------------------------------------------------------------
 
-#: Reads a job body for POST /v1/match: (body, Content-Type header) -> (Job or JobGroup, warnings).
-JobParser = Callable[[bytes, str], tuple[Job | JobGroup, list[str]]]
-SSS_JOB_TYPES = ("application/xml", "text/xml")
-
-
-def parse_sss_job(body: bytes, content_type: str) -> tuple[Job | JobGroup, list[str]]:
-    """An SSS Job / JobGroup document (XML), with the warnings owed to the submitter."""
-    if content_type.split(";", 1)[0].strip().lower() not in SSS_JOB_TYPES:
-        raise Refused(415, f"unsupported content type {content_type or '(none)'!r}",
-                      f"an SSS Job document as {' or '.join(SSS_JOB_TYPES)}")
-    parsed = parse_job(body)
-    return parsed.job, [str(problem) for problem in parsed.warnings]
-
-
-def match_job_parser() -> JobParser:
-    """The hook that reads POST /v1/match bodies: infosvc.submission.parse_submission (SSS Job XML,
-    grid JSON v2, CCS XML, by content type and body) when that module is there, else SSS Job XML."""
-    import importlib
-
-    try:
-        module = importlib.import_module("infosvc.submission")
-    except ModuleNotFoundError as exc:
-        if exc.name != "infosvc.submission":  # the module is there but broken: say so, do not hide it
-            raise
-        return parse_sss_job
-    parser: JobParser = getattr(module, "parse_submission", parse_sss_job)
-    return parser
-
-
 #: The most jobs one POST /v1/match answers for: every answer lists every host with its reasons,
 #: so one small body of many jobs could otherwise cost minutes of CPU and gigabytes of answer.
 MAX_MATCH_JOBS = 16
@@ -300,7 +271,7 @@ def prepare_match(body: bytes, content_type: str) -> PreparedMatch:
     """Parse, resolve and compile a POST /v1/match body (in a worker thread: a body of 1 MB takes
     tens of ms to parse). The Ranges of all its jobs share one budget, checked before any is
     expanded."""
-    job, warnings = match_job_parser()(body, content_type)
+    job, warnings = parse_submission(body, content_type)  # SSS Job XML, CCS job XML or grid JSON v2
     jobs = resolve(job)
     if not jobs:
         raise Refused(400, "the JobGroup has no job to match")
