@@ -414,3 +414,8 @@ def test_a_name_set_holds_what_clustershell_writes_out() -> None:
         assert [n for n in names if n in held] == [n for n in names if n in written]
 
     agrees()
+
+
+def test_a_nodes_query_names_hosts_without_regard_to_case(site: Server) -> None:
+    assert site.node_ids("nodes=THIN[00-01]") == ["thin00", "thin01"]
+    assert site.node_ids("nodes=HostA") == ["hosta"]

@@ -169,6 +169,12 @@ def test_catch_all_cluster_is_last_resort_wherever_it_stands() -> None:
     assert config.cluster_of("n3").id == "a" and config.cluster_of("n5").id == "b"
 
 
+def test_config_nodesets_name_hosts_without_regard_to_case() -> None:
+    # Host Ids are kept lower case (infosvc.hostid): a config written `GPU[1-4]` still names them.
+    config = parse('[[clusters]]\nid = "gpu"\nnodes = "GPU[1-4].Example.ORG"\n')
+    assert config.cluster_of("gpu2.example.org").id == "gpu"
+
+
 def test_host_names_that_are_no_nodeset_match_nothing() -> None:
     config = parse('[[clusters]]\nid = "a"\nnodes = "n[1-4]"\n[[benchmarks]]\nnodes = "n[1-4]"\nsi00 = 1\n')
     assert config.cluster_of("n[1").id == DEFAULT_CLUSTER
