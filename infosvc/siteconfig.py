@@ -28,43 +28,85 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class ServiceConfig:
-    listen: str = DEFAULT_LISTEN
-    db: str = "infosvc.sqlite"
-    max_body_bytes: int = 256 * 1024
-    body_timeout_seconds: float = 10.0
-    read_token_required: bool = False
-    #: published as each GLUE entity's InformationServiceURL ("" publishes none)
-    information_service_url: str = ""
-    #: connections held at once (fewer if the open-file limit requires: infosvc/connections.py)
-    max_connections: int = 1024
-    #: how long a connection is kept for a next request after one with a valid token
-    keepalive_seconds: float = 30.0
-    #: the time a client has to send a request's line and headers (also the TLS handshake's, and
-    #: the longest a client may leave an answer unread)
-    header_timeout_seconds: float = 10.0
+class Setting:
+    """One key of a table of plain values: its default, its bounds and what it means, declared once
+    here (the dataclasses below take their defaults from it, parse_config its bounds), as
+    docs/configuration.md says at more length; a test checks the docs list every one."""
 
-
-@dataclass(frozen=True, slots=True)
-class StoreConfig:
-    history_per_host: int = 100
-
-
-@dataclass(frozen=True, slots=True)
-class LifecycleConfig:
-    heartbeat_seconds: float = 60.0
-    missed_heartbeats: int = 3
-    require_approval: bool = False
+    key: str
+    default: str | int | float | bool
+    help: str
+    minimum: int | float | None = None
+    maximum: int | None = None
 
 
 #: node_exporter's port: what Prometheus scrapes on each host unless the config says otherwise.
 DEFAULT_EXPORTER_PORT: Final = 9100
 
+#: The tables of plain values, key by key.
+SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
+    "service": (
+        Setting("listen", DEFAULT_LISTEN, "the HTTP address, HOST:PORT (--listen overrides)"),
+        Setting("db", "infosvc.sqlite", "the SQLite file of the store (--db overrides)"),
+        Setting("max_body_bytes", 256 * 1024, "the largest request body accepted (else 413)", minimum=1024),
+        Setting("body_timeout_seconds", 10.0, "the time a whole request body must arrive in (else 408)"),
+        Setting("read_token_required", False, "whether reads need a bearer token too"),
+        Setting("information_service_url", "", "published as each GLUE entity's InformationServiceURL (\"\": none)"),
+        Setting("max_connections", 1024, "connections held at once (fewer if the open-file limit requires: "
+                "infosvc/connections.py)", minimum=1),
+        Setting("keepalive_seconds", 30.0, "how long a connection is kept for a next request after one with a "
+                "valid token"),
+        Setting("header_timeout_seconds", 10.0, "the time a client has to send a request's line and headers "
+                "(also the TLS handshake's, and the longest a client may leave an answer unread)"),
+    ),
+    "store": (
+        Setting("history_per_host", 100, "reports kept per host, the newest", minimum=1),
+    ),
+    "lifecycle": (
+        Setting("heartbeat_seconds", 60.0, "the interval agents are expected to report at"),
+        Setting("missed_heartbeats", 3, "heartbeats a host may miss before it is Unreachable", minimum=1),
+        Setting("require_approval", False, "whether a new host is Pending until an admin approves it"),
+    ),
+    "prometheus": (
+        Setting("exporter_port", DEFAULT_EXPORTER_PORT, "the port of the exporter on every host, in GET "
+                "/v1/prometheus/targets", minimum=1, maximum=65535),
+    ),
+}
+
+
+def default(table: str, key: str) -> Any:
+    """The default of SETTINGS[table]'s `key`."""
+    return next(s.default for s in SETTINGS[table] if s.key == key)
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceConfig:
+    listen: str = default("service", "listen")
+    db: str = default("service", "db")
+    max_body_bytes: int = default("service", "max_body_bytes")
+    body_timeout_seconds: float = default("service", "body_timeout_seconds")
+    read_token_required: bool = default("service", "read_token_required")
+    information_service_url: str = default("service", "information_service_url")
+    max_connections: int = default("service", "max_connections")
+    keepalive_seconds: float = default("service", "keepalive_seconds")
+    header_timeout_seconds: float = default("service", "header_timeout_seconds")
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    history_per_host: int = default("store", "history_per_host")
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleConfig:
+    heartbeat_seconds: float = default("lifecycle", "heartbeat_seconds")
+    missed_heartbeats: int = default("lifecycle", "missed_heartbeats")
+    require_approval: bool = default("lifecycle", "require_approval")
+
 
 @dataclass(frozen=True, slots=True)
 class PrometheusConfig:
-    #: the port of the exporter on every host, in GET /v1/prometheus/targets
-    exporter_port: int = DEFAULT_EXPORTER_PORT
+    exporter_port: int = default("prometheus", "exporter_port")
 
 
 #: A config NodeSet of at most this many names is written out once, at load.
@@ -249,6 +291,24 @@ class _Table:
         except NodeSetException as exc:
             raise ConfigError(f"{self.where}.{key}: not a NodeSet: {exc}") from None
 
+    def settings(self, table: str) -> dict[str, Any]:
+        """The keys of SETTINGS[table], each read by the type of its default and within its bounds;
+        any other key is an error (done())."""
+        values: dict[str, Any] = {}
+        for setting in SETTINGS[table]:
+            key, value = setting.key, setting.default
+            if isinstance(value, bool):
+                values[key] = self.flag(key, value)
+            elif isinstance(value, int):
+                values[key] = self.integer(key, value, minimum=int(setting.minimum or 0),
+                                           maximum=setting.maximum if setting.maximum is not None else (1 << 63) - 1)
+            elif isinstance(value, float):
+                values[key] = self.number(key, value, minimum=float(setting.minimum or 0.0))
+            else:
+                values[key] = self.text(key, value)
+        self.done()
+        return values
+
     def done(self) -> None:
         if self.data:
             where = f"{self.where}: " if self.where else ""
@@ -257,29 +317,10 @@ class _Table:
 
 def parse_config(data: dict[str, Any]) -> SiteConfig:
     top = _Table(data, "")
-    s = top.table("service")
-    service = ServiceConfig(
-        listen=s.text("listen", DEFAULT_LISTEN), db=s.text("db", "infosvc.sqlite"),
-        max_body_bytes=s.integer("max_body_bytes", 256 * 1024, minimum=1024),
-        body_timeout_seconds=s.number("body_timeout_seconds", 10.0),
-        read_token_required=s.flag("read_token_required", False),
-        information_service_url=s.text("information_service_url", ""),
-        max_connections=s.integer("max_connections", 1024, minimum=1),
-        keepalive_seconds=s.number("keepalive_seconds", 30.0),
-        header_timeout_seconds=s.number("header_timeout_seconds", 10.0))
-    s.done()
-    st = top.table("store")
-    store = StoreConfig(history_per_host=st.integer("history_per_host", 100, minimum=1))
-    st.done()
-    lc = top.table("lifecycle")
-    lifecycle = LifecycleConfig(heartbeat_seconds=lc.number("heartbeat_seconds", 60.0),
-                                missed_heartbeats=lc.integer("missed_heartbeats", 3, minimum=1),
-                                require_approval=lc.flag("require_approval", False))
-    lc.done()
-    pr = top.table("prometheus")
-    prometheus = PrometheusConfig(
-        exporter_port=pr.integer("exporter_port", DEFAULT_EXPORTER_PORT, minimum=1, maximum=65535))
-    pr.done()
+    service = ServiceConfig(**top.table("service").settings("service"))
+    store = StoreConfig(**top.table("store").settings("store"))
+    lifecycle = LifecycleConfig(**top.table("lifecycle").settings("lifecycle"))
+    prometheus = PrometheusConfig(**top.table("prometheus").settings("prometheus"))
 
     clusters: list[ClusterConfig] = []
     for t in top.tables("clusters"):

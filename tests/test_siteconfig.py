@@ -528,3 +528,20 @@ def test_documented_example_parses_and_uses_every_key(accepted: Accepted) -> Non
     assert len(config.clusters) == 3 and len(config.computing_elements) == 2
     every = {_path(t, k) for t, keys in accepted.scalars.items() for k in keys} | accepted.tables
     assert _keys_of(data) == every
+
+
+def test_each_setting_is_declared_once_with_its_default_and_help() -> None:
+    """SETTINGS declares each plain key once: the dataclasses' defaults are its defaults, and
+    docs/configuration.md documents every one of them with that default."""
+    from infosvc.siteconfig import SETTINGS
+
+    owners = {"service": ServiceConfig, "store": StoreConfig, "lifecycle": LifecycleConfig,
+              "prometheus": PrometheusConfig}
+    docs = documented()
+    for table, settings in SETTINGS.items():
+        assert [s.key for s in settings] == [f.name for f in dataclasses.fields(owners[table])], table
+        for setting in settings:
+            field = next(f for f in dataclasses.fields(owners[table]) if f.name == setting.key)
+            assert field.default == setting.default and setting.help.strip(), (table, setting.key)
+            cell = re.fullmatch(r"`(.*)`", docs[table][setting.key])
+            assert cell is not None and tomllib.loads(f"v = {cell.group(1)}")["v"] == setting.default, setting
