@@ -18,7 +18,7 @@ from infosvc.codec.glue_json import GlueJson
 from infosvc.codec.glue_xml import GlueXml
 from infosvc.codec.node_xml import parse_node
 from infosvc.errors import DocumentError, excerpt
-from infosvc.hostid import HostIdError, canonical, host_id
+from infosvc.model.hostid import HostIdError, canonical, host_id
 from infosvc.model.node import Node
 from infosvc.hosts import HostEntry, HostTable
 from infosvc.siteconfig import SiteConfig

@@ -25,7 +25,7 @@ from infosvc.aggregator import Aggregator, Refused
 from infosvc.appkeys import AGGREGATOR, CONFIG, MATCH_GATE, METRICS
 from infosvc.codec.safexml import SCHEMA_DIR
 from infosvc.errors import MESSAGE_CHARS, DocumentError, excerpt
-from infosvc.hostid import canonical
+from infosvc.model.hostid import canonical
 from infosvc.hosts import HostEntry
 from infosvc.hostcolumns import HostColumns, columns_for
 from infosvc.matching import (
@@ -215,7 +215,7 @@ async def get_glue_entity(request: web.Request) -> web.Response:
     agg.authorize_read(request.headers.get("Authorization"))
     kind, ident = request.match_info["kind"], request.match_info["id"]
     if kind == "hosts":
-        ident = canonical(ident)  # as every route addresses a host (infosvc.hostid)
+        ident = canonical(ident)  # as every route addresses a host (infosvc.model.hostid)
     if kind not in GLUE_KINDS:
         raise Refused(404, f"no GLUE kind {kind!r}", f"one of {', '.join(GLUE_KINDS)}")
     xml = wants_xml(request)

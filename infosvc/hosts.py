@@ -99,7 +99,7 @@ class HostTable:
             except DocumentError as exc:
                 log.error("stored report of %s does not parse any more, skipped: %s", record.id, exc)
                 continue
-            node.id = record.id  # the key it was stored under: canonical (infosvc.hostid) since schema 2
+            node.id = record.id  # the key it was stored under: canonical (infosvc.model.hostid) since schema 2
             entry = HostEntry(record.id, node, record.document, record.reported_at, record.first_seen,
                               record.approved, record.paused, heard=record.reported_at)
             entry.state = self._state(entry, now)

@@ -86,7 +86,7 @@ class HostNames:
         try:
             if range_names(text) > MAX_RANGE_NAMES:
                 raise QueryError(parameter, f"ranges of more than {MAX_RANGE_NAMES} names")
-            parts = split_terms(text.strip().lower())  # host Ids are lower case (infosvc.hostid)
+            parts = split_terms(text.strip().lower())  # host Ids are lower case (infosvc.model.hostid)
         except NodeSetParseError as exc:
             raise QueryError(parameter, f"not a NodeSet: {exc}") from None
         terms: list[tuple[str, Any]] = []

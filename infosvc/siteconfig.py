@@ -123,7 +123,7 @@ class ConfigNodeSet(NodeSet):  # type: ignore[misc]  # ClusterShell ships no typ
     def __init__(self, text: str) -> None:
         if "@" in text:  # see infosvc.model.nodeset: groups could run shell commands
             raise NodeSetParseError(text.strip(), "NodeSet groups (@name) are not supported")
-        # Lower case: host Ids are kept so (infosvc.hostid), and `Node[01-04]` must still name them.
+        # Lower case: host Ids are kept so (infosvc.model.hostid), and `Node[01-04]` must still name them.
         super().__init__(text.lower(), resolver=NO_GROUPS)
         self._names = frozenset(self) if len(self) <= MAX_EXPANDED_NAMES else None
 

@@ -54,7 +54,7 @@ def _migration_1(db: sqlite_utils.Database) -> None:
 
 
 def _migration_2(db: sqlite_utils.Database) -> None:
-    """Host Ids in their canonical form (infosvc.hostid: lower case, no final dot), as every part
+    """Host Ids in their canonical form (infosvc.model.hostid: lower case, no final dot), as every part
     now keys hosts. Where two stored Ids fold to one (`HostA` and `hosta`), the one already
     canonical is kept and the other's row and binding are dropped: its agent is refused until an
     admin rebinds it, rather than two hosts merging silently."""

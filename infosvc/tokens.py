@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from infosvc.hostid import HostIdError, host_id
+from infosvc.model.hostid import HostIdError, host_id
 
 
 class Role(StrEnum):

@@ -314,7 +314,7 @@ def test_ids_outside_the_grammar_are_refused(serve: ServerFactory, ident: str) -
 def test_every_accepted_id_is_addressed_by_every_route(serve: ServerFactory) -> None:
     from hypothesis import given, settings, strategies as st
 
-    from infosvc.hostid import MAX_ID_CHARS, host_id
+    from infosvc.model.hostid import MAX_ID_CHARS, host_id
 
     label = st.from_regex(r"[a-z0-9_][a-z0-9_-]{0,62}", fullmatch=True)
     ids = st.lists(label, min_size=1, max_size=4).map(".".join).filter(lambda i: len(i) <= MAX_ID_CHARS)

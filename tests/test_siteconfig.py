@@ -170,7 +170,7 @@ def test_catch_all_cluster_is_last_resort_wherever_it_stands() -> None:
 
 
 def test_config_nodesets_name_hosts_without_regard_to_case() -> None:
-    # Host Ids are kept lower case (infosvc.hostid): a config written `GPU[1-4]` still names them.
+    # Host Ids are kept lower case (infosvc.model.hostid): a config written `GPU[1-4]` still names them.
     config = parse('[[clusters]]\nid = "gpu"\nnodes = "GPU[1-4].Example.ORG"\n')
     assert config.cluster_of("gpu2.example.org").id == "gpu"
 

@@ -10,7 +10,7 @@ from typing import Callable, Container
 from ClusterShell.NodeSet import NodeSetParseError
 
 from infosvc.errors import excerpt
-from infosvc.hostid import canonical
+from infosvc.model.hostid import canonical
 from infosvc.matching.errors import MatchError
 from infosvc.matching.patterns import _fullmatch, guarded_regex
 from infosvc.matching.ranges import _bound_range
@@ -264,7 +264,7 @@ def _feature_check(term: Term, item: Feature) -> Check:
 def _host_key(name: str) -> str:
     """A host name as DNS compares it: without regard to case, one final dot ignored (grid
     `hostname`; CCS's Windows names are without case too). A host is named by its Id alone, never
-    by the Name its agent chose (infosvc.hostid: the aggregator keeps Ids in this form already)."""
+    by the Name its agent chose (infosvc.model.hostid: the aggregator keeps Ids in this form already)."""
     return canonical(name)
 
 

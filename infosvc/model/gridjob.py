@@ -20,6 +20,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from infosvc.model.hostid import canonical
+
 #: The description's schema version.
 VERSION = 2
 
@@ -70,9 +72,8 @@ class Constraints:
     queue: str | None = None
 
 
-def _host_key(name: str) -> str:
-    # Host names compare as DNS names do: without regard to case, a final dot ignored.
-    return (name[:-1] if name.endswith(".") else name).casefold()  # one final dot, as DNS (and the matcher)
+# Host names compare as DNS names do: without regard to case, a final dot ignored (as the matcher).
+_host_key = canonical
 
 
 def admits(constraints: Constraints, ce_lrms_type: str, ce_queue: str, host_name: str) -> list[str]:

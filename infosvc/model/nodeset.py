@@ -230,7 +230,7 @@ class NameSet:
     comparisons however many names the expression stands for (`a[1-300]b[1-300]` keeps two ranges,
     not 90,000 names). Writing 100,000 names out held the interpreter lock long enough to stall
     the event loop (150 ms sorting them). Names compare as DNS names: case and one final dot
-    ignored (infosvc.hostid)."""
+    ignored (infosvc.model.hostid)."""
 
     def __init__(self, expression: str) -> None:
         if "@" in expression:
