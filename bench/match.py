@@ -5,7 +5,7 @@ same job against the same hosts as 10,000 singleton subclusters, for the ratio (
 the static part once per subcluster saves).
 
 In process, no server: 10,000 synthetic SSS Nodes (as tests/conftest.make_node writes them), their
-GLUE Hosts from infosvc.rollup.host_from_node, put in a Rollup. In the first site the hosts are of
+GLUE Hosts from infosvc.site.rollup.host_from_node, put in a Rollup. In the first site the hosts are of
 100 kinds (processor model, CPU count, architecture), so 100 subclusters; in the second each
 host's processor model is its own, so 10,000 subclusters. 1% of the hosts are Paused.
 
@@ -14,7 +14,7 @@ the subcluster key holds them), Memory GE 4 GB and Processors GE 4 available (dy
 preference for a feature. Each run compiles the job anew (a fresh static cache, as a request
 has) and calls infosvc.matching.match over every host: the verdicts and the ordering.
 
-"match" is match() with the columns the server keeps for its roll-up (infosvc.hostcolumns, one
+"match" is match() with the columns the server keeps for its roll-up (infosvc.matching.hostcolumns, one
 HostColumns for the whole run, built before the first run: "build"); "general" is match() without
 them (the per-host loop); "churn" is match() with the columns after --reports hosts have reported
 again since the previous match (new free CPUs and memory: new GLUE Hosts, which the columns patch
@@ -47,12 +47,12 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from infosvc.codec.job_xml import parse_job  # noqa: E402
-from infosvc.hostcolumns import HostColumns  # noqa: E402
+from infosvc.matching.hostcolumns import HostColumns  # noqa: E402
 from infosvc.matching import Requirements, Site, compile_requirements, match  # noqa: E402
 from infosvc.model.job import resolve  # noqa: E402
 from infosvc.model.node import Consumable, Extension, Node  # noqa: E402
-from infosvc.rollup import Rollup, host_from_node  # noqa: E402
-from infosvc.siteconfig import SiteConfig  # noqa: E402
+from infosvc.site.rollup import Rollup, host_from_node  # noqa: E402
+from infosvc.site.config import SiteConfig  # noqa: E402
 
 TARGET_MS = 10.0
 
@@ -137,7 +137,7 @@ def run(name: str, hosts: int, kinds: int | None, runs: int, baseline: Any = Non
     times, renders, before, general, churned = [], [], [], [], []
     result = None
     requirements = compile_job()
-    # The columns the server keeps for its roll-up (infosvc.hostcolumns): made on the first match.
+    # The columns the server keeps for its roll-up (infosvc.matching.hostcolumns): made on the first match.
     columns = HostColumns()
     gc.collect()
     started = time.perf_counter()
@@ -218,7 +218,7 @@ def main() -> None:
               f"{str(r['general_match_ms_median']) + ' / ' + str(r['general_match_ms_min']):>15} {churned:>15} "
               f"{r['columns_build_ms']:>6} {r['bare_loop_ms_median']:>10} {r['render_ms_median']:>10} "
               f"{r['matches']:>8} {r['rejected']:>9} {r['static_evaluations']:>8} / {r['dynamic_evaluations']:<6}")
-    print("match: with the columns the server keeps (infosvc.hostcolumns); general: without them (per-host "
+    print("match: with the columns the server keeps (infosvc.matching.hostcolumns); general: without them (per-host "
           f"loop); churn: with columns, {args.reports} hosts having reported since the previous match; "
           "build: the first match's column build")
     if baseline is not None:

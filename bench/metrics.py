@@ -8,7 +8,7 @@ In process, no server: a SQLite store filled with 10,000 reports of ten hardware
 per host, as bench/glue.py does), an Aggregator built on it (with bench/glue.py's site config:
 two clusters, two computing elements), some hosts paused and some pending, a few refused
 reports. Then, alternating rounds:
-  exposition  infosvc.metrics.Metrics.exposition(), the body of GET /metrics, in steady state:
+  exposition  infosvc.publish.prometheus.Metrics.exposition(), the body of GET /metrics, in steady state:
               a quarter of the hosts changed since the last scrape (hosts report every 60 s,
               Prometheus scrapes every 15 s), so their lines are rendered anew and the rest joined;
   cold        the same with every host changed (the first scrape after start, or hosts
@@ -45,7 +45,7 @@ sys.path.insert(0, str(HERE))
 from glue import SITE_TOML, fill_store  # noqa: E402
 from ingest import host_name  # noqa: E402
 
-from infosvc.api import METRICS_SLICE  # noqa: E402
+from infosvc.web.app import METRICS_SLICE  # noqa: E402
 
 TARGET_RATIO = 1.2
 #: Samples that differ between the two runs by nature, not by a fault.
@@ -55,10 +55,10 @@ VOLATILE = ("infosvc_metrics_collect_duration_seconds", "infosvc_metrics_collect
 def build(hosts: int, workdir: Path) -> Any:
     import tomllib
 
-    from infosvc.aggregator import Aggregator
-    from infosvc.siteconfig import parse_config
+    from infosvc.site.aggregator import Aggregator
+    from infosvc.site.config import parse_config
     from infosvc.store import Store
-    from infosvc.tokens import Tokens
+    from infosvc.site.tokens import Tokens
 
     db = workdir / "metrics.sqlite"
     fill_store(db, hosts, 2)
@@ -77,9 +77,9 @@ def direct_registry(metrics: Any, observed: list[float]) -> Any:
     """A registry of plain prometheus_client objects holding the series the collector exposes."""
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-    from infosvc.metrics import INGEST_BUCKETS, METRICS
+    from infosvc.publish.prometheus import INGEST_BUCKETS, METRICS
 
-    from infosvc.metrics import AggregatorCollector
+    from infosvc.publish.prometheus import AggregatorCollector
 
     assert metrics.collector is not None
     registry = CollectorRegistry()
@@ -110,7 +110,7 @@ def stable_lines(text: bytes) -> set[str]:
 def main(argv: list[str] | None = None) -> int:
     from prometheus_client import generate_latest
 
-    from infosvc.metrics import Metrics
+    from infosvc.publish.prometheus import Metrics
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--hosts", type=int, default=10000, help="hosts (10000)")

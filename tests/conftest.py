@@ -28,7 +28,7 @@ from hypothesis import settings
 
 from infosvc.codec.node_xml import node_to_xml
 from infosvc.model.node import Consumable, Extension, Node
-from infosvc.tokens import new_token
+from infosvc.site.tokens import new_token
 
 # CI runs the property tests on a fixed seed and without per-example deadlines: a landing must not
 # depend on the draw, nor on how loaded the shared machine is. Locally they explore anew each run.

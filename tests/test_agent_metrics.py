@@ -225,7 +225,7 @@ def test_agent_serves_its_hosts_metrics(agent_with_metrics: tuple[Server, int]) 
 def test_agent_stays_free_of_aiohttp() -> None:
     code = ("import sys\n"
             "import infosvc_agents.agent, infosvc_agents.cli, infosvc_agents.node_metrics, infosvc_agents.push\n"
-            "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('aiohttp', 'infosvc.api'))\n"
+            "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('aiohttp', 'infosvc.web.app'))\n"
             "assert not loaded, loaded\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -33,8 +33,8 @@ from aiohttp import http_exceptions
 
 from conftest import Server, ServerFactory, node_document, request
 from test_tls import Pki, pki  # noqa: F401 - `pki` is a fixture
-from infosvc import connections
-from infosvc.connections import LogLimiter, connection_cap, describe_protocol_error
+from infosvc.web import connections
+from infosvc.web.connections import LogLimiter, connection_cap, describe_protocol_error
 
 P99_LIMIT = 0.050
 MARKER = "SECRET-MARKER-7f3a"

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from conftest import ROOT, ServerFactory, free_port, stop_process
-from infosvc.siteconfig import load_config, parse_config
+from infosvc.site.config import load_config, parse_config
 from test_siteconfig import Accepted, _keys_of, _path, accepted  # noqa: F401 - `accepted` is a fixture
 
 DEPLOY = ROOT / "deploy"
@@ -177,8 +177,8 @@ def test_prometheus_discovers_the_hosts(serve: ServerFactory, tmp_path: Path) ->
 
 def test_aggregator_unit_has_files_for_the_default_connections() -> None:
     """LimitNOFILE= leaves room for service.max_connections and the files infosvc keeps for the rest."""
-    from infosvc.connections import RESERVED_FILES, connection_cap
-    from infosvc.siteconfig import ServiceConfig
+    from infosvc.web.connections import RESERVED_FILES, connection_cap
+    from infosvc.site.config import ServiceConfig
 
     (limit,) = directives("infosvc.service")["LimitNOFILE"]
     default = ServiceConfig().max_connections

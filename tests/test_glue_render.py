@@ -26,11 +26,11 @@ from infosvc.codec import safexml
 from infosvc.codec.glue_json import GlueJson
 from infosvc.codec.glue_xml import NAMESPACE, GlueXml
 from infosvc.codec.node_xml import parse_node
-from infosvc.hosts import HostEntry
+from infosvc.site.hosts import HostEntry
 from infosvc.model import glue
 from infosvc.model.node import Consumable, Extension, Node
-from infosvc.rollup import Rollup, host_from_node
-from infosvc.siteconfig import SiteConfig, parse_config
+from infosvc.site.rollup import Rollup, host_from_node
+from infosvc.site.config import SiteConfig, parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
 NS = {"g": NAMESPACE}

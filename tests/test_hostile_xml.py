@@ -46,7 +46,7 @@ from infosvc.codec.ccsjob_xml import parse_ccs_job
 from infosvc.codec.job_xml import parse_job
 from infosvc.codec.node_xml import parse_node
 from infosvc.errors import DocumentError
-from infosvc.submission import parse_submission
+from infosvc.codec.submission import parse_submission
 
 #: Seconds a refusal may take before the case counts as hung (they take well under a millisecond).
 LIMIT = 5.0

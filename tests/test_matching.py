@@ -17,8 +17,8 @@ from infosvc.matching import (
 from infosvc.model.glue import Host
 from infosvc.model.job import resolve
 from infosvc.model.node import Consumable, Extension, Node
-from infosvc.rollup import Rollup, host_from_node
-from infosvc.siteconfig import SiteConfig
+from infosvc.site.rollup import Rollup, host_from_node
+from infosvc.site.config import SiteConfig
 
 CONFIG = SiteConfig()
 
@@ -434,7 +434,7 @@ def test_thresholds_compile_only_for_plain_amounts() -> None:
         assert matching._limits(requirements(requested).dynamic) is None, requested
 
 
-# --- the columnar way (infosvc.hostcolumns) agrees with the general way -------------------------
+# --- the columnar way (infosvc.matching.hostcolumns) agrees with the general way -------------------------
 
 def outcome(result: Any, req: Requirements) -> tuple[Any, ...]:
     """Everything a match answers: the fitting hosts in order with their subcluster, CE and score,
@@ -445,7 +445,7 @@ def outcome(result: Any, req: Requirements) -> tuple[Any, ...]:
 
 def general_and_columns(requested: str, rollup: Rollup, by_id: dict[str, Node],
                         columns: Any = None) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    from infosvc.hostcolumns import HostColumns
+    from infosvc.matching.hostcolumns import HostColumns
 
     slow_req, fast_req = requirements(requested), requirements(requested)
     slow = match(slow_req, rollup, by_id.get)
@@ -461,7 +461,7 @@ def general_and_columns(requested: str, rollup: Rollup, by_id: dict[str, Node],
     '<OperatingSystem>GNU</OperatingSystem>',  # the subclusters of two Opsys are decided row by row
 ])
 def test_columns_way_is_the_general_way(requested: str) -> None:
-    from infosvc.hostcolumns import HostColumns
+    from infosvc.matching.hostcolumns import HostColumns
 
     rollup, by_id = varied_site()
     columns = HostColumns()
@@ -476,7 +476,7 @@ def test_amounts_past_float64_take_the_general_way(kind: str) -> None:
     # The schema bounds no amount: a RAM size of 2^63 MB or more did not fit the int64 column (a
     # 500 for every threshold match until the host reported again), and free CPUs past 2^53
     # rounded in float64 so the two ways disagreed (found in review).
-    from infosvc.hostcolumns import HostColumns
+    from infosvc.matching.hostcolumns import HostColumns
 
     huge = {"memory": {"memory_mb": 1e30}, "free_memory": {"memory_mb": 1e30, "free_memory_mb": 1e30},
             "processors": {"processors": 2 ** 53 + 4, "free_processors": 2 ** 53 + 3}}[kind]
@@ -517,7 +517,7 @@ def test_reasons_come_from_the_node_the_verdict_was_decided_on(requested: str, r
 
 
 def test_columns_way_is_not_taken_for_other_dynamic_terms() -> None:
-    from infosvc.hostcolumns import HostColumns
+    from infosvc.matching.hostcolumns import HostColumns
 
     rollup, by_id = varied_site()
     columns = HostColumns()
@@ -534,7 +534,7 @@ def test_columns_way_is_not_taken_for_other_dynamic_terms() -> None:
 def test_columns_follow_the_rollup(requested: str) -> None:
     """One HostColumns across reports, state changes, hosts that join, leave or change subcluster:
     each match is the general way's answer, and a report costs a patch of its row, not a rebuild."""
-    from infosvc.hostcolumns import HostColumns
+    from infosvc.matching.hostcolumns import HostColumns
 
     rollup, by_id = varied_site()
     columns = HostColumns()
@@ -713,7 +713,7 @@ def test_duration_against_the_ce_wall_clock() -> None:
 
 def test_ce_policy_comes_from_the_site_config() -> None:
     from infosvc.matching import Site
-    from infosvc.siteconfig import parse_config
+    from infosvc.site.config import parse_config
 
     config = parse_config({"computing_elements": [
         {"id": "ce1", "queue": "short", "lrms_type": "PBS", "clusters": ["default"],
@@ -729,7 +729,7 @@ def test_ce_policy_comes_from_the_site_config() -> None:
     assert [c.host.unique_id for c in long.matches] == ["n1"]
     # the CE named is one that gives what the job asks
     assert long.matches[0].computing_element == "ce2"
-    from infosvc.hostcolumns import HostColumns
+    from infosvc.matching.hostcolumns import HostColumns
     fast = match(requirements("<Queue>long</Queue><Duration>PT2H</Duration>"), rollup, {"n1": node}.get, site_,
                  columns=HostColumns())
     assert fast.matches[0].computing_element == "ce2"

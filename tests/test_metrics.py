@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import ROOT, Server, ServerFactory, free_port, make_node, request, stop_process, wait_for
 from infosvc.codec.node_xml import node_to_xml
-from infosvc.metrics import METRICS, AggregatorCollector
+from infosvc.publish.prometheus import METRICS, AggregatorCollector
 from infosvc.model.node import Consumable
 
 SITE = """
@@ -266,7 +266,7 @@ def reference_text(agg: Any) -> str:
     hosts=True), plus an empty ingest histogram: what the exposition must say."""
     from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-    from infosvc.metrics import INGEST_BUCKETS
+    from infosvc.publish.prometheus import INGEST_BUCKETS
 
     registry = CollectorRegistry()
     Histogram("infosvc_report_ingest_duration_seconds", "x", buckets=INGEST_BUCKETS, registry=registry)
@@ -283,11 +283,11 @@ def sample_lines(text: str) -> set[str]:
 def test_exposition_says_what_the_reference_collector_says(tmp_path: Path) -> None:
     import tomllib
 
-    from infosvc.aggregator import Aggregator
-    from infosvc.metrics import Metrics
-    from infosvc.siteconfig import parse_config
+    from infosvc.site.aggregator import Aggregator
+    from infosvc.publish.prometheus import Metrics
+    from infosvc.site.config import parse_config
     from infosvc.store import Store
-    from infosvc.tokens import Tokens
+    from infosvc.site.tokens import Tokens
 
     config = parse_config(tomllib.loads(SITE.format(heartbeat=60)))
     agg = Aggregator(config, Store(tmp_path / "m.sqlite"), Tokens())
@@ -337,12 +337,12 @@ def test_exposition_says_what_the_reference_collector_says(tmp_path: Path) -> No
 
 
 def test_exposition_keeps_the_rest_when_the_host_lines_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import infosvc.metrics as metrics_module
-    from infosvc.aggregator import Aggregator
-    from infosvc.metrics import Metrics
-    from infosvc.siteconfig import parse_config
+    import infosvc.publish.prometheus as metrics_module
+    from infosvc.site.aggregator import Aggregator
+    from infosvc.publish.prometheus import Metrics
+    from infosvc.site.config import parse_config
     from infosvc.store import Store
-    from infosvc.tokens import Tokens
+    from infosvc.site.tokens import Tokens
 
     agg = Aggregator(parse_config({}), Store(tmp_path / "m.sqlite"), Tokens())
     node = make_node("h1")

@@ -19,8 +19,8 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from conftest import ROOT, Server, ServerFactory
-from infosvc.api import PUBLISHED_SCHEMAS, make_app
-from infosvc.siteconfig import SiteConfig
+from infosvc.web.app import PUBLISHED_SCHEMAS, make_app
+from infosvc.site.config import SiteConfig
 
 DOCUMENT_FILE = ROOT / "schemas" / "openapi.json"
 DOCUMENT: dict[str, Any] = json.loads(DOCUMENT_FILE.read_text())

@@ -92,7 +92,7 @@ def test_reads_need_a_token_when_the_config_says_so(serve: ServerFactory) -> Non
 
 
 def test_ipv6_literal_ids_are_bracketed() -> None:
-    from infosvc.targets import address
+    from infosvc.publish.targets import address
 
     assert address("node001", 9100) == "node001:9100"
     assert address("fd00::17", 9100) == "[fd00::17]:9100"

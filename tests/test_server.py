@@ -21,7 +21,7 @@ import pytest
 from conftest import Server, ServerFactory, node_document, request, wait_for
 from infosvc.codec.node_xml import parse_node
 from infosvc.store import MIGRATIONS
-from infosvc.tokens import digest
+from infosvc.site.tokens import digest
 
 GLUE_NS = "{urn:infosvc:glue:ce:1.1}"
 MAX_BODY = 4096

@@ -11,8 +11,8 @@ from typing import Any, Iterator
 import pytest
 from ClusterShell.NodeSet import NodeSet
 
-from infosvc import siteconfig
-from infosvc.siteconfig import (DEFAULT_CLUSTER, DEFAULT_LISTEN, Benchmark, ClusterConfig, ComputingElementConfig,
+from infosvc.site import config as siteconfig
+from infosvc.site.config import (DEFAULT_CLUSTER, DEFAULT_LISTEN, Benchmark, ClusterConfig, ComputingElementConfig,
                                 ConfigError, LifecycleConfig, Policy, PrometheusConfig, ServiceConfig, SiteConfig,
                                 Software, StoreConfig, load_config, parse_config)
 
@@ -533,7 +533,7 @@ def test_documented_example_parses_and_uses_every_key(accepted: Accepted) -> Non
 def test_each_setting_is_declared_once_with_its_default_and_help() -> None:
     """SETTINGS declares each plain key once: the dataclasses' defaults are its defaults, and
     docs/configuration.md documents every one of them with that default."""
-    from infosvc.siteconfig import SETTINGS
+    from infosvc.site.config import SETTINGS
 
     owners = {"service": ServiceConfig, "store": StoreConfig, "lifecycle": LifecycleConfig,
               "prometheus": PrometheusConfig}

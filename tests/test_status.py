@@ -14,7 +14,7 @@ import pytest
 from conftest import Server, ServerFactory, free_port, make_node
 from infosvc.codec.node_xml import node_to_xml
 from infosvc.model.node import Consumable
-from infosvc.status import age, status_of
+from infosvc.cli.status import age, status_of
 
 SITE = """
 [[clusters]]

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from infosvc.lifecycle import NodeState, node_state, unreachable_at
+from infosvc.site.lifecycle import NodeState, node_state, unreachable_at
 from infosvc.store import MIGRATIONS, Report, Store, StoreError, connect
-from infosvc.tokens import Role, TokenFileError, Tokens, digest, new_token
+from infosvc.site.tokens import Role, TokenFileError, Tokens, digest, new_token
 
 
 @pytest.fixture
@@ -195,9 +195,9 @@ def test_a_wall_clock_step_neither_kills_nor_revives_hosts(tmp_path: Path, step:
     # long as the step (back). Aggregator.now() moves the hosts' last-heard times with a step.
     from conftest import make_node
 
-    from infosvc.aggregator import Aggregator
+    from infosvc.site.aggregator import Aggregator
     from infosvc.codec.node_xml import node_to_xml
-    from infosvc.siteconfig import parse_config
+    from infosvc.site.config import parse_config
 
     wall, steady = [1_800_000_000.0], [1000.0]
 
@@ -226,8 +226,8 @@ def test_a_wall_clock_step_neither_kills_nor_revives_hosts(tmp_path: Path, step:
 
 
 def test_slow_drift_of_the_wall_clock_is_no_step(tmp_path: Path) -> None:
-    from infosvc.aggregator import Aggregator
-    from infosvc.siteconfig import parse_config
+    from infosvc.site.aggregator import Aggregator
+    from infosvc.site.config import parse_config
 
     wall, steady = [1_800_000_000.0], [1000.0]
     agg = Aggregator(parse_config({}), Store(tmp_path / "s.sqlite"), Tokens(), clock=lambda: wall[0],
@@ -255,8 +255,8 @@ def test_a_claim_survives_when_the_report_that_made_it_fails(tmp_path: Path) -> 
 
     from conftest import node_document
 
-    from infosvc.aggregator import Aggregator
-    from infosvc.siteconfig import parse_config
+    from infosvc.site.aggregator import Aggregator
+    from infosvc.site.config import parse_config
 
     path = tmp_path / "s.sqlite"
     store = Store(path)

@@ -21,7 +21,7 @@ from infosvc.model.job import (
     Variable, requirement, resolve,
 )
 from infosvc.model.noderef import Aggregation, NodeRef
-from infosvc.submission import ccs_to_job, grid_requested, grid_to_job, parse_submission, split_command_line
+from infosvc.codec.submission import ccs_to_job, grid_requested, grid_to_job, parse_submission, split_command_line
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 XML = "application/xml"
@@ -240,8 +240,8 @@ def test_the_matcher_admits_what_admits_admits(lrms: str | None, fork: bool | No
     from conftest import make_node
 
     from infosvc.matching import CE, Site, compile_requirements, evaluate
-    from infosvc.rollup import host_from_node
-    from infosvc.siteconfig import SiteConfig
+    from infosvc.site.rollup import host_from_node
+    from infosvc.site.config import SiteConfig
 
     grid = parse_grid_job(b'{"version": 2, "executable": "/bin/true"}')
     task = grid.tasks[0]

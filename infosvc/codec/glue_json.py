@@ -22,7 +22,7 @@ from typing import Any, Iterable
 from infosvc.codec.glue_xml import HOST_STATES, SHARED_CACHE_MAX, availability, count, port, prune
 from infosvc.model import glue
 from infosvc.model.glue import Host, SubCluster
-from infosvc.rollup import Rollup
+from infosvc.site.rollup import Rollup
 
 _dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 _shared_cache: dict[tuple[object, ...], str] = {}

@@ -25,7 +25,7 @@ from typing import Final, Iterable, TypeVar
 
 from infosvc.model import glue
 from infosvc.model.glue import Host, SubCluster
-from infosvc.rollup import Rollup
+from infosvc.site.rollup import Rollup
 
 NAMESPACE: Final = "urn:infosvc:glue:ce:1.1"
 SCHEMA_FILE: Final = "glue-ce-1.1.xsd"

@@ -1,5 +1,5 @@
 """`match` without a loop over the hosts: a job whose per-host part is thresholds on free CPUs and
-RAM (or nothing) decided over the site's columns (infosvc.hostcolumns) by array operations, with
+RAM (or nothing) decided over the site's columns (infosvc.matching.hostcolumns) by array operations, with
 the same verdicts, order and counts as the per-host way (docs/matching.md, "Speed")."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator, cast
 
 import numpy as np
 
-from infosvc.hostcolumns import MIXED, NO_NODE, Columns, HostColumns
+from infosvc.matching.hostcolumns import MIXED, NO_NODE, Columns, HostColumns
 from infosvc.matching.requirements import Requirements, _verdict
 from infosvc.matching.result import Candidate, MatchResult
 from infosvc.matching.view import Site, SiteView, SyncedColumns

@@ -129,7 +129,7 @@ def _conjuncts(expr: CExpr | None) -> list[CExpr]:
 def compile_requirements(target: Job | TaskGroup | Task) -> Requirements:
     """The requirements of a resolved Job (see model.job.resolve), or of one task group or task.
 
-    What is evaluated is the Requested lists alone (as infosvc.submission maps the other formats):
+    What is evaluated is the Requested lists alone (as infosvc.codec.submission maps the other formats):
     the target's own, and below it its task groups' and their tasks': a host fits when it meets
     the job's own and those of at least one task group (and of that group, at least one task), so
     that one child's requirements are simply required with the parent's.

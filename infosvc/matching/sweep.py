@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Callable
 
 import infosvc.matching as _package
-from infosvc.hostcolumns import HostColumns
+from infosvc.matching.hostcolumns import HostColumns
 from infosvc.matching.columns import _match_columns
 from infosvc.matching.expression import CExpr, CLeaf
 from infosvc.matching.requirements import Requirements, Verdict, _verdict
@@ -69,7 +69,7 @@ def match(requirements: Requirements, rollup: SiteView, node_of: Callable[[str],
     memory, clock) as they are found, each group then ordered by host id (`_order`): the same
     verdicts, order and counts as the general way.
 
-    With `columns` (a HostColumns kept for this roll-up, see infosvc.hostcolumns: the server keeps
+    With `columns` (a HostColumns kept for this roll-up, see infosvc.matching.hostcolumns: the server keeps
     one), such a job is decided with no per-host loop at all (`_match_columns`), again with the
     same verdicts, order and counts.
     """

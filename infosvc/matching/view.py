@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Mapping, Protocol
 
-from infosvc.hostcolumns import Columns
+from infosvc.matching.hostcolumns import Columns
 from infosvc.model.glue import ComputingElement, Host
 from infosvc.model.node import Node
 
@@ -22,11 +22,11 @@ class SubclusterView(Protocol):
 
 
 class SiteView(Protocol):
-    """What the matcher reads of a site: infosvc.rollup.Rollup has it, so has a SiteSnapshot, and a
+    """What the matcher reads of a site: infosvc.site.rollup.Rollup has it, so has a SiteSnapshot, and a
     simulator can have it without a live roll-up.
 
     `match` visits `subclusters` in their order and each one's `hosts_of` in theirs; `Site.of`
-    reads `computing_elements()`; the columns path (infosvc.hostcolumns) reads `hosts` (in the
+    reads `computing_elements()`; the columns path (infosvc.matching.hostcolumns) reads `hosts` (in the
     dict's order) and `member_ids`.
     """
 

@@ -6,13 +6,13 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from infosvc.aggregator import Aggregator
-from infosvc.metrics import Metrics
-from infosvc.siteconfig import SiteConfig
+from infosvc.site.aggregator import Aggregator
+from infosvc.publish.prometheus import Metrics
+from infosvc.site.config import SiteConfig
 
 CONFIG = web.AppKey("config", SiteConfig)
 AGGREGATOR = web.AppKey("aggregator", Aggregator)
 METRICS = web.AppKey("metrics", Metrics)
 if TYPE_CHECKING:
-    from infosvc.api import MatchGate
+    from infosvc.web.app import MatchGate
 MATCH_GATE: web.AppKey["MatchGate"] = web.AppKey("match_gate")

@@ -45,10 +45,10 @@ from aiohttp.streams import StreamReader
 from aiohttp.web_protocol import ERROR, RequestHandler
 from aiohttp.web_request import BaseRequest
 
-from infosvc.siteconfig import ServiceConfig
-from infosvc.tokens import Tokens
+from infosvc.site.config import ServiceConfig
+from infosvc.site.tokens import Tokens
 
-log = logging.getLogger("infosvc.connections")
+log = logging.getLogger("infosvc.web.connections")
 
 #: The listening socket's accept queue. asyncio also accepts up to this many connections in one
 #: turn of the loop, before any of them can be refused: the file reserve below must cover them.

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from infosvc.hosts import HostEntry, HostTable
-from infosvc.lifecycle import NodeState
+from infosvc.site.hosts import HostEntry, HostTable
+from infosvc.site.lifecycle import NodeState
 
 #: The life-cycle states whose hosts are listed.
 LISTED_STATES: Final = frozenset({NodeState.READY, NodeState.PAUSED, NodeState.UNREACHABLE})

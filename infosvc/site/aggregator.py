@@ -20,12 +20,12 @@ from infosvc.codec.node_xml import parse_node
 from infosvc.errors import DocumentError, excerpt
 from infosvc.model.hostid import HostIdError, canonical, host_id
 from infosvc.model.node import Node
-from infosvc.hosts import HostEntry, HostTable
-from infosvc.siteconfig import SiteConfig
+from infosvc.site.hosts import HostEntry, HostTable
+from infosvc.site.config import SiteConfig
 from infosvc.store import Report, Store
-from infosvc.tokens import Role, Tokens
+from infosvc.site.tokens import Role, Tokens
 
-log = logging.getLogger("infosvc.aggregator")
+log = logging.getLogger("infosvc.site.aggregator")
 
 
 #: A difference between the wall and the monotonic clock's progress beyond this is a step.

@@ -110,11 +110,11 @@ def tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:
 def _serve(args: argparse.Namespace) -> int:
     from aiohttp import web
 
-    from infosvc import connections
-    from infosvc.api import make_app
+    from infosvc.web import connections
+    from infosvc.web.app import make_app
     from infosvc.store import StoreError
-    from infosvc.siteconfig import ConfigError, load_config
-    from infosvc.tokens import Role, TokenFileError, Tokens, new_token
+    from infosvc.site.config import ConfigError, load_config
+    from infosvc.site.tokens import Role, TokenFileError, Tokens, new_token
 
     # The host table holds ~100 objects per host, all long-lived; the default thresholds (a young
     # collection every 700 allocations) made the collector ~15% of ingest time (bench/ingest.py).
@@ -170,7 +170,7 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"  health: {url}/healthz", flush=True)
     try:
         # web.run_app, but with the connections capped, their clients timed and aiohttp's own refusals
-        # answered as JSON (infosvc/connections.py).
+        # answered as JSON (infosvc/web/connections.py).
         connections.run(app, host=host, port=port, ssl_context=tls, policy=connections.Policy.of(config.service),
                         tokens=tokens)
     except (StoreError, sqlite3.Error) as exc:  # a database newer than this infosvc, in use, damaged, or no file
@@ -210,7 +210,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "validate":
         return _validate(args.files, args.json)
     if args.command == "status":
-        from infosvc.status import run
+        from infosvc.cli.status import run
 
         return run(args.server, args.json, token_file=args.token_file, ca_file=args.ca_file)
     return 2  # pragma: no cover - argparse requires a command

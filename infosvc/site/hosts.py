@@ -18,13 +18,13 @@ from typing import Iterable, Iterator
 from infosvc.codec.node_json import node_to_json
 from infosvc.codec.node_xml import node_to_xml, parse_node
 from infosvc.errors import DocumentError
-from infosvc.lifecycle import NodeState, node_state, unreachable_at
+from infosvc.site.lifecycle import NodeState, node_state, unreachable_at
 from infosvc.model.node import Node
-from infosvc.rollup import Rollup, host_from_node
-from infosvc.siteconfig import SiteConfig
+from infosvc.site.rollup import Rollup, host_from_node
+from infosvc.site.config import SiteConfig
 from infosvc.store import HostRecord
 
-log = logging.getLogger("infosvc.hosts")
+log = logging.getLogger("infosvc.site.hosts")
 
 
 def iso_time(epoch: float) -> str:
@@ -46,7 +46,7 @@ class HostEntry:
     heard: float = 0.0
     _json: bytes | None = field(default=None, repr=False)
     _xml: bytes | None = field(default=None, repr=False)
-    #: this host's lines of the per-host families of GET /metrics (infosvc.metrics.host_lines)
+    #: this host's lines of the per-host families of GET /metrics (infosvc.publish.prometheus.host_lines)
     metric_lines: tuple[str, ...] | None = field(default=None, repr=False)
 
     def published_node(self) -> Node:

@@ -21,35 +21,35 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from infosvc import __version__
-from infosvc.aggregator import Aggregator, Refused
-from infosvc.appkeys import AGGREGATOR, CONFIG, MATCH_GATE, METRICS
+from infosvc.site.aggregator import Aggregator, Refused
+from infosvc.web.keys import AGGREGATOR, CONFIG, MATCH_GATE, METRICS
 from infosvc.codec.safexml import SCHEMA_DIR
 from infosvc.errors import MESSAGE_CHARS, DocumentError, excerpt
 from infosvc.model.hostid import canonical
-from infosvc.hosts import HostEntry
-from infosvc.hostcolumns import HostColumns, columns_for
+from infosvc.site.hosts import HostEntry
+from infosvc.matching.hostcolumns import HostColumns, columns_for
 from infosvc.matching import (
     AnswerLimits, MatchError, MatchResult, MatchTooCostly, Requirements, Site, SiteSnapshot, SiteView, SyncedColumns,
     check_range_budget, compile_requirements, match,
 )
-from infosvc.metrics import Metrics
+from infosvc.publish.prometheus import Metrics
 from infosvc.model.job import Job, JobGroup, resolve
 from infosvc.model.node import Node
-from infosvc.query import HostFilter, QueryError
-from infosvc.siteconfig import SiteConfig
+from infosvc.site.query import HostFilter, QueryError
+from infosvc.site.config import SiteConfig
 from infosvc.store import Store, StoreCorrupt, StoreError
-from infosvc.submission import parse_submission
-from infosvc.targets import targets
-from infosvc.tokens import Role, Tokens
+from infosvc.codec.submission import parse_submission
+from infosvc.publish.targets import targets
+from infosvc.site.tokens import Role, Tokens
 
 if TYPE_CHECKING:
-    from infosvc.rollup import Rollup
+    from infosvc.site.rollup import Rollup
 
     def _rollup_is_a_site_view(rollup: Rollup) -> SiteView:
         """For mypy alone: the roll-up POST /v1/match hands the matcher is what it reads of a site."""
         return rollup
 
-log = logging.getLogger("infosvc.api")
+log = logging.getLogger("infosvc.web.app")
 
 JSON = "application/json"
 XML = "application/xml"

@@ -23,7 +23,7 @@ from typing import Iterable, Iterator, KeysView
 from infosvc.model import glue
 from infosvc.model.glue import Host, SubCluster
 from infosvc.model.node import Consumable, Node
-from infosvc.siteconfig import DEFAULT_CLUSTER, SiteConfig
+from infosvc.site.config import DEFAULT_CLUSTER, SiteConfig
 
 MB = "MB"
 
@@ -349,7 +349,7 @@ class Rollup:
         return (hosts[h] for h in self._members.get(sub_id, ()))
 
     def member_ids(self, sub_id: str) -> KeysView[str]:
-        """The ids of a subcluster's hosts in their order: a live view, for infosvc.hostcolumns."""
+        """The ids of a subcluster's hosts in their order: a live view, for infosvc.matching.hostcolumns."""
         return self._members.get(sub_id, {}).keys()
 
     def subclusters_of(self, cluster_id: str) -> list[SubCluster]:

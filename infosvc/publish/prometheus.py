@@ -29,19 +29,19 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString as _untyped_float_text
 
-from infosvc.aggregator import Aggregator
-from infosvc.hosts import HostEntry
-from infosvc.lifecycle import NodeState
+from infosvc.site.aggregator import Aggregator
+from infosvc.site.hosts import HostEntry
+from infosvc.site.lifecycle import NodeState
 from infosvc.model.node import Consumable
 
-log = logging.getLogger("infosvc.metrics")
+log = logging.getLogger("infosvc.publish.prometheus")
 
 #: A sample value as prometheus_client writes it (Go's float formatting), so both paths agree.
 float_text: Final[Callable[[float], str]] = _untyped_float_text
 
 MIB = 1 << 20
 STATES: tuple[str, ...] = tuple(s.value for s in NodeState)
-#: Reasons a report is refused (Aggregator.rejected, infosvc.api.post_node): exported from 0.
+#: Reasons a report is refused (Aggregator.rejected, infosvc.web.app.post_node): exported from 0.
 REJECT_REASONS: tuple[str, ...] = ("unauthorized", "forbidden", "invalid", "too_large", "timeout", "store")
 LIVE = (NodeState.READY, NodeState.PAUSED)
 INGEST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
