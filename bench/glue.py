@@ -25,6 +25,7 @@ table and writes bench/results/glue.json.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import http.client
 import json
 import os
@@ -136,9 +137,12 @@ def fill_store(db: Path, hosts: int, history: int) -> list[bytes]:
     documents = [node_to_xml(host_node(kinds, i)) for i in range(hosts)]
     store = Store(db, history_per_host=history)
     now = time.time()
-    futures = [store.add_report(Report(host_name(i), doc, now, True)) for i, doc in enumerate(documents)]
-    for future in futures:
-        future.result()
+
+    async def add_all() -> None:
+        await asyncio.gather(*(store.add_report(Report(host_name(i), doc, now, True))
+                               for i, doc in enumerate(documents)))
+
+    asyncio.run(add_all())
     store.close()
     return documents
 

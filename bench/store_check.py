@@ -26,6 +26,7 @@ prints a table and writes bench/results/store_check.json. It needs about 6 GB of
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shutil
@@ -50,10 +51,13 @@ def fill(db: Path, documents: list[bytes], reports: int) -> float:
     started = time.perf_counter()
     store = Store(db, history_per_host=reports)
     now = time.time()
-    for k in range(reports):
-        futures = [store.add_report(Report(host_name(i), doc, now + k, True)) for i, doc in enumerate(documents)]
-        for future in futures:
-            future.result()
+
+    async def add_all() -> None:
+        for k in range(reports):
+            await asyncio.gather(*(store.add_report(Report(host_name(i), doc, now + k, True))
+                                   for i, doc in enumerate(documents)))
+
+    asyncio.run(add_all())
     store.close()
     return time.perf_counter() - started
 

@@ -12,6 +12,7 @@ The damage is real: whole pages of a b-tree overwritten in the file, found with 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 import subprocess
@@ -33,10 +34,11 @@ def host(i: int) -> str:
 def fill(path: Path, hosts: int = HOSTS, reports: int = 2) -> None:
     """A store of `hosts` hosts with `reports` reports each, closed (so all is in the main file)."""
     store = Store(path, history_per_host=reports)
-    futures = [store.add_report(Report(host(i), node_document(host(i), sequence=k), 1000.0 + k, True))
-               for k in range(reports) for i in range(hosts)]
-    for future in futures:
-        future.result(timeout=60)
+    async def add_all() -> None:
+        await asyncio.gather(*(store.add_report(Report(host(i), node_document(host(i), sequence=k), 1000.0 + k, True))
+                               for k in range(reports) for i in range(hosts)))
+
+    asyncio.run(add_all())
     store.close()
 
 
@@ -117,7 +119,7 @@ def test_damage_found_by_the_store_while_open_is_store_corrupt(tmp_path: Path,
         with caplog.at_level(logging.ERROR, logger="infosvc.store"):
             for i in range(3):
                 with pytest.raises(StoreCorrupt) as caught:
-                    store.add_report(Report(host(i), b"<x/>", 2000.0, True)).result(timeout=10)
+                    asyncio.run(store.add_report(Report(host(i), b"<x/>", 2000.0, True)))
             with pytest.raises(StoreCorrupt):
                 store.history(host(500))
         cause = caught.value.__cause__  # the SQLite error is kept, code and all

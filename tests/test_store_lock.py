@@ -9,6 +9,7 @@ process). Readers and online backups do not take that lock (tests/test_operation
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -30,7 +31,7 @@ def test_a_second_store_on_one_file_is_refused_until_the_first_closes(tmp_path: 
         (tmp_path / "link.sqlite").symlink_to(path)
         with pytest.raises(StoreInUse):
             Store(tmp_path / "link.sqlite")
-        first.add_report(Report("h1", b"<x/>", 1.0, True)).result(timeout=10)  # the refusals left it whole
+        asyncio.run(first.add_report(Report("h1", b"<x/>", 1.0, True)))  # the refusals left it whole
     finally:
         first.close()
     second = Store(path)  # closing released it

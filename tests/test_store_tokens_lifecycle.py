@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from pathlib import Path
@@ -21,9 +22,11 @@ def store(tmp_path: Path) -> Store:
 
 
 def test_reports_keep_newest_and_bounded_history(store: Store) -> None:
-    futures = [store.add_report(Report(f"h{i % 2}", f"<doc {i}/>".encode(), 1000.0 + i, True)) for i in range(10)]
-    for future in futures:
-        future.result(timeout=10)
+    async def reports() -> None:
+        await asyncio.gather(*(store.add_report(Report(f"h{i % 2}", f"<doc {i}/>".encode(), 1000.0 + i, True))
+                               for i in range(10)))
+
+    asyncio.run(reports())
     hosts = {h.id: h for h in store.hosts()}
     assert set(hosts) == {"h0", "h1"}
     assert hosts["h1"].document == b"<doc 9/>" and hosts["h1"].reported_at == 1009.0
@@ -34,8 +37,8 @@ def test_reports_keep_newest_and_bounded_history(store: Store) -> None:
 def test_reopen_keeps_everything_and_schema_version(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
     first = Store(path)
-    first.add_report(Report("a", b"<x/>", 1.0, False)).result(timeout=10)
-    first.set_flags("a", paused=True).result(timeout=10)
+    asyncio.run(first.add_report(Report("a", b"<x/>", 1.0, False)))
+    asyncio.run(first.set_flags("a", paused=True))
     first.close()
     second = Store(path)
     try:
@@ -58,24 +61,27 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
 
 
 def test_set_flags_on_missing_host(store: Store) -> None:
-    assert store.set_flags("ghost", approved=True).result(timeout=10) is False
+    assert asyncio.run(store.set_flags("ghost", approved=True)) is False
 
 
 def test_a_failed_operation_does_not_sink_its_group(store: Store) -> None:
-    store.bind_token("d1", "h1").result(timeout=10)
-    clash = store.bind_token("d2", "h1")  # host already bound: UNIQUE constraint
-    fine = store.add_report(Report("h2", b"<y/>", 5.0, True))
-    with pytest.raises(sqlite3.IntegrityError):
-        clash.result(timeout=10)
-    fine.result(timeout=10)
+    asyncio.run(store.bind_token("d1", "h1"))
+
+    async def group() -> list[object]:
+        return await asyncio.gather(store.bind_token("d2", "h1"),  # host already bound: UNIQUE constraint
+                                    store.add_report(Report("h2", b"<y/>", 5.0, True)), return_exceptions=True)
+
+    clash, fine = asyncio.run(group())
+    assert isinstance(clash, sqlite3.IntegrityError)
+    assert fine is None
     assert store.token_bindings() == {"d1": "h1"}
     assert [h.id for h in store.hosts()] == ["h2"]
 
 
 def test_a_cancelled_caller_neither_runs_nor_stops_the_writer(store: Store) -> None:
-    # An admin request cut short cancels its concurrent Future while it waits in the queue;
-    # answering it then raised InvalidStateError in the writer thread, and every later write
-    # waited forever (found in review).
+    # An admin request cut short is cancelled while its write waits in the queue; answering it
+    # then raised InvalidStateError in the writer thread, and every later write waited forever
+    # (found in review).
     import threading
 
     release = threading.Event()
@@ -87,31 +93,37 @@ def test_a_cancelled_caller_neither_runs_nor_stops_the_writer(store: Store) -> N
     def cancelled_write(conn: sqlite3.Connection) -> None:
         ran.append("cancelled")
 
-    first = store.submit(blocking)
-    time.sleep(0.1)  # the writer is inside the first transaction now
-    second = store.submit(cancelled_write)
-    assert second.cancel()
-    release.set()
-    first.result(timeout=10)
-    store.add_report(Report("after", b"<z/>", 7.0, True)).result(timeout=10)
+    async def scenario() -> None:
+        first = asyncio.ensure_future(store.write(blocking))
+        await asyncio.sleep(0.1)  # the writer is inside the first transaction now
+        second = asyncio.ensure_future(store.write(cancelled_write))
+        await asyncio.sleep(0)  # queued
+        assert second.cancel()
+        await asyncio.sleep(0)
+        release.set()
+        await first
+        await store.add_report(Report("after", b"<z/>", 7.0, True))
+
+    asyncio.run(scenario())
     assert store.writing
     assert ran == []
     assert [h.id for h in store.hosts()] == ["after"]
 
 
 def test_a_stopped_writer_is_reported_not_waited_on(store: Store) -> None:
-    store._queue.put(None)  # the writer's own stop signal: the thread ends as if it had died
-    store._writer.join(10)
+    writer = store._writer
+    writer._queue.put(None)  # the writer's own stop signal: the thread ends as if it had died
+    writer._thread.join(10)
     assert not store.writing  # GET /healthz answers 503 on this
     with pytest.raises(StoreError, match="stopped"):
-        store.add_report(Report("late", b"<z/>", 8.0, True))
+        asyncio.run(store.add_report(Report("late", b"<z/>", 8.0, True)))
 
 
 def test_closed_store_refuses_writes(tmp_path: Path) -> None:
     s = Store(tmp_path / "c.sqlite")
     s.close()
     with pytest.raises(StoreError, match="closed"):
-        s.add_report(Report("a", b"", 0.0, True))
+        asyncio.run(s.add_report(Report("a", b"", 0.0, True)))
 
 
 def test_history_bound_must_be_positive(tmp_path: Path) -> None:

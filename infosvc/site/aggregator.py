@@ -59,6 +59,8 @@ class Aggregator:
         #: reports accepted, and refused by reason (for /metrics)
         self.accepted = 0
         self.rejected: Counter[str] = Counter()
+        #: stored bindings the tokens file overrides: dropped from the store by `start()`
+        self.stale_bindings: list[str] = []
         for key, host in store.token_bindings().items():
             try:
                 tokens.bind(key, host)
@@ -66,9 +68,16 @@ class Aggregator:
                 # Dropped, not just ignored: the stored row would still hold the host, and another
                 # token's first claim on it would then fail in SQLite, not here.
                 log.warning("dropping stored token binding for %s: %s", host, exc)
-                store.forget_binding(key).result()
+                self.stale_bindings.append(key)
         self.table.load(store.hosts(), now=self.now())
         self._warm(self.table)  # at start, not in the first reader's request
+
+    async def start(self) -> None:
+        """Drop from the store the bindings the tokens file overrides (see __init__): until then,
+        another token's first claim on such a host would fail in SQLite."""
+        while self.stale_bindings:
+            await self.store.forget_binding(self.stale_bindings[0])
+            self.stale_bindings.pop(0)
 
     def now(self) -> float:
         """The wall-clock time, for reports and liveness. Reports keep wall-clock times (they are
@@ -132,7 +141,7 @@ class Aggregator:
         entry = self.table.get(node.id)
         approved = entry.approved if entry is not None else self.table.new_host_approved()
         try:
-            await self.store.commit_report(Report(node.id, body, now, approved), bind_token=key if carries else None)
+            await self.store.add_report(Report(node.id, body, now, approved), bind_token=key if carries else None)
         except Exception as exc:
             if carries and key in self._claims:  # not durable yet
                 self._claims[key] -= 1
@@ -175,7 +184,7 @@ class Aggregator:
     async def set_flags(self, host_id: str, *, approved: bool | None = None, paused: bool | None = None) -> HostEntry:
         if self.table.get(host_id) is None:
             raise Refused(404, f"no host {host_id!r}")
-        await asyncio.wrap_future(self.store.set_flags(host_id, approved=approved, paused=paused))
+        await self.store.set_flags(host_id, approved=approved, paused=paused)
         entry = self.table.set_flags(host_id, self.now(), approved=approved, paused=paused)
         assert entry is not None
         self._warm((entry,))

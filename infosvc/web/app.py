@@ -484,6 +484,7 @@ async def _aggregator_ctx(app: web.Application, store_path: str, tokens: Tokens)
         app[AGGREGATOR] = await asyncio.to_thread(Aggregator, config, store, tokens)
     finally:
         gc.enable()
+    await app[AGGREGATOR].start()
     gc.collect()
     gc.freeze()
     sweeper = asyncio.create_task(_sweep_forever(app[AGGREGATOR], config))

@@ -1,0 +1,53 @@
+"""The store's tables and their migrations: each migration is applied once, in order, and the
+file records how many it has had (PRAGMA user_version)."""
+
+from __future__ import annotations
+
+from typing import Callable, Final
+
+import sqlite_utils
+
+from infosvc.store.file import StoreError
+
+
+def _migration_1(db: sqlite_utils.Database) -> None:
+    db.table("hosts").create({"id": str, "document": bytes, "reported_at": float, "first_seen": float,
+                              "approved": int, "paused": int}, pk="id")
+    reports = db.table("reports")
+    reports.create({"seq": int, "host_id": str, "reported_at": float, "document": bytes}, pk="seq")
+    reports.create_index(["host_id", "seq"])
+    bindings = db.table("token_bindings")
+    bindings.create({"token_hash": str, "host_id": str, "bound_at": float}, pk="token_hash")
+    bindings.create_index(["host_id"], unique=True)
+
+
+def _migration_2(db: sqlite_utils.Database) -> None:
+    """Host Ids in their canonical form (infosvc.model.hostid: lower case, no final dot), as every part
+    now keys hosts. Where two stored Ids fold to one (`HostA` and `hosta`), the one already
+    canonical is kept and the other's row and binding are dropped: its agent is refused until an
+    admin rebinds it, rather than two hosts merging silently."""
+    fold = "lower(CASE WHEN substr({c}, -1) = '.' THEN substr({c}, 1, length({c}) - 1) ELSE {c} END)"
+    conn = db.conn
+    for table, column in (("hosts", "id"), ("token_bindings", "host_id")):
+        folded = fold.format(c=column)
+        conn.execute(f"UPDATE OR IGNORE {table} SET {column} = {folded} WHERE {column} != {folded}")
+        conn.execute(f"DELETE FROM {table} WHERE {column} != {folded}")
+    folded = fold.format(c="host_id")
+    conn.execute(f"UPDATE reports SET host_id = {folded} WHERE host_id != {folded}")
+
+
+#: Schema migrations, applied in order; the database records how many it has had.
+MIGRATIONS: Final[list[Callable[[sqlite_utils.Database], None]]] = [_migration_1, _migration_2]
+
+def migrate(db: sqlite_utils.Database) -> int:
+    """Bring the schema up to date; returns the schema version."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > len(MIGRATIONS):
+        raise StoreError(f"database schema version {version} is newer than this infosvc knows ({len(MIGRATIONS)})")
+    for number in range(version, len(MIGRATIONS)):
+        with db.conn:
+            db.conn.execute("BEGIN IMMEDIATE")
+            MIGRATIONS[number](db)
+            db.conn.execute(f"PRAGMA user_version={number + 1}")
+    return len(MIGRATIONS)
+
