@@ -1,4 +1,4 @@
-"""Connections (infosvc/connections.py; issue 10, items 5 and 10).
+"""Connections (infosvc/web/connections.py; issue 10, items 5 and 10).
 
 Idle, silent and slow clients cannot take the service's file descriptors: there is a cap on
 connections below the open-file limit, the longest-idle connections are closed first to make room,
@@ -34,7 +34,8 @@ from aiohttp import http_exceptions
 from conftest import Server, ServerFactory, node_document, request
 from test_tls import Pki, pki  # noqa: F401 - `pki` is a fixture
 from infosvc.web import connections
-from infosvc.web.connections import LogLimiter, connection_cap, describe_protocol_error
+from infosvc.web.connections import connection_cap
+from infosvc.web.refusals import LogLimiter, describe_protocol_error
 
 P99_LIMIT = 0.050
 MARKER = "SECRET-MARKER-7f3a"

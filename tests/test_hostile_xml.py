@@ -241,11 +241,11 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
     "parse_job": EntryPoint(parse_job, "Job", _job, ("infosvc/codec/job_xml.py", "parse_job")),
     "parse_ccs_job": EntryPoint(parse_ccs_job, "Job", _ccs, ("infosvc/codec/ccsjob_xml.py", "parse_ccs_job")),
     "submission-sss": EntryPoint(lambda body: parse_submission(body, "application/xml"), "Job", _job,
-                                 ("infosvc/submission.py", "_parse_xml")),
+                                 ("infosvc/codec/submission.py", "_parse_xml")),
     "submission-ccs": EntryPoint(lambda body: parse_submission(body, "text/xml"), "Job", _ccs,
-                                 ("infosvc/submission.py", "_parse_xml")),
+                                 ("infosvc/codec/submission.py", "_parse_xml")),
     "submission-untyped": EntryPoint(lambda body: parse_submission(body, ""), "Job", _job,
-                                     ("infosvc/submission.py", "_parse_xml")),
+                                     ("infosvc/codec/submission.py", "_parse_xml")),
 }
 
 def hostile(traps: Traps, attack: str, encoding: str, root: str, shape: Shape) -> bytes:

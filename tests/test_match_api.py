@@ -202,7 +202,7 @@ def test_job_group_with_a_job_that_cannot_be_matched_names_it(site: Server) -> N
 def test_job_group_of_too_many_jobs_is_refused(site: Server) -> None:
     # Each answer lists every host with its reasons: a 256 KiB body of 12,000 tiny jobs was minutes
     # of CPU and gigabytes of answer at 10,000 hosts (found in review).
-    from infosvc.web.app import MAX_MATCH_JOBS
+    from infosvc.web.match import MAX_MATCH_JOBS
 
     def group(n: int) -> bytes:
         return b"<JobGroup><Id>g</Id>" + b"".join(b"<Job><Id>j%d</Id></Job>" % i for i in range(n)) + b"</JobGroup>"
@@ -269,7 +269,7 @@ def test_a_large_site_is_matched_off_the_event_loop_with_the_same_answer() -> No
     import json
 
     from conftest import make_node
-    from infosvc.web import app as api
+    from infosvc.web import match as api
     from infosvc.codec.job_xml import parse_job
     from infosvc.matching.hostcolumns import HostColumns
     from infosvc.matching import AnswerLimits, Site, SiteSnapshot, SyncedColumns, compile_requirements

@@ -19,7 +19,8 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from conftest import ROOT, Server, ServerFactory
-from infosvc.web.app import PUBLISHED_SCHEMAS, make_app
+from infosvc.web.app import make_app
+from infosvc.web.meta import PUBLISHED_SCHEMAS
 from infosvc.site.config import SiteConfig
 
 DOCUMENT_FILE = ROOT / "schemas" / "openapi.json"

@@ -244,7 +244,7 @@ def test_a_match_past_its_work_budget_is_refused() -> None:
 def test_matches_under_way_are_bounded(serve: ServerFactory) -> None:
     """Past MAX_MATCHES_IN_FLIGHT requests under way, the next is a 503 with Retry-After before its
     body is read; once they end, matches are answered again."""
-    from infosvc.web.app import MAX_MATCHES_IN_FLIGHT
+    from infosvc.web.match import MAX_MATCHES_IN_FLIGHT
 
     server = serve({"service": {"body_timeout_seconds": 3}})
     stalled = []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
@@ -284,8 +283,8 @@ def test_a_claim_survives_when_the_report_that_made_it_fails(tmp_path: Path) -> 
     agg = Aggregator(parse_config({}), store, tokens)
 
     async def both() -> list[object]:
-        return await asyncio.gather(agg.ingest(f"Bearer {token}", node_document("h1", sequence=1)),
-                                    agg.ingest(f"Bearer {token}", node_document("h1", sequence=2)),
+        return await asyncio.gather(agg.ingest(key, node_document("h1", sequence=1)),
+                                    agg.ingest(key, node_document("h1", sequence=2)),
                                     return_exceptions=True)
 
     try:

@@ -2,7 +2,7 @@
 
 `infosvc serve` runs the aggregator; `infosvc validate FILE...` checks SSS Node documents
 against schemas/sss-node.xsd and says what is wrong and where; `infosvc status` prints a server's
-hosts, subclusters and CEs (infosvc/status.py). `submit`, `jobs`, `why` and `simulate` come with
+hosts, subclusters and CEs (infosvc/cli/status.py). `submit`, `jobs`, `why` and `simulate` come with
 the matcher.
 """
 
@@ -110,7 +110,7 @@ def tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:
 def _serve(args: argparse.Namespace) -> int:
     from aiohttp import web
 
-    from infosvc.web import connections
+    from infosvc.web import connections, server
     from infosvc.web.app import make_app
     from infosvc.store import StoreError
     from infosvc.site.config import ConfigError, load_config
@@ -171,8 +171,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         # web.run_app, but with the connections capped, their clients timed and aiohttp's own refusals
         # answered as JSON (infosvc/web/connections.py).
-        connections.run(app, host=host, port=port, ssl_context=tls, policy=connections.Policy.of(config.service),
-                        tokens=tokens)
+        server.run(app, host=host, port=port, ssl_context=tls, policy=connections.Policy.of(config.service))
     except (StoreError, sqlite3.Error) as exc:  # a database newer than this infosvc, in use, damaged, or no file
         print(f"infosvc: {db}: {exc}", file=sys.stderr)
         return 1

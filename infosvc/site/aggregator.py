@@ -1,13 +1,13 @@
 """The aggregator's behaviour, apart from HTTP: who may report what, and what a report changes.
 
-`Aggregator.ingest` takes a bearer token and a body and either refuses them (`Refused`, with the
-HTTP status it maps to, or DocumentError for a bad document) or returns the host's entry after
-the report is committed to the store. Nothing is visible in memory before it is durable.
+`Aggregator.ingest` takes the digest of an agent's token (the HTTP layer has checked the token and
+its role) and a body, and either refuses them (`Forbidden`, or DocumentError for a bad document)
+or returns the host's entry after the report is committed to the store. Nothing is visible in
+memory before it is durable.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sqlite3
 import time
@@ -23,23 +23,14 @@ from infosvc.model.node import Node
 from infosvc.site.hosts import HostEntry, HostTable
 from infosvc.site.config import SiteConfig
 from infosvc.store import Report, Store
-from infosvc.site.tokens import Role, Tokens
+from infosvc.site.errors import Forbidden, NotFound
+from infosvc.site.tokens import Tokens
 
 log = logging.getLogger("infosvc.site.aggregator")
 
 
 #: A difference between the wall and the monotonic clock's progress beyond this is a step.
 CLOCK_STEP_SECONDS = 1.0
-
-
-class Refused(Exception):
-    """A request refused for who sent it or what it asks: carries its HTTP status."""
-
-    def __init__(self, status: int, message: str, detail: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.detail = detail
 
 
 class Aggregator:
@@ -95,26 +86,9 @@ class Aggregator:
             self.table.shift_liveness(step)
         return wall
 
-    def authorize(self, header: str | None, *roles: Role) -> tuple[str, Role]:
-        """The token's (digest, role) if the Authorization header carries one of `roles`."""
-        scheme, _, token = (header or "").strip().partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():  # the scheme is case-insensitive (RFC 9110)
-            raise Refused(401, "missing bearer token", "send 'Authorization: Bearer TOKEN'")
-        found = self.tokens.check(token.strip())
-        if found is None:
-            raise Refused(401, "unknown token")
-        if found[1] not in roles:
-            raise Refused(403, f"a {found[1].value} token may not do this",
-                          f"needs a token of role {' or '.join(r.value for r in roles)}")
-        return found
-
-    def authorize_read(self, header: str | None) -> None:
-        if self.config.service.read_token_required:
-            self.authorize(header, *Role)
-
-    async def ingest(self, header: str | None, body: bytes) -> HostEntry:
+    async def ingest(self, key: str, body: bytes) -> HostEntry:
+        """Store and apply the report `body` of the agent whose token's digest is `key`."""
         try:
-            key, _ = self.authorize(header, Role.AGENT)
             node = parse_node(body, max_bytes=self.config.service.max_body_bytes)
             try:
                 node.id = host_id(node.id)
@@ -122,8 +96,8 @@ class Aggregator:
                 raise DocumentError(str(exc), element="Id") from None
             bind = self._check_binding(key, node.id)
             self._check_name(node)
-        except Refused as exc:
-            self.rejected["unauthorized" if exc.status == 401 else "forbidden"] += 1
+        except Forbidden:
+            self.rejected["forbidden"] += 1
             raise
         except ValueError:  # DocumentError
             self.rejected["invalid"] += 1
@@ -151,7 +125,7 @@ class Aggregator:
                 # "UNIQUE constraint failed: token_bindings.host_id": the store holds another claim
                 if isinstance(exc, sqlite3.IntegrityError) and "token_bindings" in str(exc):
                     self.rejected["forbidden"] += 1
-                    raise Refused(403, f"host {node.id!r} reports with another token") from None
+                    raise Forbidden(f"host {node.id!r} reports with another token") from None
             self.rejected["store"] += 1
             raise
         if carries:
@@ -161,29 +135,33 @@ class Aggregator:
         self._warm((entry,))
         return entry
 
+    def count_refused(self, reason: str) -> None:
+        """A report refused before it reached `ingest` (its token, its size, its body), by reason."""
+        self.rejected[reason] += 1
+
     def _check_binding(self, key: str, host: str) -> bool:
-        """Whether this report binds the token now; Refused if the token or host is bound elsewhere."""
+        """Whether this report binds the token now; Forbidden if the token or host is bound elsewhere."""
         bound = self.tokens.host_of(key)
         if bound is not None:
             if bound != host:
-                raise Refused(403, f"this token reports for host {bound!r}, not {host!r}")
+                raise Forbidden(f"this token reports for host {bound!r}, not {host!r}")
             return False
         if self.tokens.holder_of(host) is not None:
-            raise Refused(403, f"host {host!r} reports with another token")
+            raise Forbidden(f"host {host!r} reports with another token")
         return True
 
     def _check_name(self, node: Node) -> None:
-        """Refused when the report's Name is another host's Id, unless it is the first label of its
+        """Forbidden when the report's Name is another host's Id, unless it is the first label of its
         own Id (the agent's short name: `node1` for node1.b.org, beside a host node1): the Name is
         the agent's own word, shown beside the Id, and must not pass one host off as another."""
         named = canonical(node.name or node.id)
         if named not in (node.id, node.id.split(".", 1)[0]) and named in self.table.entries:
-            raise Refused(403, f"the Name {excerpt(node.name or '')!r} is the Id of another host",
+            raise Forbidden(f"the Name {excerpt(node.name or '')!r} is the Id of another host",
                           "a host's Name may be anything but the Id of another host")
 
     async def set_flags(self, host_id: str, *, approved: bool | None = None, paused: bool | None = None) -> HostEntry:
         if self.table.get(host_id) is None:
-            raise Refused(404, f"no host {host_id!r}")
+            raise NotFound(f"no host {host_id!r}")
         await self.store.set_flags(host_id, approved=approved, paused=paused)
         entry = self.table.set_flags(host_id, self.now(), approved=approved, paused=paused)
         assert entry is not None

@@ -53,7 +53,7 @@ SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
         Setting("read_token_required", False, "whether reads need a bearer token too"),
         Setting("information_service_url", "", "published as each GLUE entity's InformationServiceURL (\"\": none)"),
         Setting("max_connections", 1024, "connections held at once (fewer if the open-file limit requires: "
-                "infosvc/connections.py)", minimum=1),
+                "infosvc/web/connections.py)", minimum=1),
         Setting("keepalive_seconds", 30.0, "how long a connection is kept for a next request after one with a "
                 "valid token"),
         Setting("header_timeout_seconds", 10.0, "the time a client has to send a request's line and headers "

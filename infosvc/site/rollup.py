@@ -23,7 +23,7 @@ from typing import Iterable, Iterator, KeysView
 from infosvc.model import glue
 from infosvc.model.glue import Host, SubCluster
 from infosvc.model.node import Consumable, Node
-from infosvc.site.config import DEFAULT_CLUSTER, SiteConfig
+from infosvc.site.config import SiteConfig
 
 MB = "MB"
 

@@ -18,35 +18,32 @@ the request's first bytes at ERROR, an Authorization value among them. Here:
   API's {"error", "detail"} over HTTP/1.1, logged without the request's bytes.
 - `LogLimiter` turns a flood of one kind of event (a failing accept(), malformed requests) into a
   line per interval with a count.
-- `run` serves an app with all of this, in place of aiohttp's `web.run_app`.
+- `infosvc.web.server.run` serves an app with all of this, in place of aiohttp's `web.run_app`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import logging
-import re
 import resource
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from ssl import SSLContext
 from typing import Any, Callable, Final
 
-from aiohttp import hdrs, web
+from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.http import HttpVersion11
-from aiohttp.http_exceptions import (BadHttpMethod, BadStatusLine, HttpProcessingError, InvalidHeader,
-                                     InvalidURLError, LineTooLong, PayloadEncodingError)
+from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.http_parser import RawRequestMessage
 from aiohttp.streams import StreamReader
 from aiohttp.web_protocol import ERROR, RequestHandler
 from aiohttp.web_request import BaseRequest
 
 from infosvc.site.config import ServiceConfig
-from infosvc.site.tokens import Tokens
+from infosvc.web.auth import caller_of
+from infosvc.web.refusals import NO_ROOM, LogLimiter, describe_protocol_error
 
 log = logging.getLogger("infosvc.web.connections")
 
@@ -66,8 +63,6 @@ ANONYMOUS_KEEPALIVE_SECONDS: Final = 2.0
 EVICTION_SCAN: Final = 64
 #: How much the cap drops when accept() fails for want of files although the limit is unchanged.
 OUT_OF_FILES_MARGIN: Final = 16
-#: One log line per kind of event per this many seconds, at most.
-LOG_INTERVAL_SECONDS: Final = 10.0
 
 
 # --- the cap ------------------------------------------------------------------------------------
@@ -94,71 +89,7 @@ def connection_cap(max_connections: int, open_files: int) -> int:
     return max(1, min(max_connections, open_files - reserve))
 
 
-# --- logging without floods ---------------------------------------------------------------------
-
-class LogLimiter:
-    """At most one line per `interval` seconds for each kind of event; the lines left out are counted
-    in the next line of that kind."""
-
-    def __init__(self, logger: logging.Logger, interval: float = LOG_INTERVAL_SECONDS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.logger = logger
-        self.interval = interval
-        self.clock = clock
-        self._kinds: dict[str, tuple[float, int]] = {}  # kind -> (when its last line was written, left out since)
-
-    def log(self, level: int, kind: str, message: str, *args: Any) -> None:
-        now = self.clock()
-        last, left_out = self._kinds.get(kind, (-float("inf"), 0))
-        if now - last < self.interval:
-            self._kinds[kind] = (last, left_out + 1)
-            return
-        if left_out:
-            message += f" (and {left_out} more like it in the last {self.interval:g} s)"
-        self.logger.log(level, message, *args)
-        self._kinds[kind] = (now, 0)
-
-    def info(self, kind: str, message: str, *args: Any) -> None:
-        self.log(logging.INFO, kind, message, *args)
-
-    def warning(self, kind: str, message: str, *args: Any) -> None:
-        self.log(logging.WARNING, kind, message, *args)
-
-
 # --- requests aiohttp cannot parse ----------------------------------------------------------------
-
-#: llhttp's errors read "REASON:\n\n  b'<the request's bytes>'\n  ^": REASON is llhttp's own text
-#: ("Duplicate Content-Length", "Invalid character in chunk size"), the rest is the client's.
-_LLHTTP_REASON = re.compile(r"(?:Bad status line:\n  )?([A-Za-z][A-Za-z0-9 '`-]{0,79}):\n\n  ")
-_FRAMING_WORDS = ("Content-Length", "Transfer-Encoding", "chunk")
-
-
-def describe_protocol_error(exc: HttpProcessingError, *, max_field_size: int,
-                            max_headers: int) -> tuple[int, str, str]:
-    """(status, error, detail) for a request aiohttp's parser refused. Nothing of the request is
-    repeated: aiohttp's messages quote its bytes (the first 100 of an oversized header, which may
-    be an Authorization value), so only llhttp's reason and fixed words are used."""
-    found = _LLHTTP_REASON.match(exc.message)
-    reason = found.group(1) if found else None
-    if isinstance(exc, LineTooLong):
-        return (431, "request line or header too long",
-                f"a request line or header field may be at most {max_field_size} bytes")
-    if exc.message == "Too many headers received":
-        return 431, "too many header fields", f"a request may have at most {max_headers} header fields"
-    if isinstance(exc, BadHttpMethod):
-        if exc.message == "Received HTTPS traffic on an HTTP port":
-            return 400, "not an HTTP request", "this port speaks plain HTTP, not TLS"
-        return 400, "invalid request method", reason or "a method is a token such as GET or POST"
-    if isinstance(exc, BadStatusLine):
-        return 400, "invalid request line", reason or "expected METHOD TARGET HTTP/1.1"
-    if isinstance(exc, InvalidURLError):
-        return 400, "invalid request target", reason or "expected a path such as /v1/nodes"
-    if isinstance(exc, InvalidHeader):
-        return 400, "invalid header field", reason or "a header field's name or value holds a forbidden character"
-    if isinstance(exc, PayloadEncodingError) or (reason and any(w in reason for w in _FRAMING_WORDS)):
-        return 400, "invalid body framing", reason or "Content-Length or Transfer-Encoding does not match the body"
-    return 400, "malformed request", reason or "the request is not valid HTTP/1.1"
-
 
 #: aiohttp answers a request it could not parse as if it were this one (method UNKNOWN), HTTP/1.0:
 #: the same, but HTTP/1.1, so that the answer's status line is HTTP/1.1 like every other.
@@ -166,19 +97,6 @@ ERROR_11: Final = ERROR._replace(version=HttpVersion11)
 
 RequestFactory = Callable[[RawRequestMessage, StreamReader, RequestHandler, AbstractStreamWriter,
                            "asyncio.Task[None]"], BaseRequest]
-
-
-# --- refusing a connection ----------------------------------------------------------------------
-
-def _refusal(status: str, error: str, detail: str) -> bytes:
-    body = json.dumps({"error": error, "detail": detail}).encode()
-    return (f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-            f"Retry-After: 1\r\nConnection: close\r\n\r\n").encode() + body
-
-
-#: Written to a connection the server has no room for, before closing it.
-NO_ROOM: Final = _refusal("503 Service Unavailable", "too many connections",
-                          "the server holds all the connections it may; try again shortly")
 
 
 # --- one connection -----------------------------------------------------------------------------
@@ -299,7 +217,7 @@ class GuardedRequestHandler(RequestHandler):
         answered = await super().finish_response(request, resp, start_time)
         self.kept_alive = True
         self.connections.touch(self)
-        self._arm(self.connections.keepalive_for(request.headers.get(hdrs.AUTHORIZATION)))
+        self._arm(self.connections.keepalive_for(request))
         return answered
 
     def handle_error(self, request: BaseRequest, status: int = 500, exc: BaseException | None = None,
@@ -371,9 +289,8 @@ class Policy:
 class Connections:
     """Every connection of the server, in order of last activity, under the cap."""
 
-    def __init__(self, policy: Policy, tokens: Tokens, open_files: int | None = None) -> None:
+    def __init__(self, policy: Policy, open_files: int | None = None) -> None:
         self.policy = policy
-        self.tokens = tokens
         self.open_files = raise_open_file_limit() if open_files is None else open_files
         self.cap = connection_cap(policy.max_connections, self.open_files)
         if self.cap < policy.max_connections:
@@ -416,12 +333,10 @@ class Connections:
 
         return accepted
 
-    def keepalive_for(self, authorization: str | None) -> float:
-        """How long to wait for a next request after one that came with this Authorization header."""
-        scheme, _, token = (authorization or "").strip().partition(" ")
-        if scheme.lower() == "bearer" and token.strip() and self.tokens.check(token.strip()) is not None:
-            return self.policy.keepalive_seconds
-        return self.anonymous_keepalive
+    def keepalive_for(self, request: BaseRequest) -> float:
+        """How long to wait for a next request after this one: longer when it came with a valid
+        token, as the authorizing middleware found (infosvc/web/auth.py: the token is checked once)."""
+        return self.policy.keepalive_seconds if caller_of(request) is not None else self.anonymous_keepalive
 
     # what the handlers tell
 
@@ -509,60 +424,3 @@ class Connections:
             self._make_room()
         self.logs.warning("accept", "cannot accept connections: %s; %d open, the cap is now %d",
                           exc.strerror or exc, self.count, self.cap)
-
-
-# --- serving ------------------------------------------------------------------------------------
-
-def run(app: web.Application, *, host: str, port: int, ssl_context: SSLContext | None, policy: Policy,
-        tokens: Tokens) -> None:
-    """Serve `app` until SIGINT or SIGTERM, as aiohttp's web.run_app does, with each connection a
-    GuardedRequestHandler under a `Connections`. Errors at start (the store, the address) propagate."""
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    main = loop.create_task(_serve(app, host, port, ssl_context, policy, tokens))
-    try:
-        loop.run_until_complete(main)
-    except (web.GracefulExit, KeyboardInterrupt):
-        pass
-    finally:
-        try:
-            if not main.done():
-                main.cancel()
-                try:
-                    loop.run_until_complete(main)
-                except asyncio.CancelledError:
-                    pass
-        finally:
-            _cancel_all(loop)
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
-
-
-async def _serve(app: web.Application, host: str, port: int, ssl_context: SSLContext | None, policy: Policy,
-                 tokens: Tokens) -> None:
-    loop = asyncio.get_running_loop()
-    connections = Connections(policy, tokens)
-    loop.set_exception_handler(connections.loop_exception_handler)
-    # SIGINT and SIGTERM raise GracefulExit; access_log=None: no line per request.
-    runner = web.AppRunner(app, handle_signals=True, access_log=None)
-    await runner.setup()  # the app's start-up: the store is opened here
-    try:
-        assert runner.server is not None
-        factory = connections.protocol_factory(runner.server, tls=ssl_context,
-                                               keepalive_timeout=policy.keepalive_seconds, access_log=None)
-        server = await loop.create_server(factory, host, port, backlog=BACKLOG)  # TLS: see GuardedRequestHandler
-        try:
-            await asyncio.Event().wait()  # until cancelled
-        finally:
-            server.close()
-    finally:
-        await runner.cleanup()  # open connections closed, the app's cleanup: the store is closed
-
-
-def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
-    """Cancel the tasks still running at exit and wait for them (aiohttp's run_app does the same)."""
-    tasks = asyncio.all_tasks(loop)
-    for task in tasks:
-        task.cancel()
-    if tasks:
-        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))

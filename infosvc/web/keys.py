@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from aiohttp import web
 
-from infosvc.site.aggregator import Aggregator
 from infosvc.publish.prometheus import Metrics
+from infosvc.site.aggregator import Aggregator
 from infosvc.site.config import SiteConfig
+
+if TYPE_CHECKING:
+    from infosvc.web.match import MatchGate
+    from infosvc.web.routes import Route
 
 CONFIG = web.AppKey("config", SiteConfig)
 AGGREGATOR = web.AppKey("aggregator", Aggregator)
 METRICS = web.AppKey("metrics", Metrics)
-if TYPE_CHECKING:
-    from infosvc.web.app import MatchGate
 MATCH_GATE: web.AppKey["MatchGate"] = web.AppKey("match_gate")
+#: handler -> its entry in the route table, for the authorizing middleware
+ROUTE_TABLE: web.AppKey[dict[Callable[..., Any], "Route"]] = web.AppKey("route_table")

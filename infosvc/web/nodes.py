@@ -1,0 +1,51 @@
+"""POST /v1/nodes (an agent's report), GET /v1/nodes and GET /v1/nodes/{id} (docs/api.md)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from aiohttp import web
+
+from infosvc.errors import excerpt
+from infosvc.model.hostid import canonical
+from infosvc.site.errors import NotFound
+from infosvc.site.hosts import HostEntry
+from infosvc.site.query import HostFilter
+from infosvc.web.auth import caller_of
+from infosvc.web.bodies import read_body
+from infosvc.web.keys import AGGREGATOR, METRICS
+from infosvc.web.negotiate import JSON, XML, wants_xml
+
+
+async def post_node(request: web.Request) -> web.Response:
+    started = time.perf_counter()
+    agg = request.app[AGGREGATOR]
+    caller = caller_of(request)
+    assert caller is not None  # the route's access is AGENT
+    body = await read_body(request, agg.config.service, agg.count_refused)
+    entry = await agg.ingest(caller.key, body)
+    request.app[METRICS].ingest_seconds.observe(time.perf_counter() - started)
+    return web.Response(body=json.dumps({"host": entry.id, "state": entry.state.value}).encode(), content_type=JSON)
+
+
+def render_nodes(entries: list[HostEntry], xml: bool) -> web.Response:
+    if xml:
+        body = b"<?xml version='1.0' encoding='UTF-8'?>\n<Nodes>" + b"".join(e.xml() for e in entries) + b"</Nodes>\n"
+        return web.Response(body=body, content_type=XML)
+    return web.Response(body=b"[" + b",".join(e.json() for e in entries) + b"]", content_type=JSON)
+
+
+async def get_nodes(request: web.Request) -> web.Response:
+    selected = list(HostFilter.parse(request.query.items()).select(request.app[AGGREGATOR].table))
+    return render_nodes(selected, wants_xml(request))
+
+
+async def get_node(request: web.Request) -> web.Response:
+    xml = wants_xml(request)
+    entry = request.app[AGGREGATOR].table.get(canonical(request.match_info["id"]))
+    if entry is None:
+        raise NotFound(f"no node {excerpt(request.match_info['id'])!r}")
+    if xml:
+        return web.Response(body=b"<?xml version='1.0' encoding='UTF-8'?>\n" + entry.xml() + b"\n", content_type=XML)
+    return web.Response(body=entry.json(), content_type=JSON)

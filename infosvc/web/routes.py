@@ -1,0 +1,49 @@
+"""The route table: every route of the API with its handler and who may call it. The app is built
+from this table alone, and the one authorizing middleware (infosvc/web/auth.py) reads it, so a
+route added here states its access, and a route added elsewhere is refused."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from infosvc.web import admin, glue, match, meta, nodes, prometheus
+from infosvc.web.auth import Access, Handler
+from infosvc.web.keys import ROUTE_TABLE
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    method: str
+    path: str
+    handler: Handler
+    access: Access
+    #: its refusals count as refused reports (infosvc_reports_rejected_total)
+    counts_reports: bool = False
+
+
+ROUTES: tuple[Route, ...] = (
+    Route("POST", "/v1/nodes", nodes.post_node, Access.AGENT, counts_reports=True),
+    Route("GET", "/v1/nodes", nodes.get_nodes, Access.READ),
+    Route("GET", "/v1/nodes/{id}", nodes.get_node, Access.READ),
+    Route("GET", "/v1/glue", glue.get_glue, Access.READ),
+    Route("GET", "/v1/glue/hosts", glue.get_glue_hosts, Access.READ),
+    Route("GET", "/v1/glue/{kind}/{id}", glue.get_glue_entity, Access.READ),
+    Route("POST", "/v1/match", match.post_match, Access.READ),
+    Route("POST", "/v1/admin/hosts/{id}/{action}", admin.post_admin, Access.ADMIN),
+    Route("GET", "/v1/prometheus/targets", prometheus.get_prometheus_targets, Access.READ),
+    Route("GET", "/metrics", prometheus.get_metrics, Access.READ),
+    Route("GET", "/healthz", meta.healthz, Access.PUBLIC),
+    Route("GET", "/openapi.json", meta.get_openapi, Access.PUBLIC),
+    Route("GET", "/schemas/{name}", meta.get_schema, Access.PUBLIC),
+)
+
+
+def add_routes(app: web.Application, routes: tuple[Route, ...] = ROUTES) -> None:
+    for route in routes:
+        if route.method == "GET":
+            app.router.add_get(route.path, route.handler)  # and HEAD
+        else:
+            app.router.add_route(route.method, route.path, route.handler)
+    app[ROUTE_TABLE] = {route.handler: route for route in routes}

@@ -1,0 +1,64 @@
+"""`infosvc serve`'s event loop: the app served with every connection under `Connections`
+(infosvc/web/connections.py), in place of aiohttp's `web.run_app`, until SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+from ssl import SSLContext
+
+from aiohttp import web
+
+from infosvc.web.connections import BACKLOG, Connections, Policy
+
+
+def run(app: web.Application, *, host: str, port: int, ssl_context: SSLContext | None, policy: Policy) -> None:
+    """Serve `app` until SIGINT or SIGTERM, as aiohttp's web.run_app does, with each connection a
+    GuardedRequestHandler under a `Connections`. Errors at start (the store, the address) propagate."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    main = loop.create_task(_serve(app, host, port, ssl_context, policy))
+    try:
+        loop.run_until_complete(main)
+    except (web.GracefulExit, KeyboardInterrupt):
+        pass
+    finally:
+        try:
+            if not main.done():
+                main.cancel()
+                try:
+                    loop.run_until_complete(main)
+                except asyncio.CancelledError:
+                    pass
+        finally:
+            _cancel_all(loop)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+
+async def _serve(app: web.Application, host: str, port: int, ssl_context: SSLContext | None, policy: Policy) -> None:
+    loop = asyncio.get_running_loop()
+    connections = Connections(policy)
+    loop.set_exception_handler(connections.loop_exception_handler)
+    # SIGINT and SIGTERM raise GracefulExit; access_log=None: no line per request.
+    runner = web.AppRunner(app, handle_signals=True, access_log=None)
+    await runner.setup()  # the app's start-up: the store is opened here
+    try:
+        assert runner.server is not None
+        factory = connections.protocol_factory(runner.server, tls=ssl_context,
+                                               keepalive_timeout=policy.keepalive_seconds, access_log=None)
+        server = await loop.create_server(factory, host, port, backlog=BACKLOG)  # TLS: see GuardedRequestHandler
+        try:
+            await asyncio.Event().wait()  # until cancelled
+        finally:
+            server.close()
+    finally:
+        await runner.cleanup()  # open connections closed, the app's cleanup: the store is closed
+
+
+def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel the tasks still running at exit and wait for them (aiohttp's run_app does the same)."""
+    tasks = asyncio.all_tasks(loop)
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
