@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import pytest
-from lxml import etree
 
-from infosvc.codec.node_xml import noderef_from_element, noderef_to_element
-from infosvc.errors import DocumentError
 from infosvc.model.durations import format_seconds, seconds
 from infosvc.model.node import Consumable
-from infosvc.model.noderef import Aggregation, NodeRef, NodeRefError, fold_names
-from infosvc.model.units import UNITS, UnitError, convert, exponent, to_bytes
+from infosvc.model.noderef import Aggregation, NodeRef, NodeRefError
+from infosvc.model.nodeset import fold
+from infosvc.model.units import UNITS, UnitError, convert, exponent
 
 
 def test_appendix_a_table() -> None:
     # byte, then each unit 2^10 times the one before, up to Doggabyte (2^100)
     assert list(UNITS.values()) == list(range(0, 101, 10))
-    assert to_bytes(1, "byte") == 1
-    assert to_bytes(1, "Kilobyte") == 1024
-    assert to_bytes(1, "Yottabyte") == 2**80
-    assert to_bytes(1, "Doggabyte") == 2**100
+    assert convert(1, "byte", "byte") == 1
+    assert convert(1, "Kilobyte", "byte") == 1024
+    assert convert(1, "Yottabyte", "byte") == 2**80
+    assert convert(1, "Doggabyte", "byte") == 2**100
 
 
 @pytest.mark.parametrize("alias,exp", [("B", 0), ("KB", 10), ("mb", 20), ("GiB", 30), ("TB", 40), ("PB", 50),
@@ -74,7 +72,7 @@ def test_range_expands_with_nodeset() -> None:
     names = NodeRef("node[5-23,77]", Aggregation.RANGE).names()
     assert names[0] == "node5" and names[-1] == "node77" and len(names) == 20
     assert NodeRef("cn[001-003]", Aggregation.RANGE).names() == ["cn001", "cn002", "cn003"]
-    assert fold_names(["node5", "node6", "node7", "node77"]) == "node[5-7,77]"
+    assert fold(["node5", "node6", "node7", "node77"]) == "node[5-7,77]"
     with pytest.raises(NodeRefError, match="bad Range"):
         NodeRef("node[5-", Aggregation.RANGE).names()
 
@@ -87,17 +85,6 @@ def test_pattern_matches_whole_names_of_the_universe() -> None:
         NodeRef("node.*", Aggregation.PATTERN).names()
     with pytest.raises(NodeRefError, match="bad Pattern"):
         NodeRef("node[", Aggregation.PATTERN).names(universe)
-
-
-def test_reference_codec() -> None:
-    element = etree.fromstring('<Node aggregation="List" delimiter=";" count="2">a;b</Node>')
-    ref = noderef_from_element(element)
-    assert ref == NodeRef("a;b", Aggregation.LIST, ";", 2)
-    assert etree.tostring(noderef_to_element(ref)) == b'<Node aggregation="List" delimiter=";" count="2">a;b</Node>'
-    with pytest.raises(DocumentError, match="bad node reference"):
-        noderef_from_element(etree.fromstring('<Node aggregation="Glob">a*</Node>'))
-    with pytest.raises(DocumentError, match="bad node reference"):
-        noderef_from_element(etree.fromstring('<Node count="many">a</Node>'))
 
 
 @pytest.mark.parametrize("expression,names", [

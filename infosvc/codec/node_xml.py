@@ -20,7 +20,6 @@ from infosvc.codec.xmltext import finish
 from infosvc.codec.xmltext import text as _text
 from infosvc.errors import DocumentError, Problem
 from infosvc.model.node import CONSUMABLES, RESOURCE, Category, Consumable, Extension, Node, split_features
-from infosvc.model.noderef import Aggregation, NodeRef
 
 if TYPE_CHECKING:
     from lxml import etree
@@ -216,32 +215,3 @@ def node_to_xml(node: Node, *, pretty: bool = False) -> bytes:
             add(f"</{category.value}>")
     add("</Node>\n")
     return finish("".join(parts), pretty=pretty)
-
-
-def noderef_from_element(element: etree._Element) -> NodeRef:
-    """A node reference (spec 4.4) from a `<Node>` element with text content."""
-    aggregation = element.get("aggregation")
-    count = element.get("count")
-    try:
-        return NodeRef(
-            value=(element.text or "").strip(),
-            aggregation=Aggregation(aggregation) if aggregation is not None else None,
-            delimiter=element.get("delimiter"),
-            count=int(count) if count is not None else None,
-        )
-    except ValueError as exc:
-        raise DocumentError(f"bad node reference: {exc}", line=element.sourceline, element=element.tag) from None
-
-
-def noderef_to_element(ref: NodeRef, tag: str = "Node") -> etree._Element:
-    from lxml import etree
-
-    element = etree.Element(tag)
-    element.text = ref.value
-    if ref.aggregation is not None:
-        element.set("aggregation", ref.aggregation.value)
-    if ref.delimiter is not None:
-        element.set("delimiter", ref.delimiter)
-    if ref.count is not None:
-        element.set("count", str(ref.count))
-    return element

@@ -71,12 +71,3 @@ def expand_range(expression: str) -> list[str]:
         return expand_names(expression.strip())
     except (NodeSetParseError, RangeSetParseError) as exc:
         raise NodeRefError(f"bad Range {excerpt(expression.strip())!r}: {exc}") from None
-
-
-def fold_names(names: Iterable[str]) -> str:
-    """The shortest Range expression for these names (the inverse of expand_range)."""
-    from ClusterShell.NodeSet import NodeSet
-
-    from infosvc.model.nodeset import NO_GROUPS
-
-    return str(NodeSet.fromlist(list(names), resolver=NO_GROUPS))

@@ -61,11 +61,6 @@ def is_byte_unit(units: str) -> bool:
     return units.strip().lower() in _EXPONENTS
 
 
-def to_bytes(value: float, units: str) -> float:
-    """`value` in `units` as a number of bytes."""
-    return ldexp(float(value), exponent(units))
-
-
 def convert(value: float, from_units: str, to_units: str) -> float:
     """`value` in `from_units` expressed in `to_units` (exact for powers of two)."""
     shift = exponent(from_units) - exponent(to_units)
