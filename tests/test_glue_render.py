@@ -23,8 +23,8 @@ from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
 from infosvc.codec import safexml
-from infosvc.codec.glue_json import GlueJson
-from infosvc.codec.glue_xml import NAMESPACE, GlueXml
+from infosvc.codec.glue_xml import NAMESPACE
+from infosvc.publish.glue import Glue
 from infosvc.codec.node_xml import parse_node
 from infosvc.site.hosts import HostEntry
 from infosvc.model import glue
@@ -180,7 +180,7 @@ def ids(root: etree._Element, path: str) -> list[str]:
 # --- XML ------------------------------------------------------------------------------------
 
 def test_tree_xml_is_valid_and_complete(rollup: Rollup) -> None:
-    root = xml_valid(GlueXml(rollup).tree())
+    root = xml_valid(Glue(rollup).xml.tree())
     assert root.tag == f"{{{NAMESPACE}}}Glue"
     assert ids(root, "g:ComputingElement/g:UniqueID") == [ce.unique_id for ce in rollup.computing_elements()]
     # configured clusters (the empty one too), then `default`, published empty because ce-default names it
@@ -204,7 +204,7 @@ def test_tree_xml_is_valid_and_complete(rollup: Rollup) -> None:
 
 
 def test_subcluster_xml_carries_shared_groups_and_totals(rollup: Rollup) -> None:
-    root = xml_valid(GlueXml(rollup).tree())
+    root = xml_valid(Glue(rollup).xml.tree())
     subs = root.findall("g:Cluster/g:SubCluster", NS)
     assert len(subs) == len(rollup.subclusters)
     for sub_el in subs:
@@ -224,7 +224,7 @@ def test_subcluster_xml_carries_shared_groups_and_totals(rollup: Rollup) -> None
 
 
 def test_host_xml_carries_the_mapping(rollup: Rollup) -> None:
-    root = xml_valid(GlueXml(rollup).entity("hosts", "a001") or b"")
+    root = xml_valid(Glue(rollup).xml.entity("hosts", "a001") or b"")
     assert root.tag == f"{{{NAMESPACE}}}Host"
 
     def text(path: str) -> str | None:
@@ -247,7 +247,7 @@ def test_host_xml_carries_the_mapping(rollup: Rollup) -> None:
 
 
 def test_every_entity_xml_is_valid(rollup: Rollup) -> None:
-    xml = GlueXml(rollup)
+    xml = Glue(rollup).xml
     every = {"computing-elements": [c.unique_id for c in rollup.computing_elements()],
              "clusters": ["alpha", "beta", "empty", "default"], "subclusters": list(rollup.subclusters),
              "hosts": list(rollup.hosts)}
@@ -265,7 +265,7 @@ def test_every_entity_xml_is_valid(rollup: Rollup) -> None:
 
 
 def test_hosts_xml(rollup: Rollup) -> None:
-    xml = GlueXml(rollup)
+    xml = Glue(rollup).xml
     chosen = [rollup.hosts[h] for h in ("b03", "a010", "a001")]
     root = xml_valid(xml.hosts(chosen))
     assert root.tag == f"{{{NAMESPACE}}}Hosts"
@@ -275,7 +275,7 @@ def test_hosts_xml(rollup: Rollup) -> None:
 
 def test_schema_refuses_what_it_should(rollup: Rollup) -> None:
     xsd = safexml.schema("glue-ce-1.1.xsd")
-    good = GlueXml(rollup).tree()
+    good = Glue(rollup).xml.tree()
     for before, after in ((b"<State>Ready</State>", b"<State>Busy</State>"),
                           (b"<ClusterRef>beta</ClusterRef>", b"<ClusterRef>gamma</ClusterRef>"),
                           (b"<UniqueID>a002</UniqueID>", b"<UniqueID>a001</UniqueID>"),
@@ -288,7 +288,7 @@ def test_schema_refuses_what_it_should(rollup: Rollup) -> None:
 # --- JSON -----------------------------------------------------------------------------------
 
 def test_tree_json_is_valid_and_consistent(rollup: Rollup) -> None:
-    tree = json_valid(GlueJson(rollup).tree())
+    tree = json_valid(Glue(rollup).json.tree())
     ces = {c["unique_id"]: c for c in tree["computing_elements"]}
     clusters = {c["unique_id"]: c for c in tree["clusters"]}
     subs = {s["unique_id"]: s for s in tree["subclusters"]}
@@ -323,8 +323,8 @@ def test_tree_json_is_valid_and_consistent(rollup: Rollup) -> None:
 
 
 def test_xml_and_json_say_the_same(rollup: Rollup) -> None:
-    root = xml_valid(GlueXml(rollup).tree())
-    tree = json_valid(GlueJson(rollup).tree())
+    root = xml_valid(Glue(rollup).xml.tree())
+    tree = json_valid(Glue(rollup).json.tree())
     assert ids(root, "g:Cluster/g:SubCluster/g:Host/g:UniqueID") == [h["unique_id"] for h in tree["hosts"]]
     assert ids(root, "g:Cluster/g:SubCluster/g:UniqueID") == [s["unique_id"] for s in tree["subclusters"]]
     for sub in tree["subclusters"]:
@@ -335,7 +335,7 @@ def test_xml_and_json_say_the_same(rollup: Rollup) -> None:
 
 
 def test_every_entity_json_is_valid(rollup: Rollup) -> None:
-    js = GlueJson(rollup)
+    js = Glue(rollup).json
     tree = json.loads(js.tree())
     for kind, key in (("computing-elements", "computing_elements"), ("clusters", "clusters"),
                       ("subclusters", "subclusters"), ("hosts", "hosts")):
@@ -352,7 +352,7 @@ def test_every_entity_json_is_valid(rollup: Rollup) -> None:
 
 
 def test_json_schema_refuses_what_it_should(rollup: Rollup) -> None:
-    host = json.loads(GlueJson(rollup).entity("hosts", "a001") or b"")
+    host = json.loads(Glue(rollup).json.entity("hosts", "a001") or b"")
     validator = json_validator(GLUE_SCHEMA, "Host")
     assert validator.is_valid(host)
     for broken in ({**host, "colour": "blue"}, {k: v for k, v in host.items() if k != "state"},
@@ -370,7 +370,7 @@ def test_hostile_strings_are_escaped_and_cleaned(config: SiteConfig) -> None:
     rollup.update(host_from_node(node, "Ready", config, WHEN))
     weird = replace(rollup.hosts["a001"], unique_id="a002", name="lone \ud800 surrogate")
     rollup.update(weird)
-    xml, js = GlueXml(rollup), GlueJson(rollup)
+    xml, js = Glue(rollup).xml, Glue(rollup).json
     root = xml_valid(xml.tree())
     host = root.find("g:Cluster/g:SubCluster/g:Host[g:UniqueID='a001']", NS)
     assert host.findtext("g:Name", namespaces=NS) == HOSTILE  # \r survives as &#13;
@@ -416,7 +416,7 @@ def test_any_values_render_valid_and_read_back(unique_id: str, name: str, os_nam
         smp_load=glue.Load(load, 0, -load), network_adapters=(glue.NetworkAdapter(nic, ip, mtu),))
     rollup = Rollup(SiteConfig())
     rollup.update(host)
-    root_el = xml_valid(GlueXml(rollup).tree())
+    root_el = xml_valid(Glue(rollup).xml.tree())
     el = root_el.find("g:Cluster/g:SubCluster/g:Host", NS)
     assert el is not None
     text = el.findtext
@@ -436,7 +436,7 @@ def test_any_values_render_valid_and_read_back(unique_id: str, name: str, os_nam
     assert text("g:NetworkAdapter/g:MTU", namespaces=NS) == _xml_int(mtu)
     assert text("g:SMPLoad/g:Load1min", namespaces=NS) == (str(load) if abs(load) < 1 << 31 else None)
 
-    tree = json_valid(GlueJson(rollup).tree())
+    tree = json_valid(Glue(rollup).json.tree())
     (out,) = tree["hosts"]
     assert (out["unique_id"], out["name"]) == (unique_id, name)
     assert out["operating_system"].get("name") == os_name and out["processor"].get("model") == model
@@ -457,7 +457,7 @@ def test_negative_loads_and_implausible_numbers(config: SiteConfig) -> None:
                   network_adapters=(glue.NetworkAdapter("eth0", mtu=-7, outbound_ip=True, inbound_ip=False),),
                   processor_load=glue.Load(10**40, 0, 0), processor=glue.Processor(clock_speed=-1, cache_l1=-3))
     rollup.update(odd)
-    xml, js = GlueXml(rollup), GlueJson(rollup)
+    xml, js = Glue(rollup).xml, Glue(rollup).json
     root = xml_valid(xml.tree())
     a1 = root.find("g:Cluster/g:SubCluster/g:Host[g:UniqueID='a001']", NS)
     assert ids(a1, "g:SMPLoad/*") == ["-550", "-300", "0"]
@@ -475,7 +475,7 @@ def test_negative_loads_and_implausible_numbers(config: SiteConfig) -> None:
 
 
 def test_cache_follows_changes(rollup: Rollup, config: SiteConfig) -> None:
-    xml, js = GlueXml(rollup), GlueJson(rollup)
+    xml, js = Glue(rollup).xml, Glue(rollup).json
     first_xml, first_json = xml.tree(), js.tree()
     assert xml.tree() == first_xml and js.tree() == first_json
     cached = xml._cache["a001"][1]
@@ -522,18 +522,18 @@ def test_cache_follows_changes(rollup: Rollup, config: SiteConfig) -> None:
 
 
 def test_warm_renders_ahead_of_the_read(rollup: Rollup, config: SiteConfig) -> None:
-    xml, js = GlueXml(rollup), GlueJson(rollup)
+    xml, js = Glue(rollup).xml, Glue(rollup).json
     xml.tree(), js.tree()
     host = host_from_node(make_node("a007", memory_free=777.0), "Ready", config, "2024-05-01T12:02:00Z")
     rollup.update(host)
     xml.warm([host])
     js.warm([host])
     assert xml._cache["a007"][0] is host and js._cache["a007"][0] is host
-    assert xml.tree() == GlueXml(rollup).tree() and js.tree() == GlueJson(rollup).tree()
+    assert xml.tree() == Glue(rollup).xml.tree() and js.tree() == Glue(rollup).json.tree()
 
 
 def test_foreign_host_objects_are_rendered_not_cached(rollup: Rollup) -> None:
-    xml, js = GlueXml(rollup), GlueJson(rollup)
+    xml, js = Glue(rollup).xml, Glue(rollup).json
     other = replace(rollup.hosts["a001"], name="not the roll-up's")
     root = xml_valid(xml.hosts([other]))
     assert root.findtext("g:Host/g:Name", namespaces=NS) == "not the roll-up's"
@@ -545,30 +545,30 @@ def test_foreign_host_objects_are_rendered_not_cached(rollup: Rollup) -> None:
 
 def test_empty_site() -> None:
     rollup = Rollup(SiteConfig())
-    root = xml_valid(GlueXml(rollup).tree())
+    root = xml_valid(Glue(rollup).xml.tree())
     assert ids(root, "g:Cluster/g:UniqueID") == ["default"]
     assert ids(root, "g:ComputingElement/g:ClusterRef") == ["default"]
     assert root.findtext("g:ComputingElement/g:Info/g:TotalCPUs", namespaces=NS) == "0"
     assert root.find("g:ComputingElement/g:InformationServiceURL", NS) is None
-    tree = json_valid(GlueJson(rollup).tree())
+    tree = json_valid(Glue(rollup).json.tree())
     assert tree["subclusters"] == [] and tree["hosts"] == []
     assert tree["clusters"] == [{"unique_id": "default", "name": "default", "subclusters": []}]
-    assert GlueXml(rollup).entity("hosts", "x") is None and GlueJson(rollup).entity("subclusters", "x") is None
-    xml_valid(GlueXml(rollup).entity("clusters", "default") or b"")
-    json_valid(GlueJson(rollup).entity("computing-elements", "default") or b"", "ComputingElement")
+    assert Glue(rollup).xml.entity("hosts", "x") is None and Glue(rollup).json.entity("subclusters", "x") is None
+    xml_valid(Glue(rollup).xml.entity("clusters", "default") or b"")
+    json_valid(Glue(rollup).json.entity("computing-elements", "default") or b"", "ComputingElement")
 
 
 def test_unclaimed_hosts_and_unknown_clusters(config: SiteConfig) -> None:
     rollup = Rollup(config)
     rollup.update(host_from_node(make_node("stray.example.org"), "Ready", config, WHEN))
     rollup.update(replace(rollup.hosts["stray.example.org"], unique_id="ghost", cluster="ghost-cluster"))
-    root = xml_valid(GlueXml(rollup).tree())
+    root = xml_valid(Glue(rollup).xml.tree())
     assert ids(root, "g:Cluster/g:UniqueID") == ["alpha", "beta", "empty", "default", "ghost-cluster"]
     assert ids(root, "g:Cluster[g:UniqueID='default']/g:SubCluster/g:Host/g:UniqueID") == ["stray.example.org"]
     assert ids(root, "g:Cluster[g:UniqueID='ghost-cluster']/g:SubCluster/g:Host/g:UniqueID") == ["ghost"]
-    tree = json_valid(GlueJson(rollup).tree())
+    tree = json_valid(Glue(rollup).json.tree())
     assert {h["unique_id"] for h in tree["hosts"]} == {"stray.example.org", "ghost"}
-    xml_valid(GlueXml(rollup).entity("clusters", "ghost-cluster") or b"")
+    xml_valid(Glue(rollup).xml.entity("clusters", "ghost-cluster") or b"")
 
 
 # --- SSS Node JSON ----------------------------------------------------------------------------
@@ -587,8 +587,8 @@ def test_node_json_from_the_real_agent_validates() -> None:
     config = SiteConfig()
     rollup = Rollup(config)
     rollup.update(host_from_node(node, "Ready", config, WHEN))
-    xml_valid(GlueXml(rollup).tree())
-    json_valid(GlueJson(rollup).tree())
+    xml_valid(Glue(rollup).xml.tree())
+    json_valid(Glue(rollup).json.tree())
 
 
 def test_node_json_schema_refuses_what_it_should() -> None:
@@ -604,3 +604,48 @@ def test_node_json_schema_refuses_what_it_should() -> None:
                    {**body, "configured": [named_memory]}, {**body, "available": [half_cpu]},
                    {**body, "utilized": [{"kind": "Memory", "value": -1}]}, {**body, "extra": 1}):
         assert not validator.is_valid(broken), broken
+
+
+# --- the publishing layer (infosvc/publish/glue.py, negotiation.py) -------------------------------
+
+def test_one_kind_lookup_serves_every_format(rollup: Rollup) -> None:
+    from infosvc.publish.glue import KINDS, find
+
+    glue = Glue(rollup)
+    for kind in KINDS:
+        for rendering in glue.formats.values():
+            assert rendering.entity(kind, "no-such-id") is None
+    assert find(rollup, "nodes", "a001") is None and glue.json.entity("nodes", "a001") is None
+    assert find(rollup, "hosts", "a001") is rollup.hosts["a001"]
+    assert find(rollup, "clusters", "alpha") == rollup.cluster("alpha")
+
+
+def test_a_changed_host_is_rendered_again_and_a_removed_one_dropped(rollup: Rollup, config: SiteConfig) -> None:
+    glue = Glue(rollup)
+    before = {name: r.tree() for name, r in glue.formats.items()}
+    kept = {name: r._cache["a001"][2] for name, r in glue.formats.items()}
+    host = host_from_node(make_node("a001", memory_free=4242.0), "Ready", config, "2024-05-01T12:03:00Z")
+    rollup.update(host)
+    for name, rendering in glue.formats.items():
+        after = rendering.tree()
+        assert after != before[name] and rendering._cache["a001"][2] != kept[name]
+        assert rendering._cache["a001"][0] is host
+    rollup.remove("a002")
+    for rendering in glue.formats.values():
+        rendering.tree()
+        assert "a002" not in rendering._cache
+
+
+def test_negotiation_in_one_place() -> None:
+    import pytest
+
+    from infosvc.publish.negotiation import choose
+    from infosvc.site.query import QueryError
+
+    assert choose(None, "") == "json"
+    assert choose(None, "application/xml") == "xml" and choose(None, "text/xml;q=0.9") == "xml"
+    assert choose(None, "application/xml, application/json") == "json"  # JSON named: JSON
+    assert choose("xml", "application/json") == "xml"  # the parameter wins
+    with pytest.raises(QueryError) as caught:
+        choose("yaml", "")
+    assert caught.value.parameter == "format" and "json or xml" in str(caught.value)

@@ -1,15 +1,14 @@
 """The GLUE tree as JSON, valid against schemas/glue.schema.json.
 
-GlueJson(rollup) has the methods of GlueXml and answers the same requests in JSON. The tree is
+`JsonDocuments` writes the same documents as the XML codec's `XmlDocuments`, in JSON. The tree is
 flat: {"computing_elements": [...], "clusters": [...], "subclusters": [...], "hosts": [...]},
 each entity naming the others by id (a CE its "clusters", a cluster its "subclusters", a
 subcluster its "cluster" and "hosts", a host its "subcluster" and "cluster"). Keys are the
 model's attribute names (infosvc.model.glue); a value that is not published (None) is left out.
 docs/glue-rendering.md describes the shape.
 
-As in GlueXml, each host's JSON is rendered once and kept while the roll-up holds that very Host
-object in the same subcluster (and the groups hosts share are kept by value); the rest is
-rendered on every call; warm(hosts) renders hosts as they report rather than at the next read.
+A host's object names its subcluster, so the publishing layer keeps it per (host, subcluster);
+the groups hosts share are kept here by value.
 Strings are written with every non-ASCII character escaped, so the bytes are ASCII.
 """
 
@@ -17,12 +16,11 @@ from __future__ import annotations
 
 import json
 from json.encoder import encode_basestring_ascii as _string
-from typing import Any, Iterable
+from typing import Any, Final, Iterable
 
-from infosvc.codec.glue_xml import HOST_STATES, SHARED_CACHE_MAX, availability, count, port, prune
+from infosvc.codec.glue_xml import HOST_STATES, SHARED_CACHE_MAX, Fragment, availability, count, port
 from infosvc.model import glue
-from infosvc.model.glue import Host, SubCluster
-from infosvc.site.rollup import Rollup
+from infosvc.model.glue import GlueTree, Host, SubCluster
 
 _dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 _shared_cache: dict[tuple[object, ...], str] = {}
@@ -161,93 +159,46 @@ def computing_element_json(ce: glue.ComputingElement) -> dict[str, Any]:
     return out
 
 
-class GlueJson:
-    """JSON renderings of one roll-up's GLUE tree, with each host's JSON cached."""
+class JsonDocuments:
+    """The GLUE documents in JSON, from a tree and its hosts' fragments (`fragment(host, subcluster
+    id)`, which the publishing layer caches: infosvc/publish/glue.py)."""
 
-    def __init__(self, rollup: Rollup) -> None:
-        self.rollup = rollup
-        self._cache: dict[str, tuple[Host, str | None, bytes]] = {}
+    media_type: Final = "application/json"
 
-    def _host(self, host: Host, subcluster: str | None) -> bytes:
-        entry = self._cache.get(host.unique_id)
-        if entry is not None and entry[0] is host and entry[1] == subcluster:
-            return entry[2]
-        fragment = host_json(host, subcluster)
-        if self.rollup.hosts.get(host.unique_id) is host:
-            self._cache[host.unique_id] = (host, subcluster, fragment)
-        return fragment
+    def host(self, host: Host, sub_id: str | None) -> bytes:
+        return host_json(host, sub_id)
 
-    def _url(self) -> str | None:
-        return self.rollup.config.service.information_service_url or None
-
-    def tree(self) -> bytes:
+    def tree(self, tree: GlueTree, fragment: Fragment) -> bytes:
         """{"computing_elements", "clusters", "subclusters", "hosts"}: every entity, flat, by id."""
-        rollup = self.rollup
-        url = self._url()
+        url = tree.information_service_url
         clusters, subclusters = [], []
         hosts: list[bytes] = []
-        get = self._cache.get
-        for cluster in rollup.clusters():
-            subs = rollup.subclusters_of(cluster.unique_id)
+        for cluster in tree.clusters():
+            subs = tree.subclusters_of(cluster.unique_id)
             clusters.append(cluster_json(cluster, [s.unique_id for s in subs]))
             for sub in subs:
                 sub_id = sub.unique_id
                 ids = []
-                for host in rollup.hosts_of(sub_id):
+                for host in tree.hosts_of(sub_id):
                     ids.append(host.unique_id)
-                    entry = get(host.unique_id)
-                    hosts.append(entry[2] if entry is not None and entry[0] is host and entry[1] == sub_id
-                                 else self._host(host, sub_id))
+                    hosts.append(fragment(host, sub_id))
                 subclusters.append(subcluster_json(sub, url, ids))
-        ces = [computing_element_json(ce) for ce in rollup.computing_elements()]
-        prune(self._cache, rollup.hosts)
+        ces = [computing_element_json(ce) for ce in tree.computing_elements()]
         return b"".join((b'{"computing_elements":', _dump(ces), b',"clusters":', _dump(clusters),
                          b',"subclusters":[', b",".join(subclusters), b'],"hosts":[', b",".join(hosts), b"]}"))
 
-    def entity(self, kind: str, id: str) -> bytes | None:
-        """One entity as a JSON object (as in the tree), or None when there is no such `kind` or id."""
-        rollup = self.rollup
-        if kind == "hosts":
-            host = rollup.hosts.get(id)
-            if host is None:
-                return None
-            sub = rollup.subcluster_of(id)
-            body = self._host(host, sub.unique_id if sub is not None else None)
-        elif kind == "subclusters":
-            found = rollup.subclusters.get(id)
-            if found is None:
-                return None
-            body = subcluster_json(found, self._url(), [h.unique_id for h in rollup.hosts_of(id)])
-        elif kind == "clusters":
-            cluster = next((c for c in rollup.clusters() if c.unique_id == id), None)
-            if cluster is None:
-                return None
-            body = _dump(cluster_json(cluster, [s.unique_id for s in rollup.subclusters_of(id)]))
-        elif kind == "computing-elements":
-            ce = rollup.computing_element(id)
-            if ce is None:
-                return None
-            body = _dump(computing_element_json(ce))
-        else:
-            return None
-        prune(self._cache, rollup.hosts)
-        return body
-
-    def warm(self, hosts: Iterable[Host]) -> None:
-        """Render now the JSON of these hosts of the roll-up (say, as they report), not at the next read."""
-        rollup = self.rollup
-        for host in hosts:
-            if rollup.hosts.get(host.unique_id) is host:
-                sub = rollup.subcluster_of(host.unique_id)
-                self._host(host, sub.unique_id if sub is not None else None)
-
-    def hosts(self, hosts: Iterable[Host]) -> bytes:
-        """{"hosts": [...]}: `hosts`, in the order given."""
-        rollup = self.rollup
-        known, subcluster_of = rollup.hosts, rollup.subcluster_of
-        fragments = []
-        for host in hosts:
-            sub = subcluster_of(host.unique_id) if known.get(host.unique_id) is host else None
-            fragments.append(self._host(host, sub.unique_id if sub is not None else None))
-        prune(self._cache, known)
+    def hosts(self, fragments: Iterable[bytes]) -> bytes:
+        """{"hosts": [...]}: these hosts' objects, in the order given."""
         return b'{"hosts":[' + b",".join(fragments) + b"]}"
+
+    def host_document(self, fragment: bytes) -> bytes:
+        return fragment
+
+    def subcluster_document(self, tree: GlueTree, sub: SubCluster, fragment: Fragment) -> bytes:
+        return subcluster_json(sub, tree.information_service_url, [h.unique_id for h in tree.hosts_of(sub.unique_id)])
+
+    def cluster_document(self, tree: GlueTree, cluster: glue.Cluster, fragment: Fragment) -> bytes:
+        return _dump(cluster_json(cluster, [s.unique_id for s in tree.subclusters_of(cluster.unique_id)]))
+
+    def computing_element_document(self, tree: GlueTree, ce: glue.ComputingElement) -> bytes:
+        return _dump(computing_element_json(ce))

@@ -1,16 +1,12 @@
 """The GLUE tree as XML, valid against schemas/glue-ce-1.1.xsd (infosvc's rendering of GLUE CE 1.1).
 
-GlueXml(rollup) answers GET /v1/glue: tree() is the whole <Glue> document, entity(kind, id) one
-ComputingElement, Cluster, SubCluster or Host as a document of its own, hosts(hosts) a <Hosts>
-list. docs/glue-rendering.md describes the shape.
+`XmlDocuments` writes the documents of GET /v1/glue: the whole <Glue> tree, one ComputingElement,
+Cluster, SubCluster or Host as a document of its own, a <Hosts> list; docs/glue-rendering.md
+describes the shape. It renders a host's fragment on request and is handed the fragments back
+to join: caching them is the publishing layer's (infosvc/publish/glue.py).
 
-The writer builds the text directly, as node_xml does. A site's document is mostly its hosts,
-so each host's fragment is rendered once and kept while the roll-up still holds that very Host
-object (Host is frozen, and the roll-up replaces it on every change); removed hosts' fragments
-are dropped. The groups most hosts share (Architecture to Processor) are also kept by value.
-Subclusters, clusters and computing elements are few and are rendered on every call. A host
-that reported since the last read is rendered again on the next one; warm(hosts), called as
-hosts report, moves that cost from the read to the report.
+The writer builds the text directly, as node_xml does. The groups most hosts share (Architecture
+to Processor) are kept by value here, as they are the same text for every host that has them.
 
 Text is escaped; characters XML 1.0 cannot carry (control characters, lone surrogates,
 U+FFFE/U+FFFF) are replaced with U+FFFD, so one odd string in a config or a report cannot make
@@ -21,11 +17,10 @@ xs:int, a port beyond 65535) is left out, as "not published".
 from __future__ import annotations
 
 import re
-from typing import Final, Iterable, TypeVar
+from typing import Callable, Final, Iterable
 
 from infosvc.model import glue
-from infosvc.model.glue import Host, SubCluster
-from infosvc.site.rollup import Rollup
+from infosvc.model.glue import GlueTree, Host, SubCluster
 
 NAMESPACE: Final = "urn:infosvc:glue:ce:1.1"
 SCHEMA_FILE: Final = "glue-ce-1.1.xsd"
@@ -45,7 +40,8 @@ _NOT_XML_SUB = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]
 SHARED_CACHE_MAX: Final = 4096
 _shared_cache: dict[tuple[object, ...], str] = {}
 
-E = TypeVar("E")
+#: A host's fragment in a rendering, given the subcluster it is shown in.
+Fragment = Callable[[Host, "str | None"], bytes]
 
 
 def _text(value: str) -> str:
@@ -76,13 +72,6 @@ def availability(load: glue.Load | None) -> glue.Load | None:
 
 def port(value: int | None) -> int | None:
     return value if value is not None and 0 < value < 65536 else None
-
-
-def prune(cache: dict[str, E], hosts: dict[str, Host]) -> None:
-    """Drop cached fragments of hosts the roll-up no longer holds."""
-    if len(cache) > len(hosts):
-        for host_id in [h for h in cache if h not in hosts]:
-            del cache[host_id]
 
 
 # --- the parts --------------------------------------------------------------------------------
@@ -245,93 +234,60 @@ def cluster_head(cluster: glue.Cluster, namespace: str = "") -> str:
 
 # --- documents --------------------------------------------------------------------------------
 
-class GlueXml:
-    """XML renderings of one roll-up's GLUE tree, with each host's fragment cached."""
+class XmlDocuments:
+    """The GLUE documents in XML, from a tree and its hosts' fragments (`fragment(host, subcluster
+    id)`, which the publishing layer caches: infosvc/publish/glue.py)."""
 
-    def __init__(self, rollup: Rollup) -> None:
-        self.rollup = rollup
-        self._cache: dict[str, tuple[Host, bytes]] = {}
-        self._xmlns = f' xmlns="{NAMESPACE}"'
+    media_type: Final = "application/xml"
+    _xmlns: Final = f' xmlns="{NAMESPACE}"'
 
-    def _host(self, host: Host) -> bytes:
-        entry = self._cache.get(host.unique_id)
-        if entry is not None and entry[0] is host:
-            return entry[1]
-        fragment = host_fragment(host)
-        if self.rollup.hosts.get(host.unique_id) is host:
-            self._cache[host.unique_id] = (host, fragment)
-        return fragment
+    def host(self, host: Host, sub_id: str | None) -> bytes:
+        return host_fragment(host)
 
-    def _subcluster(self, sub: SubCluster, out: list[bytes], namespace: str = "") -> None:
-        url = self.rollup.config.service.information_service_url or None
-        out.append(subcluster_head(sub, url, namespace).encode())
-        get = self._cache.get
-        for host in self.rollup.hosts_of(sub.unique_id):
-            entry = get(host.unique_id)
-            out.append(entry[1] if entry is not None and entry[0] is host else self._host(host))
+    def _subcluster(self, tree: GlueTree, sub: SubCluster, fragment: Fragment, out: list[bytes],
+                    namespace: str = "") -> None:
+        out.append(subcluster_head(sub, tree.information_service_url, namespace).encode())
+        sub_id = sub.unique_id
+        out.extend(fragment(host, sub_id) for host in tree.hosts_of(sub_id))
         out.append(b"</SubCluster>")
 
-    def _cluster(self, cluster: glue.Cluster, out: list[bytes], namespace: str = "") -> None:
+    def _cluster(self, tree: GlueTree, cluster: glue.Cluster, fragment: Fragment, out: list[bytes],
+                 namespace: str = "") -> None:
         out.append(cluster_head(cluster, namespace).encode())
-        for sub in self.rollup.subclusters_of(cluster.unique_id):
-            self._subcluster(sub, out)
+        for sub in tree.subclusters_of(cluster.unique_id):
+            self._subcluster(tree, sub, fragment, out)
         out.append(b"</Cluster>")
 
-    def tree(self) -> bytes:
+    def tree(self, tree: GlueTree, fragment: Fragment) -> bytes:
         """The whole tree: a <Glue> document with every computing element, then every cluster."""
-        rollup = self.rollup
         out = [_DECLARATION, f"<Glue{self._xmlns}>".encode()]
-        out.append("".join(computing_element_xml(ce) for ce in rollup.computing_elements()).encode())
-        for cluster in rollup.clusters():
-            self._cluster(cluster, out)
+        out.append("".join(computing_element_xml(ce) for ce in tree.computing_elements()).encode())
+        for cluster in tree.clusters():
+            self._cluster(tree, cluster, fragment, out)
         out.append(b"</Glue>\n")
-        prune(self._cache, rollup.hosts)
         return b"".join(out)
 
-    def entity(self, kind: str, id: str) -> bytes | None:
-        """One entity as a document of its own, or None when there is no such `kind` or id.
+    def hosts(self, fragments: Iterable[bytes]) -> bytes:
+        """A <Hosts> document of these hosts' fragments, in the order given."""
+        return b"".join((_DECLARATION, f"<Hosts{self._xmlns}>".encode(), *fragments, b"</Hosts>\n"))
 
-        A cluster or subcluster document holds its subclusters and hosts, as in the tree; a
-        computing element names its clusters by ClusterRef.
-        """
-        rollup = self.rollup
+    def host_document(self, fragment: bytes) -> bytes:
+        return b"".join((_DECLARATION, f"<Host{self._xmlns}>".encode(), fragment[len(b"<Host>"):], b"\n"))
+
+    def subcluster_document(self, tree: GlueTree, sub: SubCluster, fragment: Fragment) -> bytes:
+        """A subcluster as a document of its own, holding its hosts as in the tree."""
         out = [_DECLARATION]
-        if kind == "hosts":
-            host = rollup.hosts.get(id)
-            if host is None:
-                return None
-            fragment = self._host(host)
-            out += [f"<Host{self._xmlns}>".encode(), fragment[len(b"<Host>"):]]
-        elif kind == "subclusters":
-            sub = rollup.subclusters.get(id)
-            if sub is None:
-                return None
-            self._subcluster(sub, out, self._xmlns)
-        elif kind == "clusters":
-            cluster = next((c for c in rollup.clusters() if c.unique_id == id), None)
-            if cluster is None:
-                return None
-            self._cluster(cluster, out, self._xmlns)
-        elif kind == "computing-elements":
-            ce = rollup.computing_element(id)
-            if ce is None:
-                return None
-            out.append(computing_element_xml(ce, self._xmlns).encode())
-        else:
-            return None
+        self._subcluster(tree, sub, fragment, out, self._xmlns)
         out.append(b"\n")
-        prune(self._cache, rollup.hosts)
         return b"".join(out)
 
-    def warm(self, hosts: Iterable[Host]) -> None:
-        """Render now the fragments of these hosts of the roll-up (say, as they report), not at the next read."""
-        for host in hosts:
-            self._host(host)
-
-    def hosts(self, hosts: Iterable[Host]) -> bytes:
-        """A <Hosts> document listing `hosts`, in the order given."""
-        out = [_DECLARATION, f"<Hosts{self._xmlns}>".encode()]
-        out.extend(self._host(host) for host in hosts)
-        out.append(b"</Hosts>\n")
-        prune(self._cache, self.rollup.hosts)
+    def cluster_document(self, tree: GlueTree, cluster: glue.Cluster, fragment: Fragment) -> bytes:
+        """A cluster as a document of its own, holding its subclusters and hosts as in the tree."""
+        out = [_DECLARATION]
+        self._cluster(tree, cluster, fragment, out, self._xmlns)
+        out.append(b"\n")
         return b"".join(out)
+
+    def computing_element_document(self, tree: GlueTree, ce: glue.ComputingElement) -> bytes:
+        """A computing element as a document of its own: it names its clusters by ClusterRef."""
+        return b"".join((_DECLARATION, computing_element_xml(ce, self._xmlns).encode(), b"\n"))

@@ -30,7 +30,7 @@ from __future__ import annotations
 import operator
 import weakref
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Final, Iterable, Mapping, Protocol
+from typing import Callable, Final, Iterable, Mapping, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -263,10 +263,10 @@ class HostColumns:
         return columns
 
 
-_OF_ROLLUP: weakref.WeakKeyDictionary[Any, HostColumns] = weakref.WeakKeyDictionary()
+_OF_ROLLUP: weakref.WeakKeyDictionary[Membership, HostColumns] = weakref.WeakKeyDictionary()
 
 
-def columns_for(rollup: Any) -> HostColumns:
+def columns_for(rollup: Membership) -> HostColumns:
     """The HostColumns kept for `rollup` (made on first use; gone with the roll-up). For callers
     whose node_of is a HostTable's, whose nodes change only with their Host (the server)."""
     found = _OF_ROLLUP.get(rollup)

@@ -10,6 +10,7 @@ published": GLUE is built top down, and every group below the structural objects
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Protocol, Sequence
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,3 +207,32 @@ class ComputingElement:
     jobs: tuple[CEJob, ...] = ()
     clusters: tuple[str, ...] = ()  # cluster unique ids
     information_service_url: str | None = None
+
+
+class GlueTree(Protocol):
+    """A site's published GLUE tree, as every reader of it sees it: the publishing layer and its
+    renderings, the matcher (infosvc.matching.view.SiteView reads part of it), a simulator's site.
+    infosvc.site.rollup.Rollup keeps one."""
+
+    @property
+    def hosts(self) -> Mapping[str, Host]: ...
+
+    @property
+    def subclusters(self) -> Mapping[str, SubCluster]: ...
+
+    @property
+    def information_service_url(self) -> str | None: ...
+
+    def clusters(self) -> Sequence[Cluster]: ...
+
+    def cluster(self, cluster_id: str) -> Cluster | None: ...
+
+    def subclusters_of(self, cluster_id: str) -> Sequence[SubCluster]: ...
+
+    def hosts_of(self, sub_id: str) -> Iterable[Host]: ...
+
+    def subcluster_of(self, host_id: str) -> SubCluster | None: ...
+
+    def computing_elements(self) -> Sequence[ComputingElement]: ...
+
+    def computing_element(self, ce_id: str) -> ComputingElement | None: ...

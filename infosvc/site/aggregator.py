@@ -14,11 +14,10 @@ import time
 from collections import Counter
 from typing import Callable, Iterable
 
-from infosvc.codec.glue_json import GlueJson
-from infosvc.codec.glue_xml import GlueXml
 from infosvc.codec.node_xml import parse_node
 from infosvc.errors import DocumentError, excerpt
 from infosvc.model.hostid import HostIdError, canonical, host_id
+from infosvc.model.glue import Host
 from infosvc.model.node import Node
 from infosvc.site.hosts import HostEntry, HostTable
 from infosvc.site.config import SiteConfig
@@ -43,8 +42,8 @@ class Aggregator:
         self.monotonic = monotonic
         self._clocks = (clock(), monotonic())
         self.table = HostTable(config)
-        self.glue_json = GlueJson(self.table.rollup)
-        self.glue_xml = GlueXml(self.table.rollup)
+        #: told of the GLUE hosts that changed, once they have (the publishing layer renders them)
+        self.on_change: list[Callable[[list[Host]], None]] = []
         #: token digest -> reports in flight carrying its first claim on a host (see ingest)
         self._claims: dict[str, int] = {}
         #: reports accepted, and refused by reason (for /metrics)
@@ -61,7 +60,6 @@ class Aggregator:
                 log.warning("dropping stored token binding for %s: %s", host, exc)
                 self.stale_bindings.append(key)
         self.table.load(store.hosts(), now=self.now())
-        self._warm(self.table)  # at start, not in the first reader's request
 
     async def start(self) -> None:
         """Drop from the store the bindings the tokens file overrides (see __init__): until then,
@@ -174,8 +172,6 @@ class Aggregator:
         return len(changed)
 
     def _warm(self, entries: Iterable[HostEntry]) -> None:
-        # Render a changed host's GLUE now, a few microseconds per report, so that a read of the
-        # whole tree joins cached fragments instead of rendering every host that reported since.
         hosts = [h for h in map(self.table.rollup.hosts.get, (e.id for e in entries)) if h is not None]
-        self.glue_json.warm(hosts)
-        self.glue_xml.warm(hosts)
+        for listener in self.on_change:
+            listener(hosts)

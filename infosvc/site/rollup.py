@@ -340,6 +340,11 @@ class Rollup:
 
     # --- reading ------------------------------------------------------------------------------
 
+    @property
+    def information_service_url(self) -> str | None:
+        """Where the site's information service is, as the GLUE renderings publish it."""
+        return self.config.service.information_service_url or None
+
     def subcluster_of(self, host_id: str) -> SubCluster | None:
         sub_id = self._sub_of.get(host_id)
         return self.subclusters.get(sub_id) if sub_id is not None else None

@@ -13,6 +13,7 @@ from typing import AsyncIterator
 
 from aiohttp import web
 
+from infosvc.publish.glue import Glue
 from infosvc.publish.prometheus import Metrics
 from infosvc.site.aggregator import Aggregator
 from infosvc.site.config import SiteConfig
@@ -20,7 +21,7 @@ from infosvc.site.tokens import Tokens
 from infosvc.store import Store
 from infosvc.web.auth import authorize
 from infosvc.web.errors import errors_as_json
-from infosvc.web.keys import AGGREGATOR, CONFIG, MATCH_GATE, METRICS
+from infosvc.web.keys import AGGREGATOR, CONFIG, GLUE, MATCH_GATE, METRICS
 from infosvc.web.match import MatchGate
 from infosvc.web.routes import add_routes
 
@@ -47,7 +48,12 @@ async def _aggregator_ctx(app: web.Application, store_path: str, tokens: Tokens)
         gc.enable()
     gc.collect()
     gc.freeze()
-    await app[AGGREGATOR].start()
+    agg = app[AGGREGATOR]
+    await agg.start()
+    # Every host's GLUE rendered at start, not in the first reader's request; then as hosts change.
+    glue = app[GLUE] = Glue(agg.table.rollup)
+    await asyncio.to_thread(glue.warm, list(agg.table.rollup.hosts.values()))
+    agg.on_change.append(glue.warm)
     sweeper = asyncio.create_task(_sweep_forever(app[AGGREGATOR], config))
     try:
         yield

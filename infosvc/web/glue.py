@@ -1,43 +1,38 @@
-"""GET /v1/glue, /v1/glue/hosts and /v1/glue/{kind}/{id}: the GLUE tree, in JSON or XML."""
+"""GET /v1/glue, /v1/glue/hosts and /v1/glue/{kind}/{id}: the GLUE tree (infosvc/publish/glue.py)."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
 from infosvc.model.hostid import canonical
+from infosvc.publish.glue import KINDS
 from infosvc.site.errors import NotFound
 from infosvc.site.query import HostFilter
-from infosvc.web.keys import AGGREGATOR
-from infosvc.web.negotiate import JSON, XML, wants_xml
-
-GLUE_KINDS = ("computing-elements", "clusters", "subclusters", "hosts")
+from infosvc.web.keys import AGGREGATOR, GLUE
+from infosvc.web.negotiate import format_of
 
 
 async def get_glue(request: web.Request) -> web.Response:
-    agg = request.app[AGGREGATOR]
-    if wants_xml(request):
-        return web.Response(body=agg.glue_xml.tree(), content_type=XML)
-    return web.Response(body=agg.glue_json.tree(), content_type=JSON)
+    rendering = request.app[GLUE].formats[format_of(request)]
+    return web.Response(body=rendering.tree(), content_type=rendering.media_type)
 
 
 async def get_glue_hosts(request: web.Request) -> web.Response:
-    agg = request.app[AGGREGATOR]
-    hosts = agg.table.rollup.hosts
-    selected = [hosts[e.id] for e in HostFilter.parse(request.query.items()).select(agg.table) if e.id in hosts]
-    if wants_xml(request):
-        return web.Response(body=agg.glue_xml.hosts(selected), content_type=XML)
-    return web.Response(body=agg.glue_json.hosts(selected), content_type=JSON)
+    rendering = request.app[GLUE].formats[format_of(request)]
+    table = request.app[AGGREGATOR].table
+    hosts = table.rollup.hosts
+    selected = [hosts[e.id] for e in HostFilter.parse(request.query.items()).select(table) if e.id in hosts]
+    return web.Response(body=rendering.hosts(selected), content_type=rendering.media_type)
 
 
 async def get_glue_entity(request: web.Request) -> web.Response:
-    agg = request.app[AGGREGATOR]
     kind, ident = request.match_info["kind"], request.match_info["id"]
+    if kind not in KINDS:
+        raise NotFound(f"no GLUE kind {kind!r}", f"one of {', '.join(KINDS)}")
     if kind == "hosts":
         ident = canonical(ident)  # as every route addresses a host (infosvc.model.hostid)
-    if kind not in GLUE_KINDS:
-        raise NotFound(f"no GLUE kind {kind!r}", f"one of {', '.join(GLUE_KINDS)}")
-    xml = wants_xml(request)
-    body = (agg.glue_xml if xml else agg.glue_json).entity(kind, ident)
+    rendering = request.app[GLUE].formats[format_of(request)]
+    body = rendering.entity(kind, ident)
     if body is None:
         raise NotFound(f"no {kind[:-1].replace('-', ' ')} {ident!r}")
-    return web.Response(body=body, content_type=XML if xml else JSON)
+    return web.Response(body=body, content_type=rendering.media_type)

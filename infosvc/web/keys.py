@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from aiohttp import web
 
+from infosvc.publish.glue import Glue
 from infosvc.publish.prometheus import Metrics
 from infosvc.site.aggregator import Aggregator
 from infosvc.site.config import SiteConfig
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 CONFIG = web.AppKey("config", SiteConfig)
 AGGREGATOR = web.AppKey("aggregator", Aggregator)
 METRICS = web.AppKey("metrics", Metrics)
+GLUE = web.AppKey("glue", Glue)
 MATCH_GATE: web.AppKey["MatchGate"] = web.AppKey("match_gate")
 #: handler -> its entry in the route table, for the authorizing middleware
 ROUTE_TABLE: web.AppKey[dict[Callable[..., Any], "Route"]] = web.AppKey("route_table")

@@ -1,20 +1,18 @@
-"""Which rendering a request asks for: `?format=` first, else its Accept header."""
+"""The format a request asks for (infosvc/publish/negotiation.py decides), and the media types."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from infosvc.site.query import QueryError
+from infosvc.publish.negotiation import choose
 
 JSON = "application/json"
 XML = "application/xml"
 
 
+def format_of(request: web.Request) -> str:
+    return choose(request.query.get("format"), request.headers.get("Accept", ""))
+
+
 def wants_xml(request: web.Request) -> bool:
-    fmt = request.query.get("format")
-    if fmt is not None:
-        if fmt not in ("json", "xml"):
-            raise QueryError("format", "expected json or xml")
-        return fmt == "xml"
-    accept = request.headers.get("Accept", "")
-    return ("application/xml" in accept or "text/xml" in accept) and JSON not in accept
+    return format_of(request) == "xml"

@@ -1,0 +1,141 @@
+"""GLUE for readers: the kind lookup and the cache of host renderings, once, over any GLUE tree
+(the model's `GlueTree` Protocol, which the site's roll-up keeps), for every format.
+
+A format is a codec's documents object (`XmlDocuments`, `JsonDocuments`, and LDIF or GLUE 2.0
+when they come: one module each, and one line in FORMATS). A site's documents are mostly its
+hosts, so each host's rendering is kept while the tree still holds that very Host object in the
+same subcluster (Host is frozen, and the roll-up replaces it on every change), and dropped when
+the host goes. Subclusters, clusters and computing elements are few and rendered on every read.
+`warm(hosts)`, called as hosts report, moves a changed host's rendering from the next read to
+the report.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Protocol
+
+from infosvc.codec.glue_json import JsonDocuments
+from infosvc.codec.glue_xml import Fragment, XmlDocuments
+from infosvc.model import glue
+from infosvc.model.glue import GlueTree, Host, SubCluster
+
+#: The kinds of GET /v1/glue/{kind}/{id}.
+KINDS = ("computing-elements", "clusters", "subclusters", "hosts")
+
+Entity = Host | SubCluster | glue.Cluster | glue.ComputingElement
+
+
+class Documents(Protocol):
+    """What a codec offers the publishing layer for one format."""
+
+    @property
+    def media_type(self) -> str: ...
+
+    def host(self, host: Host, sub_id: str | None) -> bytes: ...
+
+    def tree(self, tree: GlueTree, fragment: Fragment) -> bytes: ...
+
+    def hosts(self, fragments: Iterable[bytes]) -> bytes: ...
+
+    def host_document(self, fragment: bytes) -> bytes: ...
+
+    def subcluster_document(self, tree: GlueTree, sub: SubCluster, fragment: Fragment) -> bytes: ...
+
+    def cluster_document(self, tree: GlueTree, cluster: glue.Cluster, fragment: Fragment) -> bytes: ...
+
+    def computing_element_document(self, tree: GlueTree, ce: glue.ComputingElement) -> bytes: ...
+
+
+def find(tree: GlueTree, kind: str, ident: str) -> Entity | None:
+    """The entity of `kind` (one of KINDS) with this id, or None."""
+    if kind == "hosts":
+        return tree.hosts.get(ident)
+    if kind == "subclusters":
+        return tree.subclusters.get(ident)
+    if kind == "clusters":
+        return tree.cluster(ident)
+    if kind == "computing-elements":
+        return tree.computing_element(ident)
+    return None
+
+
+class Rendering:
+    """One format's documents of one tree, with each host's rendering cached."""
+
+    def __init__(self, tree: GlueTree, documents: Documents) -> None:
+        self.source = tree
+        self.documents = documents
+        self.media_type = documents.media_type
+        #: host id -> (the Host rendered, the subcluster it was shown in, its rendering)
+        self._cache: dict[str, tuple[Host, str | None, bytes]] = {}
+
+    def fragment(self, host: Host, sub_id: str | None) -> bytes:
+        entry = self._cache.get(host.unique_id)
+        if entry is not None and entry[0] is host and entry[1] == sub_id:
+            return entry[2]
+        fragment = self.documents.host(host, sub_id)
+        if self.source.hosts.get(host.unique_id) is host:  # a host not of the tree is rendered, not kept
+            self._cache[host.unique_id] = (host, sub_id, fragment)
+        return fragment
+
+    def _fragment_in_tree(self, host: Host) -> bytes:
+        sub = self.source.subcluster_of(host.unique_id) if self.source.hosts.get(host.unique_id) is host else None
+        return self.fragment(host, sub.unique_id if sub is not None else None)
+
+    def _prune(self) -> None:
+        hosts, cache = self.source.hosts, self._cache
+        if len(cache) > len(hosts):
+            for host_id in [h for h in cache if h not in hosts]:
+                del cache[host_id]
+
+    def tree(self) -> bytes:
+        """The whole tree."""
+        body = self.documents.tree(self.source, self.fragment)
+        self._prune()
+        return body
+
+    def entity(self, kind: str, ident: str) -> bytes | None:
+        """One entity as a document of its own, or None when there is no such kind or id."""
+        found = find(self.source, kind, ident)
+        if found is None:
+            return None
+        documents, tree = self.documents, self.source
+        if isinstance(found, Host):
+            body = documents.host_document(self._fragment_in_tree(found))
+        elif isinstance(found, SubCluster):
+            body = documents.subcluster_document(tree, found, self.fragment)
+        elif isinstance(found, glue.Cluster):
+            body = documents.cluster_document(tree, found, self.fragment)
+        else:
+            body = documents.computing_element_document(tree, found)
+        self._prune()
+        return body
+
+    def hosts(self, hosts: Iterable[Host]) -> bytes:
+        """These hosts, in the order given."""
+        body = self.documents.hosts([self._fragment_in_tree(host) for host in hosts])
+        self._prune()
+        return body
+
+    def warm(self, hosts: Iterable[Host]) -> None:
+        """Render now these hosts of the tree (say, as they report), not at the next read."""
+        known = self.source.hosts
+        for host in hosts:
+            if known.get(host.unique_id) is host:
+                self._fragment_in_tree(host)
+
+
+class Glue:
+    """Every format's GLUE documents of one tree."""
+
+    def __init__(self, tree: GlueTree) -> None:
+        self.tree = tree
+        self.xml = Rendering(tree, XmlDocuments())
+        self.json = Rendering(tree, JsonDocuments())
+        #: the formats by the name `?format=` gives them
+        self.formats: dict[str, Rendering] = {"json": self.json, "xml": self.xml}
+
+    def warm(self, hosts: Iterable[Host]) -> None:
+        hosts = list(hosts)
+        for rendering in self.formats.values():
+            rendering.warm(hosts)
