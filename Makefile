@@ -18,9 +18,11 @@ run: $(STAMP)
 	mkdir -p var
 	$(VENV)/bin/infosvc serve --db var/infosvc.sqlite --local-agent --listen $(LISTEN)
 
+# The suite on both cores (pytest-xdist), then the tests that time the service from outside, alone.
 test: $(STAMP)
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 -m "not serial"
+	$(PY) -m pytest -q -p no:xdist -m serial
 
 bench: $(STAMP)
 	$(PY) bench/run.py

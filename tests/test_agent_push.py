@@ -20,6 +20,9 @@ from conftest import Server, ServerFactory, free_port, node_document, wait_for
 from infosvc.codec.node_xml import parse_node
 from infosvc_agents.push import PushLoop, Sender
 
+# Latency and timeouts measured from outside: run alone, not beside other tests (make test).
+pytestmark = pytest.mark.serial
+
 
 def sequence_of(document: bytes) -> int:
     value = parse_node(document).extension("Sequence", "Test")

@@ -37,6 +37,9 @@ from infosvc.web import connections
 from infosvc.web.connections import connection_cap
 from infosvc.web.refusals import LogLimiter, describe_protocol_error
 
+# Latency and timeouts measured from outside: run alone, not beside other tests (make test).
+pytestmark = pytest.mark.serial
+
 P99_LIMIT = 0.050
 MARKER = "SECRET-MARKER-7f3a"
 

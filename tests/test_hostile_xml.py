@@ -48,6 +48,9 @@ from infosvc.codec.node_xml import parse_node
 from infosvc.errors import DocumentError
 from infosvc.codec.submission import parse_submission
 
+# Latency and timeouts measured from outside: run alone, not beside other tests (make test).
+pytestmark = pytest.mark.serial
+
 #: Seconds a refusal may take before the case counts as hung (they take well under a millisecond).
 LIMIT = 5.0
 CCS_NS = "https://www.microsoft.com/ComputeCluster/"

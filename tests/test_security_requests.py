@@ -17,6 +17,9 @@ import pytest
 from conftest import Reply, Server, ServerFactory, make_node, node_document, wait_for
 from infosvc.codec.node_xml import node_to_xml
 
+# Latency and timeouts measured from outside: run alone, not beside other tests (make test).
+pytestmark = pytest.mark.serial
+
 
 def match(server: Server, body: bytes, query: str = "", timeout: float = 30.0) -> Reply:
     return server.request("POST", "/v1/match" + query, body, headers={"Content-Type": "application/xml"},
