@@ -4,7 +4,7 @@ The issue's target: matching one job against 10,000 hosts in 100 subclusters und
 same job against the same hosts as 10,000 singleton subclusters, for the ratio (what evaluating
 the static part once per subcluster saves).
 
-In process, no server: 10,000 synthetic SSS Nodes (as tests/conftest.make_node writes them), their
+In process, no server: 10,000 synthetic SSS Nodes (as tests/support/documents.make_node writes them), their
 GLUE Hosts from infosvc.site.rollup.host_from_node, put in a Rollup. In the first site the hosts are of
 100 kinds (processor model, CPU count, architecture), so 100 subclusters; in the second each
 host's processor model is its own, so 10,000 subclusters. 1% of the hosts are Paused.

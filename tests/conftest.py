@@ -1,332 +1,26 @@
-"""Shared fixtures: the real `infosvc serve` on loopback with real SQLite files, and SSS Node documents.
+"""The fixtures shared by the tests; what they are built from is in tests/support/.
 
-`serve(...)` starts the aggregator as a subprocess on a free loopback port with its own site
-config (TOML), tokens file and SQLite file under tmp_path, and waits for /healthz to answer (a
-poll with a deadline, never a fixed sleep). `node_document(...)` writes a valid SSS Node document
-for a synthetic host with infosvc's own writer.
+`serve(...)` starts the real aggregator (support.server.Server) on a free loopback port with its
+own files under tmp_path and stops it at the end, failing the test if the server logged a bug.
 """
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
-import resource
-import signal
-import socket
-import sqlite3
-import ssl
-import subprocess
-import sys
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 import pytest
 from hypothesis import settings
 
-from infosvc.codec.node_xml import node_to_xml
-from infosvc.model.node import Consumable, Extension, Node
-from infosvc.site.tokens import new_token
+from support.configspy import Accepted, record_accepted
+from support.server import Server, ServerFactory, stop_and_check
 
 # CI runs the property tests on a fixed seed and without per-example deadlines: a landing must not
 # depend on the draw, nor on how loaded the shared machine is. Locally they explore anew each run.
 settings.register_profile("ci", derandomize=True, deadline=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
-
-ROOT = Path(__file__).resolve().parents[1]
-START_TIMEOUT = 30.0
-
-
-# --- documents -------------------------------------------------------------------------------
-
-def make_node(host: str, *, processors: int = 4, free_processors: int | None = None, memory_mb: float = 8192,
-              free_memory_mb: float | None = None, features: tuple[str, ...] = (), opsys: str = "Linux",
-              arch: str = "x86_64", os_name: str = "Rocky Linux", os_release: str = "9.3",
-              model: str = "Xeon Gold 6130", state: str = "Idle", sequence: int | None = None,
-              sample_time: str | None = None, extra: tuple[Extension, ...] = ()) -> Node:
-    """A Node as the agent would write it, for a synthetic host."""
-    free = processors if free_processors is None else free_processors
-    node = Node(id=host, name=host.split(".", 1)[0], features=list(features), opsys=opsys, arch=arch, state=state)
-    ext = node.extensions
-    if sample_time is not None:
-        ext.append(Extension("SampleTime", sample_time, "Agent"))
-    if sequence is not None:
-        ext.append(Extension("Sequence", str(sequence), "Test"))
-    ext.append(Extension("Name", os_name, "OperatingSystem"))
-    ext.append(Extension("Release", os_release, "OperatingSystem"))
-    ext.append(Extension("Model", model, "Processor"))
-    ext.append(Extension("ClockSpeed", "2100", "Processor"))
-    ext.extend(extra)
-    node.configured.add(Consumable("Processors", processors))
-    node.configured.add(Consumable("Memory", float(memory_mb), units="MB"))
-    node.available.add(Consumable("Processors", free))
-    node.available.add(Consumable("Memory", float(memory_mb / 2 if free_memory_mb is None else free_memory_mb),
-                                  units="MB"))
-    node.utilized.add(Consumable("Processors", processors - free, metric="Average"))
-    return node
-
-
-def node_document(host: str, **kwargs: Any) -> bytes:
-    """A valid SSS Node document (XML) for a synthetic host; keywords as for make_node."""
-    return node_to_xml(make_node(host, **kwargs))
-
-
-# --- processes -------------------------------------------------------------------------------
-
-def stop_process(process: subprocess.Popen[Any], timeout: float = 15) -> None:
-    """SIGTERM, as an operator would; SIGKILL if it has not stopped within `timeout` seconds."""
-    if process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
-# --- HTTP ------------------------------------------------------------------------------------
-
-@dataclass
-class Reply:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-    def is_error(self, status: int) -> bool:
-        """A refusal as the API promises it: this status and a JSON {"error", "detail"} body."""
-        if self.status != status:
-            return False
-        data = self.json()
-        return isinstance(data, dict) and set(data) == {"error", "detail"} and bool(data["error"])
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def request(port: int, method: str, path: str, body: bytes | None = None, *, token: str | None = None,
-            headers: Mapping[str, str] | None = None, timeout: float = 15.0,
-            tls: ssl.SSLContext | None = None) -> Reply:
-    """One request to 127.0.0.1:port; over https, verified with `tls`, when it is given."""
-    all_headers = dict(headers or {})
-    if token is not None:
-        all_headers["Authorization"] = f"Bearer {token}"
-    if body is not None and method == "POST":
-        all_headers.setdefault("Content-Type", "application/xml")
-    connection = (http.client.HTTPConnection("127.0.0.1", port, timeout=timeout) if tls is None
-                  else http.client.HTTPSConnection("127.0.0.1", port, timeout=timeout, context=tls))
-    try:
-        connection.request(method, path, body=body, headers=all_headers)
-        response = connection.getresponse()
-        return Reply(response.status, {k.lower(): v for k, v in response.getheaders()}, response.read())
-    finally:
-        connection.close()
-
-
-# --- the server ------------------------------------------------------------------------------
-
-def toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    raise TypeError(value)
-
-
-def toml(config: Mapping[str, Mapping[str, Any]]) -> str:
-    """A site config of plain tables ({"service": {"max_body_bytes": 4096}, ...}) as TOML."""
-    lines = []
-    for table, keys in config.items():
-        lines.append(f"[{table}]")
-        lines.extend(f"{key} = {toml_value(value)}" for key, value in keys.items())
-        lines.append("")
-    return "\n".join(lines)
-
-
-@dataclass
-class Server:
-    """One `infosvc serve` subprocess with its files; restartable on the same SQLite file."""
-
-    directory: Path
-    config: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    agents: int = 8
-    bound: Mapping[str, str] = field(default_factory=dict)  # token name -> host, the HOST column
-    port: int = 0
-    process: subprocess.Popen[bytes] | None = None
-    starts: int = 0
-    extra_args: tuple[str, ...] = ()  # more `infosvc serve` options, e.g. ("--tls-cert", F, "--tls-key", K)
-    ca_file: Path | None = None  # with --tls-cert: the CA to verify it with; the server is then spoken to over https
-    open_files: int | None = None  # RLIMIT_NOFILE of the server process (soft and hard), to run it out of files
-
-    def __post_init__(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.db = self.directory / "infosvc.sqlite"
-        self.config_file = self.directory / "site.toml"
-        self.config_file.write_text(toml(self.config))
-        self.tokens: dict[str, str] = {f"agent{i}": new_token() for i in range(self.agents)}
-        self.tokens.update({name: new_token() for name in self.bound})
-        self.tokens["admin"] = new_token()
-        self.tokens["submit"] = new_token()
-        lines = []
-        for name, token in self.tokens.items():
-            role = name if name in ("admin", "submit") else "agent"
-            host = self.bound.get(name)
-            lines.append(f"{role} {token}" + (f" {host}" if host else ""))
-        self.tokens_file = self.directory / "tokens"
-        self.tokens_file.write_text("# written by tests/conftest.py\n" + "\n".join(lines) + "\n")
-        self.log = self.directory / "server.log"
-        self._unused = [f"agent{i}" for i in range(self.agents)]
-
-    def agent_token(self) -> str:
-        """A fresh agent token, not bound to any host yet."""
-        return self.tokens[self._unused.pop(0)]
-
-    @property
-    def url(self) -> str:
-        return f"{'https' if self.ca_file else 'http'}://127.0.0.1:{self.port}"
-
-    @property
-    def tls(self) -> ssl.SSLContext | None:
-        return None if self.ca_file is None else ssl.create_default_context(cafile=str(self.ca_file))
-
-    def start(self, port: int | None = None) -> Server:
-        """Start on `port` (default: the last one, or a free one); returns once /healthz answers."""
-        assert self.process is None, "already running"
-        fixed = port is not None or self.port != 0
-        for _attempt in range(5):
-            if port is not None:
-                self.port = port
-            elif not self.port:
-                self.port = free_port()
-            with open(self.log, "ab") as log:
-                log.write(f"--- start {self.starts} on port {self.port}\n".encode())
-                log.flush()
-                self.process = subprocess.Popen(
-                    [sys.executable, "-m", "infosvc", "serve", "--config", str(self.config_file),
-                     "--listen", f"127.0.0.1:{self.port}", "--db", str(self.db), "--tokens", str(self.tokens_file),
-                     *self.extra_args],
-                    stdout=log, stderr=subprocess.STDOUT, cwd=self.directory,
-                    preexec_fn=None if self.open_files is None else self._limit_open_files)
-            self.starts += 1
-            if self._wait_healthy():
-                return self
-            self.process = None
-            if fixed:
-                break
-            self.port = 0  # someone else took the port: try another
-        raise RuntimeError(f"infosvc serve did not start; its log:\n{self.log.read_text()}")
-
-    def _limit_open_files(self) -> None:
-        """In the child, before exec: the limit the service would get from systemd's LimitNOFILE=."""
-        assert self.open_files is not None
-        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
-
-    def _wait_healthy(self) -> bool:
-        assert self.process is not None
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                return False
-            try:
-                reply = request(self.port, "GET", "/healthz", timeout=2.0, tls=self.tls)
-                if reply.status == 200 and reply.json().get("status") == "ok" and self.process.poll() is None:
-                    return True
-            except (OSError, http.client.HTTPException):
-                pass
-            time.sleep(0.02)
-        self.process.kill()
-        self.process.wait()
-        return False
-
-    def stop(self) -> None:
-        """SIGTERM, as an operator would; SIGKILL if it does not stop in time."""
-        if self.process is None:
-            return
-        stop_process(self.process)
-        self.process = None
-
-    def kill(self) -> None:
-        """kill -9."""
-        assert self.process is not None
-        os.kill(self.process.pid, signal.SIGKILL)
-        self.process.wait()
-        self.process = None
-
-    def restart(self) -> Server:
-        self.stop()
-        return self.start()
-
-    # --- talking to it ---
-
-    def request(self, method: str, path: str, body: bytes | None = None, *, token: str | None = None,
-                headers: Mapping[str, str] | None = None, timeout: float = 15.0) -> Reply:
-        return request(self.port, method, path, body, token=token, headers=headers, timeout=timeout, tls=self.tls)
-
-    def get(self, path: str, **kwargs: Any) -> Reply:
-        return self.request("GET", path, **kwargs)
-
-    def post_node(self, document: bytes, token: str | None, **kwargs: Any) -> Reply:
-        return self.request("POST", "/v1/nodes", document, token=token, **kwargs)
-
-    def report(self, host: str, token: str, **kwargs: Any) -> Reply:
-        """POST a synthetic host's document; asserts the server took it."""
-        reply = self.post_node(node_document(host, **kwargs), token)
-        assert reply.status == 200, (reply.status, reply.body)
-        return reply
-
-    def admin(self, host: str, action: str, token: str | None = None) -> Reply:
-        return self.request("POST", f"/v1/admin/hosts/{host}/{action}", b"",
-                            token=self.tokens["admin"] if token is None else token)
-
-    def node_ids(self, query: str = "") -> list[str]:
-        reply = self.get("/v1/nodes" + (f"?{query}" if query else ""))
-        assert reply.status == 200, (reply.status, reply.body)
-        return [node["id"] for node in reply.json()]
-
-    def state_of(self, host: str) -> str:
-        reply = self.get(f"/v1/nodes/{host}")
-        assert reply.status == 200, (reply.status, reply.body)
-        return str(reply.json()["state"])
-
-    # --- its SQLite file, read-only ---
-
-    def sql(self, query: str, *args: Any) -> list[tuple[Any, ...]]:
-        conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=10)
-        try:
-            return conn.execute(query, args).fetchall()
-        finally:
-            conn.close()
-
-    def row_counts(self) -> dict[str, int]:
-        return {table: self.sql(f"SELECT count(*) FROM {table}")[0][0]
-                for table in ("hosts", "reports", "token_bindings")}
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02,
-             message: str = "condition") -> Any:
-    """Poll `predicate` until it returns something true; fails the test at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {message}")
-        time.sleep(interval)
-
-
-ServerFactory = Callable[..., Server]
 
 
 @pytest.fixture
@@ -344,15 +38,6 @@ def serve(tmp_path: Path) -> Iterator[ServerFactory]:
     stop_and_check(servers)
 
 
-def stop_and_check(servers: list[Server]) -> None:
-    """Stop every server; a 5xx is a bug, so any "unhandled error" in a server's log fails the tests."""
-    for server in servers:
-        server.stop()
-    for server in servers:
-        if server.log.exists() and "unhandled error" in (text := server.log.read_text()):
-            pytest.fail(f"{server.log}: the server logged an unhandled error:\n{text[-4000:]}")
-
-
 @pytest.fixture(scope="module")
 def module_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerFactory]:
     """As `serve`, for servers shared by the tests of one module."""
@@ -365,3 +50,9 @@ def module_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerFac
 
     yield start
     stop_and_check(servers)
+
+
+@pytest.fixture
+def accepted(monkeypatch: pytest.MonkeyPatch) -> Accepted:
+    """Every key parse_config accepts, recorded as it reads them."""
+    return record_accepted(monkeypatch)

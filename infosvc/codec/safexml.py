@@ -26,7 +26,7 @@ Every XML document that enters infosvc is parsed here, by `parse`, in three step
    which the old byte scan missed, read file:///dev/zero for ever. collect_ids is left on here.
    After the parse, a DOCTYPE that libxml2 reports is refused as well.
 
-No XInclude is processed and no xsi:schemaLocation followed (tests/test_hostile_xml.py checks both
+No XInclude is processed and no xsi:schemaLocation followed (tests/codec/test_hostile_xml.py checks both
 on every entry point). Schemas are loaded from the project's schemas/ directory, the very files
 published with the project, through the same `parse`; they include and import no other file.
 """

@@ -75,7 +75,7 @@ def match(requirements: Requirements, rollup: SiteView, node_of: Callable[[str],
     """
     site = site if site is not None else Site.of(rollup)
     # `_limits` as the package has it: tests replace infosvc.matching._limits to send a job of
-    # thresholds the closures' way (tests/test_matching.py).
+    # thresholds the closures' way (tests/matching/test_matching.py).
     limits_of = _package._limits
     if columns is not None:
         limits = limits_of(requirements.dynamic) if requirements.dynamic else (float("-inf"), None)

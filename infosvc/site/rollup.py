@@ -120,7 +120,7 @@ def host_from_node(node: Node, state: str, config: SiteConfig, last_report: str)
     node once (the Extensions, then each category's consumables) rather than once per value it
     needs, and builds the GLUE objects with positional arguments: keywords cost a third more in
     a frozen dataclass's __init__. The arguments are in glue's field order, named in comments;
-    tests/test_rollup.py gives every field a value of its own, which tells a swap.
+    tests/site/test_rollup.py gives every field a value of its own, which tells a swap.
     """
     # context (Extension type) -> name -> value of the first Extension of that name, as
     # Node.extensions_of has it. The one name that repeats in a context is an adapter's Address

@@ -107,7 +107,7 @@ class GuardedRequestHandler(RequestHandler):
     The hooks: connection_made / connection_lost / data_received / pause_writing / resume_writing
     (asyncio's protocol), finish_response (called once an answer is written) and handle_error
     (aiohttp's refusals). It reads one private attribute, `_request_in_progress` (see `busy`), and
-    sets another, `_request_factory`; tests/test_connections.py checks both are still there.
+    sets another, `_request_factory`; tests/web/test_connections.py checks both are still there.
 
     With `tls`, the listening socket is plain TCP and this handler runs the TLS handshake itself
     (loop.start_tls): a connection counts, and can be closed, from the moment it is accepted; with

@@ -1,0 +1,46 @@
+"""`infosvc serve --local-agent`, as `make run` starts it: this host shows up in /v1/glue by itself."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+
+from support.server import free_port, request, wait_for
+
+
+def test_local_agent_reports_this_host_and_stops_with_the_server(tmp_path: Path) -> None:
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "infosvc", "serve", "--db", str(tmp_path / "run.sqlite"), "--local-agent",
+         "--agent-interval", "0.5", "--listen", f"127.0.0.1:{port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp_path)
+    try:
+        assert server.stdout is not None
+        banner = server.stdout.readline().decode()
+        assert banner.startswith(f"infosvc: serving on http://127.0.0.1:{port}"), banner
+
+        def glue_hosts() -> list[str]:
+            try:
+                reply = request(port, "GET", "/v1/glue", timeout=2)
+            except (OSError, http.client.HTTPException):
+                return []
+            return [h["unique_id"] for h in reply.json()["hosts"]] if reply.status == 200 else []
+
+        assert wait_for(glue_hosts, timeout=30, message="this host in /v1/glue") == [os.uname().nodename]
+        agents = [p for p in psutil.Process(server.pid).children() if "infosvc_agents" in " ".join(p.cmdline())]
+        assert len(agents) == 1
+        # A second report arrives: the agent keeps pushing on its interval.
+        first = request(port, "GET", f"/v1/nodes/{os.uname().nodename}").json()["extensions"]
+        wait_for(lambda: request(port, "GET", f"/v1/nodes/{os.uname().nodename}").json()["extensions"] != first,
+                 timeout=15, message="a second report")
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=20)
+    assert server.returncode == 0
+    assert not agents[0].is_running() or agents[0].status() == psutil.STATUS_ZOMBIE

@@ -1,0 +1,61 @@
+"""The layout of issue 11, checked: each package imports only those below it, and no service
+module grows past the size a reader takes in at once (a spec's own model or codec excepted)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Each part of infosvc/, lowest first: a module may import its own part and those before it.
+LAYERS = ("errors", "model", "codec", "matching", "store", "site", "publish", "web", "cli")
+#: The host agent needs only what a sample needs: the model and the SSS Node codec.
+AGENT_MAY_IMPORT = ("infosvc", "infosvc.model", "infosvc.codec.node_xml", "infosvc.codec.xmltext")
+#: Lines a service module may have; the specs' own models and codecs are as long as the spec.
+MAX_LINES = 450
+SPEC_MODULES = {"infosvc/model/job.py", "infosvc/codec/job_xml.py"}
+
+
+def _part(path: Path) -> str:
+    relative = path.relative_to(ROOT / "infosvc")
+    return relative.parts[0].removesuffix(".py") if len(relative.parts) > 1 or relative.stem != "__init__" else ""
+
+
+def _imports(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append(node.module)
+        elif isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+    return [name for name in found if name == "infosvc" or name.startswith("infosvc.")]
+
+
+def test_no_part_imports_a_part_above_it() -> None:
+    upward = []
+    for path in sorted((ROOT / "infosvc").rglob("*.py")):
+        part = _part(path)
+        if part in ("", "__main__"):
+            continue
+        assert part in LAYERS, f"{path}: infosvc/{part} is not in LAYERS; say where it sits"
+        for name in _imports(path):
+            target = name.split(".")[1] if "." in name else ""
+            if target and target != "__main__" and LAYERS.index(target) > LAYERS.index(part):
+                upward.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not upward, "\n".join(upward)
+
+
+def test_the_agent_imports_only_the_model_and_the_node_codec() -> None:
+    wrong = [f"{path.relative_to(ROOT)} imports {name}"
+             for path in sorted((ROOT / "agents" / "infosvc_agents").rglob("*.py"))
+             for name in _imports(path)
+             if not any(name == allowed or name.startswith(allowed + ".") for allowed in AGENT_MAY_IMPORT[1:])
+             and name != "infosvc"]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_service_module_is_longer_than_a_reader_takes_in() -> None:
+    long = {str(path.relative_to(ROOT)): lines for path in (ROOT / "infosvc").rglob("*.py")
+            if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert set(long) <= SPEC_MODULES, {k: v for k, v in long.items() if k not in SPEC_MODULES}
