@@ -14,7 +14,7 @@ import pytest
 from hypothesis import settings
 
 from support.configspy import Accepted, record_accepted
-from support.server import Server, ServerFactory, stop_and_check
+from support.server import InProcessServer, Server, ServerFactory, stop_and_check
 
 # CI runs the property tests on a fixed seed and without per-example deadlines: a landing must not
 # depend on the draw, nor on how loaded the shared machine is. Locally they explore anew each run.
@@ -31,6 +31,22 @@ def serve(tmp_path: Path) -> Iterator[ServerFactory]:
     def start(config: Mapping[str, Mapping[str, Any]] | None = None, *, start: bool = True,
               **kwargs: Any) -> Server:
         server = Server(tmp_path / f"server{len(servers)}", config or {}, **kwargs)
+        servers.append(server)
+        return server.start() if start else server
+
+    yield start
+    stop_and_check(servers)
+
+
+@pytest.fixture
+def serve_app(tmp_path: Path) -> Iterator[ServerFactory]:
+    """As `serve`, with the app served in this process (support.server.InProcessServer): for tests
+    of what the handlers answer, where the process itself does not matter."""
+    servers: list[Server] = []
+
+    def start(config: Mapping[str, Mapping[str, Any]] | None = None, *, start: bool = True,
+              **kwargs: Any) -> Server:
+        server = InProcessServer(tmp_path / f"app{len(servers)}", config or {}, **kwargs)
         servers.append(server)
         return server.start() if start else server
 

@@ -54,8 +54,8 @@ def report_loaded(server: Server, host: str, load: float, **kwargs: Any) -> None
 
 
 @pytest.fixture
-def site(serve: ServerFactory) -> Server:
-    server = serve(start=False)
+def site(serve_app: ServerFactory) -> Server:
+    server = serve_app(start=False)
     server.config_file.write_text(SITE)
     server.start()
     report_loaded(server, "cn01", 1.5, processors=8, free_processors=6, memory_mb=16384, free_memory_mb=12288)
@@ -105,8 +105,8 @@ def test_json(site: Server) -> None:
                            "cpus_free": 38, "cpus_total": 48}
 
 
-def test_empty_site(serve: ServerFactory) -> None:
-    server = serve()
+def test_empty_site(serve_app: ServerFactory) -> None:
+    server = serve_app()
     done = status("--server", server.url)
     assert done.returncode == 0, done.stderr
     assert "(no hosts have reported)" in done.stdout
@@ -122,8 +122,8 @@ def test_no_server_is_a_clear_error() -> None:
         assert "Traceback" not in done.stderr
 
 
-def test_refusals_and_bad_urls_are_clear_errors(serve: ServerFactory) -> None:
-    server = serve({"service": {"read_token_required": True}})
+def test_refusals_and_bad_urls_are_clear_errors(serve_app: ServerFactory) -> None:
+    server = serve_app({"service": {"read_token_required": True}})
     done = status("--server", server.url)
     assert done.returncode == 1 and "401" in done.stderr and "Traceback" not in done.stderr
     token = server.directory / "reader"

@@ -82,8 +82,8 @@ def scrape(server: Server, **kwargs: Any) -> str:
     return reply.body.decode()
 
 
-def test_metrics_carry_what_hosts_reported(serve: ServerFactory) -> None:
-    server = serve()
+def test_metrics_carry_what_hosts_reported(serve_app: ServerFactory) -> None:
+    server = serve_app()
     node = make_node("h1", processors=24, free_processors=6, memory_mb=4096, free_memory_mb=1024)
     node.utilized.add(Consumable("Memory", 3, units="GB"))
     for span, load in (("1min", 1.5), ("5min", 2.25), ("15min", 3.0)):
@@ -128,8 +128,8 @@ def test_metrics_carry_what_hosts_reported(serve: ServerFactory) -> None:
         assert wanted in names, spec.name
 
 
-def test_metrics_need_a_token_when_reads_do(serve: ServerFactory) -> None:
-    server = serve({"service": {"read_token_required": True}})
+def test_metrics_need_a_token_when_reads_do(serve_app: ServerFactory) -> None:
+    server = serve_app({"service": {"read_token_required": True}})
     assert server.get("/metrics").is_error(401)
     scrape(server, token=server.tokens["admin"])
 
@@ -153,10 +153,10 @@ def test_a_failing_collector_is_marked_not_fatal() -> None:
     assert "infosvc_host_state" not in families
 
 
-def several_states(serve: ServerFactory) -> Server:
+def several_states(serve_app: ServerFactory) -> Server:
     """A server with hosts in two clusters, in every life-cycle state."""
     heartbeat = 3.0
-    server = serve(start=False, agents=8)
+    server = serve_app(start=False, agents=8)
     server.config_file.write_text(SITE.format(heartbeat=heartbeat))
     server.start()
     server.report("b09", server.agent_token(), processors=2)
@@ -172,9 +172,9 @@ def several_states(serve: ServerFactory) -> Server:
     return server
 
 
-def test_promtool_check_metrics(serve: ServerFactory) -> None:
+def test_promtool_check_metrics(serve_app: ServerFactory) -> None:
     promtool = binary("promtool")
-    server = several_states(serve)
+    server = several_states(serve_app)
     text = scrape(server)
     found = samples(text)
     assert found["infosvc_host_state", (("node", "b09"), ("state", "Unreachable"))] == 1
@@ -232,8 +232,8 @@ def prometheus(tmp_path: Path) -> Iterator[Any]:
         stop_process(process, timeout=20)
 
 
-def test_prometheus_scrapes_metrics(serve: ServerFactory, prometheus: Any) -> None:
-    server = serve()
+def test_prometheus_scrapes_metrics(serve_app: ServerFactory, prometheus: Any) -> None:
+    server = serve_app()
     server.report("h1.example.org", server.agent_token(), processors=24, free_processors=6)
     port = prometheus(server.port)
 
@@ -365,8 +365,8 @@ def test_exposition_keeps_the_rest_when_the_host_lines_fail(tmp_path: Path, monk
     assert not any(name.startswith("infosvc_host_") for name, _ in found)
 
 
-def test_a_host_with_a_size_past_any_float_does_not_break_the_scrape(serve: ServerFactory) -> None:
-    server = serve()
+def test_a_host_with_a_size_past_any_float_does_not_break_the_scrape(serve_app: ServerFactory) -> None:
+    server = serve_app()
     node = make_node("huge")
     node.configured.items = [c for c in node.configured.items if c.kind != "Memory"]
     node.configured.add(Consumable("Memory", 1e300, units="Doggabyte"))

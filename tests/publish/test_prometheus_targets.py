@@ -29,8 +29,8 @@ def by_node(groups: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {g["labels"]["node"]: g for g in groups}
 
 
-def test_live_hosts_are_targets_with_their_place_in_glue(serve: ServerFactory) -> None:
-    server = serve()
+def test_live_hosts_are_targets_with_their_place_in_glue(serve_app: ServerFactory) -> None:
+    server = serve_app()
     assert server.get(PATH).json() == []
     server.report("node002", server.agent_token())
     server.report("node001", server.agent_token())
@@ -52,8 +52,8 @@ def test_live_hosts_are_targets_with_their_place_in_glue(serve: ServerFactory) -
     assert by_node(groups)["big01"]["labels"]["subcluster"] != by_node(groups)["node001"]["labels"]["subcluster"]
 
 
-def test_exporter_port_and_clusters_from_the_config(serve: ServerFactory) -> None:
-    server = serve(start=False)
+def test_exporter_port_and_clusters_from_the_config(serve_app: ServerFactory) -> None:
+    server = serve_app(start=False)
     server.config_file.write_text('[prometheus]\nexporter_port = 9256\n\n'
                                   '[[clusters]]\nid = "gpu"\nnodes = "gpu[01-04]"\n\n[[clusters]]\nid = "compute"\n')
     server.start()
@@ -64,8 +64,8 @@ def test_exporter_port_and_clusters_from_the_config(serve: ServerFactory) -> Non
     assert groups["cn7"]["targets"] == ["cn7:9256"] and groups["cn7"]["labels"]["cluster"] == "compute"
 
 
-def test_pending_hosts_are_not_targets_until_approved(serve: ServerFactory) -> None:
-    server = serve({"lifecycle": {"require_approval": True}})
+def test_pending_hosts_are_not_targets_until_approved(serve_app: ServerFactory) -> None:
+    server = serve_app({"lifecycle": {"require_approval": True}})
     server.report("new01", server.agent_token())
     assert server.state_of("new01") == "Pending"
     assert server.get(PATH).json() == []
@@ -74,9 +74,9 @@ def test_pending_hosts_are_not_targets_until_approved(serve: ServerFactory) -> N
     assert group["targets"] == ["new01:9100"] and group["labels"]["__meta_infosvc_state"] == "Ready"
 
 
-def test_unreachable_hosts_stay_targets(serve: ServerFactory) -> None:
+def test_unreachable_hosts_stay_targets(serve_app: ServerFactory) -> None:
     """Prometheus marks them down (up == 0) itself; dropping them would hide that from alerts."""
-    server = serve({"lifecycle": {"heartbeat_seconds": 0.2, "missed_heartbeats": 1}})
+    server = serve_app({"lifecycle": {"heartbeat_seconds": 0.2, "missed_heartbeats": 1}})
     server.report("gone01", server.agent_token())
     wait_for(lambda: server.state_of("gone01") == "Unreachable", message="gone01 Unreachable")
     (group,) = server.get(PATH).json()
@@ -84,8 +84,8 @@ def test_unreachable_hosts_stay_targets(serve: ServerFactory) -> None:
     assert group["labels"]["__meta_infosvc_state"] == "Unreachable"
 
 
-def test_reads_need_a_token_when_the_config_says_so(serve: ServerFactory) -> None:
-    server = serve({"service": {"read_token_required": True}})
+def test_reads_need_a_token_when_the_config_says_so(serve_app: ServerFactory) -> None:
+    server = serve_app({"service": {"read_token_required": True}})
     assert server.get(PATH).is_error(401)
     reply = server.get(PATH, token=server.tokens["admin"])
     assert reply.status == 200 and reply.json() == []

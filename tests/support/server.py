@@ -289,3 +289,79 @@ def stop_and_check(servers: list[Server]) -> None:
     for server in servers:
         if server.log.exists() and "unhandled error" in (text := server.log.read_text()):
             pytest.fail(f"{server.log}: the server logged an unhandled error:\n{text[-4000:]}")
+
+
+class InProcessServer(Server):
+    """The same app (`make_app` with the config and tokens files of a Server) served in this
+    process, on an event loop in a thread, on a loopback port: what the handlers do, without a
+    process to start (tens of ms instead of a Python start-up and its imports). The app's log goes
+    to the same file a subprocess writes. Not for what needs the process itself: kill -9,
+    `infosvc serve`'s own options (TLS, the connection policy, open-file limits), its exit codes.
+    """
+
+    _loop: Any = None
+    _thread: Any = None
+    _runner: Any = None
+    _log_handler: Any = None
+
+    def start(self, port: int | None = None) -> Server:
+        import asyncio
+        import logging
+        import threading
+
+        from aiohttp import web
+
+        from infosvc.site.config import load_config
+        from infosvc.site.tokens import Tokens
+        from infosvc.web.app import make_app
+
+        assert self._runner is None, "already running"
+        assert not self.extra_args and self.open_files is None, "needs the real process: use `serve`"
+        app = make_app(load_config(self.config_file), db=self.db, tokens=Tokens.load(self.tokens_file))
+        handler = logging.FileHandler(self.log)
+        handler.setFormatter(logging.Formatter("infosvc: %(levelname)s %(name)s: %(message)s"))
+        logger = logging.getLogger("infosvc")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        self._log_handler = handler
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name=f"in-process server {self.directory.name}",
+                                  daemon=True)
+        thread.start()
+
+        async def up() -> tuple[web.AppRunner, int]:
+            runner = web.AppRunner(app, access_log=None)
+            await runner.setup()
+            site = web.TCPSite(runner, "127.0.0.1", port if port is not None else self.port)
+            await site.start()
+            return runner, runner.addresses[0][1]
+
+        try:
+            self._runner, self.port = asyncio.run_coroutine_threadsafe(up(), loop).result(START_TIMEOUT)
+        except BaseException:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)
+            loop.close()
+            logger.removeHandler(handler)
+            handler.close()
+            raise
+        self._loop, self._thread = loop, thread
+        self.starts += 1
+        return self
+
+    def stop(self) -> None:
+        import asyncio
+        import logging
+
+        if self._runner is None:
+            return
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+        logging.getLogger("infosvc").removeHandler(self._log_handler)
+        self._log_handler.close()
+        self._runner = self._loop = self._thread = None
+
+    def kill(self) -> None:
+        raise AssertionError("kill -9 needs the real process: use the `serve` fixture")

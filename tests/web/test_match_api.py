@@ -44,8 +44,8 @@ def no_match_within(server: Server, body: bytes, seconds: float) -> None:
 
 
 @pytest.fixture
-def site(serve: ServerFactory) -> Server:
-    server = serve()
+def site(serve_app: ServerFactory) -> Server:
+    server = serve_app()
     server.report("big.example", server.agent_token(), processors=8, memory_mb=32768, free_memory_mb=16384)
     server.report("mid.example", server.agent_token(), processors=8, memory_mb=16384, free_memory_mb=8192)
     server.report("small.example", server.agent_token(), processors=2, memory_mb=4096, free_memory_mb=2048)
@@ -112,8 +112,8 @@ def test_a_pattern_slow_for_backtracking_is_answered_at_once(site: Server) -> No
                           b'</Feature></Requested></Job>', 2)
 
 
-def test_read_token_when_configured(serve: ServerFactory) -> None:
-    server = serve({"service": {"read_token_required": True}})
+def test_read_token_when_configured(serve_app: ServerFactory) -> None:
+    server = serve_app({"service": {"read_token_required": True}})
     reply = server.request("POST", "/v1/match", JOB, headers={"Content-Type": "application/xml"})
     assert reply.is_error(401)
     status, body = post_match(server, JOB, token=server.tokens["submit"])

@@ -579,8 +579,8 @@ def test_fleet_states_in_glue(fleet: Server) -> None:
 
 # --- life cycle and admin ----------------------------------------------------------------------
 
-def test_approval_pause_resume(serve: ServerFactory) -> None:
-    server = serve({"lifecycle": {"require_approval": True}})
+def test_approval_pause_resume(serve_app: ServerFactory) -> None:
+    server = serve_app({"lifecycle": {"require_approval": True}})
     token = server.agent_token()
     assert server.report("newbie", token, processors=6).json()["state"] == "Pending"
     assert server.report("newbie", token, processors=6).json()["state"] == "Pending"  # reporting does not approve
@@ -618,9 +618,9 @@ def test_approval_pause_resume(serve: ServerFactory) -> None:
     assert sorted(server.node_ids("state=Pending")) == ["second"]
 
 
-def test_silent_host_becomes_unreachable_and_comes_back(serve: ServerFactory) -> None:
+def test_silent_host_becomes_unreachable_and_comes_back(serve_app: ServerFactory) -> None:
     heartbeat, missed = 0.3, 2
-    server = serve({"lifecycle": {"heartbeat_seconds": heartbeat, "missed_heartbeats": missed}})
+    server = serve_app({"lifecycle": {"heartbeat_seconds": heartbeat, "missed_heartbeats": missed}})
     token, paused_token = server.agent_token(), server.agent_token()
     reported = time.monotonic()
     assert server.report("quiet", token, processors=4).json()["state"] == "Ready"
@@ -648,8 +648,8 @@ def test_silent_host_becomes_unreachable_and_comes_back(serve: ServerFactory) ->
     wait_for(lambda: server.state_of("quiet") == "Unreachable", timeout=10, message="Unreachable again")
 
 
-def test_reads_need_a_token_when_the_config_says_so(serve: ServerFactory) -> None:
-    server = serve({"service": {"read_token_required": True}})
+def test_reads_need_a_token_when_the_config_says_so(serve_app: ServerFactory) -> None:
+    server = serve_app({"service": {"read_token_required": True}})
     token = server.agent_token()
     server.report("guarded", token)
     for path in ("/v1/nodes", "/v1/nodes/guarded", "/v1/glue", "/v1/glue/hosts", "/v1/glue/hosts/guarded"):
@@ -760,10 +760,10 @@ def test_acknowledged_reports_survive_kill_9(serve: ServerFactory) -> None:
     assert server.post_node(node_document("crash-new"), tokens[index]).is_error(403)
 
 
-def test_a_store_that_refuses_the_write_answers_503_and_keeps_nothing(serve: ServerFactory) -> None:
+def test_a_store_that_refuses_the_write_answers_503_and_keeps_nothing(serve_app: ServerFactory) -> None:
     """A real SQLite failure (a trigger aborts one host's insert): 503 with Retry-After, no binding
     made for the refused claim, no state; other hosts go on being served."""
-    server = serve()
+    server = serve_app()
     conn = sqlite3.connect(server.db, timeout=10)
     conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON reports WHEN NEW.host_id = 'doomed' "
                  "BEGIN SELECT RAISE(ABORT, 'disk full, say'); END")
