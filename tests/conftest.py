@@ -6,9 +6,10 @@ own files under tmp_path and stops it at the end, failing the test if the server
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import pytest
 from hypothesis import settings
@@ -23,49 +24,43 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
-@pytest.fixture
-def serve(tmp_path: Path) -> Iterator[ServerFactory]:
-    """serve(config={...}, agents=N, bound={...}) -> a started Server; all are stopped at the end."""
+@contextlib.contextmanager
+def _servers(kind: type[Server], directory: Callable[[int], Path]) -> Iterator[ServerFactory]:
+    """A factory of servers of `kind`, each in directory(n); all stopped and checked at the end."""
     servers: list[Server] = []
 
     def start(config: Mapping[str, Mapping[str, Any]] | None = None, *, start: bool = True,
               **kwargs: Any) -> Server:
-        server = Server(tmp_path / f"server{len(servers)}", config or {}, **kwargs)
+        server = kind(directory(len(servers)), config or {}, **kwargs)
         servers.append(server)
         return server.start() if start else server
 
-    yield start
-    stop_and_check(servers)
+    try:
+        yield start
+    finally:
+        stop_and_check(servers)
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[ServerFactory]:
+    """serve(config={...}, agents=N, bound={...}) -> a started Server; all are stopped at the end."""
+    with _servers(Server, lambda n: tmp_path / f"server{n}") as factory:
+        yield factory
 
 
 @pytest.fixture
 def serve_app(tmp_path: Path) -> Iterator[ServerFactory]:
     """As `serve`, with the app served in this process (support.server.InProcessServer): for tests
     of what the handlers answer, where the process itself does not matter."""
-    servers: list[Server] = []
-
-    def start(config: Mapping[str, Mapping[str, Any]] | None = None, *, start: bool = True,
-              **kwargs: Any) -> Server:
-        server = InProcessServer(tmp_path / f"app{len(servers)}", config or {}, **kwargs)
-        servers.append(server)
-        return server.start() if start else server
-
-    yield start
-    stop_and_check(servers)
+    with _servers(InProcessServer, lambda n: tmp_path / f"app{n}") as factory:
+        yield factory
 
 
 @pytest.fixture(scope="module")
 def module_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerFactory]:
     """As `serve`, for servers shared by the tests of one module."""
-    servers: list[Server] = []
-
-    def start(config: Mapping[str, Mapping[str, Any]] | None = None, **kwargs: Any) -> Server:
-        server = Server(tmp_path_factory.mktemp("server"), config or {}, **kwargs)
-        servers.append(server)
-        return server.start()
-
-    yield start
-    stop_and_check(servers)
+    with _servers(Server, lambda n: tmp_path_factory.mktemp("server")) as factory:
+        yield factory
 
 
 @pytest.fixture
