@@ -50,9 +50,6 @@ from infosvc.codec.node_xml import parse_node
 from infosvc.errors import DocumentError
 from infosvc.codec.submission import parse_submission
 
-# Latency and timeouts measured from outside: run alone, not beside other tests (make test).
-pytestmark = pytest.mark.serial
-
 #: Seconds a refusal may take before the case counts as hung (they take well under a millisecond).
 LIMIT = 5.0
 CCS_NS = "https://www.microsoft.com/ComputeCluster/"
@@ -523,6 +520,7 @@ def test_every_route_takes_the_plain_document(site: Server, path: str) -> None:
     assert isinstance(reply, Reply) and reply.status == route.accepted, reply
 
 
+@pytest.mark.serial  # latency measured from outside: run alone (make test)
 def test_a_flood_of_attacks_leaves_healthz_fast(serve: ServerFactory, traps: Traps) -> None:
     """200 hostile documents from three threads, mixed from the corpus (the UTF-16 /dev/zero one
     included), while another thread times GET /healthz: each is a 400, and /healthz p99 < 50 ms."""
