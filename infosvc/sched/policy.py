@@ -1,0 +1,193 @@
+"""The scheduling policies of CCS as one pure function: `schedule(machine, running, queue, now,
+policy)` decides which queued jobs start now and where, and why each other one waits. No clock,
+no I/O, no state of its own: the service calls it with the live site and real time, the
+simulator with a simulated machine and simulated time, and both get the same decisions.
+
+- Priority-based FCFS: the queue is ordered by priority group (Highest first), then by submission
+  (a job goes to the end of its group), then by id. Jobs start from the head while they fit; the
+  first that does not fit blocks the rest (`fcfs`).
+- Backfilling (`easy`): the blocked head job gets a reservation: the shadow time, the earliest
+  instant enough resources are free for it, counting running jobs as ending at start + estimate;
+  and the extra resources, what is free at the shadow time beyond the head's reservation once every
+  running job that ends by then has ended. A later job starts now if it fits now and either ends
+  (now + estimate) by the shadow time, or fits in the extra resources, which it then uses up. A
+  job that does not fit is passed over and the scan goes on. CCS's own rule, a job that completes
+  within the backfill window, is the first clause. A job of Infinite run time never ends by a
+  shadow time, so it is never backfilled past a reservation, only into the extra resources.
+
+What "resources" are is the machine's (`Machine`): a pool of processors for a trace
+(infosvc/sched/pool.py), a site's hosts with their exclusive use and resource sorting for the
+service. The policy only asks a machine to place a job, to take or give back an allocation, and
+for a copy to plan on.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Generic, Iterable, Protocol, Sequence, TypeVar
+
+A = TypeVar("A")
+
+
+class Policy(StrEnum):
+    FCFS = "fcfs"
+    EASY = "easy"
+
+
+class Queued(Protocol):
+    """What the policy reads of a waiting job."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def priority(self) -> int:
+        """0 (Lowest) .. 4 (Highest): the CCS priority's rank."""
+        ...
+
+    @property
+    def submitted(self) -> float: ...
+
+    @property
+    def estimate(self) -> float:
+        """Seconds it may run: its run time limit; math.inf for Infinite."""
+        ...
+
+
+class Machine(Protocol[A]):
+    """The resources jobs are placed on, as the policy needs them."""
+
+    def place(self, job: Queued, within: Machine[A] | None = None) -> A | None:
+        """Where `job` would go on what is free now (and, with `within`, on what is free there
+        too), or None when it does not fit. Nothing is taken."""
+        ...
+
+    def take(self, allocation: A) -> None: ...
+
+    def give(self, allocation: A) -> None: ...
+
+    def copy(self) -> Machine[A]: ...
+
+    def describe_shortfall(self, job: Queued) -> str:
+        """Why `job` does not fit now, in a user's words ("needs 64 processors, 12 free")."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Running(Generic[A]):
+    """A job holding its resources since `started`, expected to end by started + estimate."""
+
+    id: str
+    started: float
+    estimate: float
+    allocation: A
+
+    @property
+    def ends(self) -> float:
+        return self.started + self.estimate
+
+
+@dataclass(frozen=True, slots=True)
+class Start(Generic[A]):
+    job: Queued
+    allocation: A
+    #: started ahead of a job before it in the queue (EASY's backfill)
+    backfilled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation(Generic[A]):
+    """Where and when the blocked head job will start, should every running job end by its estimate."""
+
+    job: Queued
+    at: float  # math.inf when no end of a running job frees enough: then nothing is held for it
+    allocation: A | None
+
+
+@dataclass(slots=True)
+class Plan(Generic[A]):
+    """One scheduling pass: the jobs to start now, the head's reservation, why the others wait."""
+
+    starts: list[Start[A]] = field(default_factory=list)
+    reservation: Reservation[A] | None = None
+    #: job id -> why it waits, for every queued job not started
+    waiting: dict[str, str] = field(default_factory=dict)
+
+
+def queue_order(jobs: Iterable[Queued]) -> list[Queued]:
+    """Priority-based FCFS: Highest group first, each group by submission, then by id."""
+    return sorted(jobs, key=lambda job: (-job.priority, job.submitted, job.id))
+
+
+def schedule(machine: Machine[A], running: Sequence[Running[A]], queue: Sequence[Queued], now: float,
+             policy: Policy = Policy.EASY) -> Plan[A]:
+    """The jobs of `queue` (in queue order) to start at `now` on `machine` (what is free now, with
+    `running` holding the rest), by `policy`. `machine` is left as it was."""
+    free = machine.copy()
+    plan: Plan[A] = Plan()
+    index = 0
+    for index, job in enumerate(queue):  # noqa: B007 - the blocked head's index is used below
+        allocation = free.place(job)
+        if allocation is None:
+            break
+        free.take(allocation)
+        plan.starts.append(Start(job, allocation))
+    else:
+        return plan
+    head = queue[index]
+    rest = queue[index + 1:]
+    if policy is Policy.FCFS:
+        plan.waiting[head.id] = f"first in the queue: {free.describe_shortfall(head)}"
+        for job in rest:
+            plan.waiting[job.id] = f"behind {head.id} (first come, first served)"
+        return plan
+    reservation, extra = _reserve(free, running, plan.starts, head, now)
+    plan.reservation = reservation
+    when = "no running job's end frees enough" if math.isinf(reservation.at) else f"reserved to start at {reservation.at:g}"
+    plan.waiting[head.id] = f"first in the queue: {free.describe_shortfall(head)}; {when}"
+    for job in rest:
+        allocation = free.place(job)
+        if allocation is None:
+            plan.waiting[job.id] = free.describe_shortfall(job)
+            continue
+        if now + job.estimate <= reservation.at:
+            free.take(allocation)
+            plan.starts.append(Start(job, allocation, backfilled=True))
+            continue
+        allocation = free.place(job, within=extra) if extra is not None else None
+        if allocation is None:
+            plan.waiting[job.id] = f"would delay {head.id}, reserved to start at {reservation.at:g}"
+            continue
+        free.take(allocation)
+        assert extra is not None
+        extra.take(allocation)
+        plan.starts.append(Start(job, allocation, backfilled=True))
+    return plan
+
+
+def _reserve(free: Machine[A], running: Sequence[Running[A]], starting: Sequence[Start[A]], head: Queued,
+             now: float) -> tuple[Reservation[A], Machine[A] | None]:
+    """The head job's shadow time and reservation, and the machine as it will be at the shadow time
+    with the reservation held and every running job that ends by then ended (the extra resources)."""
+    ending = sorted([(r.ends, r.allocation) for r in running]
+                    + [(now + s.job.estimate, s.allocation) for s in starting], key=lambda pair: pair[0])
+    future = free.copy()
+    shadow, allocation = math.inf, None
+    position = 0
+    while position < len(ending):
+        instant = ending[position][0]
+        if math.isinf(instant):
+            break
+        while position < len(ending) and ending[position][0] == instant:  # all that end at one instant
+            future.give(ending[position][1])
+            position += 1
+        allocation = future.place(head)
+        if allocation is not None:
+            shadow = max(instant, now)  # a job past its estimate is expected to end at once
+            break
+    if allocation is None:
+        return Reservation(head, math.inf, None), None
+    future.take(allocation)
+    return Reservation(head, shadow, allocation), future

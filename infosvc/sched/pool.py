@@ -1,0 +1,66 @@
+"""A machine that is a pool of interchangeable processors: what a workload trace describes (one
+number of processors, no hosts), and what `infosvc simulate` schedules on. An allocation is a
+number of processors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from infosvc.sched.policy import Machine, Queued
+
+
+class Sized(Queued, Protocol):
+    """A queued job that asks for a number of processors."""
+
+    @property
+    def processors(self) -> int: ...
+
+
+@dataclass(slots=True)
+class ProcessorPool:
+    """`free` of `size` processors are free now."""
+
+    size: int
+    free: int
+
+    @classmethod
+    def empty(cls, size: int) -> ProcessorPool:
+        return cls(size, size)
+
+    def place(self, job: Queued, within: Machine[int] | None = None) -> int | None:
+        wanted = _processors(job)
+        available = self.free if within is None else min(self.free, _free_of(within))
+        return wanted if wanted <= available else None
+
+    def take(self, allocation: int) -> None:
+        if allocation > self.free:
+            raise ValueError(f"taking {allocation} processors of {self.free} free")
+        self.free -= allocation
+
+    def give(self, allocation: int) -> None:
+        if self.free + allocation > self.size:
+            raise ValueError(f"giving back {allocation} processors with {self.free} of {self.size} free")
+        self.free += allocation
+
+    def copy(self) -> ProcessorPool:
+        return ProcessorPool(self.size, self.free)
+
+    def describe_shortfall(self, job: Queued) -> str:
+        wanted = _processors(job)
+        if wanted > self.size:
+            return f"needs {wanted} processors; the machine has {self.size}"
+        return f"waiting for {wanted} processors, {self.free} free"
+
+
+def _processors(job: Queued) -> int:
+    processors = getattr(job, "processors", None)
+    if not isinstance(processors, int) or processors < 1:
+        raise TypeError(f"job {job.id} asks for no number of processors")
+    return processors
+
+
+def _free_of(machine: Machine[int]) -> int:
+    if not isinstance(machine, ProcessorPool):
+        raise TypeError("a processor pool plans only within another processor pool")
+    return machine.free
