@@ -1,0 +1,307 @@
+"""A machine of hosts, as the service schedules on: each host with its processors, memory and
+speed; CCS's exclusive use (a job has its hosts to itself by default; non-exclusive jobs share a
+host only with other non-exclusive jobs); resource sorting (candidates by memory size, then by
+processor speed, largest first, then by host id, as the matcher orders them); a job's minimum and
+maximum processors, the hosts it may use (its requirements, asked nodes) and the hosts it must
+have (required nodes). Paused hosts take jobs from administrators only; hosts that are not usable
+(Pending, Unreachable, reporting themselves Offline) take none.
+
+An allocation is a set of hosts with the processors taken on each: as many as are free, up to the
+job's maximum, at least its minimum (an exclusive job takes whole hosts, so it may hold more
+processors than it uses: CCS's idle reserved processors). Jobs without requirements on
+particular hosts are placed by a scan along the sorted hosts from the first that has room (the
+service's common case, and 10,000 of them must plan in well under a second); the others through
+numpy masks over every host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from infosvc.sched.policy import Machine, Queued
+from infosvc.sched.request import JobRequest
+
+__all__ = ["Allocation", "HostJob", "HostPool", "HostSlot", "WaitingJob"]
+
+Mask = npt.NDArray[np.bool_]
+
+
+class HostJob(Queued, Protocol):
+    """A queued job as a host machine reads it."""
+
+    @property
+    def request(self) -> JobRequest: ...
+
+    @property
+    def eligible(self) -> Mask | None:
+        """The hosts (rows of the pool) its requirements and asked nodes allow; None: any host."""
+        ...
+
+    @property
+    def admin(self) -> bool:
+        """Submitted by an administrator: may start on Paused hosts."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingJob:
+    """A queued job for a host pool: the site's queue and the tests make these."""
+
+    id: str
+    priority: int
+    submitted: float
+    estimate: float
+    request: JobRequest
+    eligible: Mask | None = None
+    admin: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class HostSlot:
+    """One host as the scheduler sees it."""
+
+    id: str
+    processors: int
+    memory_mb: float = 0.0
+    speed: float = 0.0
+    usable: bool = True
+    paused: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """Rows of the pool, the processors taken on each, the memory held on each, and whether the
+    job holds them exclusively."""
+
+    rows: tuple[int, ...]
+    processors: tuple[int, ...]
+    memory_mb: float
+    exclusive: bool
+
+    @property
+    def total(self) -> int:
+        return sum(self.processors)
+
+
+class HostPool:
+    """The hosts of a site and what is taken on each. `copy()` shares the hosts, copies what is taken."""
+
+    def __init__(self, slots: Sequence[HostSlot]) -> None:
+        self.slots = tuple(slots)
+        self.ids = tuple(slot.id for slot in self.slots)
+        self.row = {slot.id: row for row, slot in enumerate(self.slots)}
+        n = len(self.slots)
+        self.size = np.fromiter((max(s.processors, 0) for s in self.slots), np.int64, n)
+        self.memory = np.fromiter((s.memory_mb for s in self.slots), np.float64, n)
+        self.usable = np.fromiter((s.usable for s in self.slots), np.bool_, n)
+        self.paused = np.fromiter((s.paused for s in self.slots), np.bool_, n)
+        speed = np.fromiter((s.speed for s in self.slots), np.float64, n)
+        rank = np.empty(n, np.int64)
+        rank[sorted(range(n), key=self.ids.__getitem__)] = np.arange(n)
+        self.order = np.lexsort((rank, -speed, -self.memory)).astype(np.intp)
+        self.place_of = np.empty(n, np.intp)
+        self.place_of[self.order] = np.arange(n)
+        self._order_list: list[int] = self.order.tolist()
+        # what is taken
+        self.free = self.size.copy()
+        self.memory_free = self.memory.copy()
+        self.holders = np.zeros(n, np.int64)
+        self.exclusive = np.zeros(n, np.bool_)
+        # upper bounds that refuse a job at once; exact for a job with no host requirements
+        self._open = self.usable & ~self.paused
+        self.shared_free = int(self.size[self._open].sum())  # free processors on hosts no exclusive job holds
+        self.idle_free = self.shared_free  # processors of hosts nobody holds
+        self._cursor = 0  # no host before this place in `order` has room for a shared job
+        self._idle_cursor = 0  # ... nor is idle
+
+    @classmethod
+    def _empty(cls) -> HostPool:
+        return cls.__new__(cls)
+
+    def copy(self) -> HostPool:
+        other = HostPool._empty()
+        for name in ("slots", "ids", "row", "size", "memory", "usable", "paused", "order", "place_of",
+                     "_order_list", "_open"):
+            setattr(other, name, getattr(self, name))
+        other.free = self.free.copy()
+        other.memory_free = self.memory_free.copy()
+        other.holders = self.holders.copy()
+        other.exclusive = self.exclusive.copy()
+        other.shared_free = self.shared_free
+        other.idle_free = self.idle_free
+        other._cursor = self._cursor
+        other._idle_cursor = self._idle_cursor
+        return other
+
+    # --- placing ---------------------------------------------------------------------------
+
+    def place(self, job: Queued, within: Machine[Allocation] | None = None) -> Allocation | None:
+        hjob: HostJob = job  # type: ignore[assignment]
+        request = hjob.request
+        if within is not None and not isinstance(within, HostPool):
+            raise TypeError("a host pool plans only within another host pool")
+        plain = (hjob.eligible is None and not request.required_nodes and request.memory_mb <= 0
+                 and not hjob.admin and within is None)
+        if plain:
+            if request.min_processors > (self.idle_free if request.exclusive else self.shared_free):
+                return None
+            return self._scan(request)
+        return self._masked(hjob, within)
+
+    def _scan(self, request: JobRequest) -> Allocation | None:
+        """Along the sorted hosts from the first with room: the common case, no numpy per job.
+        Hosts passed over for want of room move the starting point of the next scan on."""
+        free, holders, exclusive, open_ = self.free, self.holders, self.exclusive, self._open
+        order = self._order_list
+        want, most = request.min_processors, request.max_processors
+        rows: list[int] = []
+        taken: list[int] = []
+        got = 0
+        start = self._idle_cursor if request.exclusive else self._cursor
+        first_room = len(order)
+        for place in range(start, len(order)):
+            row = order[place]
+            if not open_[row]:
+                continue
+            if request.exclusive:
+                if holders[row]:
+                    continue
+                take = int(free[row])
+            else:
+                if exclusive[row] or not free[row]:
+                    continue
+                take = min(int(free[row]), most - got)
+            if first_room == len(order):
+                first_room = place
+            if take <= 0:
+                continue
+            rows.append(row)
+            taken.append(take)
+            got += take
+            if got >= most:
+                break
+        if request.exclusive:
+            self._idle_cursor = first_room
+        else:
+            self._cursor = first_room
+        if got < want:
+            return None
+        return Allocation(tuple(rows), tuple(taken), 0.0, request.exclusive)
+
+    def _candidates(self, hjob: HostJob, within: HostPool | None) -> tuple[Mask, npt.NDArray[np.int64]]:
+        request = hjob.request
+        usable = self.usable if hjob.admin else self._open
+        room = self.free if within is None else np.minimum(self.free, within.free)
+        if request.exclusive:
+            mask = usable & (self.holders == 0)
+            if within is not None:
+                mask &= within.holders == 0
+        else:
+            mask = usable & ~self.exclusive & (room > 0)
+            if within is not None:
+                mask &= ~within.exclusive
+        if request.memory_mb > 0:
+            memory = self.memory_free if within is None else np.minimum(self.memory_free, within.memory_free)
+            mask &= memory >= request.memory_mb
+        if hjob.eligible is not None:
+            mask &= hjob.eligible
+        return mask, room
+
+    def _masked(self, hjob: HostJob, within: HostPool | None) -> Allocation | None:
+        request = hjob.request
+        mask, room = self._candidates(hjob, within)
+        required = [self.row[name] for name in request.required_nodes if name in self.row]
+        if len(required) < len(request.required_nodes) or (required and not mask[required].all()):
+            return None
+        ordered = self.order[mask[self.order]]
+        if required:
+            first = np.asarray(required, np.intp)
+            ordered = np.concatenate([first, ordered[~np.isin(ordered, first)]])
+        have = room[ordered]
+        if not request.exclusive:
+            # the most it takes: each host gives what it has until the job's maximum is reached
+            cumulative = np.cumsum(have)
+            before = cumulative - have
+            have = np.clip(np.minimum(have, request.max_processors - before), 0, None)
+        cumulative = np.cumsum(have)
+        if not len(cumulative) or cumulative[-1] < request.min_processors:
+            return None
+        # as many as it may take, up to its maximum (CCS gives a job what is free within its range)
+        count = min(int(np.searchsorted(cumulative, request.max_processors)) + 1, len(cumulative))
+        count = max(count, len(required))
+        rows = ordered[:count]
+        taken = have[:count]
+        keep = taken > 0
+        if required:
+            keep[:len(required)] = True
+        return Allocation(tuple(int(r) for r in rows[keep]), tuple(int(t) for t in taken[keep]),
+                          request.memory_mb, request.exclusive)
+
+    # --- taking and giving back --------------------------------------------------------------
+
+    def take(self, allocation: Allocation) -> None:
+        for row, count in zip(allocation.rows, allocation.processors):
+            if count > self.free[row] or (allocation.exclusive and self.holders[row]) or self.exclusive[row]:
+                raise ValueError(f"host {self.ids[row]} has no room for this allocation")
+            was_idle = not self.holders[row]
+            self.free[row] -= count
+            self.memory_free[row] -= allocation.memory_mb
+            self.holders[row] += 1
+            if self._open[row]:
+                if allocation.exclusive:
+                    self.exclusive[row] = True
+                    self.shared_free -= count + int(self.free[row])
+                else:
+                    self.shared_free -= count
+                if was_idle:
+                    self.idle_free -= int(self.size[row])
+            elif allocation.exclusive:
+                self.exclusive[row] = True
+
+    def give(self, allocation: Allocation) -> None:
+        for row, count in zip(allocation.rows, allocation.processors):
+            if self.holders[row] < 1 or self.free[row] + count > self.size[row]:
+                raise ValueError(f"host {self.ids[row]}: giving back what was not taken")
+            self.free[row] += count
+            self.memory_free[row] += allocation.memory_mb
+            self.holders[row] -= 1
+            if self._open[row]:
+                if allocation.exclusive:
+                    self.exclusive[row] = False
+                    self.shared_free += int(self.free[row])
+                else:
+                    self.shared_free += count
+                if not self.holders[row]:
+                    self.idle_free += int(self.size[row])
+            elif allocation.exclusive:
+                self.exclusive[row] = False
+            place = int(self.place_of[row])
+            self._cursor = min(self._cursor, place)
+            self._idle_cursor = min(self._idle_cursor, place)
+
+    # --- words -----------------------------------------------------------------------------------
+
+    def describe_shortfall(self, job: Queued) -> str:
+        hjob: HostJob = job  # type: ignore[assignment]
+        request = hjob.request
+        usable = self.usable if hjob.admin else self._open
+        allowed = usable if hjob.eligible is None else usable & hjob.eligible
+        if not allowed.any():
+            return "no usable host meets its requirements"
+        if request.memory_mb > 0 and not (self.memory[allowed] >= request.memory_mb).any():
+            return f"no host it may use has {request.memory_mb:g} MB of memory"
+        capacity = int(self.size[allowed].sum())
+        if request.min_processors > capacity:
+            return f"needs {request.min_processors} processors; the hosts it may use have {capacity}"
+        mask, room = self._candidates(hjob, None)
+        free = int(room[mask].sum())
+        kind = "idle hosts" if request.exclusive else "hosts it may share"
+        return f"waiting for {request.min_processors} processors, {free} free on {kind}"
+
+    def names(self, allocation: Allocation) -> list[str]:
+        return [self.ids[row] for row in allocation.rows]
+
