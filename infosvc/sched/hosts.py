@@ -296,12 +296,16 @@ class HostPool:
             return f"no host it may use has {request.memory_mb:g} MB of memory"
         capacity = int(self.size[allowed].sum())
         if request.min_processors > capacity:
-            return f"needs {request.min_processors} processors; the hosts it may use have {capacity}"
+            return f"needs {_processors(request.min_processors)}; the hosts it may use have {capacity}"
         mask, room = self._candidates(hjob, None)
         free = int(room[mask].sum())
         kind = "idle hosts" if request.exclusive else "hosts it may share"
-        return f"waiting for {request.min_processors} processors, {free} free on {kind}"
+        return f"waiting for {_processors(request.min_processors)}, {free} free on {kind}"
 
     def names(self, allocation: Allocation) -> list[str]:
         return [self.ids[row] for row in allocation.rows]
 
+
+
+def _processors(count: int) -> str:
+    return f"{count} processor" if count == 1 else f"{count} processors"

@@ -27,7 +27,7 @@ The rules, with docs/scheduling.md:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 from ClusterShell.NodeSet import NodeSetException
@@ -115,8 +115,8 @@ class JobRequest:
     run_until_cancelled: bool = False
     tasks: tuple[TaskRequest, ...] = ()
     after: tuple[After, ...] = ()
-    #: features named by the job's Requested Feature terms, for people (the matcher checks them)
-    notes: tuple[str, ...] = field(default=())
+    #: whether its Requested terms ask more of a host than processors and memory (the matcher's part)
+    asks_hosts: bool = False
 
     @property
     def priority_name(self) -> str:

@@ -1,4 +1,5 @@
 """Who may write: the tokens file (`ROLE TOKEN [HOST]` a line) and the token -> host bindings.
+An executor token always names its HOST: it acts for the tasks placed there and no others.
 
 Tokens are kept only as SHA-256 digests. A presented token is hashed; candidates are found by
 the first bytes of the digest (an index, not a secret: the dict lookup's timing may leak it)
@@ -23,6 +24,8 @@ class Role(StrEnum):
     AGENT = "agent"
     SUBMIT = "submit"
     ADMIN = "admin"
+    #: runs the tasks placed on one host and reports their start and end (infosvc-agent --run-jobs)
+    EXECUTOR = "executor"
 
 
 class TokenFileError(ValueError):
@@ -47,6 +50,7 @@ class Tokens:
     _index: dict[str, list[tuple[str, Role]]] = field(default_factory=dict)
     _hosts: dict[str, str] = field(default_factory=dict)  # digest -> host
     _tokens: dict[str, str] = field(default_factory=dict)  # host -> digest
+    _executors: dict[str, str] = field(default_factory=dict)  # executor digest -> host
 
     @classmethod
     def load(cls, path: str | Path | None) -> Tokens:
@@ -70,8 +74,10 @@ class Tokens:
                                      f"one of {', '.join(r.value for r in Role)}") from None
             if len(words[1]) < 16:
                 raise TokenFileError(f"{path}:{number}: token too short (at least 16 characters)")
-            if len(words) == 3 and role is not Role.AGENT:
-                raise TokenFileError(f"{path}:{number}: only agent tokens are bound to a host")
+            if len(words) == 3 and role not in (Role.AGENT, Role.EXECUTOR):
+                raise TokenFileError(f"{path}:{number}: only agent and executor tokens are bound to a host")
+            if len(words) == 2 and role is Role.EXECUTOR:
+                raise TokenFileError(f"{path}:{number}: an executor token names its host: 'executor TOKEN HOST'")
             try:
                 tokens.add(words[1], role, host=host_id(words[2]) if len(words) == 3 else None)
             except (TokenFileError, HostIdError) as exc:
@@ -84,9 +90,15 @@ class Tokens:
         if any(known == key for known, _ in entries):
             raise TokenFileError("the same token is listed twice")
         entries.append((key, role))
-        if host is not None:
+        if host is not None and role is Role.EXECUTOR:
+            self._executors[key] = host
+        elif host is not None:
             self.bind(key, host)
         return key
+
+    def executor_host(self, key: str) -> str | None:
+        """The host an executor token acts for."""
+        return self._executors.get(key)
 
     def check(self, token: str) -> tuple[str, Role] | None:
         """(digest, role) of a known token, else None; the digest is compared in constant time."""

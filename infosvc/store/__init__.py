@@ -1,9 +1,10 @@
 """The durable store: SQLite (through sqlite-utils) holding every host's newest report, a bounded
-history of reports, admin decisions, and which agent token is bound to which host.
+history of reports, admin decisions, which agent token is bound to which host, and the job queue
+(`jobs`: every job's newest row and its timestamped transitions).
 
 `Store` opens the file (`file`: the one-server lock, WAL, PRAGMA quick_check, read ahead),
 brings its tables up to date (`schema`), and writes through one group-commit writer thread
-(`writer`) the operations of `hosts`. Every write is a coroutine that returns once the
+(`writer`) the operations of `hosts` and `jobs`. Every write is a coroutine that returns once the
 transaction holding it has committed: an acknowledged report survives `kill -9`. Reads open a
 connection of their own; WAL lets them proceed during writes.
 
@@ -25,6 +26,7 @@ from typing import Any, Final, Iterator
 
 import sqlite_utils
 
+from infosvc.sched.jobs import Event, JobRecord
 from infosvc.store.file import (
     BUSY_TIMEOUT_MS, StoreCorrupt, StoreError, StoreInUse, connect, is_corruption, lock_database, quick_check,
     read_ahead,
@@ -33,6 +35,7 @@ from infosvc.store.hosts import (
     HostRecord, Report, drop_binding, read_bindings, read_history, read_hosts, write_binding, write_flags,
     write_report,
 )
+from infosvc.store.jobs import read_document, read_events, read_jobs
 from infosvc.store.schema import MIGRATIONS, migrate
 from infosvc.store.writer import GroupWriter, Operation, WriterStopped
 
@@ -144,6 +147,20 @@ class Store:
         """token hash -> host id."""
         with self._reader() as conn:
             return read_bindings(conn)
+
+    def jobs(self, *, ended: bool = True) -> list[JobRecord]:
+        """The queue's jobs (with `ended=False`, those Queued or Running), in id order."""
+        with self._reader() as conn:
+            return list(read_jobs(conn, ended=ended))
+
+    def job_document(self, job_id: int) -> tuple[bytes, str] | None:
+        """The document a job was submitted as, and its content type."""
+        with self._reader() as conn:
+            return read_document(conn, job_id)
+
+    def job_events(self, job_id: int, limit: int = 1000) -> list[Event]:
+        with self._reader() as conn:
+            return read_events(conn, job_id, limit)
 
     def size_bytes(self) -> int:
         total = 0

@@ -36,8 +36,24 @@ def _migration_2(db: sqlite_utils.Database) -> None:
     conn.execute(f"UPDATE reports SET host_id = {folded} WHERE host_id != {folded}")
 
 
+def _migration_3(db: sqlite_utils.Database) -> None:
+    """The job queue (infosvc/store/jobs.py): each job's newest row, and every transition."""
+    conn = db.conn
+    conn.execute("""CREATE TABLE jobs (
+        id INTEGER PRIMARY KEY, grp TEXT, owner TEXT NOT NULL, admin INTEGER NOT NULL, submitter TEXT NOT NULL,
+        submitted REAL NOT NULL,
+        state TEXT NOT NULL, reason TEXT NOT NULL, held INTEGER NOT NULL, hosts TEXT NOT NULL,
+        exclusive INTEGER NOT NULL, memory REAL NOT NULL, started REAL, ended REAL, exit_code INTEGER,
+        tasks TEXT NOT NULL, request TEXT NOT NULL, document BLOB NOT NULL, content_type TEXT NOT NULL)""")
+    conn.execute("CREATE INDEX jobs_open ON jobs (state) WHERE state IN ('Queued', 'Running')")
+    conn.execute("""CREATE TABLE job_events (
+        seq INTEGER PRIMARY KEY, job_id INTEGER NOT NULL, task INTEGER, state TEXT NOT NULL, at REAL NOT NULL,
+        detail TEXT NOT NULL)""")
+    conn.execute("CREATE INDEX job_events_job ON job_events (job_id, seq)")
+
+
 #: Schema migrations, applied in order; the database records how many it has had.
-MIGRATIONS: Final[list[Callable[[sqlite_utils.Database], None]]] = [_migration_1, _migration_2]
+MIGRATIONS: Final[list[Callable[[sqlite_utils.Database], None]]] = [_migration_1, _migration_2, _migration_3]
 
 def migrate(db: sqlite_utils.Database) -> int:
     """Bring the schema up to date; returns the schema version."""

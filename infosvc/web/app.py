@@ -15,13 +15,15 @@ from aiohttp import web
 
 from infosvc.publish.glue import Glue
 from infosvc.publish.prometheus import Metrics
+from infosvc.matching import Site
 from infosvc.site.aggregator import Aggregator
 from infosvc.site.config import SiteConfig
+from infosvc.site.queue import JobQueue
 from infosvc.site.tokens import Tokens
 from infosvc.store import Store
 from infosvc.web.auth import authorize
 from infosvc.web.errors import errors_as_json
-from infosvc.web.keys import AGGREGATOR, CONFIG, GLUE, MATCH_GATE, METRICS
+from infosvc.web.keys import AGGREGATOR, CONFIG, GLUE, JOB_QUEUE, MATCH_GATE, METRICS
 from infosvc.web.match import MatchGate
 from infosvc.web.routes import add_routes
 
@@ -54,10 +56,18 @@ async def _aggregator_ctx(app: web.Application, store_path: str, tokens: Tokens)
     glue = app[GLUE] = Glue(agg.table.rollup)
     await asyncio.to_thread(glue.warm, list(agg.table.rollup.hosts.values()))
     agg.on_change.append(glue.warm)
+    queue = app[JOB_QUEUE] = JobQueue(store, agg.table, site=lambda: Site.of(agg.table.rollup), clock=agg.clock)
+    jobs = await asyncio.to_thread(queue.load)
+    if jobs:
+        log.info("job queue: %d jobs read from the store", jobs)
+    agg.on_change.append(queue.hosts_changed)
     sweeper = asyncio.create_task(_sweep_forever(app[AGGREGATOR], config))
+    scheduler = asyncio.create_task(queue.run_forever())
+    queue.poke()
     try:
         yield
     finally:
+        scheduler.cancel()
         sweeper.cancel()
         await asyncio.to_thread(store.close)
 

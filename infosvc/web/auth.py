@@ -33,10 +33,13 @@ class Access(Enum):
     READ = "read"  # anyone, or any token when service.read_token_required
     AGENT = "agent"  # an agent token
     ADMIN = "admin"  # an admin token
+    SUBMIT = "submit"  # a submit or admin token (jobs)
+    EXECUTOR = "executor"  # an executor or admin token (reports of tasks' start and end)
 
 
 ROLES: dict[Access, tuple[Role, ...]] = {Access.READ: tuple(Role), Access.AGENT: (Role.AGENT,),
-                                         Access.ADMIN: (Role.ADMIN,)}
+                                         Access.ADMIN: (Role.ADMIN,), Access.SUBMIT: (Role.SUBMIT, Role.ADMIN),
+                                         Access.EXECUTOR: (Role.EXECUTOR, Role.ADMIN)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +102,7 @@ async def authorize(request: web.Request, handler: Handler) -> web.StreamRespons
             # Before the token is even looked at: a client announcing too much is not read at all.
             refuse_announced_size(request, request.app[CONFIG].service)
         caller = _identify(request, agg.tokens)
-        if route.access is Access.AGENT or route.access is Access.ADMIN or (
+        if route.access in (Access.AGENT, Access.ADMIN, Access.SUBMIT, Access.EXECUTOR) or (
                 route.access is Access.READ and request.app[CONFIG].service.read_token_required):
             _check(request, caller, route.access)
     except web.HTTPRequestEntityTooLarge:

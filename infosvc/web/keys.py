@@ -10,6 +10,7 @@ from infosvc.publish.glue import Glue
 from infosvc.publish.prometheus import Metrics
 from infosvc.site.aggregator import Aggregator
 from infosvc.site.config import SiteConfig
+from infosvc.site.queue import JobQueue
 
 if TYPE_CHECKING:
     from infosvc.web.match import MatchGate
@@ -19,6 +20,7 @@ CONFIG = web.AppKey("config", SiteConfig)
 AGGREGATOR = web.AppKey("aggregator", Aggregator)
 METRICS = web.AppKey("metrics", Metrics)
 GLUE = web.AppKey("glue", Glue)
+JOB_QUEUE = web.AppKey("job_queue", JobQueue)
 MATCH_GATE: web.AppKey["MatchGate"] = web.AppKey("match_gate")
 #: handler -> its entry in the route table, for the authorizing middleware
 ROUTE_TABLE: web.AppKey[dict[Callable[..., Any], "Route"]] = web.AppKey("route_table")

@@ -21,6 +21,10 @@ PUBLISHED_SCHEMAS: dict[str, str] = {
     "glue.schema.json": JSON,
     "sss-node.xsd": XML,
     "glue-ce-1.1.xsd": XML,
+    # what POST /v1/jobs reads (docs/api.md)
+    "gridjob-v2.schema.json": JSON,
+    "sss-job.xsd": XML,
+    "ccs-job.xsd": XML,
 }
 
 

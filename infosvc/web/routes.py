@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from infosvc.web import admin, glue, match, meta, nodes, prometheus
+from infosvc.web import admin, glue, jobs, match, meta, nodes, prometheus
 from infosvc.web.auth import Access, Handler
 from infosvc.web.keys import ROUTE_TABLE
 
@@ -31,6 +31,12 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/glue/hosts", glue.get_glue_hosts, Access.READ),
     Route("GET", "/v1/glue/{kind}/{id}", glue.get_glue_entity, Access.READ),
     Route("POST", "/v1/match", match.post_match, Access.READ),
+    Route("POST", "/v1/jobs", jobs.post_job, Access.SUBMIT),
+    Route("GET", "/v1/jobs", jobs.get_jobs, Access.READ),
+    Route("GET", "/v1/jobs/{id}", jobs.get_job, Access.READ),
+    Route("DELETE", "/v1/jobs/{id}", jobs.delete_job, Access.SUBMIT),
+    Route("POST", "/v1/jobs/{id}/tasks/{task}/events", jobs.post_task_event, Access.EXECUTOR),
+    Route("GET", "/v1/executor/tasks", jobs.get_executor_tasks, Access.EXECUTOR),
     Route("POST", "/v1/admin/hosts/{id}/{action}", admin.post_admin, Access.ADMIN),
     Route("GET", "/v1/prometheus/targets", prometheus.get_prometheus_targets, Access.READ),
     Route("GET", "/metrics", prometheus.get_metrics, Access.READ),

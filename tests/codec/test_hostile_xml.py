@@ -444,6 +444,7 @@ class Route:
 XML_ROUTES: dict[str, Route] = {
     "/v1/match": Route(None, "Job", _job, 200),
     "/v1/nodes": Route("agent", "Node", _node, 200),
+    "/v1/jobs": Route("submit", "Job", _job, 201),
 }
 
 
@@ -466,8 +467,10 @@ def site(shared_site: Server) -> Server:
     return shared_site
 
 
-def token_for(server: Server, route: Route) -> str | None:
-    return None if route.role is None else server.tokens["agent0"]
+def token_for(server: Server, route: Route, agent: str = "agent0") -> str | None:
+    if route.role is None:
+        return None
+    return server.tokens[agent if route.role == "agent" else route.role]
 
 
 def post(server: Server, path: str, body: bytes, token: str | None, timeout: float = LIMIT) -> Reply | str:
@@ -515,8 +518,7 @@ def test_every_route_refuses_every_attack(site: Server, traps: Traps, path: str,
 @pytest.mark.parametrize("path", list(XML_ROUTES))
 def test_every_route_takes_the_plain_document(site: Server, path: str) -> None:
     route = XML_ROUTES[path]
-    token = None if route.role is None else site.tokens["agent1"]
-    reply = post(site, path, route.shape("").encode(), token)
+    reply = post(site, path, route.shape("").encode(), token_for(site, route, "agent1"))
     assert isinstance(reply, Reply) and reply.status == route.accepted, reply
 
 
@@ -525,14 +527,13 @@ def test_a_flood_of_attacks_leaves_healthz_fast(serve: ServerFactory, traps: Tra
     """200 hostile documents from three threads, mixed from the corpus (the UTF-16 /dev/zero one
     included), while another thread times GET /healthz: each is a 400, and /healthz p99 < 50 ms."""
     server = serve(agents=2)
-    token = server.tokens["agent0"]
     for path, route in XML_ROUTES.items():  # the first request of a route imports its modules (~50 ms)
-        warm = post(server, path, route.shape("").encode(), None if route.role is None else server.tokens["agent1"])
+        warm = post(server, path, route.shape("").encode(), token_for(server, route, "agent1"))
         assert isinstance(warm, Reply) and warm.status == route.accepted, warm
     cases = [(path, attack, encoding) for path in XML_ROUTES for attack in ATTACKS for encoding in ENCODINGS]
     flood = random.Random(10).sample(cases, 199) + [("/v1/match", "parameter-entity-dev-zero", "utf-16-le-bom")]
     documents = [(path, hostile(traps, attack, encoding, XML_ROUTES[path].root, XML_ROUTES[path].shape),
-                  None if XML_ROUTES[path].role is None else token) for path, attack, encoding in flood]
+                  token_for(server, XML_ROUTES[path])) for path, attack, encoding in flood]
     done, stop = threading.Event(), threading.Event()
     latencies: list[float] = []
     health_failures: list[str] = []

@@ -148,7 +148,8 @@ def test_tokens_file(tmp_path: Path) -> None:
     ("agent", "expected 'ROLE TOKEN"),
     ("root 0123456789abcdef", "unknown role"),
     ("agent short", "too short"),
-    ("admin 0123456789abcdef hostx", "only agent tokens"),
+    ("admin 0123456789abcdef hostx", "only agent and executor tokens"),
+    ("executor 0123456789abcdef", "an executor token names its host"),
 ])
 def test_bad_tokens_file(tmp_path: Path, line: str, message: str) -> None:
     path = tmp_path / "tokens"

@@ -115,6 +115,7 @@ class Server:
     config: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     agents: int = 8
     bound: Mapping[str, str] = field(default_factory=dict)  # token name -> host, the HOST column
+    executors: Mapping[str, str] = field(default_factory=dict)  # executor token name -> its host
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
@@ -131,10 +132,11 @@ class Server:
         self.tokens.update({name: new_token() for name in self.bound})
         self.tokens["admin"] = new_token()
         self.tokens["submit"] = new_token()
+        self.tokens.update({name: new_token() for name in self.executors})
         lines = []
         for name, token in self.tokens.items():
-            role = name if name in ("admin", "submit") else "agent"
-            host = self.bound.get(name)
+            role = name if name in ("admin", "submit") else "executor" if name in self.executors else "agent"
+            host = self.bound.get(name) or self.executors.get(name)
             lines.append(f"{role} {token}" + (f" {host}" if host else ""))
         self.tokens_file = self.directory / "tokens"
         self.tokens_file.write_text("# written by tests/support/server.py\n" + "\n".join(lines) + "\n")
@@ -263,7 +265,7 @@ class Server:
 
     def row_counts(self) -> dict[str, int]:
         return {table: self.sql(f"SELECT count(*) FROM {table}")[0][0]
-                for table in ("hosts", "reports", "token_bindings")}
+                for table in ("hosts", "reports", "token_bindings", "jobs", "job_events")}
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02,

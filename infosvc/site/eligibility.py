@@ -1,0 +1,107 @@
+"""Which hosts a job may ever run on, and the site's hosts as the scheduler's machine.
+
+The scheduler holds processors and memory itself, so a job's own Processors and Memory are its
+business (infosvc.sched.hosts); every other requirement (features, operating system, node names,
+the CE's LRMS, queue and wall-clock limit, ...) is the matcher's, evaluated against each host as
+if it were idle and Ready: a host it rules out now rules it out until the host changes. Jobs
+asking nothing more share one answer: every host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable, Iterable, Mapping
+
+import numpy as np
+
+from infosvc.matching import MatchError, Requirements, Site, compile_requirements, evaluate
+from infosvc.model.glue import Host
+from infosvc.model.job import Consumable, Context, Job, Term
+from infosvc.model.node import Node
+from infosvc.sched.hosts import HostPool, HostSlot, Mask
+from infosvc.sched.request import JobRequest
+
+__all__ = ["Eligibility", "asks_of_hosts", "pool_of"]
+
+#: How many rejected hosts, with their reasons, are kept for `infosvc why`.
+KEPT_REJECTIONS = 8
+
+
+def asks_of_hosts(job: Job) -> bool:
+    """Whether the job's Requested terms ask anything of a host beyond processors and memory."""
+    levels = [job.properties.requested]
+    for group in job.effective_task_groups():
+        levels.append(group.properties.requested)
+        levels.extend(task.properties.requested for task in group.tasks)
+    return any(not _held_by_scheduler(term) for terms in levels for term in terms)
+
+
+def _held_by_scheduler(term: Term) -> bool:
+    item = term.item
+    return (isinstance(item, Consumable) and item.kind in ("Processors", "Memory")
+            and item.effective_context in (Context.AVAILABLE, Context.DEDICATED))
+
+
+def pool_of(hosts: Iterable[Host], paused: Callable[[str], bool]) -> HostPool:
+    """The hosts as the scheduler's machine: Ready and Paused hosts (Paused for administrators'
+    jobs only), with their configured processors, RAM and clock; the rest not usable."""
+    return HostPool([HostSlot(host.unique_id, host.total_cpus, float(host.main_memory.ram_size or 0),
+                              float(host.processor.clock_speed or 0), usable=host.state in ("Ready", "Paused"),
+                              paused=host.state == "Paused" or paused(host.unique_id))
+                     for host in hosts])
+
+
+class Eligibility:
+    """Each job's hosts as a mask over one pool's rows, kept while the pool is the same."""
+
+    def __init__(self) -> None:
+        self._pool: HostPool | None = None
+        self._masks: dict[str, Mask] = {}
+        self.rejected: dict[str, tuple[str, ...]] = {}
+
+    def mask(self, job_id: str, request: JobRequest, requirements: Requirements | None, pool: HostPool,
+             hosts: Mapping[str, Host], node_of: Callable[[str], Node | None], site: Site) -> Mask | None:
+        if pool is not self._pool:
+            self._pool, self._masks = pool, {}
+        asked = request.asked_nodes
+        if requirements is None and asked is None:
+            return None
+        cached = self._masks.get(job_id)
+        if cached is not None:
+            return cached
+        mask = np.ones(len(pool.ids), np.bool_)
+        rejected: list[str] = []
+        if asked is not None:
+            wanted = frozenset(asked)
+            mask &= np.fromiter((host in wanted for host in pool.ids), np.bool_, len(pool.ids))
+        if requirements is not None:
+            for row, host_id in enumerate(pool.ids):
+                if not mask[row]:
+                    continue
+                host, node = hosts.get(host_id), node_of(host_id)
+                if host is None or node is None:
+                    mask[row] = False
+                    continue
+                idle = replace(host, state="Ready", available_cpus=host.total_cpus,
+                               main_memory=replace(host.main_memory, ram_available=host.main_memory.ram_size))
+                try:
+                    verdict = evaluate(requirements, node, idle, subcluster=None, site=site)
+                    ok, reasons = verdict.ok, list(verdict.reasons)
+                except MatchError as exc:
+                    ok, reasons = False, [str(exc)]
+                if not ok:
+                    mask[row] = False
+                    if len(rejected) < KEPT_REJECTIONS:
+                        rejected.append(f"{host_id}: {'; '.join(reasons)}")
+        self._masks[job_id] = mask
+        self.rejected[job_id] = tuple(rejected)
+        return mask
+
+    def forget(self, job_id: str) -> None:
+        self._masks.pop(job_id, None)
+        self.rejected.pop(job_id, None)
+
+
+def requirements_of(job: Job) -> Requirements | None:
+    """The compiled requirements when the job asks anything of a host beyond processors and memory."""
+    return compile_requirements(job) if asks_of_hosts(job) else None

@@ -1,0 +1,390 @@
+"""The job queue of one aggregator: jobs submitted, scheduled against the live hosts by the pure
+policy (infosvc.sched), their tasks dispatched to executors, and every change stored before it is
+seen. No HTTP: web/jobs.py is its shell.
+
+A change is decided in memory, written (awaited: the writer commits it), and only then applied,
+so nothing a client or an executor sees is lost by kill -9. The one exception is the scheduling
+pass itself, which plans off the event loop on a copy (a pass over 10,000 jobs must not stall
+ingest) and is applied under the queue's lock, starting only jobs still Queued by then.
+
+A pass runs when something it depends on changes: a submission, a job's or task's end, a cancel,
+a host becoming usable or not (a report that changes nothing a job needs schedules nothing), and
+at the next run time limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import math
+import time
+from dataclasses import replace
+from typing import Callable, Iterable
+
+from infosvc.errors import DocumentError, excerpt
+from infosvc.matching import Requirements, Site
+from infosvc.model.glue import Host
+from infosvc.sched import Policy, Running, queue_order, schedule
+from infosvc.sched.hosts import Allocation, HostPool, WaitingJob
+from infosvc.sched.jobs import ENDED, Event, JobRecord, JobState
+from infosvc.sched.request import JobRequest
+from infosvc.site.eligibility import Eligibility, pool_of
+from infosvc.site.submissions import prepare
+from infosvc.site.errors import Forbidden, Invalid, NotFound
+from infosvc.site.hosts import HostTable
+from infosvc.store import Store
+from infosvc.store.jobs import write_jobs
+
+__all__ = ["JobQueue"]
+
+log = logging.getLogger("infosvc.queue")
+
+#: Ended jobs kept in memory for GET /v1/jobs; older ones are read from the store by id.
+KEPT_ENDED = 10_000
+
+
+class JobQueue:
+    def __init__(self, store: Store, table: HostTable, *, site: Callable[[], Site],
+                 clock: Callable[[], float] = time.time, policy: Policy = Policy.EASY) -> None:
+        self.store = store
+        self.table = table
+        self.site = site
+        self.clock = clock
+        self.policy = policy
+        self.jobs: dict[str, JobRecord] = {}
+        self.requirements: dict[str, Requirements | None] = {}
+        self.names: dict[str, str] = {}  # (group) job names -> ids, for dependencies by name
+        self.eligibility = Eligibility()
+        self._next_id = 1
+        self._lock = asyncio.Lock()
+        self._poked = asyncio.Event()
+        self._pool: HostPool | None = None
+        self.passes = 0
+        self.last_pass_seconds = 0.0
+
+    # --- start ---------------------------------------------------------------------------
+
+    def load(self) -> int:
+        """The jobs from the store (blocking: run it in a thread at start). Jobs with host
+        requirements have them compiled again from their documents."""
+        records = self.store.jobs()
+        ended = [job for job in records if job.state in ENDED][-KEPT_ENDED:]
+        for job in [job for job in records if job.state not in ENDED] + ended:
+            self.jobs[job.id] = job
+            if job.request.name:
+                self.names.setdefault(job.request.name, job.id)
+            if job.state not in ENDED and job.request.asks_hosts:
+                self.requirements[job.id] = self._requirements_again(job)
+        self._next_id = max((int(job.id) for job in records), default=0) + 1
+        self.jobs = dict(sorted(self.jobs.items(), key=lambda item: int(item[0])))
+        return len(records)
+
+    def _requirements_again(self, job: JobRecord) -> Requirements | None:
+        stored = self.store.job_document(int(job.id))
+        if stored is None:
+            return None
+        try:
+            prepared, _ = prepare(stored[0], stored[1], job.owner)
+        except DocumentError as exc:  # accepted by an earlier version that read it otherwise
+            log.warning("job %s: its document no longer reads (%s); scheduled without its host requirements",
+                        job.id, exc)
+            return None
+        position = int(job.id) - int(job.group) if job.group is not None else 0
+        return prepared[position].requirements if 0 <= position < len(prepared) else None
+
+    # --- reading --------------------------------------------------------------------------
+
+    def get(self, job_id: str) -> JobRecord:
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise NotFound(f"no job {excerpt(job_id)!r}")
+        return job
+
+    def listed(self, *, state: str | None = None, user: str | None = None, ce: str | None = None) -> list[JobRecord]:
+        found = []
+        for job in self.jobs.values():
+            if state is not None and job.state.value.lower() != state.lower():
+                continue
+            if user is not None and job.owner != user:
+                continue
+            if ce is not None and ce not in self.ces_of(job):
+                continue
+            found.append(job)
+        return found
+
+    def ces_of(self, job: JobRecord) -> list[str]:
+        site = self.site()
+        clusters = {host.cluster for name in job.hosts if (host := self.table.rollup.hosts.get(name)) is not None}
+        return sorted({ce.id for cluster in clusters for ce in site.ces.get(cluster, ())})
+
+    def tasks_on(self, host: str) -> list[tuple[JobRecord, int]]:
+        """The tasks dispatched to `host` and not yet ended: what its executor must run."""
+        return [(job, task.index) for job in self.jobs.values() if job.state is JobState.RUNNING
+                for task in job.tasks if task.state is JobState.RUNNING and task.host == host]
+
+    # --- changes ---------------------------------------------------------------------------
+
+    async def submit(self, body: bytes, content_type: str, *, owner: str, submitter: str, admin: bool,
+                     ) -> tuple[list[JobRecord], list[str]]:
+        prepared, warnings = await asyncio.to_thread(prepare, body, content_type, owner)
+        async with self._lock:
+            now = self.clock()
+            records: list[JobRecord] = []
+            group = str(self._next_id) if len(prepared) > 1 else None
+            local: dict[str, str] = {}
+            for item in prepared:
+                job_id = str(self._next_id + len(records))
+                local.setdefault(item.name, job_id)
+                if item.request.name:
+                    local.setdefault(item.request.name, job_id)
+                records.append(JobRecord(job_id, item.request, now, item.request.owner, admin, group, submitter))
+            for job in records:
+                job.reason = self._unknown_dependency(job.request, local) or ""
+                job.held = bool(job.request.after)
+            events = [Event(job.id, None, JobState.QUEUED, now, "submitted") for job in records]
+            await self.store.write(write_jobs([(job, body, content_type) for job in records], [], events))
+            self._next_id += len(records)
+            for job, item in zip(records, prepared):
+                self.jobs[job.id] = job
+                self.requirements[job.id] = item.requirements
+                self.names[job.id] = job.id
+                for name, job_id in local.items():
+                    self.names.setdefault(name, job_id)
+            self.poke()
+            return records, warnings
+
+    def _unknown_dependency(self, request: JobRequest, local: dict[str, str]) -> str | None:
+        for after in request.after:
+            if after.job not in local and after.job not in self.names and after.job not in self.jobs:
+                raise DocumentError(f"the job depends on {excerpt(after.job)!r}, which is no job of this submission "
+                                    "or of the queue")
+        return None
+
+    async def cancel(self, job_id: str, *, admin: bool, submitter: str) -> JobRecord:
+        """Cancel a job: an administrator any, a submitter only those it submitted."""
+        async with self._lock:
+            job = self.get(job_id)
+            if not admin and job.submitter != submitter:
+                raise Forbidden(f"job {job_id} was submitted with another token", "an admin token may cancel any job")
+            if job.state in ENDED:
+                raise Invalid(f"job {job_id} has already ended ({job.state.value})")
+            await self._commit(job, lambda j: j.end(JobState.CANCELED, self.clock(), "canceled"))
+        self.poke()
+        return job
+
+    async def task_report(self, job_id: str, task: int, *, host: str | None, began: bool,
+                          exit_code: int | None = None) -> JobRecord:
+        """An executor's report: task `task` of the job began (`began`) or ended with `exit_code`.
+        `host` is the executor's (None for an admin): it must be where the task was placed."""
+        async with self._lock:
+            job = self.get(job_id)
+            if not 0 <= task < len(job.tasks):
+                raise NotFound(f"job {job_id} has no task {task}")
+            record = job.tasks[task]
+            if record.state is not JobState.RUNNING:
+                raise Invalid(f"task {task} of job {job_id} is {record.state.value}, not running")
+            if host is not None and record.host != host:
+                raise Forbidden(f"task {task} of job {job_id} runs on {record.host}, not on {host}")
+            now = self.clock()
+            if began:
+                await self._commit(job, lambda j: j.task_began(task, now))
+            else:
+                if exit_code is None:
+                    raise Invalid("an end report needs the exit code")
+                await self._commit(job, lambda j: j.task_ended(task, exit_code, now))
+        if not began:
+            self.poke()
+        return job
+
+    async def _commit(self, job: JobRecord, change: Callable[[JobRecord], list[Event]]) -> None:
+        """Decide `change` on a copy, store it, then make it so in memory."""
+        trial = _copy(job)
+        events = change(trial)
+        await self.store.write(write_jobs([], [trial], events))
+        _restore(job, trial)
+
+    # --- the scheduling pass ---------------------------------------------------------------------
+
+    def poke(self) -> None:
+        self._poked.set()
+
+    def hosts_changed(self, hosts: Iterable[Host]) -> None:
+        """The roll-up's listener: a pass only if what the scheduler reads of a host changed."""
+        pool = self._pool
+        if pool is None:
+            return
+        for host in hosts:
+            row = pool.row.get(host.unique_id)
+            usable = host.state in ("Ready", "Paused")
+            if (row is None or pool.size[row] != host.total_cpus or bool(pool.usable[row]) != usable
+                    or bool(pool.paused[row]) != (host.state == "Paused")):
+                self._pool = None
+                self.poke()
+                return
+
+    async def run_forever(self, debounce: float = 0.02) -> None:
+        while True:
+            timeout = self._next_deadline() - self.clock()
+            try:
+                await asyncio.wait_for(self._poked.wait(), timeout=max(0.0, min(timeout, 60.0)))
+            except TimeoutError:
+                pass
+            await asyncio.sleep(debounce)  # one pass for a burst of submissions
+            self._poked.clear()
+            try:
+                await self.pass_once()
+            except Exception:  # noqa: BLE001 - the scheduler must outlive a bug in one pass
+                log.exception("scheduling pass failed")
+
+    def _next_deadline(self) -> float:
+        return min((job.limit_at for job in self.jobs.values() if job.state is JobState.RUNNING), default=math.inf)
+
+    def pool(self) -> HostPool:
+        if self._pool is None:
+            rollup = self.table.rollup
+            self._pool = pool_of(rollup.hosts.values(), lambda host: bool((e := self.table.get(host)) and e.paused))
+        return self._pool
+
+    async def pass_once(self) -> None:
+        """Limits, lost hosts and dependencies first; then one scheduling pass, planned off the loop."""
+        started = time.perf_counter()
+        async with self._lock:
+            await self._housekeeping(self.clock())
+            pool = self.pool().copy()
+            running: list[Running[Allocation]] = []
+            for job in self.jobs.values():
+                if job.state is JobState.RUNNING:
+                    allocation = _allocation_of(pool, job)
+                    if allocation is not None:
+                        pool.take(allocation)
+                        running.append(Running(job.id, job.started or 0.0, job.estimate, allocation))
+            waiting = self._waiting(pool)
+        now = self.clock()
+        plan = await asyncio.to_thread(schedule, pool, running, queue_order(waiting), now, self.policy)
+        async with self._lock:
+            changed: list[JobRecord] = []
+            events: list[Event] = []
+            starts: list[tuple[JobRecord, JobRecord]] = []
+            for start in plan.starts:
+                found = self.jobs.get(start.job.id)
+                if found is None or found.state is not JobState.QUEUED:
+                    continue
+                allocation = start.allocation
+                trial = _copy(found)
+                events.extend(trial.start({pool.ids[r]: p for r, p in zip(allocation.rows, allocation.processors)},
+                                          allocation.exclusive, allocation.memory_mb, now))
+                starts.append((found, trial))
+                changed.append(trial)
+            for job_id, reason in plan.waiting.items():
+                waiter = self.jobs.get(job_id)
+                if waiter is not None and waiter.state is JobState.QUEUED:
+                    waiter.reason = reason
+                    waiter.reserved_at = None
+            reservation = plan.reservation
+            head = self.jobs.get(reservation.job.id) if reservation is not None else None
+            if head is not None and reservation is not None and reservation.allocation is not None \
+                    and math.isfinite(reservation.at):
+                head.reserved_at = reservation.at
+                head.reserved_hosts = tuple(pool.ids[r] for r in reservation.allocation.rows)
+            if changed:
+                await self.store.write(write_jobs([], changed, events, only_if_queued=[j.id for j in changed]))
+                for job, trial in starts:
+                    if job.state is JobState.QUEUED:
+                        _restore(job, trial)
+        self.passes += 1
+        self.last_pass_seconds = time.perf_counter() - started
+
+    def _waiting(self, pool: HostPool) -> list[WaitingJob]:
+        rollup = self.table.rollup
+        site = self.site()
+
+        def node_of(host_id: str) -> object:
+            entry = self.table.get(host_id)
+            return None if entry is None else entry.node
+
+        waiting = []
+        for job in self.jobs.values():
+            if job.state is not JobState.QUEUED or job.held:
+                continue
+            mask = self.eligibility.mask(job.id, job.request, self.requirements.get(job.id), pool, rollup.hosts,
+                                         node_of, site)  # type: ignore[arg-type]
+            if mask is not None:
+                job.rejected = self.eligibility.rejected.get(job.id, ())
+            waiting.append(WaitingJob(job.id, job.priority, job.submitted, job.estimate, job.request, mask, job.admin))
+        return waiting
+
+    async def _housekeeping(self, now: float) -> None:
+        """Run time limits, hosts lost under running jobs, and dependencies released or broken."""
+        changed: list[tuple[JobRecord, JobRecord]] = []
+        events: list[Event] = []
+        for job in self.jobs.values():
+            if job.state is JobState.RUNNING:
+                trial = _copy(job)
+                if job.limit_at <= now:
+                    step = trial.end(JobState.CANCELED, now, f"reached its run time limit of {job.estimate:g} s")
+                else:
+                    step = []
+                    for host in job.hosts:
+                        entry = self.table.get(host)
+                        if entry is None or entry.state.value not in ("Ready", "Paused"):
+                            step = trial.host_lost(host, now)
+                            break
+                if step:
+                    changed.append((job, trial))
+                    events.extend(step)
+            elif job.state is JobState.QUEUED and job.held:
+                verdict = self._dependencies(job)
+                if verdict is True:
+                    trial = _copy(job)
+                    trial.held, trial.reason = False, ""
+                    changed.append((job, trial))
+                elif isinstance(verdict, str):
+                    trial = _copy(job)
+                    events.extend(trial.end(JobState.CANCELED, now, verdict))
+                    changed.append((job, trial))
+                elif isinstance(verdict, tuple):
+                    job.reason = f"held: {verdict[1]}"
+        if changed:
+            await self.store.write(write_jobs([], [trial for _, trial in changed], events))
+            for job, trial in changed:
+                _restore(job, trial)
+
+    def _dependencies(self, job: JobRecord) -> bool | str | tuple[None, str]:
+        """True when every dependency has released the job; a reason when one never will; else
+        (None, what it waits for)."""
+        for after in job.request.after:
+            other_id = self.names.get(after.job, after.job) if after.by_name else after.job
+            other = self.jobs.get(other_id) or self.jobs.get(self.names.get(after.job, ""))
+            if other is None:
+                return f"dependency {after.job} is unknown"
+            if other.state not in ENDED:
+                return None, f"dependency {other.id} ({after.describe()}) not completed"
+            if not after.released_by(other.state.value, other.exit_code):
+                return f"dependency {other.id} ended {other.state.value}; the job needed it {after.describe()}"
+        return True
+
+
+def _allocation_of(pool: HostPool, job: JobRecord) -> Allocation | None:
+    rows = [(pool.row[host], count) for host, count in job.hosts.items() if host in pool.row]
+    if not rows:
+        return None
+    allocation = Allocation(tuple(r for r, _ in rows), tuple(c for _, c in rows), job.memory_mb, job.exclusive)
+    try:
+        pool.copy().take(allocation)
+    except ValueError:
+        return None  # the host shrank under it: counted by what the pool can hold
+    return allocation
+
+
+def _copy(job: JobRecord) -> JobRecord:
+    """A trial copy to decide a change on: its own tasks and hosts, the rest shared (immutable)."""
+    clone = copy.copy(job)
+    clone.tasks = [replace(task) for task in job.tasks]
+    clone.hosts = dict(job.hosts)
+    return clone
+
+
+def _restore(job: JobRecord, trial: JobRecord) -> None:
+    for name in JobRecord.__slots__:
+        setattr(job, name, getattr(trial, name))

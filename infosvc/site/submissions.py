@@ -1,0 +1,81 @@
+"""A submitted document read into the jobs the queue takes: the three formats through
+infosvc.codec.submission, each job's scheduling request (infosvc.sched.request) and its host
+requirements compiled by the matcher, and a JobGroup's dependencies checked for names that exist
+and for cycles. CPU-bound: the queue runs it off the event loop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from infosvc.codec.submission import parse_submission
+from infosvc.errors import DocumentError, excerpt
+from infosvc.matching import MatchError, Requirements
+from infosvc.model.job import Job, JobGroup, resolve
+from infosvc.sched.request import JobRequest, read_request
+from infosvc.site.eligibility import requirements_of
+
+__all__ = ["MAX_GROUP_JOBS", "Prepared", "prepare"]
+
+#: Most jobs one submission (a JobGroup) may hold.
+MAX_GROUP_JOBS = 1000
+
+
+@dataclass(slots=True)
+class Prepared:
+    """One job of a submission, read and checked off the event loop."""
+
+    request: JobRequest
+    requirements: Requirements | None
+    name: str
+
+
+def prepare(body: bytes, content_type: str, owner: str) -> tuple[list[Prepared], list[str]]:
+    """The jobs of a submitted document (a JobGroup gives several), or DocumentError. CPU-bound."""
+    parsed, warnings = parse_submission(body, content_type)
+    jobs = resolve(parsed)
+    if len(jobs) > MAX_GROUP_JOBS:
+        raise DocumentError(f"the job group has {len(jobs)} jobs; at most {MAX_GROUP_JOBS}")
+    prepared = []
+    for job in jobs:
+        try:
+            requirements = requirements_of(job)
+        except MatchError as exc:
+            raise DocumentError(f"job {excerpt(job.id)!r}: {exc}") from None
+        request = replace(read_request(job, owner), asks_hosts=requirements is not None)
+        prepared.append(Prepared(request, requirements, job.id))
+    _check_group(parsed, prepared)
+    return prepared, warnings
+
+
+def _check_group(parsed: Job | JobGroup, prepared: list[Prepared]) -> None:
+    """Dependencies inside a JobGroup name jobs of the group (by Id or Name) and form no cycle."""
+    if not isinstance(parsed, JobGroup):
+        return
+    index: dict[str, int] = {}
+    for number, item in enumerate(prepared):
+        index.setdefault(item.name, number)
+        if item.request.name:
+            index.setdefault(item.request.name, number)
+    edges = [[index[after.job] for after in item.request.after if after.job in index] for item in prepared]
+    state = [0] * len(prepared)
+
+    def visit(node: int) -> None:
+        stack = [(node, iter(edges[node]))]
+        state[node] = 1
+        while stack:
+            current, children = stack[-1]
+            for child in children:
+                if state[child] == 1:
+                    raise DocumentError(f"the job group's dependencies form a cycle through job "
+                                        f"{excerpt(prepared[child].name)!r}")
+                if state[child] == 0:
+                    state[child] = 1
+                    stack.append((child, iter(edges[child])))
+                    break
+            else:
+                state[current] = 2
+                stack.pop()
+
+    for node in range(len(prepared)):
+        if state[node] == 0:
+            visit(node)

@@ -1,0 +1,120 @@
+"""The queue's tables: every job as its newest row (what it asked, its state, where it runs, its
+tasks) and every transition of a job or task, timestamped. A submission, a scheduling decision
+and an executor's report are each one operation run by the group-commit writer, so an
+acknowledged job is on disk before the submitter hears of it and survives kill -9."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from dataclasses import asdict
+from typing import Any, Iterable, Iterator
+
+from infosvc.model.job import Condition
+from infosvc.sched.jobs import Event, JobRecord, JobState, TaskRecord
+from infosvc.sched.request import After, JobRequest, TaskRequest
+from infosvc.store.writer import Operation
+
+__all__ = ["next_job_id", "read_events", "read_jobs", "write_jobs"]
+
+
+def _number(value: float) -> float | None:
+    return None if value is None or math.isinf(value) else value
+
+
+def request_json(request: JobRequest) -> str:
+    data = asdict(request)
+    data["estimate"] = _number(request.estimate)
+    for task in data["tasks"]:
+        task["estimate"] = _number(task["estimate"])
+    return json.dumps(data, separators=(",", ":"))
+
+
+def request_of(text: str) -> JobRequest:
+    data: dict[str, Any] = json.loads(text)
+    inf = math.inf
+    tasks = tuple(TaskRequest(**{**task, "environment": tuple(tuple(pair) for pair in task["environment"]),
+                                 "after": tuple(task["after"]),
+                                 "estimate": inf if task["estimate"] is None else task["estimate"]})
+                  for task in data.pop("tasks"))
+    after = tuple(After(item["job"], Condition(item["condition"]), item["code"], item["by_name"])
+                  for item in data.pop("after"))
+    asked = data.pop("asked_nodes")
+    return JobRequest(**{**data, "estimate": inf if data["estimate"] is None else data["estimate"],
+                         "asked_nodes": None if asked is None else tuple(asked),
+                         "required_nodes": tuple(data["required_nodes"]),
+                         "tasks": tasks, "after": after})
+
+
+def _tasks_json(tasks: list[TaskRecord]) -> str:
+    return json.dumps([[t.state.value, t.host, t.dispatched, t.began, t.ended, t.exit_code, t.attempts]
+                       for t in tasks], separators=(",", ":"))
+
+
+def _tasks_of(text: str) -> list[TaskRecord]:
+    return [TaskRecord(index, JobState(state), host, dispatched, began, ended, code, attempts)
+            for index, (state, host, dispatched, began, ended, code, attempts) in enumerate(json.loads(text))]
+
+
+_COLUMNS = ("id", "grp", "owner", "admin", "submitter", "submitted", "state", "reason", "held", "hosts", "exclusive",
+            "memory", "started", "ended", "exit_code", "tasks")
+
+
+def _row(job: JobRecord) -> list[Any]:
+    return [int(job.id), job.group, job.owner, int(job.admin), job.submitter, job.submitted, job.state.value, job.reason,
+            int(job.held), json.dumps(job.hosts), int(job.exclusive), job.memory_mb, job.started, job.ended,
+            job.exit_code, _tasks_json(job.tasks)]
+
+
+def write_jobs(new: Iterable[tuple[JobRecord, bytes, str]], changed: Iterable[JobRecord],
+               events: Iterable[Event], *, only_if_queued: Iterable[str] = ()) -> Operation:
+    """New jobs (with the document and its content type), changed jobs' rows, and the events, in one
+    transaction. `only_if_queued`: jobs among `changed` whose row is written only if it is still
+    Queued in the store (a start decided off the event loop, which a cancel may have overtaken)."""
+    new, changed, events = list(new), list(changed), list(events)
+    guarded = set(only_if_queued)
+
+    def write(conn: sqlite3.Connection) -> None:
+        placeholders = ",".join("?" * len(_COLUMNS))
+        for job, document, content_type in new:
+            conn.execute(f"INSERT INTO jobs ({','.join(_COLUMNS)}, request, document, content_type) "
+                         f"VALUES ({placeholders}, ?, ?, ?)",
+                         _row(job) + [request_json(job.request), document, content_type])
+        assignments = ",".join(f"{column} = ?" for column in _COLUMNS[1:])
+        for job in changed:
+            row = _row(job)
+            guard = " AND state = 'Queued'" if job.id in guarded else ""
+            conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?{guard}", row[1:] + [row[0]])
+        conn.executemany("INSERT INTO job_events (job_id, task, state, at, detail) VALUES (?, ?, ?, ?, ?)",
+                         [(int(e.job), e.task, e.state.value, e.at, e.detail) for e in events])
+
+    return write
+
+
+def next_job_id(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT max(id) FROM jobs").fetchone()
+    return int(row[0] or 0) + 1
+
+
+def read_jobs(conn: sqlite3.Connection, *, ended: bool = True) -> Iterator[JobRecord]:
+    """Every job (or only those not ended), in id order."""
+    where = "" if ended else " WHERE state IN ('Queued', 'Running')"
+    for row in conn.execute(f"SELECT {','.join(_COLUMNS)}, request FROM jobs{where} ORDER BY id"):
+        (id_, group, owner, admin, submitter, submitted, state, reason, held, hosts, exclusive, memory, started, ended_at,
+         code, tasks, request) = row
+        yield JobRecord(str(id_), request_of(request), submitted, owner, bool(admin), group, submitter, JobState(state),
+                        reason,
+                        bool(held), json.loads(hosts), bool(exclusive), memory, started, ended_at, code,
+                        _tasks_of(tasks))
+
+
+def read_document(conn: sqlite3.Connection, job_id: int) -> tuple[bytes, str] | None:
+    row = conn.execute("SELECT document, content_type FROM jobs WHERE id = ?", [job_id]).fetchone()
+    return None if row is None else (bytes(row[0]), row[1])
+
+
+def read_events(conn: sqlite3.Connection, job_id: int, limit: int = 1000) -> list[Event]:
+    return [Event(str(job), task, JobState(state), at, detail) for job, task, state, at, detail in conn.execute(
+        "SELECT job_id, task, state, at, detail FROM job_events WHERE job_id = ? ORDER BY seq LIMIT ?",
+        [job_id, limit])]

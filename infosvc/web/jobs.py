@@ -1,0 +1,133 @@
+"""The job queue over HTTP (docs/api.md): POST /v1/jobs (a submit or admin token), GET /v1/jobs and
+GET /v1/jobs/{id}, DELETE /v1/jobs/{id} (cancel), and the executor's two routes: the tasks placed
+on its host, and a task's start and end."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Final
+
+from aiohttp import web
+
+from infosvc.errors import excerpt
+from infosvc.publish.jobs import event_json, job_json, task_order_json
+from infosvc.sched.jobs import JobState
+from infosvc.site.errors import Invalid
+from infosvc.site.tokens import Role
+from infosvc.web.auth import Caller, caller_of
+from infosvc.web.bodies import read_body
+from infosvc.web.keys import AGGREGATOR, JOB_QUEUE
+
+#: GET /v1/jobs answers at most this many jobs (`limit` lowers it).
+MAX_LISTED: Final = 10_000
+_LIST_PARAMETERS: Final = ("state", "user", "ce", "limit")
+#: An executor's report is a small JSON object.
+MAX_REPORT_BYTES: Final = 4096
+
+
+def _caller(request: web.Request) -> Caller:
+    caller = caller_of(request)
+    assert caller is not None  # the route's access requires a token
+    return caller
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.json_response(data, status=status, dumps=lambda value: json.dumps(value, separators=(",", ":")))
+
+
+async def post_job(request: web.Request) -> web.Response:
+    caller = _caller(request)
+    body = await read_body(request, request.app[AGGREGATOR].config.service)
+    jobs, warnings = await request.app[JOB_QUEUE].submit(
+        body, request.headers.get("Content-Type", ""), owner=f"token-{caller.key[:8]}", submitter=caller.key[:16],
+        admin=caller.role is Role.ADMIN)
+    answer: dict[str, Any] = (job_json(jobs[0]) if len(jobs) == 1
+                              else {"group": jobs[0].group, "jobs": [job_json(j) for j in jobs]})
+    answer["warnings"] = warnings
+    response = _json(answer, status=201)
+    response.headers["Location"] = f"/v1/jobs/{jobs[0].id}"
+    return response
+
+
+async def get_jobs(request: web.Request) -> web.Response:
+    query = request.query
+    unknown = sorted(set(query) - set(_LIST_PARAMETERS))
+    if unknown:
+        raise Invalid(f"unknown parameter {excerpt(unknown[0])!r}", f"accepted: {', '.join(_LIST_PARAMETERS)}")
+    state = query.get("state")
+    if state is not None and state.lower() not in {s.value.lower() for s in JobState}:
+        raise Invalid(f"state {excerpt(state)!r} is no job state", f"one of {', '.join(s.value for s in JobState)}")
+    limit = MAX_LISTED
+    if "limit" in query:
+        try:
+            limit = int(query["limit"])
+        except ValueError:
+            raise Invalid(f"limit {excerpt(query['limit'])!r} is not a whole number") from None
+        if not 1 <= limit <= MAX_LISTED:
+            raise Invalid(f"limit must be 1 to {MAX_LISTED}")
+    found = request.app[JOB_QUEUE].listed(state=state, user=query.get("user"), ce=query.get("ce"))
+    return _json({"jobs": [job_json(job) for job in found[:limit]], "total": len(found),
+                  "truncated": len(found) > limit})
+
+
+async def get_job(request: web.Request) -> web.Response:
+    queue = request.app[JOB_QUEUE]
+    job = queue.get(request.match_info["id"])
+    answer = job_json(job, detail=True)
+    answer["ces"] = queue.ces_of(job)
+    events = await asyncio.to_thread(queue.store.job_events, int(job.id), 200)
+    answer["events"] = [event_json(event) for event in events]
+    return _json(answer)
+
+
+async def delete_job(request: web.Request) -> web.Response:
+    caller = _caller(request)
+    job = await request.app[JOB_QUEUE].cancel(request.match_info["id"], admin=caller.role is Role.ADMIN,
+                                              submitter=caller.key[:16])
+    return _json(job_json(job))
+
+
+def _executor_host(request: web.Request, caller: Caller) -> str | None:
+    """The host an executor token acts for; None for an admin (any host)."""
+    if caller.role is Role.ADMIN:
+        return None
+    return request.app[AGGREGATOR].tokens.executor_host(caller.key)
+
+
+async def get_executor_tasks(request: web.Request) -> web.Response:
+    caller = _caller(request)
+    host = _executor_host(request, caller)
+    if host is None:
+        host = request.query.get("host")
+        if host is None:
+            raise Invalid("an admin names the host: ?host=NAME")
+    tasks = request.app[JOB_QUEUE].tasks_on(host)
+    return _json({"host": host, "tasks": [task_order_json(job, index) for job, index in tasks]})
+
+
+async def post_task_event(request: web.Request) -> web.Response:
+    caller = _caller(request)
+    service = request.app[AGGREGATOR].config.service
+    body = await read_body(request, service)
+    if len(body) > MAX_REPORT_BYTES:
+        raise Invalid(f"a task report is at most {MAX_REPORT_BYTES} bytes")
+    try:
+        report = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise Invalid("a task report is a JSON object: {\"event\": \"started\"} or "
+                      "{\"event\": \"ended\", \"exit_code\": N}") from None
+    if not isinstance(report, dict) or report.get("event") not in ("started", "ended"):
+        raise Invalid("'event' must be \"started\" or \"ended\"")
+    exit_code = report.get("exit_code")
+    if report["event"] == "ended" and (not isinstance(exit_code, int) or isinstance(exit_code, bool)
+                                       or not -2**31 <= exit_code < 2**32):
+        raise Invalid("an end report gives 'exit_code', a whole number")
+    try:
+        task = int(request.match_info["task"])
+    except ValueError:
+        raise Invalid(f"task {excerpt(request.match_info['task'])!r} is not a task number") from None
+    job = await request.app[JOB_QUEUE].task_report(
+        request.match_info["id"], task, host=_executor_host(request, caller), began=report["event"] == "started",
+        exit_code=exit_code)
+    return _json(job_json(job))
