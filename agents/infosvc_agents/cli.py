@@ -1,7 +1,8 @@
 """`infosvc-agent`: describe this host as an SSS Node.
 
 `--once` prints one document and exits; `--server URL --token-file F` pushes a sample every
-`--interval` seconds to the aggregator until stopped (SIGTERM or SIGINT).
+`--interval` seconds to the aggregator until stopped (SIGTERM or SIGINT); with `--run-jobs` it also
+runs the tasks the aggregator places on this host (infosvc_agents/executor.py).
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ from typing import TYPE_CHECKING
 
 import argparse
 import logging
+import os
 import signal
 import sys
 
 if TYPE_CHECKING:
     from infosvc_agents.agent import HostAgent
+    from infosvc_agents.executor import Executor
     from infosvc_agents.push import PushLoop
 
 
@@ -40,6 +43,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--proc-root", default="/proc", help="where /proc is (for containers and tests)")
     p.add_argument("--sys-root", default="/sys", help="where /sys is")
     p.add_argument("--etc-root", default="/etc", help="where /etc is (os-release)")
+    p.add_argument("--run-jobs", action="store_true",
+                   help="also run the tasks the aggregator places on this host (off by default; needs "
+                        "--executor-token-file, and --run-as when run as root)")
+    p.add_argument("--executor-token-file", metavar="FILE",
+                   help="file holding this host's executor token (the server's tokens file: executor TOKEN HOST)")
+    p.add_argument("--run-as", metavar="USER", help="the unprivileged user tasks run as (with --run-jobs)")
+    p.add_argument("--jobs-interval", type=float, default=2.0, metavar="SECONDS",
+                   help="seconds between asks for this host's tasks (2)")
     p.add_argument("-v", "--verbose", action="store_true", help="log collector timings")
     return p
 
@@ -57,6 +68,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.server and not args.token_file:
         print("infosvc-agent: --server needs --token-file", file=sys.stderr)
+        return 2
+    if args.run_jobs and (not args.server or not args.executor_token_file):
+        print("infosvc-agent: --run-jobs needs --server and --executor-token-file", file=sys.stderr)
+        return 2
+    if args.run_jobs and os.geteuid() == 0 and not args.run_as:
+        print("infosvc-agent: --run-jobs as root needs --run-as USER: tasks never run as root", file=sys.stderr)
+        return 2
+    if args.run_as == "root" or (args.run_as is not None and args.run_as.strip() in ("0",)):
+        print("infosvc-agent: --run-as must name an unprivileged user", file=sys.stderr)
         return 2
     if args.interval <= 0 or args.max_kept < 1 or args.backoff_max <= 0:
         print("infosvc-agent: --interval and --backoff-max must be positive and --max-kept at least 1",
@@ -94,14 +114,46 @@ def _push(agent: "HostAgent", args: argparse.Namespace) -> int:
                     backoff_initial=min(1.0, args.backoff_max), backoff_max=args.backoff_max)
     if args.metrics_listen and not _serve_metrics(agent, args.metrics_listen, loop):
         return 2
+    executor = None
+    if args.run_jobs:
+        executor = _executor(args)
+        if executor is None:
+            return 2
+
+    def stop(*_: object) -> None:
+        loop.stop()
+        if executor:
+            executor.stop()
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: loop.stop())
+        signal.signal(signum, stop)
     logging.getLogger().setLevel(logging.DEBUG if args.verbose else logging.INFO)
     logging.info("pushing to %s every %.3g s", args.server, args.interval)
+    if executor:
+        import threading
+
+        runner = threading.Thread(target=executor.run, name="executor", daemon=True)
+        runner.start()
+        logging.info("running the tasks placed on this host%s", f" as {args.run_as}" if args.run_as else "")
     loop.run(samples=args.samples)
+    if executor:
+        executor.stop()
+        runner.join(timeout=30)
     logging.info("stopped: %d delivered, %d dropped, %d refused, %d kept undelivered, of %d taken",
                  loop.delivered, loop.dropped, loop.refused, len(loop.kept), loop.taken)
     return 0
+
+
+def _executor(args: argparse.Namespace) -> "Executor | None":
+    from infosvc_agents.executor import Executor
+    from infosvc_agents.push import Sender, read_token
+
+    try:
+        sender = Sender(args.server, read_token(args.executor_token_file, role="executor"), ca_file=args.ca_file)
+    except (OSError, ValueError) as exc:
+        print(f"infosvc-agent: {exc}", file=sys.stderr)
+        return None
+    return Executor(sender, interval=args.jobs_interval, run_as=args.run_as)
 
 
 def _serve_metrics(agent: "HostAgent", listen: str, loop: "PushLoop | None") -> bool:

@@ -67,6 +67,16 @@ class Sender:
             self._context.minimum_version = ssl.TLSVersion.TLSv1_2
 
     def send(self, document: bytes) -> None:
+        status, body = self.call("POST", "/v1/nodes", document, "application/xml")
+        if 200 <= status < 300:
+            return
+        retry = status >= 500 or status in RETRYABLE
+        raise PushError(f"server answered {status}: {body[:300].decode('utf-8', 'replace')}", retry=retry)
+
+    def call(self, method: str, path: str, body: bytes | None = None, content_type: str | None = None,
+             limit: int = 4096) -> tuple[int, bytes]:
+        """One request to the server with the bearer token: (status, at most `limit` bytes of the
+        answer); PushError (retry) when the server cannot be reached."""
         parts = urlsplit(self.server)
         connection: http.client.HTTPConnection
         if self._context is not None:
@@ -74,20 +84,18 @@ class Sender:
                                                      context=self._context)
         else:
             connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=self.timeout)
-        path = parts.path.rstrip("/") + "/v1/nodes"
+        headers = {"Authorization": f"Bearer {self.token}"}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
         try:
-            connection.request("POST", path, body=document, headers={
-                "Authorization": f"Bearer {self.token}", "Content-Type": "application/xml"})
+            connection.request(method, parts.path.rstrip("/") + path, body=body, headers=headers)
             response = connection.getresponse()
-            body = response.read(4096)
+            answer = response.read(limit)
         except (OSError, http.client.HTTPException) as exc:
             raise PushError(f"cannot reach {self.server}: {exc}", retry=True) from None
         finally:
             connection.close()
-        if 200 <= response.status < 300:
-            return
-        retry = response.status >= 500 or response.status in RETRYABLE
-        raise PushError(f"server answered {response.status}: {body[:300].decode('utf-8', 'replace')}", retry=retry)
+        return response.status, answer
 
 
 @dataclass(slots=True)
@@ -164,9 +172,9 @@ class PushLoop:
             self._stop.wait(max(0.0, wake - self.clock()))
 
 
-def read_token(path: str) -> str:
+def read_token(path: str, role: str = "agent") -> str:
     """The token in a token file: its first non-blank, non-comment line, which is "TOKEN", or a
-    line of the server's tokens file ("agent TOKEN" or "agent TOKEN HOST")."""
+    line of the server's tokens file ("ROLE TOKEN" or "ROLE TOKEN HOST", ROLE `role`)."""
     with open(path, encoding="utf-8") as handle:
         for line in handle:
             words = line.split("#", 1)[0].split()
@@ -174,9 +182,9 @@ def read_token(path: str) -> str:
                 continue
             if len(words) == 1:
                 return words[0]
-            if words[0] == "agent" and len(words) in (2, 3):
+            if words[0] == role and len(words) in (2, 3):
                 return words[1]
             # The words are not repeated: one of them may be the secret.
-            raise ValueError(f"{path}: expected 'TOKEN' or 'agent TOKEN [HOST]' on its first line, "
+            raise ValueError(f"{path}: expected 'TOKEN' or '{role} TOKEN [HOST]' on its first line, "
                              f"found {len(words)} words")
     raise ValueError(f"{path}: no token in the file")

@@ -60,6 +60,8 @@ class After:
     condition: Condition = Condition.ON_SUCCESS
     code: int | None = None  # OnExit: the exit code that releases it; None: any
     by_name: bool = False
+    #: as the document named it (the queue replaces `job` with its own id)
+    label: str = ""
 
     def released_by(self, state: str, exit_code: int | None) -> bool:
         """Whether the other job ending in `state` (Finished / Failed / Canceled) releases this one."""
@@ -74,7 +76,7 @@ class After:
     def describe(self) -> str:
         what = {Condition.ON_SUCCESS: "completed", Condition.ON_FAILURE: "failed",
                 Condition.ON_EXIT: "exited" if self.code is None else f"exited with code {self.code}"}
-        return f"{self.job} {what[self.condition]}"
+        return f"{self.label or self.job} {what[self.condition]}"
 
 
 @dataclass(frozen=True, slots=True)

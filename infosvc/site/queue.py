@@ -28,7 +28,7 @@ from infosvc.model.glue import Host
 from infosvc.sched import Policy, Running, queue_order, schedule
 from infosvc.sched.hosts import Allocation, HostPool, WaitingJob
 from infosvc.sched.jobs import ENDED, Event, JobRecord, JobState
-from infosvc.sched.request import JobRequest
+from infosvc.sched.request import After, JobRequest
 from infosvc.site.eligibility import Eligibility, pool_of
 from infosvc.site.submissions import prepare
 from infosvc.site.errors import Forbidden, Invalid, NotFound
@@ -54,7 +54,7 @@ class JobQueue:
         self.policy = policy
         self.jobs: dict[str, JobRecord] = {}
         self.requirements: dict[str, Requirements | None] = {}
-        self.names: dict[str, str] = {}  # (group) job names -> ids, for dependencies by name
+        self.names: dict[str, str] = {}  # job names -> the newest job's id, for dependencies by name
         self.eligibility = Eligibility()
         self._next_id = 1
         self._lock = asyncio.Lock()
@@ -73,7 +73,7 @@ class JobQueue:
         for job in [job for job in records if job.state not in ENDED] + ended:
             self.jobs[job.id] = job
             if job.request.name:
-                self.names.setdefault(job.request.name, job.id)
+                self.names[job.request.name] = job.id
             if job.state not in ENDED and job.request.asks_hosts:
                 self.requirements[job.id] = self._requirements_again(job)
         self._next_id = max((int(job.id) for job in records), default=0) + 1
@@ -133,33 +133,37 @@ class JobQueue:
             records: list[JobRecord] = []
             group = str(self._next_id) if len(prepared) > 1 else None
             local: dict[str, str] = {}
+            for number, item in enumerate(prepared):
+                local.setdefault(item.name, str(self._next_id + number))
+                if item.request.name:
+                    local.setdefault(item.request.name, str(self._next_id + number))
             for item in prepared:
                 job_id = str(self._next_id + len(records))
-                local.setdefault(item.name, job_id)
-                if item.request.name:
-                    local.setdefault(item.request.name, job_id)
-                records.append(JobRecord(job_id, item.request, now, item.request.owner, admin, group, submitter))
-            for job in records:
-                job.reason = self._unknown_dependency(job.request, local) or ""
-                job.held = bool(job.request.after)
+                request = replace(item.request, after=self._resolved(item.request, local))
+                records.append(JobRecord(job_id, request, now, request.owner, admin, group, submitter,
+                                         held=bool(request.after)))
             events = [Event(job.id, None, JobState.QUEUED, now, "submitted") for job in records]
             await self.store.write(write_jobs([(job, body, content_type) for job in records], [], events))
             self._next_id += len(records)
             for job, item in zip(records, prepared):
                 self.jobs[job.id] = job
                 self.requirements[job.id] = item.requirements
-                self.names[job.id] = job.id
-                for name, job_id in local.items():
-                    self.names.setdefault(name, job_id)
+                if job.request.name:
+                    self.names[job.request.name] = job.id
             self.poke()
             return records, warnings
 
-    def _unknown_dependency(self, request: JobRequest, local: dict[str, str]) -> str | None:
+    def _resolved(self, request: JobRequest, local: dict[str, str]) -> tuple[After, ...]:
+        """The job's dependencies with the queue's ids: a job of the same submission by its Id or
+        Name first, else a queued job by its id, else the newest job of that name."""
+        resolved = []
         for after in request.after:
-            if after.job not in local and after.job not in self.names and after.job not in self.jobs:
+            job_id = local.get(after.job) or (after.job if after.job in self.jobs else self.names.get(after.job))
+            if job_id is None:
                 raise DocumentError(f"the job depends on {excerpt(after.job)!r}, which is no job of this submission "
                                     "or of the queue")
-        return None
+            resolved.append(replace(after, job=job_id, by_name=False, label=after.label or after.job))
+        return tuple(resolved)
 
     async def cancel(self, job_id: str, *, admin: bool, submitter: str) -> JobRecord:
         """Cancel a job: an administrator any, a submitter only those it submitted."""
@@ -354,8 +358,7 @@ class JobQueue:
         """True when every dependency has released the job; a reason when one never will; else
         (None, what it waits for)."""
         for after in job.request.after:
-            other_id = self.names.get(after.job, after.job) if after.by_name else after.job
-            other = self.jobs.get(other_id) or self.jobs.get(self.names.get(after.job, ""))
+            other = self.jobs.get(after.job)
             if other is None:
                 return f"dependency {after.job} is unknown"
             if other.state not in ENDED:

@@ -38,7 +38,7 @@ def request_of(text: str) -> JobRequest:
                                  "after": tuple(task["after"]),
                                  "estimate": inf if task["estimate"] is None else task["estimate"]})
                   for task in data.pop("tasks"))
-    after = tuple(After(item["job"], Condition(item["condition"]), item["code"], item["by_name"])
+    after = tuple(After(item["job"], Condition(item["condition"]), item["code"], item["by_name"], item.get("label", ""))
                   for item in data.pop("after"))
     asked = data.pop("asked_nodes")
     return JobRequest(**{**data, "estimate": inf if data["estimate"] is None else data["estimate"],
