@@ -59,6 +59,11 @@ class WaitingJob:
     eligible: Mask | None = None
     admin: bool = False
 
+    @property
+    def processors(self) -> int:
+        """What a processor pool (infosvc.sched.pool) places: the job's minimum."""
+        return self.request.min_processors
+
 
 @dataclass(frozen=True, slots=True)
 class HostSlot:
@@ -244,6 +249,7 @@ class HostPool:
     # --- taking and giving back --------------------------------------------------------------
 
     def take(self, allocation: Allocation) -> None:
+        """Hold `allocation`; ValueError, with nothing taken, when a host of it has no room."""
         for row, count in zip(allocation.rows, allocation.processors):
             if count > self.free[row] or (allocation.exclusive and self.holders[row]) or self.exclusive[row]:
                 raise ValueError(f"host {self.ids[row]} has no room for this allocation")

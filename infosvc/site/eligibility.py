@@ -56,17 +56,22 @@ class Eligibility:
 
     def __init__(self) -> None:
         self._pool: HostPool | None = None
-        self._masks: dict[str, Mask] = {}
-        self.rejected: dict[str, tuple[str, ...]] = {}
+        self._masks: dict[tuple[int, tuple[str, ...] | None], Mask] = {}
+        self.rejected: dict[tuple[int, tuple[str, ...] | None], tuple[str, ...]] = {}
+        self._keep: list[Requirements | None] = []
 
-    def mask(self, job_id: str, request: JobRequest, requirements: Requirements | None, pool: HostPool,
+    def mask(self, request: JobRequest, requirements: Requirements | None, pool: HostPool,
              hosts: Mapping[str, Host], node_of: Callable[[str], Node | None], site: Site) -> Mask | None:
+        """The hosts of `pool` the job may use; None for any. Kept per (requirements, asked nodes)
+        while `pool` is the same object: jobs asking alike (one compiled Requirements, shared by
+        the queue) are evaluated once."""
         if pool is not self._pool:
-            self._pool, self._masks = pool, {}
+            self._pool, self._masks, self.rejected, self._keep = pool, {}, {}, []
         asked = request.asked_nodes
         if requirements is None and asked is None:
             return None
-        cached = self._masks.get(job_id)
+        key = (id(requirements), asked)
+        cached = self._masks.get(key)
         if cached is not None:
             return cached
         mask = np.ones(len(pool.ids), np.bool_)
@@ -93,13 +98,13 @@ class Eligibility:
                     mask[row] = False
                     if len(rejected) < KEPT_REJECTIONS:
                         rejected.append(f"{host_id}: {'; '.join(reasons)}")
-        self._masks[job_id] = mask
-        self.rejected[job_id] = tuple(rejected)
+        self._masks[key] = mask
+        self.rejected[key] = tuple(rejected)
+        self._keep.append(requirements)  # its id stays its own while the key is kept
         return mask
 
-    def forget(self, job_id: str) -> None:
-        self._masks.pop(job_id, None)
-        self.rejected.pop(job_id, None)
+    def rejected_for(self, request: JobRequest, requirements: Requirements | None) -> tuple[str, ...]:
+        return self.rejected.get((id(requirements), request.asked_nodes), ())
 
 
 def requirements_of(job: Job) -> Requirements | None:

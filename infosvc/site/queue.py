@@ -25,6 +25,7 @@ from typing import Callable, Iterable
 from infosvc.errors import DocumentError, excerpt
 from infosvc.matching import Requirements, Site
 from infosvc.model.glue import Host
+from infosvc.model.node import Node
 from infosvc.sched import Policy, Running, queue_order, schedule
 from infosvc.sched.hosts import Allocation, HostPool, WaitingJob
 from infosvc.sched.jobs import ENDED, Event, JobRecord, JobState
@@ -54,6 +55,7 @@ class JobQueue:
         self.policy = policy
         self.jobs: dict[str, JobRecord] = {}
         self.requirements: dict[str, Requirements | None] = {}
+        self._shared: dict[str, Requirements] = {}
         self.names: dict[str, str] = {}  # job names -> the newest job's id, for dependencies by name
         self.eligibility = Eligibility()
         self._next_id = 1
@@ -128,30 +130,33 @@ class JobQueue:
     async def submit(self, body: bytes, content_type: str, *, owner: str, submitter: str, admin: bool,
                      ) -> tuple[list[JobRecord], list[str]]:
         prepared, warnings = await asyncio.to_thread(prepare, body, content_type, owner)
-        async with self._lock:
-            now = self.clock()
-            records: list[JobRecord] = []
-            group = str(self._next_id) if len(prepared) > 1 else None
-            local: dict[str, str] = {}
-            for number, item in enumerate(prepared):
-                local.setdefault(item.name, str(self._next_id + number))
-                if item.request.name:
-                    local.setdefault(item.request.name, str(self._next_id + number))
-            for item in prepared:
-                job_id = str(self._next_id + len(records))
-                request = replace(item.request, after=self._resolved(item.request, local))
-                records.append(JobRecord(job_id, request, now, request.owner, admin, group, submitter,
-                                         held=bool(request.after)))
-            events = [Event(job.id, None, JobState.QUEUED, now, "submitted") for job in records]
-            await self.store.write(write_jobs([(job, body, content_type) for job in records], [], events))
-            self._next_id += len(records)
-            for job, item in zip(records, prepared):
-                self.jobs[job.id] = job
-                self.requirements[job.id] = item.requirements
-                if job.request.name:
-                    self.names[job.request.name] = job.id
-            self.poke()
-            return records, warnings
+        # Ids are reserved and the jobs made without awaiting, so submissions need not wait for one
+        # another's commits (nor for a scheduling pass): the group-commit writer takes them together.
+        now = self.clock()
+        first = self._next_id
+        self._next_id += len(prepared)
+        records: list[JobRecord] = []
+        group = str(first) if len(prepared) > 1 else None
+        local: dict[str, str] = {}
+        for number, item in enumerate(prepared):
+            local.setdefault(item.name, str(first + number))
+            if item.request.name:
+                local.setdefault(item.request.name, str(first + number))
+        for item in prepared:
+            job_id = str(first + len(records))
+            request = replace(item.request, after=self._resolved(item.request, local))
+            records.append(JobRecord(job_id, request, now, request.owner, admin, group, submitter,
+                                     held=bool(request.after)))
+        events = [Event(job.id, None, JobState.QUEUED, now, "submitted") for job in records]
+        await self.store.write(write_jobs([(job, body, content_type) for job in records], [], events))
+        for job, item in zip(records, prepared):
+            self.jobs[job.id] = job
+            if item.requirements is not None:  # one compiled Requirements for the jobs that ask alike
+                self.requirements[job.id] = self._shared.setdefault(item.signature, item.requirements)
+            if job.request.name:
+                self.names[job.request.name] = job.id
+        self.poke()
+        return records, warnings
 
     def _resolved(self, request: JobRequest, local: dict[str, str]) -> tuple[After, ...]:
         """The job's dependencies with the queue's ids: a job of the same submission by its Id or
@@ -260,10 +265,14 @@ class JobQueue:
             for job in self.jobs.values():
                 if job.state is JobState.RUNNING:
                     allocation = _allocation_of(pool, job)
-                    if allocation is not None:
+                    if allocation is None:
+                        continue
+                    try:
                         pool.take(allocation)
-                        running.append(Running(job.id, job.started or 0.0, job.estimate, allocation))
-            waiting = self._waiting(pool)
+                    except ValueError:
+                        continue  # a host shrank under it: the pool holds what it can
+                    running.append(Running(job.id, job.started or 0.0, job.estimate, allocation))
+            waiting = self._waiting()
         now = self.clock()
         plan = await asyncio.to_thread(schedule, pool, running, queue_order(waiting), now, self.policy)
         async with self._lock:
@@ -299,11 +308,14 @@ class JobQueue:
         self.passes += 1
         self.last_pass_seconds = time.perf_counter() - started
 
-    def _waiting(self, pool: HostPool) -> list[WaitingJob]:
+    def _waiting(self) -> list[WaitingJob]:
+        """The jobs the pass may start, each with the hosts it may use (masks over the rows of the
+        site's pool, kept while the pool is the same)."""
+        base = self.pool()
         rollup = self.table.rollup
         site = self.site()
 
-        def node_of(host_id: str) -> object:
+        def node_of(host_id: str) -> Node | None:
             entry = self.table.get(host_id)
             return None if entry is None else entry.node
 
@@ -311,10 +323,10 @@ class JobQueue:
         for job in self.jobs.values():
             if job.state is not JobState.QUEUED or job.held:
                 continue
-            mask = self.eligibility.mask(job.id, job.request, self.requirements.get(job.id), pool, rollup.hosts,
-                                         node_of, site)  # type: ignore[arg-type]
+            requirements = self.requirements.get(job.id)
+            mask = self.eligibility.mask(job.request, requirements, base, rollup.hosts, node_of, site)
             if mask is not None:
-                job.rejected = self.eligibility.rejected.get(job.id, ())
+                job.rejected = self.eligibility.rejected_for(job.request, requirements)
             waiting.append(WaitingJob(job.id, job.priority, job.submitted, job.estimate, job.request, mask, job.admin))
         return waiting
 
@@ -372,12 +384,7 @@ def _allocation_of(pool: HostPool, job: JobRecord) -> Allocation | None:
     rows = [(pool.row[host], count) for host, count in job.hosts.items() if host in pool.row]
     if not rows:
         return None
-    allocation = Allocation(tuple(r for r, _ in rows), tuple(c for _, c in rows), job.memory_mb, job.exclusive)
-    try:
-        pool.copy().take(allocation)
-    except ValueError:
-        return None  # the host shrank under it: counted by what the pool can hold
-    return allocation
+    return Allocation(tuple(r for r, _ in rows), tuple(c for _, c in rows), job.memory_mb, job.exclusive)
 
 
 def _copy(job: JobRecord) -> JobRecord:

@@ -27,6 +27,8 @@ class Prepared:
     request: JobRequest
     requirements: Requirements | None
     name: str
+    #: the job's Requested terms as text: jobs that ask the same share one compiled Requirements
+    signature: str = ""
 
 
 def prepare(body: bytes, content_type: str, owner: str) -> tuple[list[Prepared], list[str]]:
@@ -42,7 +44,9 @@ def prepare(body: bytes, content_type: str, owner: str) -> tuple[list[Prepared],
         except MatchError as exc:
             raise DocumentError(f"job {excerpt(job.id)!r}: {exc}") from None
         request = replace(read_request(job, owner), asks_hosts=requirements is not None)
-        prepared.append(Prepared(request, requirements, job.id))
+        signature = repr([job.properties.requested] + [(g.properties.requested, [t.properties.requested for t in g.tasks])
+                                                       for g in job.effective_task_groups()])
+        prepared.append(Prepared(request, requirements, job.id, signature))
     _check_group(parsed, prepared)
     return prepared, warnings
 
