@@ -1,0 +1,107 @@
+"""The whole path of a job: a server, two agents with --run-jobs on loopback (fixture hosts), a job
+group of three dependent jobs, each really run, in order, with its exit code and its output where
+the job says; a cancel and a run time limit killing the task's process group."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+from xml.sax.saxutils import escape
+
+import pytest
+
+from support import ROOT
+from support.server import Server, ServerFactory, stop_process, wait_for
+
+FIXTURES = ROOT / "tests" / "fixtures"
+HOSTS = {"exec-a.example": "host1", "exec-b.example": "host2"}
+#: tasks never run as root: the agent refuses it, so a root test run names an unprivileged user
+RUN_AS = ["--run-as", "nobody"] if os.geteuid() == 0 else []
+
+
+@pytest.fixture
+def cluster(serve: ServerFactory, tmp_path: Path) -> Iterator[tuple[Server, Path]]:
+    server = serve(agents=2, executors={f"exec{n}": host for n, host in enumerate(HOSTS)})
+    work = tmp_path / "work"
+    work.mkdir()
+    work.chmod(0o777)  # the tasks' user writes its outputs here
+    agents = []
+    for number, (host, fixture) in enumerate(HOSTS.items()):
+        agent_token = tmp_path / f"agent{number}.token"
+        agent_token.write_text(server.agent_token() + "\n")
+        executor_token = tmp_path / f"exec{number}.token"
+        executor_token.write_text(f"executor {server.tokens[f'exec{number}']} {host}\n")
+        root = FIXTURES / fixture
+        agents.append(subprocess.Popen(
+            [sys.executable, "-m", "infosvc_agents", "--server", server.url, "--token-file", str(agent_token),
+             "--id", host, "--interval", "0.5", "--proc-root", str(root / "proc"), "--sys-root", str(root / "sys"),
+             "--etc-root", str(root / "etc"), "--run-jobs", "--executor-token-file", str(executor_token),
+             "--jobs-interval", "0.1", *RUN_AS],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=(tmp_path / f"agent{number}.log").open("wb")))
+    try:
+        wait_for(lambda: len(server.node_ids()) == 2, timeout=20, message="both agents reporting")
+        yield server, work
+    finally:
+        for agent in agents:
+            stop_process(agent)
+
+
+def job(server: Server, job_id: str) -> Any:
+    return server.get(f"/v1/jobs/{job_id}").json()
+
+
+def submit(server: Server, document: str, tmp_path: Path) -> Any:
+    """POST /v1/jobs (`infosvc submit` is still to come: issue 12)."""
+    reply = server.request("POST", "/v1/jobs", document.encode(), token=server.tokens["submit"],
+                           headers={"Content-Type": "application/xml"})
+    assert reply.status == 201, reply.body
+    return reply.body.decode()
+
+
+def sh(name: str, script: str, work: Path, *, after: str = "", more: str = "") -> str:
+    return (f"<Job><Id>{name}</Id><Name>{name}</Name>{after}<Executable>/bin/sh</Executable>"
+            f"<Arguments>-c '{escape(script)}'</Arguments><InitialWorkingDirectory>{work}</InitialWorkingDirectory>"
+            f"<OutputFile>{name}.out</OutputFile><ErrorFile>{name}.err</ErrorFile>"
+            f"<Requested><Processors>1</Processors>{more}</Requested></Job>")
+
+
+def test_a_job_group_runs_for_real_in_dependency_order(cluster: tuple[Server, Path], tmp_path: Path) -> None:
+    server, work = cluster
+    group = ("<JobGroup><Id>fat</Id>"
+             + sh("fat.1", "echo one; echo 1 >> order.txt", work)
+             + sh("fat.2", "echo two; echo 2 >> order.txt; exit 3", work, after="<Dependency>fat.1</Dependency>")
+             + sh("fat.3", "echo three >&2; echo 3 >> order.txt", work,
+                  after='<Dependency condition="OnExit" code="3">fat.2</Dependency>')
+             + "</JobGroup>")
+    printed = submit(server, group, tmp_path)
+    assert '"group":"1"' in printed
+    wait_for(lambda: job(server, "3")["state"] in ("Finished", "Failed", "Canceled"), timeout=60,
+             message="the third job's end")
+    states = [(job(server, i)["state"], job(server, i)["exit_code"]) for i in "123"]
+    assert states == [("Finished", 0), ("Failed", 3), ("Finished", 0)]
+    assert (work / "order.txt").read_text() == "1\n2\n3\n"
+    assert (work / "fat.1.out").read_text() == "one\n" and (work / "fat.2.out").read_text() == "two\n"
+    assert (work / "fat.3.err").read_text() == "three\n"
+    first = job(server, "1")
+    assert first["tasks"][0]["began"] is not None and first["hosts"] in HOSTS
+
+
+def test_cancel_and_the_run_time_limit_kill_the_task(cluster: tuple[Server, Path], tmp_path: Path) -> None:
+    server, work = cluster
+    submit(server, sh("long", "echo $$ > long.pid; sleep 60; echo late > long.late", work), tmp_path)
+    wait_for(lambda: (work / "long.pid").exists() and (work / "long.pid").read_text().strip(), timeout=30)
+    pid = int((work / "long.pid").read_text())
+    reply = server.request("DELETE", "/v1/jobs/1", token=server.tokens["submit"])
+    assert reply.status == 200 and reply.json()["state"] == "Canceled"
+    wait_for(lambda: not Path(f"/proc/{pid}").exists(), timeout=20, message="the cancelled task killed")
+    submit(server, sh("limited", "echo $$ > limited.pid; sleep 60", work, more="<Duration>2</Duration>"), tmp_path)
+    wait_for(lambda: (work / "limited.pid").exists() and (work / "limited.pid").read_text().strip(), timeout=30)
+    pid = int((work / "limited.pid").read_text())
+    wait_for(lambda: job(server, "2")["state"] == "Canceled", timeout=20, message="the limit reached")
+    assert "run time limit" in job(server, "2")["reason"]
+    wait_for(lambda: not Path(f"/proc/{pid}").exists(), timeout=20, message="the task at its limit killed")
+    assert not (work / "long.late").exists()
