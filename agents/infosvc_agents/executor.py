@@ -44,6 +44,7 @@ class Running:
     deadline: float | None
     files: list[IO[bytes]] = field(default_factory=list)
     killed_at: float | None = None
+    at_limit: bool = False  # stopped here at the run time limit, not on a cancel
 
 
 class Executor:
@@ -86,6 +87,7 @@ class Executor:
         for run in self.running.values():
             if run.deadline is not None and now >= run.deadline and run.killed_at is None:
                 log.info("job %s task %d reached its run time limit: stopping it", run.job, run.task)
+                run.at_limit = True
                 self._kill(run)
         self._reap()
         self._flush()
@@ -142,7 +144,7 @@ class Executor:
                 handle.close()
             del self.running[key]
             exit_code = code if code >= 0 else 128 - code  # killed by signal N: 128 + N, as shells say
-            self.pending.append((run.job, run.task, {"event": "ended", "exit_code": exit_code}))
+            self.pending.append((run.job, run.task, {"event": "ended", "exit_code": exit_code, "limit": run.at_limit}))
             self.finished.add(key)
             log.info("job %s task %d ended: exit code %d", run.job, run.task, exit_code)
 

@@ -182,6 +182,10 @@ class JobRecord:
         detail = f"{len(failed)} of {len(self.tasks)} tasks did not finish" if failed else "every task finished"
         return self.end(state, now, detail)
 
+    def reach_limit(self, now: float) -> list[Event]:
+        """The job's run time limit has come: CCS cancels it, whatever its tasks were doing."""
+        return self.end(JobState.CANCELED, now, f"reached its run time limit of {self.estimate:g} s")
+
     def end(self, state: JobState, now: float, detail: str) -> list[Event]:
         """The job ends (Finished, Failed, Canceled): its tasks still queued or running with it."""
         events = []

@@ -183,9 +183,10 @@ class JobQueue:
         return job
 
     async def task_report(self, job_id: str, task: int, *, host: str | None, began: bool,
-                          exit_code: int | None = None) -> JobRecord:
-        """An executor's report: task `task` of the job began (`began`) or ended with `exit_code`.
-        `host` is the executor's (None for an admin): it must be where the task was placed."""
+                          exit_code: int | None = None, at_limit: bool = False) -> JobRecord:
+        """An executor's report: task `task` of the job began (`began`) or ended with `exit_code`,
+        stopped by the executor at the job's run time limit if `at_limit`. `host` is the executor's
+        (None for an admin): it must be where the task was placed."""
         async with self._lock:
             job = self.get(job_id)
             if not 0 <= task < len(job.tasks):
@@ -201,7 +202,16 @@ class JobQueue:
             else:
                 if exit_code is None:
                     raise Invalid("an end report needs the exit code")
-                await self._commit(job, lambda j: j.task_ended(task, exit_code, now))
+                if at_limit or job.limit_at <= now:
+                    # The executor stops a task at its deadline (by its own clock, which may run
+                    # ahead) and may report before the pass at the limit runs: the limit ended the
+                    # job all the same, Canceled as CCS does, with the task's exit code kept.
+                    def at_limit(j: JobRecord) -> list[Event]:
+                        j.tasks[task].exit_code = exit_code
+                        return j.reach_limit(now)
+                    await self._commit(job, at_limit)
+                else:
+                    await self._commit(job, lambda j: j.task_ended(task, exit_code, now))
         if not began:
             self.poke()
         return job
@@ -338,7 +348,7 @@ class JobQueue:
             if job.state is JobState.RUNNING:
                 trial = _copy(job)
                 if job.limit_at <= now:
-                    step = trial.end(JobState.CANCELED, now, f"reached its run time limit of {job.estimate:g} s")
+                    step = trial.reach_limit(now)
                 else:
                     step = []
                     for host in job.hosts:

@@ -123,11 +123,13 @@ async def post_task_event(request: web.Request) -> web.Response:
     if report["event"] == "ended" and (not isinstance(exit_code, int) or isinstance(exit_code, bool)
                                        or not -2**31 <= exit_code < 2**32):
         raise Invalid("an end report gives 'exit_code', a whole number")
+    if not isinstance(report.get("limit", False), bool):
+        raise Invalid("'limit' is true when the executor stopped the task at its run time limit, else false")
     try:
         task = int(request.match_info["task"])
     except ValueError:
         raise Invalid(f"task {excerpt(request.match_info['task'])!r} is not a task number") from None
     job = await request.app[JOB_QUEUE].task_report(
         request.match_info["id"], task, host=_executor_host(request, caller), began=report["event"] == "started",
-        exit_code=exit_code)
+        exit_code=exit_code, at_limit=bool(report.get("limit", False)))
     return _json(job_json(job))

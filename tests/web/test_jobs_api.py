@@ -137,6 +137,9 @@ def test_refusals(site: InProcessServer) -> None:
     assert site.get("/v1/jobs/99").status == 404
     submit(site, sss("x"))
     assert site.request("POST", "/v1/jobs/1/tasks/0/events", b"not json", token=site.tokens["exec0"]).status == 400
+    limit = site.request("POST", "/v1/jobs/1/tasks/0/events", b'{"event":"ended","exit_code":1,"limit":"yes"}',
+                         token=site.tokens["admin"])
+    assert limit.status == 400 and "limit" in limit.json()["error"]
     assert site.request("POST", "/v1/jobs/1/tasks/9/events", b'{"event":"started"}',
                         token=site.tokens["admin"]).status in (400, 404)
 

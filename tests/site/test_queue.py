@@ -1,0 +1,119 @@
+"""The job queue without a server (infosvc/site/queue.py): a real Aggregator and SQLite store,
+driven by a clock the test moves, so that what happens at a run time limit is decided by the test,
+not by the machine's load."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Iterator
+
+import pytest
+
+from infosvc.matching import Site
+from infosvc.sched.jobs import JobState
+from infosvc.site.aggregator import Aggregator
+from infosvc.site.config import parse_config
+from infosvc.site.queue import JobQueue
+from infosvc.site.tokens import Role, Tokens, new_token
+from infosvc.store import Store
+
+from support.documents import node_document
+
+START = 1_800_000_000.0
+
+
+class Site_:
+    """An aggregator with hosts and a queue on one clock; `run` drives a coroutine on one loop."""
+
+    def __init__(self, path: Path, config: dict[str, Any] | None = None) -> None:
+        self.now = START
+        self.store = Store(path)
+        self.tokens = Tokens()
+        self.key = self.tokens.add(new_token(), Role.AGENT)
+        self.agg = Aggregator(parse_config(config or {}), self.store, self.tokens, clock=lambda: self.now)
+        self.queue = self.new_queue()
+        self.loop = asyncio.new_event_loop()
+
+    def new_queue(self) -> JobQueue:
+        queue = JobQueue(self.store, self.agg.table, site=lambda: Site.of(self.agg.table.rollup), clock=lambda: self.now)
+        self.agg.on_change.append(queue.hosts_changed)
+        return queue
+
+    def run(self, work: Callable[[], Awaitable[Any]]) -> Any:
+        return self.loop.run_until_complete(work())
+
+    def host(self, name: str, **kwargs: Any) -> None:
+        self.run(lambda: self.agg.ingest(self.key, node_document(name, **kwargs)))
+
+    def submit(self, body: str, owner: str = "alice") -> list[str]:
+        records, _ = self.run(lambda: self.queue.submit(body.encode(), "application/xml", owner=owner,
+                                                         submitter="s", admin=False))
+        return [job.id for job in records]
+
+    def schedule(self) -> None:
+        self.run(self.queue.pass_once)
+
+    def close(self) -> None:
+        self.loop.close()
+        self.store.close()
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[Site_]:
+    made = Site_(tmp_path / "q.sqlite")
+    yield made
+    made.close()
+
+
+def sss(name: str, processors: int = 1, more: str = "") -> str:
+    return (f"<Job><Id>{name}</Id><Name>{name}</Name><Executable>/bin/true</Executable>"
+            f"<Requested><Processors>{processors}</Processors>{more}</Requested></Job>")
+
+
+def test_an_end_reported_past_the_limit_is_the_limit_not_a_failure(site: Site_) -> None:
+    # The executor kills a task at its deadline and reports the end; the report can reach the queue
+    # before the queue's own pass at the limit. The limit ended the job either way: Canceled.
+    site.host("h1")
+    [job_id] = site.submit(sss("limited", more="<Duration>10</Duration>"))
+    site.schedule()
+    job = site.queue.get(job_id)
+    assert job.state is JobState.RUNNING
+    site.run(lambda: site.queue.task_report(job_id, 0, host="h1", began=True))
+    site.now += 10.5
+    site.run(lambda: site.queue.task_report(job_id, 0, host="h1", began=False, exit_code=-15))
+    assert job.state is JobState.CANCELED, job.reason
+    assert "run time limit" in job.reason
+    assert job.tasks[0].exit_code == -15
+
+
+def test_an_end_reported_before_the_limit_is_the_task_s_own(site: Site_) -> None:
+    site.host("h1")
+    [job_id] = site.submit(sss("limited", more="<Duration>10</Duration>"))
+    site.schedule()
+    site.now += 9.5
+    job = site.run(lambda: site.queue.task_report(job_id, 0, host="h1", began=False, exit_code=2))
+    assert job.state is JobState.FAILED and job.exit_code == 2
+
+
+def test_the_pass_at_the_limit_cancels(site: Site_) -> None:
+    site.host("h1")
+    [job_id] = site.submit(sss("limited", more="<Duration>10</Duration>"))
+    site.schedule()
+    site.now += 9.9
+    site.schedule()
+    assert site.queue.get(job_id).state is JobState.RUNNING
+    site.now += 0.1
+    site.schedule()
+    job = site.queue.get(job_id)
+    assert job.state is JobState.CANCELED and "run time limit of 10 s" in job.reason
+
+
+def test_an_executor_that_stopped_a_task_at_its_limit_is_believed_before_the_queue_s_clock(site: Site_) -> None:
+    # The executor's clock runs ahead of the aggregator's: it says it stopped the task at the limit.
+    site.host("h1")
+    [job_id] = site.submit(sss("limited", more="<Duration>10</Duration>"))
+    site.schedule()
+    site.now += 9.0
+    job = site.run(lambda: site.queue.task_report(job_id, 0, host="h1", began=False, exit_code=143, at_limit=True))
+    assert job.state is JobState.CANCELED and "run time limit" in job.reason
