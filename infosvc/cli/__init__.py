@@ -2,8 +2,8 @@
 
 `infosvc serve` runs the aggregator; `infosvc validate FILE...` checks SSS Node documents
 against schemas/sss-node.xsd and says what is wrong and where; `infosvc status` prints a server's
-hosts, subclusters and CEs (infosvc/cli/status.py). `submit`, `jobs`, `why` and `simulate` come with
-the matcher.
+hosts, subclusters and CEs (infosvc/cli/status.py); `submit`, `jobs`, `cancel` and `why` use its
+job queue (infosvc/cli/jobs.py). `simulate` comes with issue 13.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", metavar="FILE", help="site config (TOML); see docs/configuration.md")
     serve.add_argument("--listen", metavar="HOST:PORT", help="address to listen on (config: service.listen)")
     serve.add_argument("--db", metavar="PATH", help="SQLite file (config: service.db)")
-    serve.add_argument("--tokens", metavar="FILE", help="who may write: 'ROLE TOKEN [HOST]' a line")
+    serve.add_argument("--tokens", metavar="FILE", help="who may write: 'ROLE TOKEN [HOST|USER]' a line")
     serve.add_argument("--local-agent", action="store_true",
                        help="also run an agent for this host, with a token made for it")
     serve.add_argument("--agent-interval", type=float, default=10.0, metavar="SECONDS",
@@ -45,12 +45,19 @@ def parser() -> argparse.ArgumentParser:
     validate = commands.add_parser("validate", help="check SSS Node documents ('-' reads stdin)")
     validate.add_argument("files", nargs="+", metavar="FILE")
     validate.add_argument("--json", action="store_true", help="print each node, or each error, as JSON")
-    status = commands.add_parser("status", help="the hosts, subclusters and CEs of a server, as a table")
-    status.add_argument("--server", metavar="URL", default="http://127.0.0.1:8080",
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--server", metavar="URL", default="http://127.0.0.1:8080",
                         help="the aggregator (http://127.0.0.1:8080)")
+    common.add_argument("--token-file", metavar="FILE",
+                        help="the token to present (a submit or admin token to submit and cancel; any, for "
+                             "reads, when the server requires one)")
+    common.add_argument("--ca-file", metavar="FILE", help="CA certificates to verify an https server with")
+    status = commands.add_parser("status", parents=[common], help="the hosts, subclusters and CEs of a server, "
+                                 "as a table")
     status.add_argument("--json", action="store_true", help="print one JSON object instead")
-    status.add_argument("--token-file", metavar="FILE", help="a token, when the server requires one for reads")
-    status.add_argument("--ca-file", metavar="FILE", help="CA certificates to verify an https server with")
+    from infosvc.cli.jobs import add_commands
+
+    add_commands(commands, common)
     return p
 
 
@@ -212,6 +219,10 @@ def _run(args: argparse.Namespace) -> int:
         from infosvc.cli.status import run
 
         return run(args.server, args.json, token_file=args.token_file, ca_file=args.ca_file)
+    if args.command in ("submit", "jobs", "cancel", "why"):
+        from infosvc.cli.jobs import run as run_jobs
+
+        return run_jobs(args)
     return 2  # pragma: no cover - argparse requires a command
 
 

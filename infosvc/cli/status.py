@@ -1,6 +1,6 @@
 """`infosvc status`: the operator's view of a site, as sinfo or condor_status give it.
 
-One GET of /v1/glue (JSON) with the standard library's HTTP client, then a table of hosts (state,
+One GET of /v1/glue (JSON) with the command line's client (infosvc/cli/client.py), then a table of hosts (state,
 CPUs free/total, memory free/total, the 1-minute load, the age of the last report) and a line per
 subcluster and per computing element. `--json` prints the same as one JSON object. Free CPUs are
 the roll-up's: only a Ready host has any.
@@ -9,18 +9,13 @@ the roll-up's: only a Ready host has any.
 from __future__ import annotations
 
 import json
-import ssl
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from calendar import timegm
 from dataclasses import asdict, dataclass
-from typing import Any, Final
+from typing import Any
 
-DEFAULT_SERVER: Final = "http://127.0.0.1:8080"
-TIMEOUT_SECONDS: Final = 15.0
+from infosvc.cli.client import Client, ClientError
 
 
 class StatusError(Exception):
@@ -74,42 +69,16 @@ class Status:
         return asdict(self)
 
 
-def fetch_glue(server: str, token: str | None = None, timeout: float = TIMEOUT_SECONDS, *,
-               context: ssl.SSLContext | None = None) -> dict[str, Any]:
+def fetch_glue(client: Client) -> dict[str, Any]:
     """GET SERVER/v1/glue as JSON; StatusError names the server and what went wrong."""
-    parts = urllib.parse.urlsplit(server)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise StatusError(f"the server must be an http:// or https:// URL, not {server!r}")
-    url = server.rstrip("/") + "/v1/glue"
-    headers = {"Accept": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    request = urllib.request.Request(url, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:  # noqa: S310 - the operator's URL
-            body = response.read()
-    except urllib.error.HTTPError as exc:
-        raise StatusError(f"{url}: {exc.code} {_error_of(exc.read())}") from None
-    except urllib.error.URLError as exc:
-        raise StatusError(f"cannot reach {server}: {exc.reason}") from None
-    except (OSError, ValueError) as exc:  # a timeout mid-answer, a URL urllib cannot use
-        raise StatusError(f"cannot reach {server}: {exc}") from None
-    try:
-        data = json.loads(body)
-    except ValueError:
-        raise StatusError(f"{url}: the answer is not JSON") from None
+        data = client.call("GET", "/v1/glue")
+    except ClientError as exc:
+        raise StatusError(str(exc)) from None
     if not isinstance(data, dict) or not all(isinstance(data.get(k), list) for k in
                                              ("computing_elements", "clusters", "subclusters", "hosts")):
-        raise StatusError(f"{url}: the answer is not a GLUE tree")
+        raise StatusError(f"{client.server}/v1/glue: the answer is not a GLUE tree")
     return data
-
-
-def _error_of(body: bytes) -> str:
-    try:
-        data = json.loads(body)
-        return str(data["error"]) + (f": {data['detail']}" if data.get("detail") else "")
-    except (ValueError, KeyError, TypeError):
-        return body.decode("utf-8", "replace").strip()[:200]
 
 
 def _epoch(iso: str | None) -> float | None:
@@ -199,21 +168,9 @@ def run(server: str, as_json: bool, *, token_file: str | None = None, ca_file: s
         now: float | None = None) -> int:
     """`infosvc status`: prints the view of `server`; 1, with the reason on stderr, when there is none."""
     try:
-        token = None
-        if token_file is not None:
-            try:
-                token = open(token_file, encoding="utf-8").read().strip()
-            except OSError as exc:
-                raise StatusError(f"{token_file}: cannot read: {exc.strerror}") from None
-        context = None
-        if ca_file is not None:
-            try:
-                context = ssl.create_default_context(cafile=ca_file)
-            except (OSError, ssl.SSLError) as exc:
-                raise StatusError(f"{ca_file}: cannot use as CA certificates: {exc}") from None
-        glue = fetch_glue(server, token, context=context)
+        glue = fetch_glue(Client.of(server, token_file=token_file, ca_file=ca_file))
         status = status_of(glue, server, time.time() if now is None else now)
-    except StatusError as exc:
+    except (ClientError, StatusError) as exc:
         print(f"infosvc status: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(status.as_json()) if as_json else render(status))

@@ -25,7 +25,10 @@ import numpy.typing as npt
 from infosvc.sched.policy import Machine, Queued
 from infosvc.sched.request import JobRequest
 
-__all__ = ["Allocation", "HostJob", "HostPool", "HostSlot", "WaitingJob"]
+__all__ = ["NO_HOST", "Allocation", "HostJob", "HostPool", "HostSlot", "WaitingJob"]
+
+#: Why a job waits when its requirements rule out every usable host (the queue adds which and why).
+NO_HOST = "no usable host meets its requirements"
 
 Mask = npt.NDArray[np.bool_]
 
@@ -297,7 +300,7 @@ class HostPool:
         usable = self.usable if hjob.admin else self._open
         allowed = usable if hjob.eligible is None else usable & hjob.eligible
         if not allowed.any():
-            return "no usable host meets its requirements"
+            return NO_HOST
         if request.memory_mb > 0 and not (self.memory[allowed] >= request.memory_mb).any():
             return f"no host it may use has {request.memory_mb:g} MB of memory"
         capacity = int(self.size[allowed].sum())

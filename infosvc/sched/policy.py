@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Generic, Iterable, Protocol, Sequence, TypeVar
+from typing import Callable, Generic, Iterable, Protocol, Sequence, TypeVar
 
 A = TypeVar("A")
 
@@ -121,10 +121,15 @@ def queue_order(jobs: Iterable[Queued]) -> list[Queued]:
     return sorted(jobs, key=lambda job: (-job.priority, job.submitted, job.id))
 
 
+def _seconds(at: float) -> str:
+    return f"{at:g}"
+
+
 def schedule(machine: Machine[A], running: Sequence[Running[A]], queue: Sequence[Queued], now: float,
-             policy: Policy = Policy.EASY) -> Plan[A]:
+             policy: Policy = Policy.EASY, *, when: Callable[[float], str] = _seconds) -> Plan[A]:
     """The jobs of `queue` (in queue order) to start at `now` on `machine` (what is free now, with
-    `running` holding the rest), by `policy`. `machine` is left as it was."""
+    `running` holding the rest), by `policy`. `machine` is left as it was. `when` writes a time in
+    the waiting jobs' reasons (the service: a UTC date and time; a simulation: its seconds)."""
     free = machine.copy()
     plan: Plan[A] = Plan()
     index = 0
@@ -145,8 +150,9 @@ def schedule(machine: Machine[A], running: Sequence[Running[A]], queue: Sequence
         return plan
     reservation, extra = _reserve(free, running, plan.starts, head, now)
     plan.reservation = reservation
-    when = "no running job's end frees enough" if math.isinf(reservation.at) else f"reserved to start at {reservation.at:g}"
-    plan.waiting[head.id] = f"first in the queue: {free.describe_shortfall(head)}; {when}"
+    held = ("no running job's end frees enough" if math.isinf(reservation.at)
+            else f"reserved to start at {when(reservation.at)}")
+    plan.waiting[head.id] = f"first in the queue: {free.describe_shortfall(head)}; {held}"
     for job in rest:
         allocation = free.place(job)
         if allocation is None:
@@ -158,7 +164,7 @@ def schedule(machine: Machine[A], running: Sequence[Running[A]], queue: Sequence
             continue
         allocation = free.place(job, within=extra) if extra is not None else None
         if allocation is None:
-            plan.waiting[job.id] = f"would delay {head.id}, reserved to start at {reservation.at:g}"
+            plan.waiting[job.id] = f"would delay {head.id}, reserved to start at {when(reservation.at)}"
             continue
         free.take(allocation)
         assert extra is not None

@@ -78,6 +78,12 @@ class After:
                 Condition.ON_EXIT: "exited" if self.code is None else f"exited with code {self.code}"}
         return f"{self.label or self.job} {what[self.condition]}"
 
+    def unmet(self) -> str:
+        """What a job held on this dependency waits for: `dependency fat.1 not completed`."""
+        what = {Condition.ON_SUCCESS: "not completed", Condition.ON_FAILURE: "not ended (it must fail)",
+                Condition.ON_EXIT: "not ended" if self.code is None else f"not ended (it must exit with code {self.code})"}
+        return f"dependency {self.label or self.job} {what[self.condition]}"
+
 
 @dataclass(frozen=True, slots=True)
 class TaskRequest:

@@ -16,14 +16,15 @@ import numpy as np
 
 from infosvc.matching import MatchError, Requirements, Site, compile_requirements, evaluate
 from infosvc.model.glue import Host
-from infosvc.model.job import Consumable, Context, Job, Term
+from infosvc.model.job import Conj, Consumable, Context, Job, Properties, Term
 from infosvc.model.node import Node
+from infosvc.model.nodeset import fold
 from infosvc.sched.hosts import HostPool, HostSlot, Mask
 from infosvc.sched.request import JobRequest
 
 __all__ = ["Eligibility", "asks_of_hosts", "pool_of"]
 
-#: How many rejected hosts, with their reasons, are kept for `infosvc why`.
+#: How many kinds of rejection (the hosts with the same reasons, folded), are kept for `infosvc why`.
 KEPT_REJECTIONS = 8
 
 
@@ -75,7 +76,7 @@ class Eligibility:
         if cached is not None:
             return cached
         mask = np.ones(len(pool.ids), np.bool_)
-        rejected: list[str] = []
+        rejected: dict[str, list[str]] = {}  # reasons -> the hosts ruled out for them
         if asked is not None:
             wanted = frozenset(asked)
             mask &= np.fromiter((host in wanted for host in pool.ids), np.bool_, len(pool.ids))
@@ -96,10 +97,11 @@ class Eligibility:
                     ok, reasons = False, [str(exc)]
                 if not ok:
                     mask[row] = False
-                    if len(rejected) < KEPT_REJECTIONS:
-                        rejected.append(f"{host_id}: {'; '.join(reasons)}")
+                    said = "; ".join(reasons)
+                    if said in rejected or len(rejected) < KEPT_REJECTIONS:
+                        rejected.setdefault(said, []).append(host_id)
         self._masks[key] = mask
-        self.rejected[key] = tuple(rejected)
+        self.rejected[key] = tuple(f"{fold(names)}: {said}" for said, names in rejected.items())
         self._keep.append(requirements)  # its id stays its own while the key is kept
         return mask
 
@@ -108,5 +110,22 @@ class Eligibility:
 
 
 def requirements_of(job: Job) -> Requirements | None:
-    """The compiled requirements when the job asks anything of a host beyond processors and memory."""
-    return compile_requirements(job) if asks_of_hosts(job) else None
+    """The compiled requirements when the job asks anything of a host beyond processors and memory,
+    without those two: the scheduler holds them across the job's hosts (8 processors are two hosts
+    of 4, which no one host of 4 would pass)."""
+    return compile_requirements(_without_held(job)) if asks_of_hosts(job) else None
+
+
+def _without_held(job: Job) -> Job:
+    """A copy of `job` whose Requested lists leave out the terms the scheduler holds, where they
+    are plain conjuncts (a level with an Or, Nand or Nor keeps its terms: the logic is the matcher's)."""
+    def strip(properties: Properties) -> Properties:
+        terms = properties.requested
+        if any(term.effective_conj is not Conj.AND for term in terms):
+            return properties
+        return replace(properties, requested=[term for term in terms if not _held_by_scheduler(term)])
+
+    groups = [replace(group, properties=strip(group.properties),
+                      tasks=[replace(task, properties=strip(task.properties)) for task in group.tasks])
+              for group in job.task_groups]
+    return replace(job, properties=strip(job.properties), task_groups=groups)

@@ -26,14 +26,15 @@ from infosvc.errors import DocumentError, excerpt
 from infosvc.matching import Requirements, Site
 from infosvc.model.glue import Host
 from infosvc.model.node import Node
+from infosvc.model.nodeset import fold
 from infosvc.sched import Policy, Running, queue_order, schedule
-from infosvc.sched.hosts import Allocation, HostPool, WaitingJob
+from infosvc.sched.hosts import NO_HOST, Allocation, HostPool, WaitingJob
 from infosvc.sched.jobs import ENDED, Event, JobRecord, JobState
 from infosvc.sched.request import After, JobRequest
 from infosvc.site.eligibility import Eligibility, pool_of
 from infosvc.site.submissions import prepare
 from infosvc.site.errors import Forbidden, Invalid, NotFound
-from infosvc.site.hosts import HostTable
+from infosvc.site.hosts import HostTable, iso_time
 from infosvc.store import Store
 from infosvc.store.jobs import write_jobs
 
@@ -206,10 +207,10 @@ class JobQueue:
                     # The executor stops a task at its deadline (by its own clock, which may run
                     # ahead) and may report before the pass at the limit runs: the limit ended the
                     # job all the same, Canceled as CCS does, with the task's exit code kept.
-                    def at_limit(j: JobRecord) -> list[Event]:
+                    def stopped(j: JobRecord) -> list[Event]:
                         j.tasks[task].exit_code = exit_code
                         return j.reach_limit(now)
-                    await self._commit(job, at_limit)
+                    await self._commit(job, stopped)
                 else:
                     await self._commit(job, lambda j: j.task_ended(task, exit_code, now))
         if not began:
@@ -284,7 +285,7 @@ class JobQueue:
                     running.append(Running(job.id, job.started or 0.0, job.estimate, allocation))
             waiting = self._waiting()
         now = self.clock()
-        plan = await asyncio.to_thread(schedule, pool, running, queue_order(waiting), now, self.policy)
+        plan = await asyncio.to_thread(schedule, pool, running, queue_order(waiting), now, self.policy, when=iso_time)
         async with self._lock:
             changed: list[JobRecord] = []
             events: list[Event] = []
@@ -302,14 +303,17 @@ class JobQueue:
             for job_id, reason in plan.waiting.items():
                 waiter = self.jobs.get(job_id)
                 if waiter is not None and waiter.state is JobState.QUEUED:
+                    if NO_HOST in reason and waiter.rejected:
+                        reason = reason.replace(NO_HOST, f"{NO_HOST} ({waiter.rejected[0]})")
                     waiter.reason = reason
                     waiter.reserved_at = None
             reservation = plan.reservation
             head = self.jobs.get(reservation.job.id) if reservation is not None else None
             if head is not None and reservation is not None and reservation.allocation is not None \
-                    and math.isfinite(reservation.at):
+                    and math.isfinite(reservation.at) and head.state is JobState.QUEUED:
                 head.reserved_at = reservation.at
                 head.reserved_hosts = tuple(pool.ids[r] for r in reservation.allocation.rows)
+                head.reason += f" on {fold(head.reserved_hosts)}"
             if changed:
                 await self.store.write(write_jobs([], changed, events, only_if_queued=[j.id for j in changed]))
                 for job, trial in starts:
@@ -384,9 +388,10 @@ class JobQueue:
             if other is None:
                 return f"dependency {after.job} is unknown"
             if other.state not in ENDED:
-                return None, f"dependency {other.id} ({after.describe()}) not completed"
+                return None, f"{after.unmet()} (job {other.id})"
             if not after.released_by(other.state.value, other.exit_code):
-                return f"dependency {other.id} ended {other.state.value}; the job needed it {after.describe()}"
+                return (f"dependency {after.label or other.id} (job {other.id}) ended {other.state.value}; "
+                        f"the job was to run after {after.describe()}")
         return True
 
 

@@ -1,5 +1,7 @@
-"""Who may write: the tokens file (`ROLE TOKEN [HOST]` a line) and the token -> host bindings.
-An executor token always names its HOST: it acts for the tasks placed there and no others.
+"""Who may write: the tokens file (`ROLE TOKEN [HOST|USER]` a line) and the token -> host bindings.
+An executor token always names its HOST: it acts for the tasks placed there and no others. A
+submit token may name its USER: the owner of the jobs it submits (else `token-` and the first
+characters of its digest).
 
 Tokens are kept only as SHA-256 digests. A presented token is hashed; candidates are found by
 the first bytes of the digest (an index, not a secret: the dict lookup's timing may leak it)
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -41,6 +44,8 @@ def new_token() -> str:
 
 
 _INDEX_CHARS = 8
+#: A user name as POSIX systems accept one (useradd's default rule).
+USER_NAME = re.compile(r"[a-z_][a-z0-9_.-]{0,31}\Z", re.IGNORECASE)
 
 
 @dataclass(slots=True)
@@ -51,6 +56,7 @@ class Tokens:
     _hosts: dict[str, str] = field(default_factory=dict)  # digest -> host
     _tokens: dict[str, str] = field(default_factory=dict)  # host -> digest
     _executors: dict[str, str] = field(default_factory=dict)  # executor digest -> host
+    _users: dict[str, str] = field(default_factory=dict)  # submit digest -> the user its jobs belong to
 
     @classmethod
     def load(cls, path: str | Path | None) -> Tokens:
@@ -66,7 +72,7 @@ class Tokens:
             if not words:
                 continue
             if len(words) not in (2, 3):
-                raise TokenFileError(f"{path}:{number}: expected 'ROLE TOKEN [HOST]'")
+                raise TokenFileError(f"{path}:{number}: expected 'ROLE TOKEN [HOST|USER]'")
             try:
                 role = Role(words[0])
             except ValueError:
@@ -74,8 +80,14 @@ class Tokens:
                                      f"one of {', '.join(r.value for r in Role)}") from None
             if len(words[1]) < 16:
                 raise TokenFileError(f"{path}:{number}: token too short (at least 16 characters)")
-            if len(words) == 3 and role not in (Role.AGENT, Role.EXECUTOR):
-                raise TokenFileError(f"{path}:{number}: only agent and executor tokens are bound to a host")
+            if len(words) == 3 and role is Role.ADMIN:
+                raise TokenFileError(f"{path}:{number}: an admin token is bound to no host or user")
+            if len(words) == 3 and role is Role.SUBMIT:
+                if not USER_NAME.match(words[2]):
+                    raise TokenFileError(f"{path}:{number}: {words[2][:40]!r} is not a user name "
+                                         "(a letter or _, then up to 31 letters, digits, _ . -)")
+                tokens.add(words[1], role, user=words[2])
+                continue
             if len(words) == 2 and role is Role.EXECUTOR:
                 raise TokenFileError(f"{path}:{number}: an executor token names its host: 'executor TOKEN HOST'")
             try:
@@ -84,17 +96,23 @@ class Tokens:
                 raise TokenFileError(f"{path}:{number}: {exc}") from None
         return tokens
 
-    def add(self, token: str, role: Role, host: str | None = None) -> str:
+    def add(self, token: str, role: Role, host: str | None = None, user: str | None = None) -> str:
         key = digest(token)
         entries = self._index.setdefault(key[:_INDEX_CHARS], [])
         if any(known == key for known, _ in entries):
             raise TokenFileError("the same token is listed twice")
         entries.append((key, role))
+        if user is not None:
+            self._users[key] = user
         if host is not None and role is Role.EXECUTOR:
             self._executors[key] = host
         elif host is not None:
             self.bind(key, host)
         return key
+
+    def user_of(self, key: str) -> str:
+        """The owner of the jobs a token submits: its USER, else `token-` and its digest's start."""
+        return self._users.get(key) or f"token-{key[:8]}"
 
     def executor_host(self, key: str) -> str | None:
         """The host an executor token acts for."""

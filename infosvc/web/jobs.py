@@ -40,7 +40,7 @@ async def post_job(request: web.Request) -> web.Response:
     caller = _caller(request)
     body = await read_body(request, request.app[AGGREGATOR].config.service)
     jobs, warnings = await request.app[JOB_QUEUE].submit(
-        body, request.headers.get("Content-Type", ""), owner=f"token-{caller.key[:8]}", submitter=caller.key[:16],
+        body, request.headers.get("Content-Type", ""), owner=request.app[AGGREGATOR].tokens.user_of(caller.key), submitter=caller.key[:16],
         admin=caller.role is Role.ADMIN)
     answer: dict[str, Any] = (job_json(jobs[0]) if len(jobs) == 1
                               else {"group": jobs[0].group, "jobs": [job_json(j) for j in jobs]})

@@ -5,6 +5,7 @@ not by the machine's load."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator
 
@@ -30,7 +31,7 @@ class Site_:
         self.now = START
         self.store = Store(path)
         self.tokens = Tokens()
-        self.key = self.tokens.add(new_token(), Role.AGENT)
+        self.keys: dict[str, str] = {}
         self.agg = Aggregator(parse_config(config or {}), self.store, self.tokens, clock=lambda: self.now)
         self.queue = self.new_queue()
         self.loop = asyncio.new_event_loop()
@@ -44,7 +45,9 @@ class Site_:
         return self.loop.run_until_complete(work())
 
     def host(self, name: str, **kwargs: Any) -> None:
-        self.run(lambda: self.agg.ingest(self.key, node_document(name, **kwargs)))
+        """A report for host `name`, with its own agent token (a token reports for one host)."""
+        key = self.keys.get(name) or self.keys.setdefault(name, self.tokens.add(new_token(), Role.AGENT))
+        self.run(lambda: self.agg.ingest(key, node_document(name, **kwargs)))
 
     def submit(self, body: str, owner: str = "alice") -> list[str]:
         records, _ = self.run(lambda: self.queue.submit(body.encode(), "application/xml", owner=owner,
@@ -117,3 +120,25 @@ def test_an_executor_that_stopped_a_task_at_its_limit_is_believed_before_the_que
     site.now += 9.0
     job = site.run(lambda: site.queue.task_report(job_id, 0, host="h1", began=False, exit_code=143, at_limit=True))
     assert job.state is JobState.CANCELED and "run time limit" in job.reason
+
+
+def at(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(START + seconds))
+
+
+def test_the_reasons_name_the_reservation_its_time_and_hosts(site: Site_) -> None:
+    for name in ("h1", "h2", "h3"):
+        site.host(name)
+    [running] = site.submit(sss("a", more="<Duration>100</Duration>"))
+    site.schedule()
+    assert site.queue.get(running).hosts == {"h1": 4}  # exclusive: the whole host; equal hosts: by id
+    [wide] = site.submit(sss("wide", 12, more="<Duration>100</Duration>"))
+    [short, long] = [site.submit(sss("short", more="<Duration>50</Duration>"))[0],
+                     site.submit(sss("long", more="<Duration>500</Duration>"))[0]]
+    site.schedule()
+    assert site.queue.get(wide).reason == ("first in the queue: waiting for 12 processors, 8 free on idle hosts; "
+                                           f"reserved to start at {at(100)} on h[1-3]")
+    assert site.queue.get(wide).reserved_at == START + 100
+    assert site.queue.get(short).state is JobState.RUNNING and site.queue.get(short).hosts == {"h2": 4}
+    # h3 is free now, but the long job would still hold it at the reservation
+    assert site.queue.get(long).reason == f"would delay {wide}, reserved to start at {at(100)}"

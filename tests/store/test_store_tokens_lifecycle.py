@@ -148,7 +148,9 @@ def test_tokens_file(tmp_path: Path) -> None:
     ("agent", "expected 'ROLE TOKEN"),
     ("root 0123456789abcdef", "unknown role"),
     ("agent short", "too short"),
-    ("admin 0123456789abcdef hostx", "only agent and executor tokens"),
+    ("admin 0123456789abcdef hostx", "an admin token is bound to no host or user"),
+    ("submit 0123456789abcdef 9lives", "is not a user name"),
+    ("submit 0123456789abcdef a;rm", "is not a user name"),
     ("executor 0123456789abcdef", "an executor token names its host"),
 ])
 def test_bad_tokens_file(tmp_path: Path, line: str, message: str) -> None:
@@ -157,6 +159,15 @@ def test_bad_tokens_file(tmp_path: Path, line: str, message: str) -> None:
     with pytest.raises(TokenFileError, match=message) as caught:
         Tokens.load(path)
     assert f"{path}:1" in str(caught.value)
+
+
+def test_a_submit_token_names_the_owner_of_its_jobs(tmp_path: Path) -> None:
+    path = tmp_path / "tokens"
+    named, anonymous = new_token(), new_token()
+    path.write_text(f"submit {named} alice\nsubmit {anonymous}\n")
+    tokens = Tokens.load(path)
+    assert tokens.user_of(digest(named)) == "alice"
+    assert tokens.user_of(digest(anonymous)) == "token-" + digest(anonymous)[:8]
 
 
 def test_missing_tokens_file(tmp_path: Path) -> None:

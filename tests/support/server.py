@@ -116,6 +116,7 @@ class Server:
     agents: int = 8
     bound: Mapping[str, str] = field(default_factory=dict)  # token name -> host, the HOST column
     executors: Mapping[str, str] = field(default_factory=dict)  # executor token name -> its host
+    users: Mapping[str, str] = field(default_factory=dict)  # submit token name -> the user it submits as
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
@@ -132,11 +133,12 @@ class Server:
         self.tokens.update({name: new_token() for name in self.bound})
         self.tokens["admin"] = new_token()
         self.tokens["submit"] = new_token()
-        self.tokens.update({name: new_token() for name in self.executors})
+        self.tokens.update({name: new_token() for name in [*self.executors, *self.users]})
         lines = []
         for name, token in self.tokens.items():
-            role = name if name in ("admin", "submit") else "executor" if name in self.executors else "agent"
-            host = self.bound.get(name) or self.executors.get(name)
+            role = (name if name in ("admin", "submit") else "executor" if name in self.executors
+                    else "submit" if name in self.users else "agent")
+            host = self.bound.get(name) or self.executors.get(name) or self.users.get(name)
             lines.append(f"{role} {token}" + (f" {host}" if host else ""))
         self.tokens_file = self.directory / "tokens"
         self.tokens_file.write_text("# written by tests/support/server.py\n" + "\n".join(lines) + "\n")

@@ -1,0 +1,239 @@
+"""`infosvc submit`, `infosvc jobs`, `infosvc cancel` and `infosvc why`: the job queue from a
+shell, as sbatch, squeue, scancel and `squeue --start` give a batch system's.
+
+Each is one or two requests to the aggregator's /v1/jobs (docs/api.md) with the command line's
+client; what they print is made from the JSON answers by pure functions (tested without a server).
+Exit status: 0 done, 1 refused or unreachable (the reason on stderr), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import urllib.parse
+from calendar import timegm
+from typing import Any, Iterable
+
+from infosvc.cli.client import Client, ClientError
+
+__all__ = ["add_commands", "clock", "jobs_table", "run", "submitted", "why"]
+
+#: What `infosvc jobs` lists by default: the jobs not yet ended, as squeue does.
+LIVE_STATES = ("Running", "Queued")
+#: The most of a file `infosvc submit` sends (the server's own bound is the service's body limit).
+MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
+
+
+def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
+    """The four commands, each with `common`'s --server, --token-file and --ca-file."""
+    submit = commands.add_parser("submit", parents=[common], help="submit a job (SSS Job or JobGroup XML, CCS job "
+                                 "XML, or a grid job as JSON); '-' reads stdin")
+    submit.add_argument("file", metavar="FILE")
+    submit.add_argument("--json", action="store_true", help="print the server's answer as JSON")
+    listing = commands.add_parser("jobs", parents=[common], help="the queue as a table (running and queued jobs)")
+    listing.add_argument("--state", metavar="S", help="only jobs in state S (Queued, Running, Finished, Failed, "
+                         "Canceled)")
+    listing.add_argument("--user", metavar="U", help="only the jobs of user U")
+    listing.add_argument("--ce", metavar="CE", help="only the jobs running on computing element CE")
+    listing.add_argument("--all", action="store_true", help="ended jobs too")
+    listing.add_argument("--json", action="store_true", help="print one JSON object instead")
+    cancel = commands.add_parser("cancel", parents=[common], help="cancel jobs (a submit token: its own jobs)")
+    cancel.add_argument("ids", nargs="+", metavar="JOB")
+    why = commands.add_parser("why", parents=[common], help="why a job waits, where it runs, or how it ended")
+    why.add_argument("id", metavar="JOB")
+    why.add_argument("--json", action="store_true", help="print the job as the server has it")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        client = Client.of(args.server, token_file=args.token_file, ca_file=args.ca_file)
+        if args.command == "submit":
+            return _submit(client, args.file, args.json)
+        if args.command == "jobs":
+            return _jobs(client, args)
+        if args.command == "cancel":
+            return _cancel(client, args.ids)
+        answer = client.call("GET", f"/v1/jobs/{_quoted(args.id)}")
+        print(json.dumps(answer) if args.json else why(answer, time.time()))
+        return 0
+    except ClientError as exc:
+        print(f"infosvc {args.command}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _quoted(job_id: str) -> str:
+    return urllib.parse.quote(job_id, safe="")
+
+
+def _submit(client: Client, name: str, as_json: bool) -> int:
+    try:
+        if name == "-":
+            document = sys.stdin.buffer.read(MAX_DOCUMENT_BYTES + 1)
+        else:
+            with open(name, "rb") as handle:
+                document = handle.read(MAX_DOCUMENT_BYTES + 1)
+    except OSError as exc:
+        raise ClientError(f"{name}: cannot read: {exc.strerror}") from None
+    if len(document) > MAX_DOCUMENT_BYTES:
+        raise ClientError(f"{name}: larger than {MAX_DOCUMENT_BYTES // 2**20} MB")
+    if not document.strip():
+        raise ClientError(f"{name}: empty")
+    answer = client.call("POST", "/v1/jobs", document, content_type_of(document))
+    for warning in answer.get("warnings") or ():
+        print(f"infosvc submit: warning: {warning}", file=sys.stderr)
+    print(json.dumps(answer) if as_json else submitted(answer))
+    return 0
+
+
+def content_type_of(document: bytes) -> str:
+    """JSON for a grid job (it starts with '{'), else XML (SSS and CCS jobs)."""
+    start = document.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+    return "application/json" if start == b"{" else "application/xml"
+
+
+def submitted(answer: dict[str, Any]) -> str:
+    """`job 7 submitted (Queued)`, or for a group `job group 7 submitted: jobs 7-9`."""
+    if "jobs" in answer:
+        ids = [job["id"] for job in answer["jobs"]]
+        return f"job group {answer['group']} submitted: jobs {ids[0]}-{ids[-1]}"
+    return f"job {answer['id']} submitted ({answer['state']})"
+
+
+def _jobs(client: Client, args: argparse.Namespace) -> int:
+    filters = {key: value for key, value in (("user", args.user), ("ce", args.ce)) if value}
+    if args.state or args.all:
+        states: Iterable[str | None] = [args.state]
+    else:
+        states = LIVE_STATES
+    found: list[dict[str, Any]] = []
+    truncated = False
+    for state in states:
+        query = urllib.parse.urlencode({**filters, **({"state": state} if state else {})})
+        answer = client.call("GET", "/v1/jobs" + (f"?{query}" if query else ""))
+        found += answer["jobs"]
+        truncated |= bool(answer.get("truncated"))
+    found.sort(key=lambda job: _number(job["id"]))
+    if args.json:
+        print(json.dumps({"jobs": found, "truncated": truncated}))
+    else:
+        print(jobs_table(found, time.time()))
+        if truncated:
+            print("(more jobs than the server lists at once: narrow with --state, --user or --ce)", file=sys.stderr)
+    return 0
+
+
+def _number(job_id: str) -> tuple[int, str]:
+    return (int(job_id), "") if job_id.isdigit() else (sys.maxsize, job_id)
+
+
+def _cancel(client: Client, ids: list[str]) -> int:
+    failed = 0
+    for job_id in ids:
+        try:
+            answer = client.call("DELETE", f"/v1/jobs/{_quoted(job_id)}")
+        except ClientError as exc:
+            failed += 1
+            print(f"infosvc cancel: {exc}", file=sys.stderr)
+        else:
+            print(f"job {answer['id']} {answer['state'].lower()}")
+    return 1 if failed else 0
+
+
+def _epoch(iso: str | None) -> float | None:
+    if not iso:
+        return None
+    try:
+        return float(timegm(time.strptime(iso, "%Y-%m-%dT%H:%M:%SZ")))
+    except ValueError:
+        return None
+
+
+def clock(seconds: float | None) -> str:
+    """A duration as squeue prints one: M:SS, H:MM:SS, D-HH:MM:SS."""
+    if seconds is None:
+        return "-"
+    whole = max(0, int(seconds))
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    if hours:
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}"
+
+
+def _processors(job: dict[str, Any]) -> str:
+    held = job["processors"].get("held") or 0
+    if held:
+        return str(held)
+    low, high = job["processors"]["min"], job["processors"]["max"]
+    return str(low) if low == high else f"{low}-{high}"
+
+
+def _time_of(job: dict[str, Any], now: float) -> str:
+    """Running: how long it has run; ended: how long it ran; queued: 0:00, as squeue."""
+    started = _epoch(job.get("started"))
+    if started is None:
+        return clock(0)
+    ended = _epoch(job.get("ended"))
+    return clock((ended if ended is not None else now) - started)
+
+
+def jobs_table(jobs: list[dict[str, Any]], now: float) -> str:
+    """JOBID NAME USER STATE PRIO TIME LIMIT PROCS HOSTS(REASON), one line a job."""
+    header = ["JOBID", "NAME", "USER", "STATE", "PRIORITY", "TIME", "LIMIT", "PROCS", "HOSTS(REASON)"]
+    rows = []
+    for job in jobs:
+        limit = job.get("run_time_limit_seconds")
+        where = job.get("hosts") if job["state"] == "Running" else (f"({job['reason']})" if job.get("reason") else "")
+        rows.append([job["id"], (job.get("name") or "-")[:24], job.get("owner") or "-", job["state"],
+                     job.get("priority") or "-", _time_of(job, now), "UNLIMITED" if limit is None else clock(limit),
+                     _processors(job), where or ""])
+    if not rows:
+        return "(no jobs)"
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip()
+                     for line in [header, *rows])
+
+
+def why(job: dict[str, Any], now: float) -> str:
+    """The job's state in a sentence, then what it waits for, where it runs or how it ended, and
+    the hosts its requirements rule out."""
+    name = f" ({job['name']})" if job.get("name") else ""
+    head = f"job {job['id']}{name} is {job['state']}"
+    lines = []
+    if job["state"] == "Queued":
+        lines.append(f"{head}: {job.get('reason') or 'waiting for the next scheduling pass'}")
+        reserved = job.get("reserved")
+        if reserved:
+            lines.append(f"  reserved to start at {reserved['at']} on {reserved['hosts']}")
+        submitted = _epoch(job.get("submitted"))
+        if submitted is not None:
+            lines.append(f"  waiting {clock(now - submitted)} since {job['submitted']}")
+    elif job["state"] == "Running":
+        lines.append(f"{head} on {job.get('hosts')} since {job.get('started')} ({_time_of(job, now)})")
+        limit = job.get("run_time_limit_seconds")
+        started = _epoch(job.get("started"))
+        if limit is not None and started is not None:
+            lines.append(f"  its run time limit ({clock(limit)}) ends it at "
+                         f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(started + limit))}")
+    else:
+        code = job.get("exit_code")
+        lines.append(f"{head} since {job.get('ended')}" + (f", exit code {code}" if code is not None else "")
+                     + (f": {job['reason']}" if job.get("reason") else ""))
+    processors = job["processors"]
+    wanted = processors["min"] if processors["min"] == processors["max"] else f"{processors['min']} to {processors['max']}"
+    limit = job.get("run_time_limit_seconds")
+    lines.append(f"  asks {wanted} processor(s), {'exclusive' if job.get('exclusive') else 'shared'} hosts, "
+                 f"run time limit {'none' if limit is None else clock(limit)}, priority {job.get('priority')}")
+    depends = job.get("depends_on") or []
+    if depends:
+        lines.append("  depends on: " + ", ".join(depends))
+    rejected = job.get("rejected_hosts") or []
+    if rejected:
+        lines.append("  hosts its requirements rule out:")
+        lines += [f"    {line}" for line in rejected]
+    return "\n".join(lines)
