@@ -12,8 +12,8 @@ too, as plain metric families: the reference that the exposition is tested again
 
 docs/api.md lists every metric; `METRICS` below is the one place each is declared (name, type,
 labels, help), and the help text on the wire is taken from it. Hosts are labelled `node` (their
-SSS Node Id); sizes are in bytes, times in seconds. Running and waiting jobs are not exported
-yet: they come with the matcher.
+SSS Node Id); sizes are in bytes, times in seconds. The CE families carry the job queue's figures
+(infosvc.site.cestate) as GLUE publishes them.
 """
 
 from __future__ import annotations
@@ -88,6 +88,14 @@ METRICS: tuple[MetricSpec, ...] = (
           "Hosts of the computing element's clusters by life-cycle state."),
     _spec("infosvc_computing_element_cpus", "gauge", "computing_element", "GLUE TotalCPUs of the computing element."),
     _spec("infosvc_computing_element_free_cpus", "gauge", "computing_element", "GLUE FreeCPUs of the computing element."),
+    _spec("infosvc_computing_element_running_jobs", "gauge", "computing_element",
+          "GLUE RunningJobs of the computing element: jobs of the queue running on its hosts."),
+    _spec("infosvc_computing_element_waiting_jobs", "gauge", "computing_element",
+          "GLUE WaitingJobs of the computing element: queued jobs that may run on its hosts."),
+    _spec("infosvc_computing_element_estimated_response_time_seconds", "gauge", "computing_element",
+          "GLUE EstimatedResponseTime of the computing element: when a new job would start, from the plan."),
+    _spec("infosvc_computing_element_worst_response_time_seconds", "gauge", "computing_element",
+          "GLUE WorstResponseTime of the computing element: the same with every job running to its limit."),
     _spec("infosvc_reports_accepted_total", "counter", "", "Node reports accepted and stored."),
     _spec("infosvc_reports_rejected_total", "counter", "reason", "Node reports refused, by reason."),
     _spec("infosvc_report_ingest_duration_seconds", "histogram", "",
@@ -236,6 +244,10 @@ class AggregatorCollector:
         ce_hosts = _gauge("infosvc_computing_element_hosts")
         ce_cpus = _gauge("infosvc_computing_element_cpus")
         ce_free = _gauge("infosvc_computing_element_free_cpus")
+        ce_running = _gauge("infosvc_computing_element_running_jobs")
+        ce_waiting = _gauge("infosvc_computing_element_waiting_jobs")
+        ce_estimated = _gauge("infosvc_computing_element_estimated_response_time_seconds")
+        ce_worst = _gauge("infosvc_computing_element_worst_response_time_seconds")
         by_cluster: dict[str, dict[str, int]] = {}
         for cluster in rollup.clusters():
             cid = cluster.unique_id
@@ -266,8 +278,12 @@ class AggregatorCollector:
                 ce_hosts.add_metric((ce.unique_id, s), count)
             ce_cpus.add_metric((ce.unique_id,), ce.info.total_cpus)
             ce_free.add_metric((ce.unique_id,), ce.state.free_cpus)
+            ce_running.add_metric((ce.unique_id,), ce.state.running_jobs)
+            ce_waiting.add_metric((ce.unique_id,), ce.state.waiting_jobs)
+            ce_estimated.add_metric((ce.unique_id,), ce.state.estimated_response_time)
+            ce_worst.add_metric((ce.unique_id,), ce.state.worst_response_time)
         return [sub_hosts, sub_cpus, sub_free, sub_mem, cluster_hosts, cluster_cpus, cluster_free,
-                ce_hosts, ce_cpus, ce_free]
+                ce_hosts, ce_cpus, ce_free, ce_running, ce_waiting, ce_estimated, ce_worst]
 
     def _service(self, agg: Aggregator, now: float) -> list[Metric]:
         accepted = _counter("infosvc_reports_accepted_total")

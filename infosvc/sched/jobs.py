@@ -18,7 +18,7 @@ Canceled (CCS cancels rather than let a job run past it).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Final
 
@@ -108,7 +108,12 @@ class JobRecord:
 
     # --- life cycle --------------------------------------------------------------------------
 
-    def start(self, hosts: dict[str, int], exclusive: bool, memory_mb: float, now: float) -> list[Event]:
+    def start(self, hosts: dict[str, int], exclusive: bool, memory_mb: float, now: float,
+              limit: float | None = None) -> list[Event]:
+        """Running on `hosts` from `now`; `limit`: the run time limit where it runs, when that is
+        less than its own (a CE's MaxWallClockTime)."""
+        if limit is not None and limit < self.request.estimate:
+            self.request = replace(self.request, estimate=limit)
         self.state, self.started, self.hosts = JobState.RUNNING, now, dict(hosts)
         self.exclusive, self.memory_mb, self.reason, self.held = exclusive, memory_mb, "", False
         self.reserved_at, self.reserved_hosts = None, ()

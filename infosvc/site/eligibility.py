@@ -10,7 +10,7 @@ asking nothing more share one answer: every host.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Container, Iterable, Mapping
 
 import numpy as np
 
@@ -43,11 +43,13 @@ def _held_by_scheduler(term: Term) -> bool:
             and item.effective_context in (Context.AVAILABLE, Context.DEDICATED))
 
 
-def pool_of(hosts: Iterable[Host], paused: Callable[[str], bool]) -> HostPool:
+def pool_of(hosts: Iterable[Host], paused: Callable[[str], bool], served: Container[str] | None = None) -> HostPool:
     """The hosts as the scheduler's machine: Ready and Paused hosts (Paused for administrators'
-    jobs only), with their configured processors, RAM and clock; the rest not usable."""
+    jobs only) of the `served` clusters (those a CE in Production or Draining serves; None: all),
+    with their configured processors, RAM and clock; the rest not usable."""
     return HostPool([HostSlot(host.unique_id, host.total_cpus, float(host.main_memory.ram_size or 0),
-                              float(host.processor.clock_speed or 0), usable=host.state in ("Ready", "Paused"),
+                              float(host.processor.clock_speed or 0),
+                              usable=host.state in ("Ready", "Paused") and (served is None or host.cluster in served),
                               paused=host.state == "Paused" or paused(host.unique_id))
                      for host in hosts])
 

@@ -22,3 +22,7 @@ class NotFound(Refused):
 
 class Invalid(Refused):
     """The request is understood but cannot be done as written."""
+
+
+class Unavailable(Refused):
+    """The request is valid but cannot be taken now (every computing element closed or full)."""

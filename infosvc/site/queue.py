@@ -24,17 +24,19 @@ from typing import Callable, Iterable
 
 from infosvc.errors import DocumentError, excerpt
 from infosvc.matching import Requirements, Site
-from infosvc.model.glue import Host
+from infosvc.model.glue import ComputingElement, Host
 from infosvc.model.node import Node
 from infosvc.model.nodeset import fold
-from infosvc.sched import Policy, Running, queue_order, schedule
+from infosvc.sched import Plan, Policy, Running
 from infosvc.sched.hosts import NO_HOST, Allocation, HostPool, WaitingJob
 from infosvc.sched.jobs import ENDED, Event, JobRecord, JobState
 from infosvc.sched.request import After, JobRequest
+from infosvc.site.cestate import SERVED, CEQueues, limit_on, refusal, run_time_ratio, serving_clusters
 from infosvc.site.eligibility import Eligibility, pool_of
+from infosvc.site.planning import PassPlan, allocation_of
 from infosvc.site.submissions import prepare
-from infosvc.site.errors import Forbidden, Invalid, NotFound
-from infosvc.site.hosts import HostTable, iso_time
+from infosvc.site.errors import Forbidden, Invalid, NotFound, Unavailable
+from infosvc.site.hosts import HostTable
 from infosvc.store import Store
 from infosvc.store.jobs import write_jobs
 
@@ -63,6 +65,10 @@ class JobQueue:
         self._lock = asyncio.Lock()
         self._poked = asyncio.Event()
         self._pool: HostPool | None = None
+        self._cluster_of: dict[str, str] = {}
+        #: the CEs' figures of the last pass; the roll-up renders them (the app shares this object)
+        self.ce_queues = CEQueues(clock=clock)
+        table.rollup.ce_queues = self.ce_queues  # the roll-up renders the CEs with the queue's figures
         self.passes = 0
         self.last_pass_seconds = 0.0
 
@@ -131,6 +137,12 @@ class JobQueue:
     async def submit(self, body: bytes, content_type: str, *, owner: str, submitter: str, admin: bool,
                      ) -> tuple[list[JobRecord], list[str]]:
         prepared, warnings = await asyncio.to_thread(prepare, body, content_type, owner)
+        ces = self.table.rollup.computing_elements()
+        for item in prepared:
+            refused = refusal(ces, self.ce_queues.figures, item.request.estimate)
+            if refused is not None:
+                raise Unavailable(refused, "a CE's status and policy are the site config's "
+                                  "[[computing_elements]]; GET /v1/glue/computing-elements shows them")
         # Ids are reserved and the jobs made without awaiting, so submissions need not wait for one
         # another's commits (nor for a scheduling pass): the group-commit writer takes them together.
         now = self.clock()
@@ -261,21 +273,30 @@ class JobQueue:
         return min((job.limit_at for job in self.jobs.values() if job.state is JobState.RUNNING), default=math.inf)
 
     def pool(self) -> HostPool:
+        """The site's hosts as the scheduler's machine, kept until a host changes what it reads."""
         if self._pool is None:
             rollup = self.table.rollup
-            self._pool = pool_of(rollup.hosts.values(), lambda host: bool((e := self.table.get(host)) and e.paused))
+            served = serving_clusters(rollup.computing_elements())
+            self._pool = pool_of(rollup.hosts.values(), lambda host: bool((e := self.table.get(host)) and e.paused),
+                                 served)
+            self._cluster_of = {host_id: host.cluster for host_id, host in rollup.hosts.items()}
         return self._pool
 
     async def pass_once(self) -> None:
-        """Limits, lost hosts and dependencies first; then one scheduling pass, planned off the loop."""
+        """Limits, lost hosts and dependencies first; then one scheduling pass and the CEs' figures,
+        planned off the loop."""
         started = time.perf_counter()
         async with self._lock:
             await self._housekeeping(self.clock())
             pool = self.pool().copy()
+            ces = self.table.rollup.computing_elements()
             running: list[Running[Allocation]] = []
+            holders: list[JobRecord] = []
+            finished: list[JobRecord] = []
             for job in self.jobs.values():
                 if job.state is JobState.RUNNING:
-                    allocation = _allocation_of(pool, job)
+                    holders.append(job)
+                    allocation = allocation_of(pool, job)
                     if allocation is None:
                         continue
                     try:
@@ -283,48 +304,65 @@ class JobQueue:
                     except ValueError:
                         continue  # a host shrank under it: the pool holds what it can
                     running.append(Running(job.id, job.started or 0.0, job.estimate, allocation))
-            waiting = self._waiting()
+                elif job.state is JobState.FINISHED:
+                    finished.append(job)
+            queued = self._waiting()
         now = self.clock()
-        plan = await asyncio.to_thread(schedule, pool, running, queue_order(waiting), now, self.policy, when=iso_time)
+        work = PassPlan(pool, running, holders, queued, now, ces, self._cluster_of, run_time_ratio(finished[-1000:]),
+                     self.policy)
+        plan, figures = await asyncio.to_thread(work.run)
         async with self._lock:
-            changed: list[JobRecord] = []
-            events: list[Event] = []
-            starts: list[tuple[JobRecord, JobRecord]] = []
-            for start in plan.starts:
-                found = self.jobs.get(start.job.id)
-                if found is None or found.state is not JobState.QUEUED:
-                    continue
-                allocation = start.allocation
-                trial = _copy(found)
-                events.extend(trial.start({pool.ids[r]: p for r, p in zip(allocation.rows, allocation.processors)},
-                                          allocation.exclusive, allocation.memory_mb, now))
-                starts.append((found, trial))
-                changed.append(trial)
-            for job_id, reason in plan.waiting.items():
-                waiter = self.jobs.get(job_id)
-                if waiter is not None and waiter.state is JobState.QUEUED:
-                    if NO_HOST in reason and waiter.rejected:
-                        reason = reason.replace(NO_HOST, f"{NO_HOST} ({waiter.rejected[0]})")
-                    waiter.reason = reason
-                    waiter.reserved_at = None
-            reservation = plan.reservation
-            head = self.jobs.get(reservation.job.id) if reservation is not None else None
-            if head is not None and reservation is not None and reservation.allocation is not None \
-                    and math.isfinite(reservation.at) and head.state is JobState.QUEUED:
-                head.reserved_at = reservation.at
-                head.reserved_hosts = tuple(pool.ids[r] for r in reservation.allocation.rows)
-                head.reason += f" on {fold(head.reserved_hosts)}"
-            if changed:
-                await self.store.write(write_jobs([], changed, events, only_if_queued=[j.id for j in changed]))
-                for job, trial in starts:
-                    if job.state is JobState.QUEUED:
-                        _restore(job, trial)
+            await self._apply(plan, pool, ces, now)
+        self.ce_queues.figures = figures
         self.passes += 1
         self.last_pass_seconds = time.perf_counter() - started
 
-    def _waiting(self) -> list[WaitingJob]:
-        """The jobs the pass may start, each with the hosts it may use (masks over the rows of the
-        site's pool, kept while the pool is the same)."""
+    async def _apply(self, plan: Plan[Allocation], pool: HostPool, ces: list[ComputingElement], now: float) -> None:
+        changed: list[JobRecord] = []
+        events: list[Event] = []
+        starts: list[tuple[JobRecord, JobRecord]] = []
+        lowered: list[str] = []
+        idle = ", ".join(f"{ce.unique_id} is {ce.state.status}" for ce in ces if ce.state.status not in SERVED)
+        for start in plan.starts:
+            found = self.jobs.get(start.job.id)
+            if found is None or found.state is not JobState.QUEUED:
+                continue
+            allocation = start.allocation
+            hosts = {pool.ids[r]: p for r, p in zip(allocation.rows, allocation.processors)}
+            limit = limit_on(ces, {self._cluster_of.get(host, "") for host in hosts}, found.estimate,
+                             found.request.min_processors)
+            trial = _copy(found)
+            events.extend(trial.start(hosts, allocation.exclusive, allocation.memory_mb, now, limit))
+            if trial.request is not found.request:
+                lowered.append(found.id)
+            starts.append((found, trial))
+            changed.append(trial)
+        for job_id, reason in plan.waiting.items():
+            waiter = self.jobs.get(job_id)
+            if waiter is not None and waiter.state is JobState.QUEUED:
+                if NO_HOST in reason and waiter.rejected:
+                    reason = reason.replace(NO_HOST, f"{NO_HOST} ({waiter.rejected[0]})")
+                elif NO_HOST in reason and idle:
+                    reason = reason.replace(NO_HOST, f"{NO_HOST}: no computing element serves jobs now ({idle})")
+                waiter.reason = reason
+                waiter.reserved_at = None
+        reservation = plan.reservation
+        head = self.jobs.get(reservation.job.id) if reservation is not None else None
+        if head is not None and reservation is not None and reservation.allocation is not None \
+                and math.isfinite(reservation.at) and head.state is JobState.QUEUED:
+            head.reserved_at = reservation.at
+            head.reserved_hosts = tuple(pool.ids[r] for r in reservation.allocation.rows)
+            head.reason += f" on {fold(head.reserved_hosts)}"
+        if changed:
+            await self.store.write(write_jobs([], changed, events, only_if_queued=[j.id for j in changed],
+                                              requests=lowered))
+            for job, trial in starts:
+                if job.state is JobState.QUEUED:
+                    _restore(job, trial)
+
+    def _waiting(self) -> list[tuple[WaitingJob, JobRecord, bool]]:
+        """The queued jobs, each with the hosts it may use (masks over the rows of the site's pool,
+        kept while the pool is the same) and whether the pass may start it (not held)."""
         base = self.pool()
         rollup = self.table.rollup
         site = self.site()
@@ -335,13 +373,14 @@ class JobQueue:
 
         waiting = []
         for job in self.jobs.values():
-            if job.state is not JobState.QUEUED or job.held:
+            if job.state is not JobState.QUEUED:
                 continue
             requirements = self.requirements.get(job.id)
             mask = self.eligibility.mask(job.request, requirements, base, rollup.hosts, node_of, site)
             if mask is not None:
                 job.rejected = self.eligibility.rejected_for(job.request, requirements)
-            waiting.append(WaitingJob(job.id, job.priority, job.submitted, job.estimate, job.request, mask, job.admin))
+            waiting.append((WaitingJob(job.id, job.priority, job.submitted, job.estimate, job.request, mask, job.admin),
+                            job, not job.held))
         return waiting
 
     async def _housekeeping(self, now: float) -> None:
@@ -393,13 +432,6 @@ class JobQueue:
                 return (f"dependency {after.label or other.id} (job {other.id}) ended {other.state.value}; "
                         f"the job was to run after {after.describe()}")
         return True
-
-
-def _allocation_of(pool: HostPool, job: JobRecord) -> Allocation | None:
-    rows = [(pool.row[host], count) for host, count in job.hosts.items() if host in pool.row]
-    if not rows:
-        return None
-    return Allocation(tuple(r for r, _ in rows), tuple(c for _, c in rows), job.memory_mb, job.exclusive)
 
 
 def _copy(job: JobRecord) -> JobRecord:

@@ -23,6 +23,7 @@ from typing import Iterable, Iterator, KeysView
 from infosvc.model import glue
 from infosvc.model.glue import Host, SubCluster
 from infosvc.model.node import Consumable, Node
+from infosvc.site.cestate import CEQueues
 from infosvc.site.config import SiteConfig
 
 MB = "MB"
@@ -269,6 +270,8 @@ class Rollup:
         self._key_of: dict[tuple[object, ...], str] = {}  # homogeneity key -> subcluster
         self._key_by_sub: dict[str, tuple[object, ...]] = {}  # and back
         self._subs_of_cluster: dict[str, dict[str, None]] = {}
+        #: the job queue's figures by CE (infosvc.site.cestate), replaced after each scheduling pass
+        self.ce_queues = CEQueues()
 
     # --- changes ------------------------------------------------------------------------------
 
@@ -393,14 +396,26 @@ class Rollup:
         for ce in self.config.computing_elements:
             clusters = all_ids if ce.all_clusters else ce.clusters
             totals = self.totals(clusters)
+            queued = self.ce_queues.figures.get(ce.id)
+            if queued is None:
+                state = glue.CEState(status=ce.status, free_cpus=totals.free_cpus)
+                jobs: tuple[glue.CEJob, ...] = ()
+            else:
+                # free: what the hosts report free, and no more than the queue's jobs leave (the
+                # hold is the last pass's; the hosts' figures are this moment's)
+                state = glue.CEState(status=ce.status, running_jobs=queued.running_jobs,
+                                     waiting_jobs=queued.waiting_jobs,
+                                     worst_response_time=self.ce_queues.seconds_until(queued.worst_start),
+                                     estimated_response_time=self.ce_queues.seconds_until(queued.estimated_start),
+                                     free_cpus=max(0, min(totals.free_cpus, totals.total_cpus - queued.held_cpus)))
+                jobs = queued.jobs
             found.append(glue.ComputingElement(
                 unique_id=ce.id, name=ce.name, queue=ce.queue,
                 info=glue.CEInfo(lrms_type=ce.lrms_type, lrms_version=ce.lrms_version or None,
                                  gram_version=ce.gram_version or None, host_name=ce.host_name or None,
                                  gatekeeper_port=ce.gatekeeper_port or None, total_cpus=totals.total_cpus),
-                policy=ce.policy,
-                state=glue.CEState(status=ce.status, free_cpus=totals.free_cpus),
-                access_control_rules=ce.access_control, clusters=clusters, information_service_url=url))
+                policy=ce.policy, state=state, access_control_rules=ce.access_control, jobs=jobs,
+                clusters=clusters, information_service_url=url))
         return found
 
     def computing_element(self, ce_id: str) -> glue.ComputingElement | None:

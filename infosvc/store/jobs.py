@@ -68,12 +68,14 @@ def _row(job: JobRecord) -> list[Any]:
 
 
 def write_jobs(new: Iterable[tuple[JobRecord, bytes, str]], changed: Iterable[JobRecord],
-               events: Iterable[Event], *, only_if_queued: Iterable[str] = ()) -> Operation:
+               events: Iterable[Event], *, only_if_queued: Iterable[str] = (),
+               requests: Iterable[str] = ()) -> Operation:
     """New jobs (with the document and its content type), changed jobs' rows, and the events, in one
     transaction. `only_if_queued`: jobs among `changed` whose row is written only if it is still
-    Queued in the store (a start decided off the event loop, which a cancel may have overtaken)."""
+    Queued in the store (a start decided off the event loop, which a cancel may have overtaken).
+    `requests`: jobs among `changed` whose request changed too."""
     new, changed, events = list(new), list(changed), list(events)
-    guarded = set(only_if_queued)
+    guarded, rewritten = set(only_if_queued), set(requests)
 
     def write(conn: sqlite3.Connection) -> None:
         placeholders = ",".join("?" * len(_COLUMNS))
@@ -85,7 +87,11 @@ def write_jobs(new: Iterable[tuple[JobRecord, bytes, str]], changed: Iterable[Jo
         for job in changed:
             row = _row(job)
             guard = " AND state = 'Queued'" if job.id in guarded else ""
-            conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?{guard}", row[1:] + [row[0]])
+            if job.id in rewritten:  # a start lowered its run time limit to the CE's
+                conn.execute(f"UPDATE jobs SET {assignments}, request = ? WHERE id = ?{guard}",
+                             row[1:] + [request_json(job.request), row[0]])
+            else:
+                conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?{guard}", row[1:] + [row[0]])
         conn.executemany("INSERT INTO job_events (job_id, task, state, at, detail) VALUES (?, ?, ?, ?, ?)",
                          [(int(e.job), e.task, e.state.value, e.at, e.detail) for e in events])
 

@@ -257,6 +257,24 @@ def test_prometheus_scrapes_metrics(serve_app: ServerFactory, prometheus: Any) -
     (result,) = wait_for(series, timeout=60, interval=0.2, message="the host's series in prometheus")
     assert result["metric"]["job"] == "infosvc"
     assert float(result["value"][1]) == 24
+    # the job queue's figures per CE: one job running on the host (exclusive), one waiting
+    job = b"<Job><Id>j</Id><Executable>/bin/true</Executable><Requested><Processors>1</Processors></Requested></Job>"
+    for _ in range(2):
+        assert server.request("POST", "/v1/jobs", job, token=server.tokens["submit"],
+                              headers={"Content-Type": "application/xml"}).status == 201
+
+    def ce_jobs() -> Any:
+        found = {}
+        for kind in ("running", "waiting"):
+            query = urllib.parse.quote(f'infosvc_computing_element_{kind}_jobs{{computing_element="default"}}')
+            data = http_json(port, f"/api/v1/query?query={query}")
+            result = data and data["status"] == "success" and data["data"]["result"]
+            if not result:
+                return None
+            found[kind] = float(result[0]["value"][1])
+        return found if found == {"running": 1.0, "waiting": 1.0} else None
+
+    wait_for(ce_jobs, timeout=60, interval=0.2, message="the CE's running and waiting jobs in prometheus")
     up = urllib.parse.quote('up{job="infosvc"}')
     (result,) = wait_for(lambda: http_json(port, f"/api/v1/query?query={up}")["data"]["result"], timeout=30,
                          message="up series")

@@ -15,6 +15,7 @@ from infosvc.matching import Site
 from infosvc.sched.jobs import JobState
 from infosvc.site.aggregator import Aggregator
 from infosvc.site.config import parse_config
+from infosvc.site.errors import Unavailable
 from infosvc.site.queue import JobQueue
 from infosvc.site.tokens import Role, Tokens, new_token
 from infosvc.store import Store
@@ -142,3 +143,112 @@ def test_the_reasons_name_the_reservation_its_time_and_hosts(site: Site_) -> Non
     assert site.queue.get(short).state is JobState.RUNNING and site.queue.get(short).hosts == {"h2": 4}
     # h3 is free now, but the long job would still hold it at the reservation
     assert site.queue.get(long).reason == f"would delay {wide}, reserved to start at {at(100)}"
+
+
+# --- the computing elements: figures from the plan, Policy and Status --------------------------------
+
+def ce_site(tmp_path: Path, name: str = "ce.sqlite", **ce: Any) -> Site_:
+    config = {"clusters": [{"id": "c", "nodes": "h[1-3]"}],
+              "computing_elements": [{"id": "ce1", "clusters": ["c"], **ce}]}
+    made = Site_(tmp_path / name, config)
+    for host in ("h1", "h2", "h3"):
+        made.host(host)
+    return made
+
+
+def test_the_ce_figures_are_the_plan_s(tmp_path: Path) -> None:
+    site = ce_site(tmp_path)
+    try:
+        [a] = site.submit(sss("a", more="<Duration>100</Duration>"))
+        site.schedule()
+        [wide, short, long] = [site.submit(sss(name, procs, more=f"<Duration>{limit}</Duration>"))[0]
+                               for name, procs, limit in (("wide", 12, 100), ("short", 1, 50), ("long", 1, 500))]
+        site.schedule()
+        assert [site.queue.get(j).state for j in (a, wide, short, long)] == [
+            JobState.RUNNING, JobState.QUEUED, JobState.RUNNING, JobState.QUEUED]
+        [ce] = site.agg.table.rollup.computing_elements()
+        state = ce.state
+        assert (state.running_jobs, state.waiting_jobs, state.total_jobs) == (2, 2, 4)
+        assert state.free_cpus == 4  # h3: a holds h1 and short h2, whole (exclusive)
+        # By hand, on 12 processors (hosts of 4): 4 free now, 4 more at 50 (short), 4 at 100 (a).
+        # wide (12 for 100 s) at 100..200; long (a whole host for 500 s) at 200..700; the new job
+        # (a whole host, an hour: no MaxWallClockTime) fits beside long from 200.
+        assert state.worst_response_time == 200 and state.estimated_response_time == 200
+        site.now += 30
+        assert site.agg.table.rollup.computing_elements()[0].state.estimated_response_time == 170
+        assert [(job.local_id, job.status, job.local_owner) for job in ce.jobs] == [
+            (a, "RUNNING", "alice"), (short, "RUNNING", "alice"), (wide, "SCHEDULED", "alice"),
+            (long, "WAITING", "alice")]
+    finally:
+        site.close()
+
+
+def test_max_running_jobs(tmp_path: Path) -> None:
+    site = ce_site(tmp_path, policy={"max_running_jobs": 1})
+    try:
+        first, second = site.submit(sss("one"))[0], site.submit(sss("two"))[0]
+        site.schedule()
+        assert site.queue.get(first).state is JobState.RUNNING
+        assert site.queue.get(second).state is JobState.QUEUED
+        assert site.queue.get(second).reason == "its computing element has its maximum of running jobs"
+        site.schedule()  # now the CE's hosts are closed to new jobs
+        assert site.queue.get(second).state is JobState.QUEUED
+        site.run(lambda: site.queue.task_report(first, 0, host="h1", began=False, exit_code=0))
+        site.schedule()
+        assert site.queue.get(second).state is JobState.RUNNING
+    finally:
+        site.close()
+
+
+def test_max_total_jobs_refuses_submissions(tmp_path: Path) -> None:
+    site = ce_site(tmp_path, policy={"max_total_jobs": 2})
+    try:
+        site.submit(sss("one", 64))
+        site.submit(sss("two", 64))
+        site.schedule()
+        with pytest.raises(Unavailable, match="ce1 holds its maximum of 2 jobs"):
+            site.submit(sss("three"))
+    finally:
+        site.close()
+
+
+def test_max_wall_clock_time_is_the_limit_of_jobs_without_one_and_refuses_longer(tmp_path: Path) -> None:
+    site = ce_site(tmp_path, policy={"max_wall_clock_time": 2, "max_cpu_time": 6})
+    try:
+        with pytest.raises(Unavailable, match="ce1 allows at most 2 minutes of wall-clock time"):
+            site.submit(sss("long", more="<Duration>121</Duration>"))
+        [free, wide] = site.submit(sss("free"))[0], site.submit(sss("wide", 4))[0]
+        site.schedule()
+        assert site.queue.get(free).estimate == 120.0  # MaxWallClockTime, 2 minutes
+        assert site.queue.get(wide).estimate == 90.0  # MaxCPUTime 6 minutes over its 4 processors
+        restarted = site.new_queue()
+        restarted.load()
+        assert restarted.get(free).estimate == 120.0  # the lowered limit is stored
+        site.now += 120
+        site.schedule()
+        assert site.queue.get(free).state is JobState.CANCELED
+    finally:
+        site.close()
+
+
+@pytest.mark.parametrize("status", ["Closed", "Draining"])
+def test_closed_and_draining_ces_refuse_submissions(tmp_path: Path, status: str) -> None:
+    site = ce_site(tmp_path, status=status)
+    try:
+        with pytest.raises(Unavailable, match=f"ce1 is {status}"):
+            site.submit(sss("one"))
+    finally:
+        site.close()
+
+
+def test_a_queueing_ce_accepts_but_starts_nothing(tmp_path: Path) -> None:
+    site = ce_site(tmp_path, status="Queueing")
+    try:
+        [job_id] = site.submit(sss("one"))
+        site.schedule()
+        job = site.queue.get(job_id)
+        assert job.state is JobState.QUEUED
+        assert "no computing element serves jobs now (ce1 is Queueing)" in job.reason
+        assert site.agg.table.rollup.computing_elements()[0].state.waiting_jobs == 1
+    finally:
+        site.close()

@@ -173,3 +173,26 @@ def test_the_queue_survives_a_restart(site: InProcessServer) -> None:
     listed = site.get("/v1/jobs?state=queued").json()
     assert [j["id"] for j in listed["jobs"]] == ["2"]
     assert json.loads(site.get("/v1/jobs?limit=1").body)["truncated"] is True
+
+
+def test_the_ce_publishes_the_queue_in_every_rendering(site: InProcessServer) -> None:
+    from infosvc.codec import safexml
+
+    submit(site, ccs(1, runtime="00:10:00"))
+    submit(site, ccs(1, runtime="00:10:00"))
+    submit(site, ccs(8))  # both hosts: waits for the two above, reserved at their limits
+    wait_for(lambda: [job(site, i)["state"] for i in "123"] == ["Running", "Running", "Queued"])
+    wait_for(lambda: site.get("/v1/glue/computing-elements/default").json()["state"]["waiting_jobs"] == 1)
+    ce = site.get("/v1/glue/computing-elements/default").json()
+    state = ce["state"]
+    assert (state["running_jobs"], state["waiting_jobs"], state["total_jobs"], state["free_cpus"]) == (2, 1, 3, 0)
+    # the new job (a whole host, an hour) waits behind job 3 (both hosts, no limit: for ever)
+    assert state["estimated_response_time"] == state["worst_response_time"] == 2146660842
+    assert [(j["local_id"], j["status"]) for j in ce["jobs"]] == [("1", "RUNNING"), ("2", "RUNNING"),
+                                                                ("3", "SCHEDULED")]
+    document = site.get("/v1/glue/computing-elements/default?format=xml").body
+    root = safexml.parse(document, max_bytes=1 << 24, what="GLUE document")
+    safexml.validate(root, safexml.schema("glue-ce-1.1.xsd"))
+    text = document.decode()
+    assert "<RunningJobs>2</RunningJobs>" in text and "<WaitingJobs>1</WaitingJobs>" in text
+    assert text.count("<Job>") + text.count("<Job ") == 3

@@ -1,0 +1,87 @@
+"""One scheduling pass of the site's queue, planned off the event loop on copies: the CEs' limits
+on running jobs applied to the pool, the policy's plan (infosvc.sched), and then the CEs' figures
+for GLUE (infosvc.site.cestate). The queue (site/queue.py) gathers the inputs under its lock and
+applies the plan under it again."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from infosvc.model.glue import ComputingElement
+from infosvc.sched import Plan, Policy, Running, schedule
+from infosvc.sched.hosts import Allocation, HostPool, WaitingJob
+from infosvc.sched.jobs import JobRecord
+from infosvc.site.cestate import SERVED, CEFigures, figures_of, full_clusters, running_per_ce
+from infosvc.site.hosts import iso_time
+
+__all__ = ["PassPlan", "Started", "allocation_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """A start the pass has decided, as the CE figures read a running job."""
+
+    id: str
+    owner: str
+    hosts: dict[str, int]
+    started: float
+    estimate: float
+
+
+@dataclass(slots=True)
+class PassPlan:
+    """One pass's planning, off the event loop on copies: the plan, then the CEs' figures."""
+
+    pool: HostPool
+    running: list[Running[Allocation]]
+    holders: list[JobRecord]
+    queued: list[tuple[WaitingJob, JobRecord, bool]]
+    now: float
+    ces: list[ComputingElement]
+    cluster_of: dict[str, str]
+    ratio: float
+    policy: Policy
+
+    def run(self) -> tuple[Plan[Allocation], dict[str, CEFigures]]:
+        pool, ces = self.pool, self.ces
+        counts = running_per_ce(ces, self.cluster_of, self.holders)
+        full = full_clusters(ces, counts)
+        if full:  # every serving CE there is at its MaxRunningJobs: what is free there is not to be had
+            rows = tuple(row for row, host in enumerate(pool.ids)
+                         if self.cluster_of.get(host) in full and pool.free[row] > 0 and not pool.exclusive[row])
+            if rows:
+                pool.take(Allocation(rows, tuple(int(pool.free[r]) for r in rows), 0.0, False))
+        ordered = sorted(self.queued, key=lambda item: (-item[0].priority, item[0].submitted, item[0].id))
+        plan = schedule(pool, self.running, [w for w, _, may in ordered if may], self.now, self.policy, when=iso_time)
+        kept, started = [], []
+        records = {w.id: record for w, record, _ in ordered}
+        for start in plan.starts:  # MaxRunningJobs within the pass, in queue order
+            clusters = {self.cluster_of.get(pool.ids[row], "") for row in start.allocation.rows}
+            serving = [ce for ce in ces if ce.state.status in SERVED and clusters.intersection(ce.clusters)]
+            if serving and all(0 < ce.policy.max_running_jobs <= counts[ce.unique_id] for ce in serving):
+                plan.waiting[start.job.id] = "its computing element has its maximum of running jobs"
+                continue
+            for ce in serving:
+                counts[ce.unique_id] += 1
+            pool.take(start.allocation)
+            kept.append(start)
+            record = records[start.job.id]
+            started.append(Started(record.id, record.owner, {pool.ids[r]: n for r, n in zip(
+                start.allocation.rows, start.allocation.processors)}, self.now, start.job.estimate))
+        plan.starts = kept
+        ids = {s.id for s in started}
+        waiting = [(record, w.eligible, may) for w, record, may in ordered if record.id not in ids]
+        reservation = plan.reservation
+        reserved = reservation.job.id if reservation is not None and reservation.allocation is not None \
+            and math.isfinite(reservation.at) else None
+        figures = figures_of(ces, self.cluster_of, pool, [*self.holders, *started], waiting, self.now, self.ratio,
+                             reserved)
+        return plan, figures
+
+
+def allocation_of(pool: HostPool, job: JobRecord) -> Allocation | None:
+    rows = [(pool.row[host], count) for host, count in job.hosts.items() if host in pool.row]
+    if not rows:
+        return None
+    return Allocation(tuple(r for r, _ in rows), tuple(c for _, c in rows), job.memory_mb, job.exclusive)
