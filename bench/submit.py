@@ -72,6 +72,8 @@ def main() -> int:
     p.add_argument("--connections", type=int, default=64)
     p.add_argument("--rate", type=float, default=1000.0, help="submissions per second (1000)")
     p.add_argument("--queued", type=int, default=10_000, help="jobs waiting at the end of the submit phase (10,000)")
+    p.add_argument("--profile", metavar="FILE", help="run the server under cProfile, its stats to FILE (the event "
+                   "loop's thread only)")
     args = p.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="infosvc-bench-submit-"))
     results: dict[str, Any] = {"hosts": args.hosts, "rate": args.rate, "cpus": os.cpu_count()}
@@ -85,7 +87,8 @@ def main() -> int:
         (workdir / "site.toml").write_text("[store]\nhistory_per_host = 10\n")
         port = free_port()
         server = subprocess.Popen(
-            [sys.executable, "-m", "infosvc", "serve", "--listen", f"127.0.0.1:{port}", "--db",
+            [sys.executable, *(["-m", "cProfile", "-o", str(Path(args.profile).resolve())] if args.profile else []),
+             "-m", "infosvc", "serve", "--listen", f"127.0.0.1:{port}", "--db",
              str(workdir / "bench.sqlite"), "--tokens", str(workdir / "tokens"), "--config", str(workdir / "site.toml")],
             env=env, cwd=workdir, stdout=subprocess.DEVNULL, stderr=(workdir / "server.log").open("wb"))
         try:

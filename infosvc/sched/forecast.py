@@ -42,9 +42,10 @@ def whole_hosts(processors: int, host_size: int) -> int:
 
 
 def first_start(now: float, capacity: int, free_now: int, releases: Sequence[tuple[float, int]],
-                ahead: Sequence[Demand], new: Demand, depth: int = DEPTH) -> float:
+                ahead: Sequence[Demand], new: Demand, depth: int = DEPTH, beyond: float = 0.0) -> float:
     """When `new` would start: `free_now` of `capacity` processors free at `now`, `releases` (time,
-    processors) as running jobs end, `ahead` queued before it in queue order. math.inf when it
+    processors) as running jobs end, `ahead` queued before it in queue order (and `beyond`
+    processor-seconds of more jobs ahead, when the caller counted them itself). math.inf when it
     never would (it is wider than the CE, or what it needs stays held until cancelled)."""
     if new.processors > capacity or capacity <= 0:
         return math.inf
@@ -59,7 +60,7 @@ def first_start(now: float, capacity: int, free_now: int, releases: Sequence[tup
             times.append(at)
             free.append(free[-1] + count)
     profile = _Profile(np.array(times, dtype=np.float64), np.array(free, dtype=np.int64))
-    work = 0.0
+    work = beyond
     for number, job in enumerate(ahead):
         if job.processors > capacity:
             continue  # never starts here: it holds nothing of this CE

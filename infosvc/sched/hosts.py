@@ -123,6 +123,9 @@ class HostPool:
         self._open = self.usable & ~self.paused
         self.shared_free = int(self.size[self._open].sum())  # free processors on hosts no exclusive job holds
         self.idle_free = self.shared_free  # processors of hosts nobody holds
+        self._changes = 0  # takes and gives so far: what describe_shortfall's memo was said at
+        self._said: dict[tuple[object, ...], str] = {}
+        self._said_at = -1
         self._cursor = 0  # no host before this place in `order` has room for a shared job
         self._idle_cursor = 0  # ... nor is idle
 
@@ -141,6 +144,7 @@ class HostPool:
         other.exclusive = self.exclusive.copy()
         other.shared_free = self.shared_free
         other.idle_free = self.idle_free
+        other._changes, other._said, other._said_at = 0, {}, -1
         other._cursor = self._cursor
         other._idle_cursor = self._idle_cursor
         return other
@@ -253,6 +257,7 @@ class HostPool:
 
     def take(self, allocation: Allocation) -> None:
         """Hold `allocation`; ValueError, with nothing taken, when a host of it has no room."""
+        self._changes += 1
         for row, count in zip(allocation.rows, allocation.processors):
             if count > self.free[row] or (allocation.exclusive and self.holders[row]) or self.exclusive[row]:
                 raise ValueError(f"host {self.ids[row]} has no room for this allocation")
@@ -272,6 +277,7 @@ class HostPool:
                 self.exclusive[row] = True
 
     def give(self, allocation: Allocation) -> None:
+        self._changes += 1
         for row, count in zip(allocation.rows, allocation.processors):
             if self.holders[row] < 1 or self.free[row] + count > self.size[row]:
                 raise ValueError(f"host {self.ids[row]}: giving back what was not taken")
@@ -297,6 +303,18 @@ class HostPool:
     def describe_shortfall(self, job: Queued) -> str:
         hjob: HostJob = job  # type: ignore[assignment]
         request = hjob.request
+        # Jobs asking alike wait for the same reason until something is taken or given back: a
+        # pass over 10,000 waiting jobs says each reason once.
+        key = (request.min_processors, request.exclusive, request.memory_mb, request.required_nodes,
+               id(hjob.eligible), hjob.admin)
+        if self._said_at != self._changes:
+            self._said, self._said_at = {}, self._changes
+        said = self._said.get(key)
+        if said is None:
+            said = self._said[key] = self._shortfall(hjob, request)
+        return said
+
+    def _shortfall(self, hjob: HostJob, request: JobRequest) -> str:
         usable = self.usable if hjob.admin else self._open
         allowed = usable if hjob.eligible is None else usable & hjob.eligible
         if not allowed.any():

@@ -24,7 +24,7 @@ from typing import Callable, Final, Iterable, Mapping, Protocol, Sequence
 import numpy as np
 
 from infosvc.model.glue import CEJob, ComputingElement
-from infosvc.sched.forecast import Demand, first_start, whole_hosts
+from infosvc.sched.forecast import DEPTH, Demand, first_start, whole_hosts
 from infosvc.sched.hosts import HostPool, Mask
 from infosvc.sched.jobs import JobRecord
 
@@ -121,7 +121,10 @@ def figures_of(ces: Sequence[ComputingElement], cluster_of: Mapping[str, str], p
             length = min(job.estimate, limit)
             worst_releases.append((started + length, held))
             estimated_releases.append((max(now, started + length * ratio), held))
-        ahead_worst, ahead_estimated, waiting_here = [], [], []
+        ahead_worst: list[Demand] = []
+        ahead_estimated: list[Demand] = []
+        waiting_here: list[JobRecord] = []
+        beyond = 0.0  # processor-seconds of the startable jobs past the forecast's depth
         usable_by: dict[int, bool] = {}
         for job, mask, startable in waiting:
             key = id(mask)
@@ -134,14 +137,17 @@ def figures_of(ces: Sequence[ComputingElement], cluster_of: Mapping[str, str], p
                 need = whole_hosts(job.request.min_processors, host_size) if job.request.exclusive \
                     else job.request.min_processors
                 length = min(job.estimate, limit)
-                ahead_worst.append(Demand(need, length))
-                ahead_estimated.append(Demand(need, length * ratio))
+                if len(ahead_worst) < DEPTH:
+                    ahead_worst.append(Demand(need, length))
+                    ahead_estimated.append(Demand(need, length * ratio))
+                elif need <= capacity and math.isfinite(length):
+                    beyond += need * length
         free_now = int(pool.free[rows].sum())
         new_length = limit if math.isfinite(limit) else DEFAULT_NEW_JOB_SECONDS
         new_job = Demand(whole_hosts(1, host_size), new_length)
-        worst = first_start(now, capacity, free_now, worst_releases, ahead_worst, new_job)
+        worst = first_start(now, capacity, free_now, worst_releases, ahead_worst, new_job, beyond=beyond)
         estimated = first_start(now, capacity, free_now, estimated_releases, ahead_estimated,
-                                Demand(new_job.processors, new_length * ratio))
+                                Demand(new_job.processors, new_length * ratio), beyond=beyond * ratio)
         listed = [CEJob(local_id=job.id, status="RUNNING", local_owner=job.owner, global_id=f"{ce.unique_id}/{job.id}")
                   for job in running_here[:MAX_CE_JOBS]]
         listed += [CEJob(local_id=job.id, status="SCHEDULED" if job.id == reserved else "WAITING", local_owner=job.owner,

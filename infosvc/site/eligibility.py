@@ -59,7 +59,8 @@ class Eligibility:
 
     def __init__(self) -> None:
         self._pool: HostPool | None = None
-        self._masks: dict[tuple[int, tuple[str, ...] | None], Mask] = {}
+        #: None: every host (a job whose requirements rule none out is scheduled as one asking nothing)
+        self._masks: dict[tuple[int, tuple[str, ...] | None], Mask | None] = {}
         self.rejected: dict[tuple[int, tuple[str, ...] | None], tuple[str, ...]] = {}
         self._keep: list[Requirements | None] = []
 
@@ -74,9 +75,8 @@ class Eligibility:
         if requirements is None and asked is None:
             return None
         key = (id(requirements), asked)
-        cached = self._masks.get(key)
-        if cached is not None:
-            return cached
+        if key in self._masks:
+            return self._masks[key]
         mask = np.ones(len(pool.ids), np.bool_)
         rejected: dict[str, list[str]] = {}  # reasons -> the hosts ruled out for them
         if asked is not None:
@@ -102,10 +102,21 @@ class Eligibility:
                     said = "; ".join(reasons)
                     if said in rejected or len(rejected) < KEPT_REJECTIONS:
                         rejected.setdefault(said, []).append(host_id)
-        self._masks[key] = mask
+        kept: Mask | None = None if mask.all() else mask
+        self._masks[key] = kept
         self.rejected[key] = tuple(f"{fold(names)}: {said}" for said, names in rejected.items())
         self._keep.append(requirements)  # its id stays its own while the key is kept
-        return mask
+        return kept
+
+    def known(self, request: JobRequest, requirements: Requirements | None, pool: HostPool) -> tuple[bool, Mask | None]:
+        """(True, the mask) when the job's hosts on `pool` are known without evaluating anything
+        (it asks nothing, or a job asking alike was evaluated on this pool); else (False, None)."""
+        if requirements is None and request.asked_nodes is None:
+            return True, None
+        key = (id(requirements), request.asked_nodes)
+        if pool is not self._pool or key not in self._masks:
+            return False, None
+        return True, self._masks[key]
 
     def rejected_for(self, request: JobRequest, requirements: Requirements | None) -> tuple[str, ...]:
         return self.rejected.get((id(requirements), request.asked_nodes), ())

@@ -34,7 +34,8 @@ from infosvc.sched.request import After, JobRequest
 from infosvc.site.cestate import SERVED, CEQueues, limit_on, refusal, run_time_ratio, serving_clusters
 from infosvc.site.eligibility import Eligibility, pool_of
 from infosvc.site.planning import PassPlan, allocation_of
-from infosvc.site.submissions import prepare
+from infosvc.site.submissions import prepare, requirements_again
+from infosvc.site.upkeep import upkeep
 from infosvc.site.errors import Forbidden, Invalid, NotFound, Unavailable
 from infosvc.site.hosts import HostTable
 from infosvc.store import Store
@@ -46,6 +47,11 @@ log = logging.getLogger("infosvc.queue")
 
 #: Ended jobs kept in memory for GET /v1/jobs; older ones are read from the store by id.
 KEPT_ENDED = 10_000
+#: Submitted documents up to this size are read on the event loop (see submit).
+INLINE_BYTES = 4096
+#: While the only news is submissions that cannot start now, a pass (for the reasons, the head's
+#: reservation and the CEs' figures) runs at most this long after the first of them.
+REFRESH_SECONDS = 2.0
 
 
 class JobQueue:
@@ -65,6 +71,12 @@ class JobQueue:
         self._lock = asyncio.Lock()
         self._poked = asyncio.Event()
         self._pool: HostPool | None = None
+        #: what the last pass left free (its starts taken), and the priority of the job it reserved for
+        self._room: HostPool | None = None
+        self._head_priority: int | None = None
+        self._refresh: asyncio.TimerHandle | None = None
+        self._waiting_jobs: dict[str, WaitingJob] = {}
+        self._waiting_pool: HostPool | None = None
         self._cluster_of: dict[str, str] = {}
         #: the CEs' figures of the last pass; the roll-up renders them (the app shares this object)
         self.ce_queues = CEQueues(clock=clock)
@@ -84,23 +96,10 @@ class JobQueue:
             if job.request.name:
                 self.names[job.request.name] = job.id
             if job.state not in ENDED and job.request.asks_hosts:
-                self.requirements[job.id] = self._requirements_again(job)
+                self.requirements[job.id] = requirements_again(job, self.store.job_document(int(job.id)))
         self._next_id = max((int(job.id) for job in records), default=0) + 1
         self.jobs = dict(sorted(self.jobs.items(), key=lambda item: int(item[0])))
         return len(records)
-
-    def _requirements_again(self, job: JobRecord) -> Requirements | None:
-        stored = self.store.job_document(int(job.id))
-        if stored is None:
-            return None
-        try:
-            prepared, _ = prepare(stored[0], stored[1], job.owner)
-        except DocumentError as exc:  # accepted by an earlier version that read it otherwise
-            log.warning("job %s: its document no longer reads (%s); scheduled without its host requirements",
-                        job.id, exc)
-            return None
-        position = int(job.id) - int(job.group) if job.group is not None else 0
-        return prepared[position].requirements if 0 <= position < len(prepared) else None
 
     # --- reading --------------------------------------------------------------------------
 
@@ -136,7 +135,12 @@ class JobQueue:
 
     async def submit(self, body: bytes, content_type: str, *, owner: str, submitter: str, admin: bool,
                      ) -> tuple[list[JobRecord], list[str]]:
-        prepared, warnings = await asyncio.to_thread(prepare, body, content_type, owner)
+        # A small document (an authenticated submitter's, ~0.3 ms to read) is read on the loop: the
+        # hand-off to a thread and back cost as much again. Big ones are read off it.
+        if len(body) <= INLINE_BYTES:
+            prepared, warnings = prepare(body, content_type, owner)
+        else:
+            prepared, warnings = await asyncio.to_thread(prepare, body, content_type, owner)
         ces = self.table.rollup.computing_elements()
         for item in prepared:
             refused = refusal(ces, self.ce_queues.figures, item.request.estimate)
@@ -168,8 +172,33 @@ class JobQueue:
                 self.requirements[job.id] = self._shared.setdefault(item.signature, item.requirements)
             if job.request.name:
                 self.names[job.request.name] = job.id
-        self.poke()
+        if self._could_start(records):
+            self.poke()
+        elif self._refresh is None:
+            self._refresh = asyncio.get_running_loop().call_later(REFRESH_SECONDS, self.poke)
         return records, warnings
+
+    def _could_start(self, records: list[JobRecord]) -> bool:
+        """Whether a pass now could start one of these new jobs, by what the last pass left free.
+        Nothing else changed since, so a job that does not fit there starts nothing (nor does its
+        arrival let another job start): its pass can wait (REFRESH_SECONDS). A job whose hosts need
+        the matcher, or that goes before the reserved head, is the pass's to judge at once."""
+        room, base = self._room, self._pool
+        if room is None or base is None:
+            return True
+        for job in records:
+            if job.held:
+                continue
+            if job.admin or (self._head_priority is not None and job.priority > self._head_priority):
+                return True
+            known, mask = self.eligibility.known(job.request, self.requirements.get(job.id), base)
+            if not known:
+                return True
+            waiting = WaitingJob(job.id, job.priority, job.submitted, job.estimate, job.request, mask)
+            if room.place(waiting) is not None:
+                return True
+            job.reason = room.describe_shortfall(waiting)
+        return False
 
     def _resolved(self, request: JobRequest, local: dict[str, str]) -> tuple[After, ...]:
         """The job's dependencies with the queue's ids: a job of the same submission by its Id or
@@ -286,6 +315,9 @@ class JobQueue:
         """Limits, lost hosts and dependencies first; then one scheduling pass and the CEs' figures,
         planned off the loop."""
         started = time.perf_counter()
+        if self._refresh is not None:
+            self._refresh.cancel()
+            self._refresh = None
         async with self._lock:
             await self._housekeeping(self.clock())
             pool = self.pool().copy()
@@ -314,6 +346,8 @@ class JobQueue:
         async with self._lock:
             await self._apply(plan, pool, ces, now)
         self.ce_queues.figures = figures
+        self._room = pool  # the pass took its starts on it
+        self._head_priority = plan.reservation.job.priority if plan.reservation is not None else None
         self.passes += 1
         self.last_pass_seconds = time.perf_counter() - started
 
@@ -371,67 +405,32 @@ class JobQueue:
             entry = self.table.get(host_id)
             return None if entry is None else entry.node
 
+        # A queued job's WaitingJob stays the same while the pool does: made once, not every pass.
+        known = self._waiting_jobs if self._waiting_pool is base else {}
+        kept: dict[str, WaitingJob] = {}
         waiting = []
         for job in self.jobs.values():
             if job.state is not JobState.QUEUED:
                 continue
-            requirements = self.requirements.get(job.id)
-            mask = self.eligibility.mask(job.request, requirements, base, rollup.hosts, node_of, site)
-            if mask is not None:
+            made = known.get(job.id)
+            if made is None:
+                requirements = self.requirements.get(job.id)
+                mask = self.eligibility.mask(job.request, requirements, base, rollup.hosts, node_of, site)
                 job.rejected = self.eligibility.rejected_for(job.request, requirements)
-            waiting.append((WaitingJob(job.id, job.priority, job.submitted, job.estimate, job.request, mask, job.admin),
-                            job, not job.held))
+                made = WaitingJob(job.id, job.priority, job.submitted, job.estimate, job.request, mask, job.admin)
+            kept[job.id] = made
+            waiting.append((made, job, not job.held))
+        self._waiting_jobs, self._waiting_pool = kept, base
         return waiting
 
     async def _housekeeping(self, now: float) -> None:
         """Run time limits, hosts lost under running jobs, and dependencies released or broken."""
-        changed: list[tuple[JobRecord, JobRecord]] = []
-        events: list[Event] = []
-        for job in self.jobs.values():
-            if job.state is JobState.RUNNING:
-                trial = _copy(job)
-                if job.limit_at <= now:
-                    step = trial.reach_limit(now)
-                else:
-                    step = []
-                    for host in job.hosts:
-                        entry = self.table.get(host)
-                        if entry is None or entry.state.value not in ("Ready", "Paused"):
-                            step = trial.host_lost(host, now)
-                            break
-                if step:
-                    changed.append((job, trial))
-                    events.extend(step)
-            elif job.state is JobState.QUEUED and job.held:
-                verdict = self._dependencies(job)
-                if verdict is True:
-                    trial = _copy(job)
-                    trial.held, trial.reason = False, ""
-                    changed.append((job, trial))
-                elif isinstance(verdict, str):
-                    trial = _copy(job)
-                    events.extend(trial.end(JobState.CANCELED, now, verdict))
-                    changed.append((job, trial))
-                elif isinstance(verdict, tuple):
-                    job.reason = f"held: {verdict[1]}"
+        changed, events = upkeep(self.jobs, lambda host: (e := self.table.get(host)) is not None
+                                 and e.state.value in ("Ready", "Paused"), now, _copy)
         if changed:
             await self.store.write(write_jobs([], [trial for _, trial in changed], events))
             for job, trial in changed:
                 _restore(job, trial)
-
-    def _dependencies(self, job: JobRecord) -> bool | str | tuple[None, str]:
-        """True when every dependency has released the job; a reason when one never will; else
-        (None, what it waits for)."""
-        for after in job.request.after:
-            other = self.jobs.get(after.job)
-            if other is None:
-                return f"dependency {after.job} is unknown"
-            if other.state not in ENDED:
-                return None, f"{after.unmet()} (job {other.id})"
-            if not after.released_by(other.state.value, other.exit_code):
-                return (f"dependency {after.label or other.id} (job {other.id}) ended {other.state.value}; "
-                        f"the job was to run after {after.describe()}")
-        return True
 
 
 def _copy(job: JobRecord) -> JobRecord:

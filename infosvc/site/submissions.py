@@ -5,16 +5,20 @@ and for cycles. CPU-bound: the queue runs it off the event loop."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 
 from infosvc.codec.submission import parse_submission
 from infosvc.errors import DocumentError, excerpt
 from infosvc.matching import MatchError, Requirements
 from infosvc.model.job import Job, JobGroup, resolve
+from infosvc.sched.jobs import JobRecord
 from infosvc.sched.request import JobRequest, read_request
 from infosvc.site.eligibility import requirements_of
 
-__all__ = ["MAX_GROUP_JOBS", "Prepared", "prepare"]
+__all__ = ["MAX_GROUP_JOBS", "Prepared", "prepare", "requirements_again"]
+
+log = logging.getLogger("infosvc.queue")
 
 #: Most jobs one submission (a JobGroup) may hold.
 MAX_GROUP_JOBS = 1000
@@ -83,3 +87,17 @@ def _check_group(parsed: Job | JobGroup, prepared: list[Prepared]) -> None:
     for node in range(len(prepared)):
         if state[node] == 0:
             visit(node)
+
+
+def requirements_again(job: JobRecord, stored: tuple[bytes, str] | None) -> Requirements | None:
+    """A stored job's host requirements, compiled again from its document at start."""
+    if stored is None:
+        return None
+    try:
+        prepared, _ = prepare(stored[0], stored[1], job.owner)
+    except DocumentError as exc:  # accepted by an earlier version that read it otherwise
+        log.warning("job %s: its document no longer reads (%s); scheduled without its host requirements",
+                    job.id, exc)
+        return None
+    position = int(job.id) - int(job.group) if job.group is not None else 0
+    return prepared[position].requirements if 0 <= position < len(prepared) else None

@@ -252,3 +252,29 @@ def test_a_queueing_ce_accepts_but_starts_nothing(tmp_path: Path) -> None:
         assert site.agg.table.rollup.computing_elements()[0].state.waiting_jobs == 1
     finally:
         site.close()
+
+
+def test_a_submission_that_cannot_start_now_waits_for_the_refresh_pass(site: Site_) -> None:
+    site.host("h1")
+    [first] = site.submit(sss("first"))
+    site.schedule()
+    assert site.queue.get(first).state is JobState.RUNNING
+    site.queue._poked.clear()
+    [second] = site.submit(sss("second"))  # h1 is held: it cannot start, and starts nothing
+    assert not site.queue._poked.is_set() and site.queue._refresh is not None
+    assert site.queue.get(second).reason == "waiting for 1 processor, 0 free on idle hosts"
+    limited = sss("limited", more="<Duration>60</Duration>")  # asks a CE something: the matcher's
+    site.submit(limited)
+    assert site.queue._poked.is_set()  # no job asking alike was evaluated yet
+    site.schedule()  # the refresh: second is the head, reserved
+    assert site.queue._refresh is None
+    site.queue._poked.clear()
+    site.submit(limited)
+    assert not site.queue._poked.is_set()  # asking alike: the pass's hosts for it are known
+    site.queue._poked.clear()
+    urgent = sss("urgent").replace("<Requested>", "<Priority>4</Priority><Requested>")
+    site.submit(urgent)  # before the reserved head: the pass judges at once
+    assert site.queue._poked.is_set()
+    site.queue._poked.clear()
+    site.run(lambda: site.queue.task_report(first, 0, host="h1", began=False, exit_code=0))
+    assert site.queue._poked.is_set()  # an end frees what a waiting job needs
