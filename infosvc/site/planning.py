@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Mapping
 
+from infosvc.matching import Requirements
 from infosvc.model.glue import ComputingElement
 from infosvc.sched import Plan, Policy, Running, schedule
 from infosvc.sched.hosts import Allocation, HostPool, WaitingJob
 from infosvc.sched.jobs import JobRecord
 from infosvc.site.cestate import SERVED, CEFigures, figures_of, full_clusters, running_per_ce
+from infosvc.site.eligibility import Eligibility
 from infosvc.site.hosts import iso_time
 
-__all__ = ["PassPlan", "Started", "allocation_of"]
+__all__ = ["PassPlan", "Started", "allocation_of", "could_start"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,3 +88,25 @@ def allocation_of(pool: HostPool, job: JobRecord) -> Allocation | None:
     if not rows:
         return None
     return Allocation(tuple(r for r, _ in rows), tuple(c for _, c in rows), job.memory_mb, job.exclusive)
+
+
+def could_start(records: list[JobRecord], room: HostPool, base: HostPool, eligibility: Eligibility,
+                requirements: Mapping[str, Requirements | None], head_priority: int | None) -> bool:
+    """Whether a pass now could start one of these newly submitted jobs, by what the last pass
+    left free (`room`, over `base`'s rows). Nothing else changed since, so a job that does not fit
+    there starts nothing (nor does its arrival let another job start): its pass can wait. A job
+    whose hosts need the matcher, or that goes before the reserved head, is the pass's to judge at
+    once. A job that cannot start is given the reason the pass would give it."""
+    for job in records:
+        if job.held:
+            continue
+        if job.admin or (head_priority is not None and job.priority > head_priority):
+            return True
+        known, mask = eligibility.known(job.request, requirements.get(job.id), base)
+        if not known:
+            return True
+        waiting = WaitingJob(job.id, job.priority, job.submitted, job.estimate, job.request, mask)
+        if room.place(waiting) is not None:
+            return True
+        job.reason = room.describe_shortfall(waiting)
+    return False

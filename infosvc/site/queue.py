@@ -34,7 +34,7 @@ from infosvc.sched.jobs import ENDED, Event, JobRecord, JobState
 from infosvc.sched.request import After, JobRequest
 from infosvc.site.cestate import SERVED, CEQueues, limit_on, refusal, run_time_ratio, serving_clusters
 from infosvc.site.eligibility import Eligibility, pool_of
-from infosvc.site.planning import PassPlan, allocation_of
+from infosvc.site.planning import PassPlan, allocation_of, could_start
 from infosvc.site.submissions import prepare, requirements_again
 from infosvc.site.upkeep import upkeep
 from infosvc.site.errors import Forbidden, Invalid, NotFound, Unavailable
@@ -176,33 +176,12 @@ class JobQueue:
                 self.requirements[job.id] = self._shared.setdefault(item.signature, item.requirements)
             if job.request.name:
                 self.names[job.request.name] = job.id
-        if self._could_start(records):
+        if self._room is None or self._pool is None or could_start(
+                records, self._room, self._pool, self.eligibility, self.requirements, self._head_priority):
             self.poke()
         elif self._refresh is None:
             self._refresh = asyncio.get_running_loop().call_later(REFRESH_SECONDS, self.poke)
         return records, warnings
-
-    def _could_start(self, records: list[JobRecord]) -> bool:
-        """Whether a pass now could start one of these new jobs, by what the last pass left free.
-        Nothing else changed since, so a job that does not fit there starts nothing (nor does its
-        arrival let another job start): its pass can wait (REFRESH_SECONDS). A job whose hosts need
-        the matcher, or that goes before the reserved head, is the pass's to judge at once."""
-        room, base = self._room, self._pool
-        if room is None or base is None:
-            return True
-        for job in records:
-            if job.held:
-                continue
-            if job.admin or (self._head_priority is not None and job.priority > self._head_priority):
-                return True
-            known, mask = self.eligibility.known(job.request, self.requirements.get(job.id), base)
-            if not known:
-                return True
-            waiting = WaitingJob(job.id, job.priority, job.submitted, job.estimate, job.request, mask)
-            if room.place(waiting) is not None:
-                return True
-            job.reason = room.describe_shortfall(waiting)
-        return False
 
     def _resolved(self, request: JobRequest, local: dict[str, str]) -> tuple[After, ...]:
         """The job's dependencies with the queue's ids: a job of the same submission by its Id or
