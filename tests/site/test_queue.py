@@ -33,7 +33,8 @@ class Site_:
         self.store = Store(path)
         self.tokens = Tokens()
         self.keys: dict[str, str] = {}
-        self.agg = Aggregator(parse_config(config or {}), self.store, self.tokens, clock=lambda: self.now)
+        self.agg = Aggregator(parse_config(config or {}), self.store, self.tokens, clock=lambda: self.now,
+                              monotonic=lambda: self.now)
         self.queue = self.new_queue()
         self.loop = asyncio.new_event_loop()
 
@@ -278,3 +279,35 @@ def test_a_submission_that_cannot_start_now_waits_for_the_refresh_pass(site: Sit
     site.queue._poked.clear()
     site.run(lambda: site.queue.task_report(first, 0, host="h1", began=False, exit_code=0))
     assert site.queue._poked.is_set()  # an end frees what a waiting job needs
+
+
+def test_a_host_lost_under_running_jobs_requeues_the_rerunnable_and_fails_the_rest(tmp_path: Path) -> None:
+    site = Site_(tmp_path / "lost.sqlite", {"lifecycle": {"heartbeat_seconds": 10, "missed_heartbeats": 1}})
+    try:
+        site.host("h1")
+        site.host("h2")
+        [rerun] = site.submit(sss("rerun"))  # an SSS task is Restartable unless it says not
+        ccs = ('<Job xmlns="http://www.microsoft.com/ComputeCluster/" Name="once" MinimumNumberOfProcessors="1" '
+               'MaximumNumberOfProcessors="1"><Tasks><Task CommandLine="x" IsRerunnable="false"/></Tasks></Job>')
+        [once] = site.submit(ccs)
+        site.schedule()
+        assert site.queue.get(rerun).hosts == {"h1": 4} and site.queue.get(once).hosts == {"h2": 4}
+        site.now += 30
+        site.host("h1")  # h1 reports again; h2 is silent past its deadline
+        site.agg.sweep()
+        assert site.agg.table.get("h2").state.value == "Unreachable"
+        site.schedule()
+        job = site.queue.get(once)
+        assert job.state is JobState.FAILED and "h2 became unreachable" in job.reason
+        assert site.queue.get(rerun).state is JobState.RUNNING  # its host lives on
+        site.now += 30
+        site.host("h2")  # back: h1 is now the silent one
+        site.agg.sweep()
+        site.schedule()
+        job = site.queue.get(rerun)
+        assert job.state is JobState.RUNNING and job.hosts == {"h2": 4}, (job.state, job.reason)
+        assert job.tasks[0].attempts == 2
+        events = [(e.state.value, e.detail) for e in site.store.job_events(int(rerun)) if e.task is None]
+        assert ("Queued", "host h1 became unreachable; rerunnable tasks requeued") in events
+    finally:
+        site.close()
