@@ -38,6 +38,8 @@ class Setting:
     help: str
     minimum: int | float | None = None
     maximum: int | None = None
+    #: the values a text setting may take
+    choices: tuple[str, ...] = ()
 
 
 #: node_exporter's port: what Prometheus scrapes on each host unless the config says otherwise.
@@ -66,6 +68,10 @@ SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
         Setting("heartbeat_seconds", 60.0, "the interval agents are expected to report at"),
         Setting("missed_heartbeats", 3, "heartbeats a host may miss before it is Unreachable", minimum=1),
         Setting("require_approval", False, "whether a new host is Pending until an admin approves it"),
+    ),
+    "scheduler": (
+        Setting("policy", "easy", "the job queue's policy: `easy` (priority FCFS with EASY backfilling) or `fcfs` "
+                "(priority FCFS only)", choices=("easy", "fcfs")),
     ),
     "prometheus": (
         Setting("exporter_port", DEFAULT_EXPORTER_PORT, "the port of the exporter on every host, in GET "
@@ -102,6 +108,11 @@ class LifecycleConfig:
     heartbeat_seconds: float = default("lifecycle", "heartbeat_seconds")
     missed_heartbeats: int = default("lifecycle", "missed_heartbeats")
     require_approval: bool = default("lifecycle", "require_approval")
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    policy: str = default("scheduler", "policy")
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +212,7 @@ class SiteConfig:
     benchmarks: tuple[Benchmark, ...] = ()
     software: tuple[Software, ...] = ()
     prometheus: PrometheusConfig = field(default_factory=PrometheusConfig)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
 
     def cluster_of(self, host: str) -> ClusterConfig:
         """The first cluster whose NodeSet names `host`, else the first cluster without `nodes`
@@ -306,6 +318,8 @@ class _Table:
                 values[key] = self.number(key, value, minimum=float(setting.minimum or 0.0))
             else:
                 values[key] = self.text(key, value)
+                if setting.choices and values[key] not in setting.choices:
+                    raise ConfigError(f"{self.where}.{key}: one of {', '.join(setting.choices)}, got {values[key]!r}")
         self.done()
         return values
 
@@ -321,6 +335,7 @@ def parse_config(data: dict[str, Any]) -> SiteConfig:
     store = StoreConfig(**top.table("store").settings("store"))
     lifecycle = LifecycleConfig(**top.table("lifecycle").settings("lifecycle"))
     prometheus = PrometheusConfig(**top.table("prometheus").settings("prometheus"))
+    scheduler = SchedulerConfig(**top.table("scheduler").settings("scheduler"))
 
     clusters: list[ClusterConfig] = []
     for t in top.tables("clusters"):
@@ -373,7 +388,7 @@ def parse_config(data: dict[str, Any]) -> SiteConfig:
         t.done()
     top.done()
     return SiteConfig(service, store, lifecycle, tuple(clusters), tuple(ces), tuple(benchmarks), tuple(software),
-                      prometheus=prometheus)
+                      prometheus=prometheus, scheduler=scheduler)
 
 
 def _id(t: _Table) -> str:

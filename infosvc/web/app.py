@@ -16,6 +16,7 @@ from aiohttp import web
 from infosvc.publish.glue import Glue
 from infosvc.publish.prometheus import Metrics
 from infosvc.matching import Site
+from infosvc.sched import Policy
 from infosvc.site.aggregator import Aggregator
 from infosvc.site.config import SiteConfig
 from infosvc.site.queue import JobQueue
@@ -56,7 +57,8 @@ async def _aggregator_ctx(app: web.Application, store_path: str, tokens: Tokens)
     glue = app[GLUE] = Glue(agg.table.rollup)
     await asyncio.to_thread(glue.warm, list(agg.table.rollup.hosts.values()))
     agg.on_change.append(glue.warm)
-    queue = app[JOB_QUEUE] = JobQueue(store, agg.table, site=lambda: Site.of(agg.table.rollup), clock=agg.clock)
+    queue = app[JOB_QUEUE] = JobQueue(store, agg.table, site=lambda: Site.of(agg.table.rollup), clock=agg.clock,
+                                        policy=Policy(config.scheduler.policy))
     jobs = await asyncio.to_thread(queue.load)
     if jobs:
         log.info("job queue: %d jobs read from the store", jobs)

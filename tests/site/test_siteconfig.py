@@ -13,8 +13,8 @@ from ClusterShell.NodeSet import NodeSet
 
 from support.configspy import ONE_OF_EACH, Accepted, keys_of, path_of
 from infosvc.site.config import (DEFAULT_CLUSTER, DEFAULT_LISTEN, Benchmark, ClusterConfig, ComputingElementConfig,
-                                ConfigError, LifecycleConfig, Policy, PrometheusConfig, ServiceConfig, SiteConfig,
-                                Software, StoreConfig, load_config, parse_config)
+                                ConfigError, LifecycleConfig, Policy, PrometheusConfig, SchedulerConfig, ServiceConfig,
+                                SiteConfig, Software, StoreConfig, load_config, parse_config)
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
@@ -355,6 +355,13 @@ def test_ce_statuses(status: str) -> None:
     assert parse(f'[[computing_elements]]\nid = "q"\nstatus = "{status}"').computing_elements[0].status == status
 
 
+def test_scheduler_policy() -> None:
+    assert parse("").scheduler.policy == "easy"
+    assert parse('[scheduler]\npolicy = "fcfs"').scheduler.policy == "fcfs"
+    assert error_of('[scheduler]\npolicy = "sjf"') == "scheduler.policy: one of easy, fcfs, got 'sjf'"
+    assert error_of('[scheduler]\npolicy = 1') == "scheduler.policy: expected a string, got 1"
+
+
 # --- files ---------------------------------------------------------------------------------------
 
 def test_load_config_file(tmp_path: Path) -> None:
@@ -418,9 +425,10 @@ def test_accepted_keys_are_what_the_dataclasses_hold(accepted: Accepted) -> None
         "computing_elements": fields(ComputingElementConfig, "policy", "all_clusters"),
         "computing_elements.policy": fields(Policy),
         "benchmarks": fields(Benchmark), "software": fields(Software), "prometheus": fields(PrometheusConfig),
+        "scheduler": fields(SchedulerConfig),
     }
     assert accepted.tables == {"service", "store", "lifecycle", "clusters", "computing_elements",
-                               "computing_elements.policy", "benchmarks", "software", "prometheus"}
+                               "computing_elements.policy", "benchmarks", "software", "prometheus", "scheduler"}
     assert accepted.tables == {f.name for f in dataclasses.fields(SiteConfig)} | {"computing_elements.policy"}
 
 
@@ -436,7 +444,7 @@ def _value(config: SiteConfig, table: str, key: str) -> Any:
                   "clusters": config.clusters[0], "computing_elements": config.computing_elements[0],
                   "computing_elements.policy": config.computing_elements[0].policy,
                   "benchmarks": config.benchmarks[0], "software": config.software[0],
-                  "prometheus": config.prometheus}[table]
+                  "prometheus": config.prometheus, "scheduler": config.scheduler}[table]
     return getattr(owner, key)
 
 
@@ -480,7 +488,7 @@ def test_each_setting_is_declared_once_with_its_default_and_help() -> None:
     from infosvc.site.config import SETTINGS
 
     owners = {"service": ServiceConfig, "store": StoreConfig, "lifecycle": LifecycleConfig,
-              "prometheus": PrometheusConfig}
+              "prometheus": PrometheusConfig, "scheduler": SchedulerConfig}
     docs = documented()
     for table, settings in SETTINGS.items():
         assert [s.key for s in settings] == [f.name for f in dataclasses.fields(owners[table])], table

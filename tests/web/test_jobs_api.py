@@ -196,3 +196,14 @@ def test_the_ce_publishes_the_queue_in_every_rendering(site: InProcessServer) ->
     text = document.decode()
     assert "<RunningJobs>2</RunningJobs>" in text and "<WaitingJobs>1</WaitingJobs>" in text
     assert text.count("<Job>") + text.count("<Job ") == 3
+
+
+def test_the_site_config_picks_fcfs(serve_app: ServerFactory) -> None:
+    server = serve_app({"scheduler": {"policy": "fcfs"}}, agents=2)
+    for number in range(2):
+        server.report(f"n{number}", server.agent_token(), processors=4)
+    submit(server, ccs(1, runtime="00:10:00"))
+    submit(server, ccs(8, runtime="00:10:00"))
+    submit(server, ccs(1, runtime="00:01:00"))  # EASY would backfill it on the idle host; FCFS does not
+    wait_for(lambda: (job(server, "3")["reason"] or "").startswith("behind 2"), message="job 3 behind job 2")
+    assert [job(server, i)["state"] for i in "123"] == ["Running", "Queued", "Queued"]
