@@ -3,7 +3,7 @@
 `infosvc serve` runs the aggregator; `infosvc validate FILE...` checks SSS Node documents
 against schemas/sss-node.xsd and says what is wrong and where; `infosvc status` prints a server's
 hosts, subclusters and CEs (infosvc/cli/status.py); `submit`, `jobs`, `cancel` and `why` use its
-job queue (infosvc/cli/jobs.py). `simulate` comes with issue 13.
+job queue (infosvc/cli/jobs.py); `simulate` replays a workload trace (infosvc/cli/simulate.py).
 """
 
 from __future__ import annotations
@@ -56,8 +56,10 @@ def parser() -> argparse.ArgumentParser:
                                  "as a table")
     status.add_argument("--json", action="store_true", help="print one JSON object instead")
     from infosvc.cli.jobs import add_commands
+    from infosvc.cli.simulate import add_command
 
     add_commands(commands, common)
+    add_command(commands, common)
     return p
 
 
@@ -219,6 +221,10 @@ def _run(args: argparse.Namespace) -> int:
         from infosvc.cli.status import run
 
         return run(args.server, args.json, token_file=args.token_file, ca_file=args.ca_file)
+    if args.command == "simulate":
+        from infosvc.cli.simulate import run as run_simulation
+
+        return run_simulation(args)
     if args.command in ("submit", "jobs", "cancel", "why"):
         from infosvc.cli.jobs import run as run_jobs
 

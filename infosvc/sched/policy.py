@@ -126,10 +126,12 @@ def _seconds(at: float) -> str:
 
 
 def schedule(machine: Machine[A], running: Sequence[Running[A]], queue: Sequence[Queued], now: float,
-             policy: Policy = Policy.EASY, *, when: Callable[[float], str] = _seconds) -> Plan[A]:
+             policy: Policy = Policy.EASY, *, when: Callable[[float], str] = _seconds,
+             explain: bool = True) -> Plan[A]:
     """The jobs of `queue` (in queue order) to start at `now` on `machine` (what is free now, with
     `running` holding the rest), by `policy`. `machine` is left as it was. `when` writes a time in
-    the waiting jobs' reasons (the service: a UTC date and time; a simulation: its seconds)."""
+    the waiting jobs' reasons (the service: a UTC date and time); without `explain` (a simulation)
+    no reasons are written, and the decisions are the same."""
     free = machine.copy()
     plan: Plan[A] = Plan()
     index = 0
@@ -144,19 +146,22 @@ def schedule(machine: Machine[A], running: Sequence[Running[A]], queue: Sequence
     head = queue[index]
     rest = queue[index + 1:]
     if policy is Policy.FCFS:
-        plan.waiting[head.id] = f"first in the queue: {free.describe_shortfall(head)}"
-        for job in rest:
-            plan.waiting[job.id] = f"behind {head.id} (first come, first served)"
+        if explain:
+            plan.waiting[head.id] = f"first in the queue: {free.describe_shortfall(head)}"
+            for job in rest:
+                plan.waiting[job.id] = f"behind {head.id} (first come, first served)"
         return plan
     reservation, extra = _reserve(free, running, plan.starts, head, now)
     plan.reservation = reservation
-    held = ("no running job's end frees enough" if math.isinf(reservation.at)
-            else f"reserved to start at {when(reservation.at)}")
-    plan.waiting[head.id] = f"first in the queue: {free.describe_shortfall(head)}; {held}"
+    if explain:
+        held = ("no running job's end frees enough" if math.isinf(reservation.at)
+                else f"reserved to start at {when(reservation.at)}")
+        plan.waiting[head.id] = f"first in the queue: {free.describe_shortfall(head)}; {held}"
     for job in rest:
         allocation = free.place(job)
         if allocation is None:
-            plan.waiting[job.id] = free.describe_shortfall(job)
+            if explain:
+                plan.waiting[job.id] = free.describe_shortfall(job)
             continue
         if now + job.estimate <= reservation.at:
             free.take(allocation)
@@ -164,7 +169,8 @@ def schedule(machine: Machine[A], running: Sequence[Running[A]], queue: Sequence
             continue
         allocation = free.place(job, within=extra) if extra is not None else None
         if allocation is None:
-            plan.waiting[job.id] = f"would delay {head.id}, reserved to start at {when(reservation.at)}"
+            if explain:
+                plan.waiting[job.id] = f"would delay {head.id}, reserved to start at {when(reservation.at)}"
             continue
         free.take(allocation)
         assert extra is not None

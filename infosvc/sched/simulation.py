@@ -1,0 +1,155 @@
+"""A workload replayed through the service's own scheduler (infosvc.sched.policy.schedule) in
+simulated time: the discrete-event loop of `infosvc simulate`, pure (no clock, no I/O).
+
+The conventions are DESIGN.md's, so that two correct simulators give the same schedule:
+- processors: requested (SWF field 8) if > 0, else allocated (field 5); estimate: requested time
+  (field 9) if > 0, else the run time (field 4); run time: min(run time, estimate), as a job is
+  killed at its limit. Jobs with run time <= 0, processors <= 0, or more processors than the
+  machine has are skipped (and counted).
+- Events at one instant: all completions, then all arrivals, then one scheduling pass.
+- The queue is ordered by submit time, then job id.
+- wait = start - submit; bounded slowdown = max(1, (wait + run) / max(run, 10)); utilization =
+  sum(run x processors) / (machine processors x makespan); makespan = last end - first submit.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+from infosvc.sched.policy import Policy, Running, schedule
+from infosvc.sched.pool import ProcessorPool
+
+__all__ = ["Outcome", "SimJob", "Summary", "Trace", "jobs_of", "simulate", "summarize"]
+
+#: The bounded slowdown's threshold, seconds.
+BOUND_SECONDS = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class SimJob:
+    """A trace's job as the scheduler reads it (a `Sized` Queued): `id` orders jobs of one submit
+    time by their number."""
+
+    number: int
+    submitted: float
+    processors: int
+    estimate: float
+    run: float
+    id: str = ""
+    priority: int = 0
+
+    @classmethod
+    def of(cls, number: int, submitted: float, processors: int, estimate: float, run: float) -> SimJob:
+        # zero-padded: the queue's tie-break on equal submit times compares ids as text
+        return cls(number, submitted, processors, estimate, run, f"{number:020d}" if number >= 0 else f"-{-number:019d}")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    job: SimJob
+    start: float
+
+    @property
+    def end(self) -> float:
+        return self.start + self.job.run
+
+    @property
+    def wait(self) -> float:
+        return self.start - self.job.submitted
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    jobs: int
+    skipped: int
+    utilization: float
+    mean_wait_seconds: float
+    mean_bounded_slowdown: float
+    makespan_seconds: float
+    processors: int
+    policy: str
+
+    def as_json(self) -> dict[str, object]:
+        return {"jobs": self.jobs, "utilization": self.utilization, "mean_wait_seconds": self.mean_wait_seconds,
+                "mean_bounded_slowdown": self.mean_bounded_slowdown, "makespan_seconds": self.makespan_seconds,
+                "skipped": self.skipped, "processors": self.processors, "policy": self.policy}
+
+
+@dataclass(slots=True)
+class Trace:
+    """The jobs to simulate, in queue order, and how many the conventions skipped."""
+
+    jobs: list[SimJob] = field(default_factory=list)
+    skipped: int = 0
+
+
+def jobs_of(records: Iterable[tuple[int, float, float, int, int, float]], processors: int) -> Trace:
+    """(number, submit, run time, allocated, requested processors, requested time) per trace job,
+    read by the conventions for a machine of `processors`."""
+    trace = Trace()
+    for number, submitted, run_time, allocated, requested, requested_time in records:
+        wanted = requested if requested > 0 else allocated
+        estimate = requested_time if requested_time > 0 else run_time
+        run = min(run_time, estimate)
+        if run <= 0 or wanted <= 0 or wanted > processors:
+            trace.skipped += 1
+            continue
+        trace.jobs.append(SimJob.of(number, submitted, wanted, estimate, run))
+    trace.jobs.sort(key=lambda job: (job.submitted, job.id))
+    return trace
+
+
+def simulate(jobs: Sequence[SimJob], processors: int, policy: Policy,
+             progress: Callable[[int, float], None] | None = None, every: float = 1.0) -> list[Outcome]:
+    """Each job's start, by `policy` on a machine of `processors`; `progress(started, now)` is
+    called about every `every` seconds of real time."""
+    pool = ProcessorPool.empty(processors)
+    queue: list[SimJob] = []
+    running: dict[str, Running[int]] = {}
+    ends: list[tuple[float, str]] = []  # (end, job id): a heap
+    outcomes: list[Outcome] = []
+    arrival = 0
+    clock = time.monotonic()
+    while arrival < len(jobs) or ends:
+        now = min(jobs[arrival].submitted if arrival < len(jobs) else float("inf"),
+                  ends[0][0] if ends else float("inf"))
+        while ends and ends[0][0] == now:  # completions first
+            _, job_id = heapq.heappop(ends)
+            pool.give(running.pop(job_id).allocation)
+        while arrival < len(jobs) and jobs[arrival].submitted == now:  # then arrivals
+            queue.append(jobs[arrival])
+            arrival += 1
+        if not queue:
+            continue
+        plan = schedule(pool, list(running.values()), queue, now, policy, explain=False)
+        if not plan.starts:
+            continue
+        started = set()
+        for start in plan.starts:
+            job: SimJob = start.job  # type: ignore[assignment]
+            pool.take(start.allocation)
+            running[job.id] = Running(job.id, now, job.estimate, start.allocation)
+            heapq.heappush(ends, (now + job.run, job.id))
+            outcomes.append(Outcome(job, now))
+            started.add(job.id)
+        queue = [job for job in queue if job.id not in started]
+        if progress is not None and time.monotonic() - clock >= every:
+            clock = time.monotonic()
+            progress(len(outcomes), now)
+    return outcomes
+
+
+def summarize(outcomes: Sequence[Outcome], skipped: int, processors: int, policy: Policy) -> Summary:
+    if not outcomes:
+        return Summary(0, skipped, 0.0, 0.0, 0.0, 0.0, processors, policy.value)
+    first = min(o.job.submitted for o in outcomes)
+    last = max(o.end for o in outcomes)
+    makespan = last - first
+    work = sum(o.job.run * o.job.processors for o in outcomes)
+    waits = [o.wait for o in outcomes]
+    slowdowns = [max(1.0, (o.wait + o.job.run) / max(o.job.run, BOUND_SECONDS)) for o in outcomes]
+    return Summary(len(outcomes), skipped, work / (processors * makespan) if makespan > 0 else 0.0,
+                   sum(waits) / len(waits), sum(slowdowns) / len(slowdowns), makespan, processors, policy.value)

@@ -1,0 +1,80 @@
+"""`infosvc simulate` as a user runs it: the summary, the schedule CSV, progress, the errors, and
+the what-if against a live site's processors."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from support.server import ServerFactory
+
+TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
+TINY = """; MaxProcs: 4
+; MaxNodes: 2
+1 0 -1 10 3 -1 -1 -1 -1 -1 1 1 1 -1 -1 -1 -1 -1
+2 1 -1 5 4 -1 -1 -1 -1 -1 1 1 1 -1 -1 -1 -1 -1
+3 2 -1 2 1 -1 -1 -1 -1 -1 1 1 1 -1 -1 -1 -1 -1
+4 3 -1 2 9 -1 -1 -1 -1 -1 1 1 1 -1 -1 -1 -1 -1
+not a job line
+"""
+
+
+def simulate(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "infosvc", "simulate", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_summary_and_schedule(tmp_path: Path) -> None:
+    trace = tmp_path / "tiny.swf"
+    trace.write_text(TINY)
+    out = tmp_path / "schedule.csv"
+    done = simulate(str(trace), "--policy", "easy", "--schedule", str(out))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    # job 4 (9 processors) is wider than MaxProcs 4: skipped; C backfills at 2 (see test_simulation)
+    assert {k: summary[k] for k in ("jobs", "skipped", "makespan_seconds", "processors", "policy",
+                                    "malformed_lines")} == {
+        "jobs": 3, "skipped": 1, "makespan_seconds": 15, "processors": 4, "policy": "easy", "malformed_lines": 1}
+    assert summary["mean_wait_seconds"] == (0 + 9 + 0) / 3
+    assert summary["utilization"] == (30 + 20 + 2) / (4 * 15)
+    assert "tiny.swf: line 7: 4 fields, not 18: 'not a job line' (left out)" in done.stderr
+    with out.open() as handle:
+        rows = list(csv.reader(handle))
+    assert rows == [["job_id", "submit", "start", "end", "processors"], ["1", "0", "0", "10", "3"],
+                    ["2", "1", "10", "15", "4"], ["3", "2", "2", "4", "1"]]
+    fcfs = json.loads(simulate(str(trace), "--policy", "fcfs", "--processors", "8", "--quiet").stdout)
+    assert fcfs["processors"] == 8 and fcfs["skipped"] == 1 and fcfs["policy"] == "fcfs"
+
+
+def test_a_real_trace_gzipped() -> None:
+    done = simulate(str(TRACES / "NASA-iPSC-1993-3.1-cln.swf.gz"), "--policy", "fcfs")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert (summary["jobs"], summary["skipped"], summary["processors"]) == (18066, 173, 128)
+
+
+def test_errors(tmp_path: Path) -> None:
+    missing = simulate(str(tmp_path / "nope.swf"))
+    assert missing.returncode == 1 and "cannot read" in missing.stderr and "Traceback" not in missing.stderr
+    headless = tmp_path / "headless.swf"
+    headless.write_text("1 0 -1 10 3 -1 -1 -1 -1 -1 1 1 1 -1 -1 -1 -1 -1\n")
+    done = simulate(str(headless))
+    assert done.returncode == 2 and "--processors N" in done.stderr
+    assert simulate(str(headless), "--processors", "0").returncode == 2
+    assert simulate(str(headless), "--policy", "sjf").returncode == 2
+
+
+def test_what_if_against_a_live_site(serve_app: ServerFactory, tmp_path: Path) -> None:
+    server = serve_app(agents=3)
+    for name, processors in (("n0", 4), ("n1", 4), ("n2", 8)):
+        server.report(name, server.agent_token(), processors=processors)
+    assert server.admin("n2", "pause").status == 200  # Paused: still the site's, so counted
+    trace = tmp_path / "tiny.swf"
+    trace.write_text(TINY)
+    done = simulate(str(trace), "--site", "--server", server.url)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["processors"] == 16 and summary["skipped"] == 0  # job 4's 9 processors fit now

@@ -1,0 +1,162 @@
+"""`infosvc simulate`'s loop (infosvc/sched/simulation.py) and its SWF reader (infosvc/codec/swf.py):
+tiny traces scheduled by hand, job by job, and the two real traces run to the end with the
+invariants checked."""
+
+from __future__ import annotations
+
+import gzip
+import io
+from pathlib import Path
+
+import pytest
+
+from infosvc.codec.swf import parse_swf, read_swf
+from infosvc.sched import Policy
+from infosvc.sched.simulation import Outcome, jobs_of, simulate, summarize
+
+# the two traces of ../shared/traces, gzipped (read as they are: the reader takes gzip)
+TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
+NASA = TRACES / "NASA-iPSC-1993-3.1-cln.swf.gz"
+LUBLIN = TRACES / "lublin_256.swf.gz"
+
+
+def line(number: int, submit: float, run: float, processors: int, requested_time: float = -1,
+         requested_processors: int = -1) -> str:
+    fields = [number, submit, -1, run, processors, -1, -1, requested_processors, requested_time, -1, 1, 1, 1, -1, -1,
+              -1, -1, -1]
+    return " ".join(str(f) for f in fields)
+
+
+def starts(lines: list[str], processors: int, policy: Policy) -> dict[int, float]:
+    trace = parse_swf(iter(lines))
+    assert trace.malformed == 0, trace.problems
+    jobs = jobs_of(((r.job, r.submit, r.run_time, r.allocated_processors, r.requested_processors,
+                     r.requested_time) for r in trace.records), processors)
+    return {o.job.number: o.start for o in simulate(jobs.jobs, processors, policy)}
+
+
+def test_fcfs_blocks_behind_the_first_job_that_does_not_fit() -> None:
+    # 4 processors. A (3 for 10 s) at 0; B (4) at 1 cannot start until 10; C (1 for 2 s) at 2
+    # would fit beside A, but FCFS keeps it behind B: B 10..15, C 15.
+    trace = [line(1, 0, 10, 3), line(2, 1, 5, 4), line(3, 2, 2, 1)]
+    assert starts(trace, 4, Policy.FCFS) == {1: 0, 2: 10, 3: 15}
+    # EASY: B is reserved at 10 (A's end); C ends (2 + 2) before that: backfilled at once.
+    assert starts(trace, 4, Policy.EASY) == {1: 0, 2: 10, 3: 2}
+
+
+def test_easy_backfills_by_the_extra_processors_clause() -> None:
+    # 6 processors. A (4 for 10 s) at 0; B (4) at 1: shadow 10, when 6 are free: 2 extra.
+    # C (2 for 100 s) at 2 ends long after 10 but needs no more than the extra: starts at 2, using
+    # them up. D (1 for 5 s) at 3: nothing free (A 4, C 2). At 10 B starts (4 of the 4 free); D
+    # waits for B's end at 15.
+    trace = [line(1, 0, 10, 4), line(2, 1, 5, 4), line(3, 2, 100, 2), line(4, 3, 5, 1)]
+    assert starts(trace, 6, Policy.EASY) == {1: 0, 2: 10, 3: 2, 4: 15}
+
+
+def test_a_job_that_would_delay_the_reservation_waits() -> None:
+    # 6 processors. As above, but C needs 3: more than the 2 extra, and it would run past 10.
+    trace = [line(1, 0, 10, 4), line(2, 1, 5, 4), line(3, 2, 100, 2, requested_processors=3)]
+    assert starts(trace, 6, Policy.EASY) == {1: 0, 2: 10, 3: 15}
+
+
+def test_a_job_that_ends_before_its_estimate() -> None:
+    # 5 processors. A (4, estimate 100, runs 10) at 0; B (5) at 1: shadow 100 by A's estimate.
+    # C (1 for 50 s, estimate 50) at 2 ends (52) before 100: backfilled at 2. A ends at 10, not 100;
+    # B, needing all 5, waits for C's end at 52.
+    trace = [line(1, 0, 10, 4, requested_time=100), line(2, 1, 5, 5, requested_time=5),
+             line(3, 2, 50, 1, requested_time=50)]
+    assert starts(trace, 5, Policy.EASY) == {1: 0, 2: 52, 3: 2}
+    assert starts(trace, 5, Policy.FCFS) == {1: 0, 2: 10, 3: 15}
+
+
+def test_a_completion_and_an_arrival_at_the_same_instant() -> None:
+    # A ends at 10 as B arrives: completions first, so B starts at 10.
+    assert starts([line(1, 0, 10, 4), line(2, 10, 5, 4)], 4, Policy.FCFS) == {1: 0, 2: 10}
+
+
+def test_the_queue_orders_equal_submit_times_by_job_number() -> None:
+    # 9 and 10 arrive together; 10 < 9 as text, not as numbers: 9 goes first.
+    assert starts([line(10, 0, 5, 4), line(9, 0, 5, 4)], 4, Policy.FCFS) == {9: 0, 10: 5}
+
+
+def test_conventions_processors_estimate_run_and_skipped() -> None:
+    trace = parse_swf(iter([
+        line(1, 0, 50, 2, requested_time=20, requested_processors=3),  # 3 processors, killed at 20
+        line(2, 0, 0, 2),  # run time 0: skipped
+        line(3, 0, 5, 0),  # no processors: skipped
+        line(4, 0, 5, 9),  # wider than the machine: skipped
+        line(5, 0, 5, 2),  # estimate: the run time
+    ]))
+    jobs = jobs_of(((r.job, r.submit, r.run_time, r.allocated_processors, r.requested_processors,
+                     r.requested_time) for r in trace.records), 8)
+    assert jobs.skipped == 3
+    [one, five] = jobs.jobs
+    assert (one.processors, one.estimate, one.run) == (3, 20, 20)
+    assert (five.processors, five.estimate, five.run) == (2, 5, 5)
+    outcomes = simulate(jobs.jobs, 8, Policy.FCFS)
+    summary = summarize(outcomes, jobs.skipped, 8, Policy.FCFS)
+    # both start at 0; makespan 20; work 3 x 20 + 2 x 5 = 70 of 8 x 20
+    assert (summary.jobs, summary.skipped, summary.makespan_seconds) == (2, 3, 20)
+    assert summary.utilization == pytest.approx(70 / 160)
+    assert summary.mean_wait_seconds == 0 and summary.mean_bounded_slowdown == 1.0
+
+
+def test_bounded_slowdown_by_hand() -> None:
+    # 2 processors; A (2 for 100 s) at 0; B (1 for 4 s) at 0 waits 100: max(1, (100 + 4) / 10) = 10.4
+    outcomes = simulate(jobs_of([(1, 0, 100, 2, -1, -1), (2, 0, 4, 1, -1, -1)], 2).jobs, 2, Policy.FCFS)
+    summary = summarize(outcomes, 0, 2, Policy.FCFS)
+    assert summary.mean_bounded_slowdown == pytest.approx((1 + 10.4) / 2)
+    assert summary.mean_wait_seconds == 50
+
+
+# --- the reader ------------------------------------------------------------------------------------
+
+def test_header_malformed_lines_and_gzip(tmp_path: Path) -> None:
+    text = "\n".join([
+        "; Version: 2.2", "; Information: http://a.example/", ";              http://b.example/",
+        "; MaxNodes: 64", "; MaxProcs: 128", "; Note: one", "; Note: two", "",
+        line(1, 0, 10, 4), "1 2 3", line(2, 5, 10, 4).replace(" 10 ", " ten ", 1), line(3, 6, 1, 1),
+    ]) + "\n"
+    trace = parse_swf(io.StringIO(text))
+    assert trace.header["Information"] == "http://a.example/\nhttp://b.example/"
+    assert trace.header["Note"] == "one\ntwo"
+    assert (trace.header_int("MaxProcs"), trace.header_int("MaxNodes"), trace.header_int("Version")) == (128, 64, None)
+    assert [r.job for r in trace.records] == [1, 3] and trace.records[1].line == 12
+    assert trace.malformed == 2
+    assert trace.problems[0] == "line 10: 3 fields, not 18: '1 2 3'"
+    assert trace.problems[1].startswith("line 11: field 4 (run_time) is not a number: 'ten'")
+    packed = tmp_path / "t.swf.gz"
+    packed.write_bytes(gzip.compress(text.encode()))
+    assert [r.job for r in read_swf(packed).records] == [1, 3]
+    (tmp_path / "bad.gz").write_bytes(b"\x1f\x8bnot gzip at all")
+    with pytest.raises(OSError, match="not a readable gzip file"):
+        read_swf(tmp_path / "bad.gz")
+
+
+# --- the real traces -------------------------------------------------------------------------------
+
+def check_invariants(outcomes: list[Outcome], processors: int, policy: Policy) -> None:
+    events = sorted([(o.start, o.job.processors) for o in outcomes] + [(o.end, -o.job.processors) for o in outcomes],
+                    key=lambda event: (event[0], event[1]))  # ends (negative) before starts at one instant
+    held = 0
+    for _, change in events:
+        held += change
+        assert 0 <= held <= processors
+    assert all(o.start >= o.job.submitted for o in outcomes)
+    if policy is Policy.FCFS:
+        ordered = sorted(outcomes, key=lambda o: (o.job.submitted, o.job.id))
+        assert all(a.start <= b.start for a, b in zip(ordered, ordered[1:]))
+
+
+@pytest.mark.parametrize("path,processors,skipped", [(NASA, 128, 173), (LUBLIN, 256, 0)])
+@pytest.mark.parametrize("policy", [Policy.FCFS, Policy.EASY])
+def test_real_traces_run_to_the_end(path: Path, processors: int, skipped: int, policy: Policy) -> None:
+    trace = read_swf(path)
+    assert trace.malformed == 0
+    assert (trace.header_int("MaxProcs") or trace.header_int("MaxNodes")) == processors
+    jobs = jobs_of(((r.job, r.submit, r.run_time, r.allocated_processors, r.requested_processors,
+                     r.requested_time) for r in trace.records), processors)
+    assert jobs.skipped == skipped
+    outcomes = simulate(jobs.jobs, processors, policy)
+    assert len(outcomes) == len(jobs.jobs) == len(trace.records) - skipped
+    check_invariants(outcomes, processors, policy)
