@@ -126,6 +126,7 @@ class HostPool:
         self._changes = 0  # takes and gives so far: what describe_shortfall's memo was said at
         self._said: dict[tuple[object, ...], str] = {}
         self._said_at = -1
+        self._room, self._room_at = 0, -1
         self._cursor = 0  # no host before this place in `order` has room for a shared job
         self._idle_cursor = 0  # ... nor is idle
 
@@ -145,6 +146,7 @@ class HostPool:
         other.shared_free = self.shared_free
         other.idle_free = self.idle_free
         other._changes, other._said, other._said_at = 0, {}, -1
+        other._room, other._room_at = 0, -1
         other._cursor = self._cursor
         other._idle_cursor = self._idle_cursor
         return other
@@ -297,6 +299,13 @@ class HostPool:
             place = int(self.place_of[row])
             self._cursor = min(self._cursor, place)
             self._idle_cursor = min(self._idle_cursor, place)
+
+    def room(self) -> int:
+        """The free processors of usable hosts (Paused ones too: an administrator's job may go
+        there): no job gets more."""
+        if self._room_at != self._changes:
+            self._room, self._room_at = int(self.free[self.usable].sum()), self._changes
+        return self._room
 
     # --- words -----------------------------------------------------------------------------------
 

@@ -55,6 +55,11 @@ class Queued(Protocol):
         """Seconds it may run: its run time limit; math.inf for Infinite."""
         ...
 
+    @property
+    def processors(self) -> int:
+        """The fewest processors it can start with."""
+        ...
+
 
 class Machine(Protocol[A]):
     """The resources jobs are placed on, as the policy needs them."""
@@ -72,6 +77,11 @@ class Machine(Protocol[A]):
 
     def describe_shortfall(self, job: Queued) -> str:
         """Why `job` does not fit now, in a user's words ("needs 64 processors, 12 free")."""
+        ...
+
+    def room(self) -> int:
+        """At least the processors any one job could be given now (0: nothing fits). A bound the
+        pass checks before asking `place`: over a long queue most jobs are refused by it alone."""
         ...
 
 
@@ -125,7 +135,7 @@ def _seconds(at: float) -> str:
     return f"{at:g}"
 
 
-def schedule(machine: Machine[A], running: Sequence[Running[A]], queue: Sequence[Queued], now: float,
+def schedule(machine: Machine[A], running: Sequence[Running[A]], queue: Iterable[Queued], now: float,
              policy: Policy = Policy.EASY, *, when: Callable[[float], str] = _seconds,
              explain: bool = True) -> Plan[A]:
     """The jobs of `queue` (in queue order) to start at `now` on `machine` (what is free now, with
@@ -134,17 +144,15 @@ def schedule(machine: Machine[A], running: Sequence[Running[A]], queue: Sequence
     no reasons are written, and the decisions are the same."""
     free = machine.copy()
     plan: Plan[A] = Plan()
-    index = 0
-    for index, job in enumerate(queue):  # noqa: B007 - the blocked head's index is used below
-        allocation = free.place(job)
+    rest = iter(queue)  # read once, never copied: a simulation's queue may be long
+    for head in rest:
+        allocation = free.place(head)
         if allocation is None:
             break
         free.take(allocation)
-        plan.starts.append(Start(job, allocation))
+        plan.starts.append(Start(head, allocation))
     else:
         return plan
-    head = queue[index]
-    rest = queue[index + 1:]
     if policy is Policy.FCFS:
         if explain:
             plan.waiting[head.id] = f"first in the queue: {free.describe_shortfall(head)}"
@@ -157,24 +165,35 @@ def schedule(machine: Machine[A], running: Sequence[Running[A]], queue: Sequence
         held = ("no running job's end frees enough" if math.isinf(reservation.at)
                 else f"reserved to start at {when(reservation.at)}")
         plan.waiting[head.id] = f"first in the queue: {free.describe_shortfall(head)}; {held}"
+    room = free.room()
+    extra_room = 0 if extra is None else extra.room()
     for job in rest:
-        allocation = free.place(job)
+        if room <= 0 and not explain:
+            break  # nothing more fits: the decisions are made
+        # the rooms are bounds: a job wider than them is refused without asking the machine
+        in_time = now + job.estimate <= reservation.at
+        if not explain and not in_time and job.processors > extra_room:
+            continue  # it would delay the head whether it fits now or not
+        allocation = free.place(job) if job.processors <= room else None
         if allocation is None:
             if explain:
                 plan.waiting[job.id] = free.describe_shortfall(job)
             continue
-        if now + job.estimate <= reservation.at:
+        if in_time:
             free.take(allocation)
+            room = free.room()
             plan.starts.append(Start(job, allocation, backfilled=True))
             continue
-        allocation = free.place(job, within=extra) if extra is not None else None
+        allocation = free.place(job, within=extra) if extra is not None and job.processors <= extra_room else None
         if allocation is None:
             if explain:
                 plan.waiting[job.id] = f"would delay {head.id}, reserved to start at {when(reservation.at)}"
             continue
         free.take(allocation)
+        room = free.room()
         assert extra is not None
         extra.take(allocation)
+        extra_room = extra.room()
         plan.starts.append(Start(job, allocation, backfilled=True))
     return plan
 

@@ -46,6 +46,9 @@ class ProcessorPool:
     def copy(self) -> ProcessorPool:
         return ProcessorPool(self.size, self.free)
 
+    def room(self) -> int:
+        return self.free
+
     def describe_shortfall(self, job: Queued) -> str:
         wanted = _processors(job)
         if wanted > self.size:

@@ -9,6 +9,8 @@ import io
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from infosvc.codec.swf import parse_swf, read_swf
 from infosvc.sched import Policy
@@ -160,3 +162,61 @@ def test_real_traces_run_to_the_end(path: Path, processors: int, skipped: int, p
     outcomes = simulate(jobs.jobs, processors, policy)
     assert len(outcomes) == len(jobs.jobs) == len(trace.records) - skipped
     check_invariants(outcomes, processors, policy)
+
+
+# --- against a second simulator, written from DESIGN.md's words alone ------------------------------
+
+def reference(jobs: list[tuple[int, int, int, int, int]], processors: int, policy: Policy) -> dict[int, int]:
+    """(number, submit, processors, estimate, run) each: the start of each job, by the rules as
+    DESIGN.md states them, with no shortcut: at each instant completions, arrivals, one pass."""
+    pending = sorted(jobs, key=lambda j: (j[1], j[0]))
+    queue: list[tuple[int, int, int, int, int]] = []
+    running: list[tuple[int, int, int]] = []  # (start + estimate, start + run, processors)
+    start: dict[int, int] = {}
+    while pending or running:
+        now = min([p[1] for p in pending[:1]] + [r[1] for r in running])
+        running = [r for r in running if r[1] != now]
+        while pending and pending[0][1] == now:
+            queue.append(pending.pop(0))
+        free = processors - sum(r[2] for r in running)
+        while queue and queue[0][2] <= free:  # fcfs, and the first part of easy
+            job = queue.pop(0)
+            start[job[0]] = now
+            running.append((now + job[3], now + job[4], job[2]))
+            free -= job[2]
+        if policy is Policy.EASY and queue:
+            head = queue[0]
+            # shadow: the earliest end (by estimate) at which enough are free for the head
+            available, shadow = free, None
+            for end, _, count in sorted(running):
+                available += count
+                if available >= head[2]:
+                    shadow = end
+                    break
+            if shadow is not None:
+                extra = free + sum(r[2] for r in running if r[0] <= shadow) - head[2]
+                for job in list(queue[1:]):
+                    if job[2] > free:
+                        continue
+                    if now + job[3] <= shadow:
+                        pass
+                    elif job[2] <= extra:
+                        extra -= job[2]
+                    else:
+                        continue
+                    queue.remove(job)
+                    start[job[0]] = now
+                    running.append((now + job[3], now + job[4], job[2]))
+                    free -= job[2]
+    return start
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 8), st.integers(1, 30), st.integers(1, 30)),
+                min_size=1, max_size=25),
+       st.sampled_from([Policy.FCFS, Policy.EASY]))
+def test_the_same_schedule_as_a_second_simulator(raw: list[tuple[int, int, int, int]], policy: Policy) -> None:
+    jobs = [(number, submit, width, estimate, min(run, estimate))
+            for number, (submit, width, estimate, run) in enumerate(raw, 1)]
+    ours = simulate(jobs_of([(n, s, r, w, -1, e) for n, s, w, e, r in jobs], 8).jobs, 8, policy)
+    assert {o.job.number: o.start for o in ours} == reference(jobs, 8, policy)
