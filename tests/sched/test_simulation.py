@@ -220,3 +220,12 @@ def test_the_same_schedule_as_a_second_simulator(raw: list[tuple[int, int, int, 
             for number, (submit, width, estimate, run) in enumerate(raw, 1)]
     ours = simulate(jobs_of([(n, s, r, w, -1, e) for n, s, w, e, r in jobs], 8).jobs, 8, policy)
     assert {o.job.number: o.start for o in ours} == reference(jobs, 8, policy)
+
+
+def test_progress_is_told_as_jobs_start() -> None:
+    told: list[tuple[int, float]] = []
+    jobs = jobs_of([(n, n * 10, 5, 1, -1, -1) for n in range(1, 6)], 1).jobs
+    simulate(jobs, 1, Policy.EASY, lambda done, now: told.append((done, now)), every=0.0)
+    assert told == [(n, n * 10) for n in range(1, 6)]
+    with pytest.raises(ValueError, match="more than the machine"):
+        simulate(jobs_of([(1, 0, 5, 2, -1, -1)], 2).jobs, 1, Policy.FCFS)
