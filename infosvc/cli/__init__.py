@@ -173,14 +173,19 @@ def _serve(args: argparse.Namespace) -> int:
 
     app = make_app(config, db=db, tokens=tokens)
     app.cleanup_ctx.append(local_agent)
-    print(f"infosvc: serving on {url} with {db}", flush=True)
-    print(f"  hosts:  {url}/v1/nodes", flush=True)
-    print(f"  GLUE:   {url}/v1/glue", flush=True)
-    print(f"  health: {url}/healthz", flush=True)
+
+    def listening() -> None:  # only once the address is bound: a busy port prints no URL
+        print(f"infosvc: serving on {url} with {db}", flush=True)
+        print(f"  hosts:  {url}/v1/nodes", flush=True)
+        print(f"  GLUE:   {url}/v1/glue", flush=True)
+        print(f"  jobs:   {url}/v1/jobs", flush=True)
+        print(f"  health: {url}/healthz", flush=True)
+
     try:
         # web.run_app, but with the connections capped, their clients timed and aiohttp's own refusals
         # answered as JSON (infosvc/web/connections.py).
-        server.run(app, host=host, port=port, ssl_context=tls, policy=connections.Policy.of(config.service))
+        server.run(app, host=host, port=port, ssl_context=tls, policy=connections.Policy.of(config.service),
+                   listening=listening)
     except (StoreError, sqlite3.Error) as exc:  # a database newer than this infosvc, in use, damaged, or no file
         print(f"infosvc: {db}: {exc}", file=sys.stderr)
         return 1
@@ -204,12 +209,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return _run(args)
+    except BrokenPipeError:
+        return closed_pipe()
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] not in SERVER_MODULES:
             raise
         print(f"infosvc: {args.command} needs the aggregator's libraries ({exc.name} is not installed): "
               "pip install 'infosvc[server]'", file=sys.stderr)
         return 2
+
+
+def closed_pipe() -> int:
+    """What reads our output has stopped (`| head`): end quietly, as a shell tool does. Python would
+    flush stdout again at exit and fail the same way, so it is pointed at /dev/null first."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141  # 128 + SIGPIPE, as a shell reports a command a closed pipe stopped
 
 
 def _run(args: argparse.Namespace) -> int:

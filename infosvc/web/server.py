@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import asyncio
 from ssl import SSLContext
+from typing import Callable
 
 from aiohttp import web
 
 from infosvc.web.connections import BACKLOG, Connections, Policy
 
 
-def run(app: web.Application, *, host: str, port: int, ssl_context: SSLContext | None, policy: Policy) -> None:
+def run(app: web.Application, *, host: str, port: int, ssl_context: SSLContext | None, policy: Policy,
+        listening: Callable[[], None] | None = None) -> None:
     """Serve `app` until SIGINT or SIGTERM, as aiohttp's web.run_app does, with each connection a
-    GuardedRequestHandler under a `Connections`. Errors at start (the store, the address) propagate."""
+    GuardedRequestHandler under a `Connections`. Errors at start (the store, the address) propagate;
+    `listening()` is called once the address is bound, and not if it cannot be."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    main = loop.create_task(_serve(app, host, port, ssl_context, policy))
+    main = loop.create_task(_serve(app, host, port, ssl_context, policy, listening))
     try:
         loop.run_until_complete(main)
     except (web.GracefulExit, KeyboardInterrupt):
@@ -35,7 +38,8 @@ def run(app: web.Application, *, host: str, port: int, ssl_context: SSLContext |
             loop.close()
 
 
-async def _serve(app: web.Application, host: str, port: int, ssl_context: SSLContext | None, policy: Policy) -> None:
+async def _serve(app: web.Application, host: str, port: int, ssl_context: SSLContext | None, policy: Policy,
+                 listening: Callable[[], None] | None) -> None:
     loop = asyncio.get_running_loop()
     connections = Connections(policy)
     loop.set_exception_handler(connections.loop_exception_handler)
@@ -47,6 +51,8 @@ async def _serve(app: web.Application, host: str, port: int, ssl_context: SSLCon
         factory = connections.protocol_factory(runner.server, tls=ssl_context,
                                                keepalive_timeout=policy.keepalive_seconds, access_log=None)
         server = await loop.create_server(factory, host, port, backlog=BACKLOG)  # TLS: see GuardedRequestHandler
+        if listening is not None:
+            listening()
         try:
             await asyncio.Event().wait()  # until cancelled
         finally:

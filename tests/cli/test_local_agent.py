@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from support.server import free_port, request, wait_for
+from support.server import banner_of, free_port, request, wait_for
 
 
 def test_local_agent_reports_this_host_and_stops_with_the_server(tmp_path: Path) -> None:
@@ -21,8 +21,7 @@ def test_local_agent_reports_this_host_and_stops_with_the_server(tmp_path: Path)
          "--agent-interval", "0.5", "--listen", f"127.0.0.1:{port}"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp_path)
     try:
-        assert server.stdout is not None
-        banner = server.stdout.readline().decode()
+        banner = banner_of(server)
         assert banner.startswith(f"infosvc: serving on http://127.0.0.1:{port}"), banner
 
         def glue_hosts() -> list[str]:

@@ -369,3 +369,16 @@ class InProcessServer(Server):
 
     def kill(self) -> None:
         raise AssertionError("kill -9 needs the real process: use the `serve` fixture")
+
+
+def banner_of(process: subprocess.Popen[bytes], lines: int = 100) -> str:
+    """The `infosvc: serving on URL` line of an `infosvc serve` started with stdout (and stderr)
+    piped: printed once it listens, after whatever start-up logged."""
+    assert process.stdout is not None
+    seen = []
+    for _ in range(lines):
+        line = process.stdout.readline().decode()
+        if not line or line.startswith("infosvc: serving on"):
+            return line
+        seen.append(line)
+    raise AssertionError(f"no 'serving on' line in the first {lines}: {seen}")

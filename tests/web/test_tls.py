@@ -30,7 +30,7 @@ from support import ROOT
 
 from support.documents import node_document
 
-from support.server import Server, ServerFactory, free_port, request, wait_for
+from support.server import Server, ServerFactory, banner_of, free_port, request, wait_for
 from infosvc_agents.push import PushError, PushLoop, Sender
 
 
@@ -234,8 +234,7 @@ def test_local_agent_reports_over_tls(tmp_path: Path, pki: Pki) -> None:
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp_path)
     tls = ssl.create_default_context(cafile=str(pki.ca.cert))
     try:
-        assert server.stdout is not None
-        banner = server.stdout.readline().decode()
+        banner = banner_of(server)
         assert banner.startswith(f"infosvc: serving on https://127.0.0.1:{port}"), banner
 
         def nodes() -> list[str]:
