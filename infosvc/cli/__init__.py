@@ -18,7 +18,6 @@ import sqlite3
 import ssl
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import AsyncIterator
 
@@ -123,7 +122,8 @@ def _serve(args: argparse.Namespace) -> int:
     from infosvc.web.app import make_app
     from infosvc.store import StoreError
     from infosvc.site.config import ConfigError, load_config
-    from infosvc.site.tokens import Role, TokenFileError, Tokens, new_token
+    from infosvc.model.hostid import HostIdError, host_id
+    from infosvc.site.tokens import Role, TokenFileError, Tokens
 
     # The host table holds ~100 objects per host, all long-lived; the default thresholds (a young
     # collection every 700 allocations) made the collector ~15% of ingest time (bench/ingest.py).
@@ -139,24 +139,25 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"infosvc: {exc}", file=sys.stderr)
         return 2
     db = args.db or config.service.db
-    token_dir = None
+    agent_token: Path | None = None
     if args.local_agent:
-        token = new_token()
-        tokens.add(token, Role.AGENT)
-        token_dir = tempfile.TemporaryDirectory(prefix="infosvc-agent-")
-        token_file = Path(token_dir.name) / "token"
-        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(token + "\n")
+        try:
+            agent_token, token = local_agent_token(db)
+            # Bound to this host as a tokens file's HOST column binds: it overrides a binding the
+            # store keeps for another token (a token file removed to rotate it).
+            tokens.add(token, Role.AGENT, host=host_id(os.uname().nodename))
+        except (OSError, TokenFileError, HostIdError) as exc:
+            print(f"infosvc: the local agent's token: {exc}", file=sys.stderr)
+            return 1
     url = f"{'https' if tls else 'http'}://{host if ':' not in host else f'[{host}]'}:{port}"
 
     async def local_agent(app: web.Application) -> AsyncIterator[None]:
         # Entered after the aggregator's context (make_app appends that first) and left before it:
         # the agent stops before the store closes.
         agent = None
-        if token_dir is not None:
+        if agent_token is not None:
             agent = subprocess.Popen([sys.executable, "-m", "infosvc_agents", "--server", url,
-                                      "--token-file", str(Path(token_dir.name) / "token"),
+                                      "--token-file", str(agent_token), "--id", host_id(os.uname().nodename),
                                       "--interval", str(args.agent_interval)]
                                      # It trusts the served chain itself: a self-signed certificate,
                                      # or a chain file that ends in its root CA.
@@ -194,10 +195,27 @@ def _serve(args: argparse.Namespace) -> int:
             raise
         print(f"infosvc: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    finally:
-        if token_dir is not None:
-            token_dir.cleanup()
     return 0
+
+
+def local_agent_token(db: str) -> tuple[Path, str]:
+    """The local agent's token, kept beside the database (DB.local-agent-token, mode 0600) and
+    made on first use: the host's stored binding names that token, so a restart must present it
+    again (a new one would be refused as another token's claim on the host)."""
+    from infosvc.site.tokens import TokenFileError, new_token
+
+    path = Path(f"{db}.local-agent-token")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        token = path.read_text(encoding="utf-8").strip()
+        if len(token) < 16:
+            raise TokenFileError(f"{path} holds no token: remove it to have a new one made") from None
+        return path, token
+    token = new_token()
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token + "\n")
+    return path, token
 
 
 #: The top-level modules of the `server` extra: a command that needs one, run where only the agent
