@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import re
 import os
 import shutil
 import threading
@@ -67,7 +68,7 @@ def test_processor_info_from_x86_proc_and_sys_fixture() -> None:
     assert info.vendor == "GenuineIntel"
     assert info.model == "Intel(R) Xeon(R) Gold 6130 CPU @ 2.10GHz"
     assert info.version == "family 6 model 85 stepping 4"
-    assert info.clock_mhz == 1000.123  # no py-cpuinfo: /proc/cpuinfo "cpu MHz"
+    assert info.clock_mhz == 2100.0  # the model name's rating, not "cpu MHz" (1000.123) that scaling moves
     assert info.isa == "x86_64"
     assert info.flags == tuple(sorted(info.flags)) and {"avx512f", "lm", "sse4_2"} <= set(info.flags)
     assert info.caches == {"L1d": 32 * KIB, "L1i": 32 * KIB, "L2": 1024 * KIB, "L3": 22528 * KIB}
@@ -84,6 +85,42 @@ def test_py_cpuinfo_facts_win_and_sysfs_caches_still_do() -> None:
     assert info.caches["L2"] == 1024 * KIB  # per-instance sysfs size, not py-cpuinfo's total
 
 
+def test_the_clock_is_the_nominal_one_whatever_the_current_one(tmp_path: Path) -> None:
+    """Frequency scaling moves /proc/cpuinfo's "cpu MHz": the published clock, and with it the
+    host's subcluster, must not move (issue 14, item 2)."""
+    from infosvc.model.hostid import host_id
+    from infosvc.site.config import parse_config
+    from infosvc.site.rollup import host_from_node, subcluster_key
+
+    from infosvc_agents.collectors import CollectorRegistry, default_collectors
+    from infosvc_agents.host_node import build_node
+
+    keys, clocks = set(), set()
+    for mhz in ("1000.123", "3699.998"):
+        root = copy_tree(HOST1, tmp_path / mhz)
+        cpuinfo = root / "proc" / "cpuinfo"
+        cpuinfo.write_text(re.sub(r"cpu MHz\t\t: [\d.]+", f"cpu MHz\t\t: {mhz}", cpuinfo.read_text()))
+        info = ProcessorCollector(str(root / "proc"), str(root / "sys"), cpuinfo=no_py_cpuinfo).info
+        clocks.add(info.clock_mhz)
+        registry = CollectorRegistry()
+        registry.extend(default_collectors(str(root / "proc"), str(root / "sys"), str(root / "etc")))
+        node = build_node(registry.run(), host_id=host_id("h1"))
+        keys.add(subcluster_key(host_from_node(node, "Ready", parse_config({}), "2026-01-01T00:00:00Z")))
+    assert clocks == {2100.0}
+    assert len(keys) == 1
+
+
+def test_no_rating_no_cpufreq_no_clock(tmp_path: Path) -> None:
+    root = copy_tree(HOST1, tmp_path / "host")
+    cpuinfo = root / "proc" / "cpuinfo"
+    cpuinfo.write_text(cpuinfo.read_text().replace(" @ 2.10GHz", ""))
+    info = ProcessorCollector(str(root / "proc"), str(root / "sys"), cpuinfo=no_py_cpuinfo).info
+    assert info.clock_mhz is None  # rather none than the current one
+    rated = ProcessorCollector(str(root / "proc"), str(root / "sys"),
+                               cpuinfo=lambda: {"brand_raw": "Some CPU @ 800 MHz"}).info
+    assert rated.clock_mhz == 800.0
+
+
 def test_py_cpuinfo_failure_warns_and_falls_back(caplog: pytest.LogCaptureFixture) -> None:
     def broken() -> dict[str, Any]:
         raise RuntimeError("cpuid blew up")
@@ -91,7 +128,7 @@ def test_py_cpuinfo_failure_warns_and_falls_back(caplog: pytest.LogCaptureFixtur
     with caplog.at_level(logging.WARNING):
         info = ProcessorCollector(str(HOST1 / "proc"), str(HOST1 / "sys"), cpuinfo=broken).info
     assert any("py-cpuinfo failed" in m and "cpuid blew up" in m for m in warnings_of(caplog))
-    assert info.model == "Intel(R) Xeon(R) Gold 6130 CPU @ 2.10GHz" and info.clock_mhz == 1000.123
+    assert info.model == "Intel(R) Xeon(R) Gold 6130 CPU @ 2.10GHz" and info.clock_mhz == 2100.0
 
 
 def test_py_cpuinfo_caches_are_the_fallback(tmp_path: Path) -> None:

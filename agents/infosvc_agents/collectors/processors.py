@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Final
 
@@ -184,7 +185,10 @@ def read_processor_info(proc_root: str, sys_root: str, cpuinfo: Callable[[], dic
         vendor=_str(py.get("vendor_id_raw")) or first.get("vendor_id") or _arm_vendor(first),
         model=_str(py.get("brand_raw")) or first.get("model name") or first.get("Processor") or None,
         version=_py_version(py) or _cpuinfo_version(first),
-        clock_mhz=_py_clock(py) or _float(first.get("cpu MHz")) or _sysfs_clock(cpu_dir, online),
+        # The nominal clock, never /proc/cpuinfo's "cpu MHz": frequency scaling moves that one,
+        # and identical hosts would scatter across subclusters with it.
+        clock_mhz=(_rated_clock(_str(py.get("brand_raw"))) or _rated_clock(first.get("model name"))
+                   or _sysfs_clock(cpu_dir, online)),
         isa=_str(py.get("arch_string_raw")) or _isa(first, proc_root),
         # The kernel's flag names (and only flags it lets us use) first; py-cpuinfo adds cpuid synonyms.
         flags=tuple(sorted(set((first.get("flags") or first.get("Features") or "").split() or py.get("flags") or ()))),
@@ -251,12 +255,18 @@ def _cpuinfo_version(block: dict[str, str]) -> str | None:
     return None
 
 
-def _py_clock(py: dict[str, Any]) -> float | None:
-    hz = py.get("hz_advertised")
-    # py-cpuinfo 9 gives [whole hertz, fractional digits]; the fraction is far below a MHz.
-    if isinstance(hz, (list, tuple)) and hz and isinstance(hz[0], int) and hz[0] > 0:
-        return hz[0] / 1e6
-    return None
+#: A model name's rating: "Intel(R) Xeon(R) Gold 6130 CPU @ 2.10GHz", "... @ 800MHz".
+_RATING = re.compile(r"@\s*(\d+(?:\.\d+)?)\s*([GM])Hz", re.IGNORECASE)
+
+
+def _rated_clock(model: str | None) -> float | None:
+    """The clock a model name is rated at, in MHz (py-cpuinfo's own "advertised" clock falls back
+    to the current one when the name has none, so the name is read here)."""
+    found = _RATING.search(model or "")
+    if found is None:
+        return None
+    value = float(found.group(1)) * (1000 if found.group(2).upper() == "G" else 1)
+    return round(value, 3) if value > 0 else None
 
 
 def _sysfs_clock(cpu_dir: str, online: list[int]) -> float | None:
