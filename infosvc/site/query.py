@@ -32,9 +32,21 @@ if TYPE_CHECKING:
 
 
 class QueryError(ValueError):
-    def __init__(self, parameter: str, message: str) -> None:
+    def __init__(self, parameter: str, message: str, accepted: tuple[str, ...] | None = None,
+                 hint: str | None = None) -> None:
         super().__init__(f"query parameter {parameter!r}: {message}")
         self.parameter = parameter
+        #: for an unknown parameter: the ones the route takes, and where else to look
+        self.accepted = accepted
+        self.hint = hint
+
+    def detail(self) -> dict[str, object]:
+        said: dict[str, object] = {"parameter": self.parameter}
+        if self.accepted is not None:
+            said["accepted"] = list(self.accepted)
+        if self.hint:
+            said["hint"] = self.hint
+        return said
 
 
 PARAMETERS = ("state", "feature", "min_free_processors", "min_free_memory", "os", "arch", "nodes", "format")

@@ -15,6 +15,9 @@ from typing import Awaitable, Callable
 
 from aiohttp import web
 
+from infosvc.errors import excerpt
+from infosvc.site.query import PARAMETERS as HOST_PARAMETERS
+from infosvc.site.query import QueryError
 from infosvc.site.tokens import Role, Tokens
 from infosvc.web.bodies import refuse_announced_size
 from infosvc.web.errors import HttpError
@@ -113,4 +116,11 @@ async def authorize(request: web.Request, handler: Handler) -> web.StreamRespons
         if on_refusal is not None:
             on_refusal("unauthorized" if exc.status == 401 else "forbidden")
         raise
+    unknown = sorted(set(request.query) - set(route.params))
+    if unknown:
+        hint = None
+        if request.path == "/v1/glue" and set(request.query) & set(HOST_PARAMETERS):
+            hint = "the hosts are filtered at /v1/glue/hosts?state=...&nodes=... (the filters of /v1/nodes)"
+        accepted = ", ".join(route.params) or "none"
+        raise QueryError(excerpt(unknown[0]), f"unknown; this route takes {accepted}", route.params, hint)
     return await handler(request)

@@ -56,7 +56,7 @@ async def errors_as_json(request: web.Request, handler: Callable[[web.Request], 
     except DocumentError as exc:
         return web.json_response(exc.as_json(), status=400)
     except QueryError as exc:
-        return error_body(400, str(exc), {"parameter": exc.parameter})
+        return error_body(400, str(exc), exc.detail())
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

@@ -110,9 +110,6 @@ def answer_limits(request: web.Request) -> AnswerLimits:
         if not (text.isascii() and text.isdigit() and len(text) <= 12) or not least <= int(text) <= most:
             raise QueryError(name, f"expected a whole number from {least} to {most}")
         values[name] = int(text)
-    unknown = sorted(set(request.query) - set(ANSWER_PARAMETERS))
-    if unknown:
-        raise QueryError(unknown[0], f"unknown; expected one of {', '.join(ANSWER_PARAMETERS)}")
     return AnswerLimits(values["limit"], values["rejected_limit"], values["rejected_offset"])
 
 

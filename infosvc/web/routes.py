@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from infosvc.site.query import PARAMETERS
 from infosvc.web import admin, glue, jobs, match, meta, nodes, prometheus
 from infosvc.web.auth import Access, Handler
 from infosvc.web.keys import ROUTE_TABLE
@@ -19,24 +20,31 @@ class Route:
     path: str
     handler: Handler
     access: Access
+    #: the query parameters it takes: any other is refused before the handler runs (auth.py)
+    params: tuple[str, ...] = ()
     #: its refusals count as refused reports (infosvc_reports_rejected_total)
     counts_reports: bool = False
 
 
+#: a GLUE or SSS rendering's choice of format (else the Accept header)
+FORMAT = ("format",)
+#: the host filters (infosvc/site/query.py), on every route that lists hosts
+HOSTS = PARAMETERS
+
 ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/nodes", nodes.post_node, Access.AGENT, counts_reports=True),
-    Route("GET", "/v1/nodes", nodes.get_nodes, Access.READ),
-    Route("GET", "/v1/nodes/{id}", nodes.get_node, Access.READ),
-    Route("GET", "/v1/glue", glue.get_glue, Access.READ),
-    Route("GET", "/v1/glue/hosts", glue.get_glue_hosts, Access.READ),
-    Route("GET", "/v1/glue/{kind}/{id}", glue.get_glue_entity, Access.READ),
-    Route("POST", "/v1/match", match.post_match, Access.READ),
+    Route("GET", "/v1/nodes", nodes.get_nodes, Access.READ, HOSTS),
+    Route("GET", "/v1/nodes/{id}", nodes.get_node, Access.READ, FORMAT),
+    Route("GET", "/v1/glue", glue.get_glue, Access.READ, FORMAT),
+    Route("GET", "/v1/glue/hosts", glue.get_glue_hosts, Access.READ, HOSTS),
+    Route("GET", "/v1/glue/{kind}/{id}", glue.get_glue_entity, Access.READ, FORMAT),
+    Route("POST", "/v1/match", match.post_match, Access.READ, tuple(match.ANSWER_PARAMETERS)),
     Route("POST", "/v1/jobs", jobs.post_job, Access.SUBMIT),
-    Route("GET", "/v1/jobs", jobs.get_jobs, Access.READ),
+    Route("GET", "/v1/jobs", jobs.get_jobs, Access.READ, jobs.LIST_PARAMETERS),
     Route("GET", "/v1/jobs/{id}", jobs.get_job, Access.READ),
     Route("DELETE", "/v1/jobs/{id}", jobs.delete_job, Access.SUBMIT),
     Route("POST", "/v1/jobs/{id}/tasks/{task}/events", jobs.post_task_event, Access.EXECUTOR),
-    Route("GET", "/v1/executor/tasks", jobs.get_executor_tasks, Access.EXECUTOR),
+    Route("GET", "/v1/executor/tasks", jobs.get_executor_tasks, Access.EXECUTOR, ("host",)),
     Route("POST", "/v1/admin/hosts/{id}/{action}", admin.post_admin, Access.ADMIN),
     Route("GET", "/v1/prometheus/targets", prometheus.get_prometheus_targets, Access.READ),
     Route("GET", "/metrics", prometheus.get_metrics, Access.READ),
