@@ -41,6 +41,8 @@ def parser() -> argparse.ArgumentParser:
                        help="serve https: the server's certificate chain (PEM); needs --tls-key")
     serve.add_argument("--tls-key", metavar="FILE", help="the private key (PEM) of --tls-cert")
     serve.add_argument("-v", "--verbose", action="store_true")
+    serve.add_argument("--log-format", choices=("text", "json"), default="text",
+                       help="log lines as text, or one JSON object each (time, level, logger, message)")
     validate = commands.add_parser("validate", help="check SSS Node documents ('-' reads stdin)")
     validate.add_argument("files", nargs="+", metavar="FILE")
     validate.add_argument("--json", action="store_true", help="print each node, or each error, as JSON")
@@ -128,8 +130,9 @@ def _serve(args: argparse.Namespace) -> int:
     # The host table holds ~100 objects per host, all long-lived; the default thresholds (a young
     # collection every 700 allocations) made the collector ~15% of ingest time (bench/ingest.py).
     gc.set_threshold(50_000, 20, 100)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="infosvc: %(levelname)s %(name)s: %(message)s")
+    from infosvc.cli.logs import configure
+
+    configure(logging.DEBUG if args.verbose else logging.INFO, args.log_format)
     try:
         config = load_config(args.config)
         tokens = Tokens.load(args.tokens)

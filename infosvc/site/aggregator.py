@@ -26,6 +26,8 @@ from infosvc.site.errors import Forbidden, NotFound
 from infosvc.site.tokens import Tokens
 
 log = logging.getLogger("infosvc.site.aggregator")
+#: the audit trail (infosvc/cli/logs.py): hosts changing state, here
+audit = logging.getLogger("infosvc.audit")
 
 
 #: A difference between the wall and the monotonic clock's progress beyond this is a step.
@@ -111,6 +113,7 @@ class Aggregator:
         if carries:
             self._claims[key] += 1
         entry = self.table.get(node.id)
+        before = entry.state.value if entry is not None else "new"
         approved = entry.approved if entry is not None else self.table.new_host_approved()
         try:
             await self.store.add_report(Report(node.id, body, now, approved), bind_token=key if carries else None)
@@ -130,6 +133,8 @@ class Aggregator:
             self._claims.pop(key, None)  # the claim is durable
         self.accepted += 1
         entry = self.table.report(node, body, now)
+        if entry.state.value != before:
+            audit.info("host %s: %s -> %s (a report)", entry.id, before, entry.state.value)
         self._warm((entry,))
         return entry
 
@@ -158,16 +163,22 @@ class Aggregator:
                           "a host's Name may be anything but the Id of another host")
 
     async def set_flags(self, host_id: str, *, approved: bool | None = None, paused: bool | None = None) -> HostEntry:
-        if self.table.get(host_id) is None:
+        current = self.table.get(host_id)
+        if current is None:
             raise NotFound(f"no host {host_id!r}")
+        before = current.state.value
         await self.store.set_flags(host_id, approved=approved, paused=paused)
         entry = self.table.set_flags(host_id, self.now(), approved=approved, paused=paused)
         assert entry is not None
+        if entry.state.value != before:
+            audit.info("host %s: %s -> %s (an admin)", entry.id, before, entry.state.value)
         self._warm((entry,))
         return entry
 
     def sweep(self) -> int:
         changed = self.table.sweep(self.now())
+        for entry in changed:
+            audit.info("host %s is now %s (no report in time)", entry.id, entry.state.value)
         self._warm(changed)
         return len(changed)
 

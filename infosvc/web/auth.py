@@ -22,8 +22,10 @@ from infosvc.site.tokens import Role, Tokens
 from infosvc.web.bodies import refuse_announced_size
 from infosvc.web.errors import HttpError
 from infosvc.web.keys import AGGREGATOR, CONFIG, ROUTE_TABLE
+from infosvc.web.refusals import LogLimiter
 
 log = logging.getLogger("infosvc.web")
+_refusals = LogLimiter(logging.getLogger("infosvc.audit"))
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -115,6 +117,9 @@ async def authorize(request: web.Request, handler: Handler) -> web.StreamRespons
     except HttpError as exc:
         if on_refusal is not None:
             on_refusal("unauthorized" if exc.status == 401 else "forbidden")
+        # who was refused, never what they presented; a flood is one line per kind per interval
+        _refusals.warning(f"{exc.status} {exc.message}", "refused: %s (%s %s from %s)", exc.message,
+                          request.method, request.path[:200], request.remote)
         raise
     unknown = sorted(set(request.query) - set(route.params))
     if unknown:
