@@ -15,6 +15,8 @@ import os
 import signal
 import sys
 
+from infosvc import __version__
+
 if TYPE_CHECKING:
     from infosvc_agents.agent import HostAgent
     from infosvc_agents.executor import Executor
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="infosvc-agent", description="Describe this host as an SSS Node object.")
+    p.add_argument("--version", action="version", version=f"infosvc-agent {__version__}")
     p.add_argument("--once", action="store_true", help="print one SSS Node document (XML) to stdout and exit")
     p.add_argument("--server", metavar="URL", help="the aggregator to push samples to, e.g. http://head:8080")
     p.add_argument("--token-file", metavar="FILE", help="file holding this agent's token (with --server)")

@@ -43,6 +43,8 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("-v", "--verbose", action="store_true")
     serve.add_argument("--log-format", choices=("text", "json"), default="text",
                        help="log lines as text, or one JSON object each (time, level, logger, message)")
+    check = commands.add_parser("check-config", help="check a site config (TOML): exit 0, or 1 with the error")
+    check.add_argument("file", metavar="FILE")
     validate = commands.add_parser("validate", help="check SSS Node documents ('-' reads stdin)")
     validate.add_argument("files", nargs="+", metavar="FILE")
     validate.add_argument("--json", action="store_true", help="print each node, or each error, as JSON")
@@ -87,6 +89,20 @@ def _validate(files: list[str], as_json: bool) -> int:
         else:
             print(json.dumps({"file": name, "node": node_to_json(node)}) if as_json else f"{name}: valid SSS Node {node.id!r}")
     return 1 if failed else 0
+
+
+def _check_config(path: str) -> int:
+    from infosvc.site.config import ConfigError, load_config
+
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        print(f"infosvc check-config: {exc}", file=sys.stderr)
+        return 1
+    clusters, ces = len(config.clusters), len(config.computing_elements)
+    print(f"{path}: valid ({clusters} cluster{'s' * (clusters != 1)}, "
+          f"{ces} computing element{'s' * (ces != 1)})")
+    return 0
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -254,6 +270,8 @@ def _run(args: argparse.Namespace) -> int:
         return _serve(args)
     if args.command == "validate":
         return _validate(args.files, args.json)
+    if args.command == "check-config":
+        return _check_config(args.file)
     if args.command == "status":
         from infosvc.cli.status import run
 
