@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import ssl
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from calendar import timegm
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -104,3 +106,13 @@ def error_of(body: bytes) -> str:
                 said.append(f"{message} ({where})" if where else message)
         detail = "; ".join(text for text in said if text)
     return error + (f": {detail}" if detail else "")
+
+
+def epoch_of(iso: str | None) -> float | None:
+    """A time as the server writes it (`2026-11-24T14:05:00Z`), in seconds; None if it is not one."""
+    if not iso:
+        return None
+    try:
+        return float(timegm(time.strptime(iso, "%Y-%m-%dT%H:%M:%SZ")))
+    except ValueError:
+        return None

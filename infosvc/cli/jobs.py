@@ -13,10 +13,9 @@ import json
 import sys
 import time
 import urllib.parse
-from calendar import timegm
 from typing import Any, Iterable
 
-from infosvc.cli.client import Client, ClientError
+from infosvc.cli.client import Client, ClientError, epoch_of
 
 __all__ = ["add_commands", "clock", "jobs_table", "run", "submitted", "why"]
 
@@ -141,15 +140,6 @@ def _cancel(client: Client, ids: list[str]) -> int:
     return 1 if failed else 0
 
 
-def _epoch(iso: str | None) -> float | None:
-    if not iso:
-        return None
-    try:
-        return float(timegm(time.strptime(iso, "%Y-%m-%dT%H:%M:%SZ")))
-    except ValueError:
-        return None
-
-
 def clock(seconds: float | None) -> str:
     """A duration as squeue prints one: M:SS, H:MM:SS, D-HH:MM:SS."""
     if seconds is None:
@@ -175,10 +165,10 @@ def _processors(job: dict[str, Any]) -> str:
 
 def _time_of(job: dict[str, Any], now: float) -> str:
     """Running: how long it has run; ended: how long it ran; queued: 0:00, as squeue."""
-    started = _epoch(job.get("started"))
+    started = epoch_of(job.get("started"))
     if started is None:
         return clock(0)
-    ended = _epoch(job.get("ended"))
+    ended = epoch_of(job.get("ended"))
     return clock((ended if ended is not None else now) - started)
 
 
@@ -210,13 +200,13 @@ def why(job: dict[str, Any], now: float) -> str:
         reserved = job.get("reserved")
         if reserved:
             lines.append(f"  reserved to start at {reserved['at']} on {reserved['hosts']}")
-        submitted = _epoch(job.get("submitted"))
+        submitted = epoch_of(job.get("submitted"))
         if submitted is not None:
             lines.append(f"  waiting {clock(now - submitted)} since {job['submitted']}")
     elif job["state"] == "Running":
         lines.append(f"{head} on {job.get('hosts')} since {job.get('started')} ({_time_of(job, now)})")
         limit = job.get("run_time_limit_seconds")
-        started = _epoch(job.get("started"))
+        started = epoch_of(job.get("started"))
         if limit is not None and started is not None:
             lines.append(f"  its run time limit ({clock(limit)}) ends it at "
                          f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(started + limit))}")

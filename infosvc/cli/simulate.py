@@ -17,7 +17,7 @@ from typing import Any
 from infosvc.cli.client import Client, ClientError
 from infosvc.codec.swf import read_swf
 from infosvc.sched import Policy
-from infosvc.sched.simulation import jobs_of, simulate, summarize
+from infosvc.sched.simulation import simulate, summarize, trace_jobs
 
 __all__ = ["add_command", "run", "site_processors"]
 
@@ -69,8 +69,7 @@ def run(args: argparse.Namespace) -> int:
     processors = processors or trace.header_int("MaxProcs") or trace.header_int("MaxNodes")
     if not processors or processors < 1:
         return fail(f"{args.trace}: the header gives neither MaxProcs nor MaxNodes: say --processors N", 2)
-    jobs = jobs_of(((r.job, r.submit, r.run_time, r.allocated_processors, r.requested_processors, r.requested_time)
-                    for r in trace.records), processors)
+    jobs = trace_jobs(trace.records, processors)
     policy = Policy(args.policy)
     started = time.monotonic()
 

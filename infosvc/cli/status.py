@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 import sys
 import time
-from calendar import timegm
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from infosvc.cli.client import Client, ClientError
+from infosvc.cli.client import Client, ClientError, epoch_of
 
 
 class StatusError(Exception):
@@ -81,15 +80,6 @@ def fetch_glue(client: Client) -> dict[str, Any]:
     return data
 
 
-def _epoch(iso: str | None) -> float | None:
-    if not iso:
-        return None
-    try:
-        return float(timegm(time.strptime(iso, "%Y-%m-%dT%H:%M:%SZ")))
-    except ValueError:
-        return None
-
-
 def _load_1min(host: dict[str, Any]) -> float | None:
     """The 1-minute load average, back from GLUE's SMPLoad: (CPUs - load) x 100."""
     smp = host.get("smp_load")
@@ -103,7 +93,7 @@ def status_of(glue: dict[str, Any], server: str, now: float) -> Status:
     hosts = []
     for h in glue["hosts"]:
         memory = h.get("main_memory") or {}
-        reported = _epoch(h.get("last_report"))
+        reported = epoch_of(h.get("last_report"))
         hosts.append(HostRow(
             host=h["unique_id"], state=h.get("state", "?"), cpus_free=h.get("free_cpus", 0),
             cpus_total=h.get("total_cpus", 0), memory_free_mb=memory.get("ram_available"),

@@ -19,10 +19,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
+from infosvc.codec.swf import SwfRecord
 from infosvc.sched.policy import Policy, Running, schedule
 from infosvc.sched.pool import ProcessorPool
 
-__all__ = ["Outcome", "SimJob", "Summary", "Trace", "jobs_of", "simulate", "summarize"]
+__all__ = ["Outcome", "SimJob", "Summary", "Trace", "jobs_of", "simulate", "summarize", "trace_jobs"]
 
 #: The bounded slowdown's threshold, seconds.
 BOUND_SECONDS = 10.0
@@ -100,6 +101,12 @@ def jobs_of(records: Iterable[tuple[int, float, float, int, int, float]], proces
         trace.jobs.append(SimJob.of(number, submitted, wanted, estimate, run))
     trace.jobs.sort(key=lambda job: (job.submitted, job.id))
     return trace
+
+
+def trace_jobs(records: Iterable[SwfRecord], processors: int) -> Trace:
+    """A trace's records (infosvc.codec.swf) read by the conventions, as `jobs_of`."""
+    return jobs_of(((r.job, r.submit, r.run_time, r.allocated_processors, r.requested_processors, r.requested_time)
+                    for r in records), processors)
 
 
 def simulate(jobs: Sequence[SimJob], processors: int, policy: Policy,

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from infosvc.codec.swf import parse_swf, read_swf
 from infosvc.sched import Policy
-from infosvc.sched.simulation import Outcome, jobs_of, simulate, summarize
+from infosvc.sched.simulation import Outcome, jobs_of, simulate, summarize, trace_jobs
 
 # the two traces of ../shared/traces, gzipped (read as they are: the reader takes gzip)
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
@@ -32,8 +32,7 @@ def line(number: int, submit: float, run: float, processors: int, requested_time
 def starts(lines: list[str], processors: int, policy: Policy) -> dict[int, float]:
     trace = parse_swf(iter(lines))
     assert trace.malformed == 0, trace.problems
-    jobs = jobs_of(((r.job, r.submit, r.run_time, r.allocated_processors, r.requested_processors,
-                     r.requested_time) for r in trace.records), processors)
+    jobs = trace_jobs(trace.records, processors)
     return {o.job.number: o.start for o in simulate(jobs.jobs, processors, policy)}
 
 
@@ -89,8 +88,7 @@ def test_conventions_processors_estimate_run_and_skipped() -> None:
         line(4, 0, 5, 9),  # wider than the machine: skipped
         line(5, 0, 5, 2),  # estimate: the run time
     ]))
-    jobs = jobs_of(((r.job, r.submit, r.run_time, r.allocated_processors, r.requested_processors,
-                     r.requested_time) for r in trace.records), 8)
+    jobs = trace_jobs(trace.records, 8)
     assert jobs.skipped == 3
     [one, five] = jobs.jobs
     assert (one.processors, one.estimate, one.run) == (3, 20, 20)
@@ -156,8 +154,7 @@ def test_real_traces_run_to_the_end(path: Path, processors: int, skipped: int, p
     trace = read_swf(path)
     assert trace.malformed == 0
     assert (trace.header_int("MaxProcs") or trace.header_int("MaxNodes")) == processors
-    jobs = jobs_of(((r.job, r.submit, r.run_time, r.allocated_processors, r.requested_processors,
-                     r.requested_time) for r in trace.records), processors)
+    jobs = trace_jobs(trace.records, processors)
     assert jobs.skipped == skipped
     outcomes = simulate(jobs.jobs, processors, policy)
     assert len(outcomes) == len(jobs.jobs) == len(trace.records) - skipped
