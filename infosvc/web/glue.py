@@ -1,4 +1,5 @@
-"""GET /v1/glue, /v1/glue/hosts and /v1/glue/{kind}/{id}: the GLUE tree (infosvc/publish/glue.py)."""
+"""GET /v1/glue, /v1/glue/hosts and /v1/glue/{kind}/{id}: the GLUE tree (infosvc/publish/glue.py).
+The id is the rest of the path, slashes included (a CE's UniqueID holds one), as is or as %2F."""
 
 from __future__ import annotations
 

@@ -24,6 +24,17 @@ class Route:
     params: tuple[str, ...] = ()
     #: its refusals count as refused reports (infosvc_reports_rejected_total)
     counts_reports: bool = False
+    #: the path's last parameter takes the rest of the path, slashes included: a CE's UniqueID
+    #: (ce.example.org:2119/jobmanager-pbs-long) holds one, and %2F is not what a user types
+    rest: bool = False
+
+    @property
+    def pattern(self) -> str:
+        """The path as the router matches it; `path` stays the template that /openapi.json shows."""
+        if not self.rest:
+            return self.path
+        head, _, last = self.path.rpartition("{")
+        return f"{head}{{{last[:-1]}:.+}}"
 
 
 #: a GLUE or SSS rendering's choice of format (else the Accept header)
@@ -37,7 +48,8 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/nodes/{id}", nodes.get_node, Access.READ, FORMAT),
     Route("GET", "/v1/glue", glue.get_glue, Access.READ, FORMAT),
     Route("GET", "/v1/glue/hosts", glue.get_glue_hosts, Access.READ, HOSTS),
-    Route("GET", "/v1/glue/{kind}/{id}", glue.get_glue_entity, Access.READ, FORMAT),
+    # after /v1/glue/hosts, though aiohttp tries a plain path before a pattern whatever the order
+    Route("GET", "/v1/glue/{kind}/{id}", glue.get_glue_entity, Access.READ, FORMAT, rest=True),
     Route("POST", "/v1/match", match.post_match, Access.READ, tuple(match.ANSWER_PARAMETERS)),
     Route("POST", "/v1/jobs", jobs.post_job, Access.SUBMIT),
     Route("GET", "/v1/jobs", jobs.get_jobs, Access.READ, jobs.LIST_PARAMETERS),
@@ -57,7 +69,7 @@ ROUTES: tuple[Route, ...] = (
 def add_routes(app: web.Application, routes: tuple[Route, ...] = ROUTES) -> None:
     for route in routes:
         if route.method == "GET":
-            app.router.add_get(route.path, route.handler)  # and HEAD
+            app.router.add_get(route.pattern, route.handler)  # and HEAD
         else:
-            app.router.add_route(route.method, route.path, route.handler)
+            app.router.add_route(route.method, route.pattern, route.handler)
     app[ROUTE_TABLE] = {route.handler: route for route in routes}
