@@ -1,4 +1,4 @@
-"""The layout of issue 11, checked: each package imports only those below it, and no service
+"""The layout of docs/architecture.md, checked: each package imports only those below it, and no service
 module grows past the size a reader takes in at once (a spec's own model or codec excepted)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`pip install infosvc` is the host agent alone (issue 11, item 4): installed into a fresh venv
+"""`pip install infosvc` is the host agent alone: installed into a fresh venv
 from this checkout, it brings none of the aggregator's libraries, and `infosvc-agent --once` writes
 a valid SSS Node document. The aggregator's commands there say which extra to install."""
 
