@@ -1,7 +1,8 @@
 """This host's metrics for Prometheus, from the agent's latest sample (`infosvc-agent --metrics-listen`).
 
-Named as node_exporter names them where they mean the same thing (node_load1, node_memory_*_bytes,
-node_filesystem_*{device,fstype,mountpoint}, node_network_*{device}, node_uname_info), so dashboards
+Named as node_exporter names them where they mean the same thing (node_cpu_seconds_total{cpu,mode},
+node_load1, node_memory_*_bytes, node_filesystem_*{device,fstype,mountpoint}, node_network_*{device},
+node_uname_info, node_os_info), with its types and label names, so dashboards
 and alerts written for node_exporter work on them; what node_exporter has no name for is
 `infosvc_node_*` (the host) or `infosvc_agent_*` (the agent itself). Each metric's type, help and
 labels are declared once, in METRICS, which docs/node-mapping.md lists.
@@ -37,9 +38,19 @@ class MetricSpec:
 
 
 FS: Final = ("device", "fstype", "mountpoint")
+#: node_exporter's modes of node_cpu_seconds_total, in /proc/stat's order; guest time, which the kernel
+#: also counts in user and nice, is node_cpu_guest_seconds_total{mode="user"|"nice"} instead.
+CPU_MODES: Final = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+GUEST_MODES: Final = ("user", "nice")
+#: os-release's keys as node_os_info's labels, in node_exporter's order.
+OS_RELEASE_LABELS: Final = ("build_id", "id", "id_like", "image_id", "image_version", "name", "pretty_name",
+                            "variant", "variant_id", "version", "version_codename", "version_id")
 
 METRICS: Final[dict[str, MetricSpec]] = {
     # node_exporter's names
+    "node_cpu_seconds_total": MetricSpec("counter", ("cpu", "mode"), "Seconds the CPUs spent in each mode."),
+    "node_cpu_guest_seconds_total": MetricSpec("counter", ("cpu", "mode"),
+                                               "Seconds the CPUs spent in guests (VMs) for each mode."),
     "node_load1": MetricSpec("gauge", (), "1m load average."),
     "node_load5": MetricSpec("gauge", (), "5m load average."),
     "node_load15": MetricSpec("gauge", (), "15m load average."),
@@ -60,10 +71,10 @@ METRICS: Final[dict[str, MetricSpec]] = {
     "node_network_mtu_bytes": MetricSpec("gauge", ("device",), "Network device property: mtu_bytes"),
     "node_network_speed_bytes": MetricSpec("gauge", ("device",), "Network device property: speed_bytes"),
     "node_network_up": MetricSpec("gauge", ("device",), "Value is 1 if operstate is 'up', 0 otherwise."),
-    "node_uname_info": MetricSpec("gauge", ("machine", "nodename", "release", "sysname", "version"),
+    "node_uname_info": MetricSpec("gauge", ("domainname", "machine", "nodename", "release", "sysname", "version"),
                                   "Labeled system information as provided by the uname system call."),
-    "node_os_info": MetricSpec("gauge", ("name", "version_id"),
-                               "A metric with a constant '1' value labeled by name and version_id from os-release."),
+    "node_os_info": MetricSpec("gauge", OS_RELEASE_LABELS,
+                               f"A metric with a constant '1' value labeled by {', '.join(OS_RELEASE_LABELS)}."),
     # no node_exporter name: the host as the SSS Node has it
     "infosvc_node_processors": MetricSpec("gauge", (), "Logical CPUs online (SSS Configured Processors)."),
     "infosvc_node_processors_busy": MetricSpec(
@@ -114,6 +125,12 @@ class NodeMetrics(Collector):
         out = _Families()
         runs = self.runs()  # one reference: the agent replaces the whole dict at each sample
         facts: dict[str, Any] = {name: run.facts for name, run in runs.items() if run.ok}
+        if (processors := facts.get("processors")) is not None:
+            for cpu in processors.times:
+                for mode, seconds in zip(CPU_MODES, cpu.seconds):
+                    out.add("node_cpu_seconds_total", seconds, cpu.cpu, mode)
+                for mode, seconds in zip(GUEST_MODES, cpu.seconds[len(CPU_MODES):]):
+                    out.add("node_cpu_guest_seconds_total", seconds, cpu.cpu, mode)
         if (load := facts.get("load")) is not None:
             out.add("node_load1", load.one)
             out.add("node_load5", load.five)
@@ -138,13 +155,14 @@ class NodeMetrics(Collector):
                 out.add("node_network_mtu_bytes", nic.mtu, nic.name)
             if nic.speed_mbps:
                 out.add("node_network_speed_bytes", nic.speed_mbps * 125_000, nic.name)  # Mbit/s -> bytes/s
-            out.add("node_network_up", 1.0 if nic.up else 0.0, nic.name)
+            # node_exporter's meaning, operstate alone: lo's "unknown" is 0 here though the Node has it up
+            out.add("node_network_up", 1.0 if nic.operstate == "up" else 0.0, nic.name)
         if (system := facts.get("system")) is not None:
-            out.add("node_uname_info", 1.0, system.machine, system.hostname, system.kernel_release,
-                    system.sysname, system.kernel_version)
-            if system.os_name:
-                out.add("node_os_info", 1.0, system.os_name, system.os_release or "")
-        if (processors := facts.get("processors")) is not None:
+            out.add("node_uname_info", 1.0, system.domainname or "", system.machine, system.hostname,
+                    system.kernel_release, system.sysname, system.kernel_version)
+            if system.release_fields:  # as node_exporter: every label, empty when os-release lacks its key
+                out.add("node_os_info", 1.0, *(system.release_fields.get(key.upper(), "") for key in OS_RELEASE_LABELS))
+        if processors is not None:
             out.add("infosvc_node_processors", processors.info.logical)
             out.add("infosvc_node_processors_busy", min(max(processors.usage.busy, 0.0), float(processors.info.logical)))
         if (stamp := self.sampled_at()) is not None:

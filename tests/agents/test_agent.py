@@ -54,7 +54,7 @@ def fixture_agent(**kwargs: object) -> HostAgent:
         FileSystemCollector(proc_root=str(HOST1 / "proc"), statvfs=FakeStatvfs()),
         NetworkCollector(proc_root=str(HOST1 / "proc"), sys_root=str(HOST1 / "sys"),
                          addresses=lambda: {"eth0": ["10.0.0.21", "fe80::1"], "lo": ["127.0.0.1"]}),
-        SystemCollector(etc_root=str(HOST1 / "etc"),
+        SystemCollector(etc_root=str(HOST1 / "etc"), proc_root=str(HOST1 / "proc"),
                         uname=lambda: os.uname_result(("Linux", "cn017.example.org", "5.14.0-362", "#1 SMP", "x86_64"))),
     ])
     return HostAgent(registry, **kwargs)  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ metrics` when promtool is installed.
 from __future__ import annotations
 
 import http.client
+import os
 import shutil
 import subprocess
 import sys
@@ -103,11 +104,31 @@ def test_fixture_network_and_uname(fixture_metrics: tuple[Samples, dict[str, str
     assert one(samples, "node_network_receive_bytes_total", device="ib0") == 5000000000
     assert one(samples, "node_network_mtu_bytes", device="lo") == 65536
     assert one(samples, "node_network_speed_bytes", device="eth0") == 10000 * 125_000
-    assert one(samples, "node_network_up", device="lo") == 1
-    assert one(samples, "node_uname_info", machine="x86_64", nodename="cn017.example.org", release="5.14.0-362",
-               sysname="Linux", version="#1 SMP") == 1
-    assert one(samples, "node_os_info", name="Rocky Linux", version_id="9.3") == 1
+    assert one(samples, "node_network_up", device="eth0") == 1
+    # node_exporter's meaning: operstate "up" alone, so lo's "unknown" is 0 (the SSS Node has lo up, by IFF_UP)
+    assert one(samples, "node_network_up", device="lo") == 0
+    assert one(samples, "node_uname_info", domainname="hpc-nis", machine="x86_64", nodename="cn017.example.org",
+               release="5.14.0-362", sysname="Linux", version="#1 SMP") == 1
+    # every os-release label node_exporter has, empty where the file lacks the key
+    assert one(samples, "node_os_info", build_id="", id="rocky", id_like="rhel centos fedora", image_id="",
+               image_version="", name="Rocky Linux", pretty_name="Rocky Linux 9.3 (Blue Onyx)", variant="",
+               variant_id="", version="9.3 (Blue Onyx)", version_codename="", version_id="9.3") == 1
     assert abs(one(samples, "infosvc_agent_sample_timestamp_seconds") - time.time()) < 600
+
+
+def test_fixture_cpu_seconds(fixture_metrics: tuple[Samples, dict[str, str], str]) -> None:
+    samples, types, _ = fixture_metrics
+    hz = os.sysconf("SC_CLK_TCK")
+    assert types["node_cpu_seconds"] == "counter" and types["node_cpu_guest_seconds"] == "counter"
+    cpu_seconds = samples["node_cpu_seconds_total"]
+    assert {dict(labels)["cpu"] for labels in cpu_seconds} == {"0", "1", "2", "3"}
+    assert {dict(labels)["mode"] for labels in cpu_seconds} == {"user", "nice", "system", "idle", "iowait", "irq",
+                                                                 "softirq", "steal"}
+    assert one(samples, "node_cpu_seconds_total", cpu="2", mode="user") == 250 / hz
+    assert one(samples, "node_cpu_seconds_total", cpu="2", mode="idle") == 2000 / hz
+    assert one(samples, "node_cpu_seconds_total", cpu="2", mode="iowait") == 25 / hz
+    assert {dict(labels)["mode"] for labels in samples["node_cpu_guest_seconds_total"]} == {"user", "nice"}
+    assert one(samples, "node_cpu_guest_seconds_total", cpu="0", mode="user") == 0
 
 
 def test_fixture_exposition_passes_promtool(fixture_metrics: tuple[Samples, dict[str, str], str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import re
 import os
@@ -22,7 +23,7 @@ from infosvc_agents.collectors.network import (
     NetworkAdapter, NetworkCollector, psutil_addresses,
 )
 from infosvc_agents.collectors.processors import (
-    ProcessorCollector, ProcessorInfo, ProcessorSample, parse_cpu_list,
+    STAT_MODES, ProcessorCollector, ProcessorInfo, ProcessorSample, parse_cpu_list, parse_stat_cpus,
 )
 from infosvc_agents.collectors.system import SystemCollector, SystemInfo, parse_os_release
 
@@ -179,6 +180,39 @@ def test_processor_usage_between_two_samples(tmp_path: Path) -> None:
     assert second.usage.seconds == pytest.approx(2000 / 4 / HZ)
     # Unchanged counters (two samples within a jiffy): the last answer again, not a division by zero.
     assert collector.collect().usage == second.usage
+
+
+def test_processor_times_per_cpu(tmp_path: Path) -> None:
+    root = copy_tree(HOST1, tmp_path / "host")
+    collector = ProcessorCollector(str(root / "proc"), str(root / "sys"), cpuinfo=no_py_cpuinfo)
+
+    def seconds(cpu: str) -> dict[str, float]:
+        times = {t.cpu: t.seconds for t in collector.collect().times}
+        return dict(zip(STAT_MODES, times[cpu]))
+
+    first = collector.collect().times
+    assert [t.cpu for t in first] == ["0", "1", "2", "3"]
+    assert first[0].seconds == tuple(v / HZ for v in (250, 0, 125, 2000, 25, 0, 0, 0, 0, 0))
+    (root / "proc" / "stat").write_text((root / "proc" / "stat.next").read_text())
+    cpu0 = seconds("0")
+    assert (cpu0["user"], cpu0["guest"], cpu0["idle"]) == (400 / HZ, 50 / HZ, 2250 / HZ)  # guest also in user
+    # idle and iowait stepping back a jiffy (NO_HZ accounting): a counter holds its value
+    (root / "proc" / "stat").write_text("cpu  1 0 1 1 1 0 0 0 0 0\ncpu0 410 0 175 2249 49 0 25 0 50 0\n")
+    cpu0 = seconds("0")
+    assert (cpu0["user"], cpu0["idle"], cpu0["iowait"]) == (410 / HZ, 2250 / HZ, 50 / HZ)
+    # idle far behind (the CPU went offline and came back): the counters start over from the kernel's
+    (root / "proc" / "stat").write_text("cpu  1 0 1 1 1 0 0 0 0 0\ncpu0 5 0 3 20 1 0 0 0 0 0\ncpu2 1 1 1 1\n")
+    assert seconds("0")["idle"] == 20 / HZ and seconds("0")["user"] == 5 / HZ
+    # only the CPUs online are listed; an old kernel's missing columns are 0
+    assert [t.cpu for t in collector.collect().times] == ["0", "2"]
+    assert seconds("2")["steal"] == 0 and seconds("2")["idle"] == 1 / HZ
+
+
+def test_parse_stat_cpus() -> None:
+    text = "cpu  9 9 9 9\ncpu0 1 2 3 4 5 6 7 8 9 10 11\ncpu1 1 x 3 4\ncpu7 4 3 2 1\nintr 5 cpu9 1\ncpu8 1 1 1 1\n"
+    # extra columns of a newer kernel ignored, a broken line skipped, nothing read past the cpu lines
+    assert parse_stat_cpus(text) == [("0", (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)), ("7", (4, 3, 2, 1, 0, 0, 0, 0, 0, 0))]
+    assert parse_stat_cpus("cpu  1 2 3 4") == []
 
 
 def test_malformed_proc_stat_raises(tmp_path: Path) -> None:
@@ -422,13 +456,15 @@ def test_network_fixture() -> None:
     adapters = NetworkCollector(str(HOST1 / "proc"), str(HOST1 / "sys"), addresses=lambda: H1_ADDRESSES).collect()
     assert adapters == (
         NetworkAdapter("eth0", "3c:ec:ef:12:34:56", ("10.0.0.21", "fe80::3eec:efff:fe12:3456"), 1500, 10000,
-                       True, bytes_in=987654321, bytes_out=123456789, packets_in=1234567, packets_out=654321),
+                       True, bytes_in=987654321, bytes_out=123456789, packets_in=1234567, packets_out=654321,
+                       operstate="up"),
         NetworkAdapter("ib0", "80:00:02:08:fe:80:00:00:00:00:00:00:b8:59:9f:03:00:a1:b2:c3", ("192.168.100.21",),
                        2044, None, False,  # speed -1 -> None; operstate down
-                       bytes_in=5000000000, bytes_out=6000000000, packets_in=4000000, packets_out=3000000),
+                       bytes_in=5000000000, bytes_out=6000000000, packets_in=4000000, packets_out=3000000,
+                       operstate="down"),
         # operstate "unknown" with IFF_UP in flags is up; all-zero MAC and no speed file are None.
         NetworkAdapter("lo", None, ("127.0.0.1", "::1"), 65536, None, True,
-                       bytes_in=1234567, bytes_out=1234567, packets_in=8901, packets_out=8901),
+                       bytes_in=1234567, bytes_out=1234567, packets_in=8901, packets_out=8901, operstate="unknown"),
     )
 
 
@@ -483,13 +519,20 @@ FAKE_UNAME = os.uname_result(("Linux", "node17.cluster.example.org", "5.14.0-362
 
 
 def test_system_fixture() -> None:
-    collector = SystemCollector(str(HOST1 / "etc"), uname=lambda: FAKE_UNAME)
-    assert collector.collect() == SystemInfo(
+    collector = SystemCollector(str(HOST1 / "etc"), uname=lambda: FAKE_UNAME, proc_root=str(HOST1 / "proc"))
+    info = collector.collect()
+    # the whole os-release, for node_os_info's labels
+    assert info.release_fields["ID"] == "rocky" and info.release_fields["ID_LIKE"] == "rhel centos fedora"
+    assert info.release_fields["PRETTY_NAME"] == "Rocky Linux 9.3 (Blue Onyx)" and len(info.release_fields) == 11
+    assert dataclasses.replace(info, release_fields={}) == SystemInfo(
         sysname="Linux", kernel_release="5.14.0-362.8.1.el9_3.x86_64",
         kernel_version="#1 SMP PREEMPT_DYNAMIC Wed Nov 8 17:36:32 UTC 2023", machine="x86_64",
         os_name="Rocky Linux", os_release="9.3", os_version="9.3 (Blue Onyx)",  # no VERSION_CODENAME
-        hostname="node17.cluster.example.org")
+        hostname="node17.cluster.example.org", domainname="hpc-nis")
     assert collector.collect() is collector.collect()
+    # no domainname file (a kernel without it, a fixture tree): unknown, not an error
+    assert SystemCollector(str(HOST2 / "etc"), uname=lambda: FAKE_UNAME,
+                           proc_root=str(HOST2 / "proc")).collect().domainname is None
 
 
 def test_system_os_release_fallbacks(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -85,5 +85,5 @@ def default_collectors(proc_root: str = "/proc", sys_root: str = "/sys", etc_roo
         LoadCollector(proc_root=proc_root),
         FileSystemCollector(proc_root=proc_root),
         NetworkCollector(proc_root=proc_root, sys_root=sys_root),
-        SystemCollector(etc_root=etc_root),
+        SystemCollector(etc_root=etc_root, proc_root=proc_root),
     ]

@@ -39,6 +39,7 @@ class NetworkAdapter:
     bytes_out: int
     packets_in: int
     packets_out: int
+    operstate: str | None = None  # /sys/class/net/*/operstate as the kernel words it ("up", "unknown", ...)
 
 
 def psutil_addresses() -> dict[str, list[str]]:
@@ -215,4 +216,5 @@ class NetworkCollector:
             packets_in=counters[1],
             bytes_out=counters[2],
             packets_out=counters[3],
+            operstate=state,
         )

@@ -1,8 +1,9 @@
-"""Processors: static CPU facts read once, and busy CPUs averaged between samples from /proc/stat.
+"""Processors: static CPU facts read once, busy CPUs averaged between samples, and each CPU's
+time per mode (the counters of node_exporter's node_cpu_seconds_total), both from /proc/stat.
 
 The static facts come from /proc/cpuinfo, /sys/devices/system/cpu and (once, because it is
-slow) py-cpuinfo. A sample reads only the first line of /proc/stat. A /proc/stat whose first
-line is not the aggregate "cpu" line raises ValueError.
+slow) py-cpuinfo. A sample reads the "cpu" lines at the top of /proc/stat. A /proc/stat whose
+first line is not the aggregate "cpu" line raises ValueError.
 """
 
 from __future__ import annotations
@@ -50,10 +51,25 @@ class ProcessorUsage:
     seconds: float
 
 
+#: /proc/stat's columns after "cpuN", in order; guest and guest_nice are also counted in user and nice.
+STAT_MODES: Final = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice")
+#: An idle counter this far behind the last one is a CPU taken offline and back, not jitter (as node_exporter).
+_JUMP_BACK_SECONDS: Final = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class CpuTimes:
+    """One logical CPU's seconds in each of STAT_MODES since boot, never smaller than the last sample's."""
+
+    cpu: str  # the N of /proc/stat's "cpuN"
+    seconds: tuple[float, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class ProcessorSample:
     info: ProcessorInfo
     usage: ProcessorUsage
+    times: tuple[CpuTimes, ...] = ()
 
 
 def parse_cpu_list(text: str) -> list[int]:
@@ -110,6 +126,30 @@ def parse_stat_cpu(text: str) -> tuple[int, int]:
     return total, total - values[3] - values[4]
 
 
+def parse_stat_cpus(text: str) -> list[tuple[str, tuple[int, ...]]]:
+    """(N, jiffies in STAT_MODES order) for each "cpuN" line of /proc/stat, in the file's order.
+
+    Only the CPUs online are listed. Columns a kernel does not have yet (steal, guest, ...) are 0;
+    a line with a non-integer column is left out rather than failing the whole sample.
+    """
+    found: list[tuple[str, tuple[int, ...]]] = []
+    width = len(STAT_MODES)
+    start = text.find("\n") + 1  # past the aggregate line; the per-CPU lines follow it, before "intr"
+    while start and text.startswith("cpu", start):
+        end = text.find("\n", start)
+        fields = text[start: end if end >= 0 else len(text)].split()
+        start = end + 1
+        cpu = fields[0][3:]
+        if not cpu.isdigit():
+            continue
+        try:
+            values = tuple(map(int, fields[1:width + 1]))
+        except ValueError:
+            continue
+        found.append((cpu, values + (0,) * (width - len(values))))
+    return found
+
+
 class ProcessorCollector:
     """Static processor facts plus busy CPUs since the previous sample (or since boot)."""
 
@@ -126,9 +166,12 @@ class ProcessorCollector:
         self._hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         self._last: tuple[int, int] | None = None
         self._usage: ProcessorUsage | None = None
+        self._cpu_jiffies: dict[str, tuple[int, ...]] = {}
 
     def collect(self) -> ProcessorSample:
-        total, busy = parse_stat_cpu(self._stat.read())
+        text = self._stat.read()
+        total, busy = parse_stat_cpu(text)
+        times = self._times(text)
         last = self._last
         if last is None:
             d_total, d_busy = total, busy  # first sample: the average since boot
@@ -137,7 +180,7 @@ class ProcessorCollector:
             if d_total <= 0 and self._usage is not None:
                 # Two samples inside one jiffy (or idle jitter making the total step back):
                 # nothing new to average, so repeat the last answer and keep the old baseline.
-                return ProcessorSample(self.info, self._usage)
+                return ProcessorSample(self.info, self._usage, times)
         self._last = (total, busy)
         logical = self.info.logical
         usage = ProcessorUsage(
@@ -145,7 +188,23 @@ class ProcessorCollector:
             seconds=max(d_total, 0) / logical / self._hz,
         )
         self._usage = usage
-        return ProcessorSample(self.info, usage)
+        return ProcessorSample(self.info, usage, times)
+
+    def _times(self, text: str) -> tuple[CpuTimes, ...]:
+        """Each CPU's counters, kept from going backwards as node_exporter keeps them: the kernel's idle
+        and iowait can step back a little (NO_HZ accounting), which a counter must not; a big step
+        back in idle is a CPU that went offline and came back, so its counters start over."""
+        kept = self._cpu_jiffies
+        jump_back = _JUMP_BACK_SECONDS * self._hz
+        idle = STAT_MODES.index("idle")
+        times = []
+        for cpu, values in parse_stat_cpus(text):
+            last = kept.get(cpu)
+            if last is not None and last[idle] - values[idle] < jump_back and last != values:
+                values = tuple(map(max, values, last))
+            kept[cpu] = values
+            times.append(CpuTimes(cpu, tuple(v / self._hz for v in values)))
+        return tuple(times)
 
 
 def _py_cpuinfo() -> dict[str, Any]:

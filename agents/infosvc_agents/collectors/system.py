@@ -1,13 +1,14 @@
-"""System: kernel (uname) and operating system release (os-release), read once at construction."""
+"""System: kernel (uname, and the NIS domain name uname also gives) and operating system release
+(os-release), read once at construction."""
 
 from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
-from infosvc_agents.collectors._files import read_text
+from infosvc_agents.collectors._files import read_attr, read_text
 
 log = logging.getLogger("infosvc_agents.collectors.system")
 
@@ -22,6 +23,8 @@ class SystemInfo:
     os_release: str | None
     os_version: str | None
     hostname: str
+    domainname: str | None = None  # uname's NIS domain name, "(none)" when unset; None when unreadable
+    release_fields: dict[str, str] = field(default_factory=dict)  # os-release's KEY=value pairs, all of them
 
 
 def parse_os_release(text: str) -> dict[str, str]:
@@ -49,7 +52,8 @@ def parse_os_release(text: str) -> dict[str, str]:
 class SystemCollector:
     name = "system"
 
-    def __init__(self, etc_root: str = "/etc", uname: Callable[[], os.uname_result] = os.uname) -> None:
+    def __init__(self, etc_root: str = "/etc", uname: Callable[[], os.uname_result] = os.uname,
+                 proc_root: str = "/proc") -> None:
         u = uname()
         release = self._os_release(etc_root)
         self.info = SystemInfo(
@@ -61,6 +65,9 @@ class SystemCollector:
             os_release=release.get("VERSION_ID") or None,
             os_version=release.get("VERSION_CODENAME") or release.get("VERSION") or None,
             hostname=u.nodename,
+            # os.uname() leaves the domain name out; the kernel has the same string here.
+            domainname=read_attr(os.path.join(proc_root, "sys", "kernel", "domainname")),
+            release_fields=release,
         )
 
     @staticmethod
