@@ -40,6 +40,7 @@ def job_json(job: JobRecord, *, detail: bool = False) -> dict[str, Any]:
                        "held": sum(job.hosts.values())},
         "run_time_limit_seconds": None if math.isinf(request.estimate) else request.estimate,
         "exclusive": request.exclusive,
+        "read_as_requested": list(request.read_as_requested),
         "hosts": fold(job.hosts) if job.hosts else None,
         "reason": job.reason or None,
         "tasks": dict(Counter(task.state.value for task in job.tasks)),

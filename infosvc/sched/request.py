@@ -22,6 +22,9 @@ The rules, with docs/scheduling.md:
   Extension `RequiredNodes` (a list or NodeSet): the allocation must include every one of them.
 - Dependencies: an SSS `Dependency` on a job (JobId or JobName, OnSuccess / OnFailure / OnExit
   with a code); a CCS task's `depend` list names tasks of the same job.
+- Requested includes what a level writes outside Requested and needs (infosvc.model.jobneeds:
+  the spec's simple example's `<Processors>16</Processors>` directly under Job asks 16); the
+  request names what was read so (`read_as_requested`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from ClusterShell.NodeSet import NodeSetException
 from infosvc.errors import DocumentError, excerpt
 from infosvc.model.durations import seconds
 from infosvc.model.job import Condition, Consumable, Context, Designator, Job, Op, Properties, Simple, Task, Term
+from infosvc.model.jobneeds import read_needs
 from infosvc.model.nodeset import expand_names, names_upper_bound
 from infosvc.model.noderef import Aggregation, NodeRef, NodeRefError
 from infosvc.model.units import DEFAULT_UNITS, UnitError, convert
@@ -125,6 +129,12 @@ class JobRequest:
     after: tuple[After, ...] = ()
     #: whether its Requested terms ask more of a host than processors and memory (the matcher's part)
     asks_hosts: bool = False
+    #: what the job wrote outside Requested and was read as Requested (infosvc.model.jobneeds)
+    read_as_requested: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # read back from the store's JSON as a list
+        object.__setattr__(self, "read_as_requested", tuple(self.read_as_requested))
 
     @property
     def priority_name(self) -> str:
@@ -134,6 +144,7 @@ class JobRequest:
 def read_request(job: Job, owner: str) -> JobRequest:
     """The scheduling request of a resolved SSS Job; DocumentError for a value the scheduler cannot
     honour (an unknown priority, a processor range that is empty, too many tasks)."""
+    job, read = read_needs(job)
     props = job.properties
     priority = _priority(props.get("Priority"))
     tasks = _tasks(job)
@@ -151,8 +162,9 @@ def read_request(job: Job, owner: str) -> JobRequest:
         raise DocumentError(f"the job asks for {least} processors; at most {MAX_PROCESSORS} are accepted")
     most = min(most, MAX_PROCESSORS)
     estimates = [_duration(props.requested)] + [task.estimate for task in tasks]
-    memory = max([_memory(props.requested)] + [_memory(t.properties.requested) for g in job.effective_task_groups()
-                                                 for t in g.tasks])
+    groups = job.effective_task_groups()
+    memory = max([_memory(props.requested)] + [_memory(g.properties.requested) for g in groups]
+                 + [_memory(t.properties.requested) for g in groups for t in g.tasks])
     asked = _asked_nodes(props.requested)
     required = _node_list(_extension(props, "RequiredNodes") or "", "RequiredNodes")
     if asked is not None and required:
@@ -166,7 +178,7 @@ def read_request(job: Job, owner: str) -> JobRequest:
         min_processors=least, max_processors=most, estimate=min(estimates), memory_mb=memory,
         exclusive=_flag(props, "IsExclusive", True), asked_nodes=asked, required_nodes=tuple(required),
         run_until_cancelled=_flag(props, "RuntillCancelled", False) or _flag(props, "RunUntilCanceled", False),
-        tasks=tasks, after=after)
+        tasks=tasks, after=after, read_as_requested=read)
 
 
 def _priority(text: str | None) -> int:

@@ -12,6 +12,7 @@ from infosvc.codec.submission import parse_submission
 from infosvc.errors import DocumentError, excerpt
 from infosvc.matching import MatchError, Requirements
 from infosvc.model.job import Job, JobGroup, resolve
+from infosvc.model.jobneeds import read_needs
 from infosvc.sched.jobs import JobRecord
 from infosvc.sched.request import JobRequest, read_request
 from infosvc.site.eligibility import requirements_of
@@ -42,12 +43,15 @@ def prepare(body: bytes, content_type: str, owner: str) -> tuple[list[Prepared],
     if len(jobs) > MAX_GROUP_JOBS:
         raise DocumentError(f"the job group has {len(jobs)} jobs; at most {MAX_GROUP_JOBS}")
     prepared = []
-    for job in jobs:
+    for written in jobs:
+        # what a level needs but wrote outside Requested is Requested for the matcher too;
+        # read_request reads it so itself, and says what it read
+        job, _ = read_needs(written)
         try:
             requirements = requirements_of(job)
         except MatchError as exc:
             raise DocumentError(f"job {excerpt(job.id)!r}: {exc}") from None
-        request = replace(read_request(job, owner), asks_hosts=requirements is not None)
+        request = replace(read_request(written, owner), asks_hosts=requirements is not None)
         signature = repr([job.properties.requested] + [(g.properties.requested, [t.properties.requested for t in g.tasks])
                                                        for g in job.effective_task_groups()])
         prepared.append(Prepared(request, requirements, job.id, signature))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from aiohttp import web
@@ -19,6 +19,7 @@ from infosvc.matching import (
 )
 from infosvc.matching.hostcolumns import HostColumns, columns_for
 from infosvc.model.job import Job, resolve
+from infosvc.model.jobneeds import read_needs
 from infosvc.model.node import Node
 from infosvc.site.errors import Invalid
 from infosvc.site.query import QueryError
@@ -72,6 +73,8 @@ class PreparedMatch:
     jobs: list[Job]
     compiled: list[Requirements]
     warnings: list[str]
+    #: per job, what it wrote outside Requested and was read as Requested (infosvc.model.jobneeds)
+    read_as_requested: list[tuple[str, ...]] = field(default_factory=list)
 
 
 def prepare_match(body: bytes, content_type: str) -> PreparedMatch:
@@ -79,7 +82,8 @@ def prepare_match(body: bytes, content_type: str) -> PreparedMatch:
     tens of ms to parse). The Ranges of all its jobs share one budget, checked before any is
     expanded."""
     job, warnings = parse_submission(body, content_type)  # SSS Job XML, CCS job XML or grid JSON v2
-    jobs = resolve(job)
+    read = [read_needs(one) for one in resolve(job)]
+    jobs = [one for one, _ in read]
     if not jobs:
         raise Invalid("the JobGroup has no job to match")
     if len(jobs) > MAX_MATCH_JOBS:  # each answer names every host: ~2 MB and ~0.1 s at 10,000 hosts
@@ -96,7 +100,7 @@ def prepare_match(body: bytes, content_type: str) -> PreparedMatch:
         except MatchError as exc:
             detail = str(exc) if len(jobs) == 1 else f"job {excerpt(one.id)}: {exc}"
             raise Invalid("the job cannot be matched as written", detail) from None
-    return PreparedMatch(jobs, compiled, warnings)
+    return PreparedMatch(jobs, compiled, warnings, [names for _, names in read])
 
 
 def answer_limits(request: web.Request) -> AnswerLimits:
@@ -113,30 +117,35 @@ def answer_limits(request: web.Request) -> AnswerLimits:
     return AnswerLimits(values["limit"], values["rejected_limit"], values["rejected_offset"])
 
 
-def match_answer(job: Job, result: MatchResult, warnings: list[str], limits: AnswerLimits) -> dict[str, Any]:
-    """The answer for one job: its matches and rejected hosts, its id, the warnings."""
+def match_answer(job: Job, result: MatchResult, warnings: list[str], limits: AnswerLimits,
+                 read_as_requested: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The answer for one job: its matches and rejected hosts, its id, the warnings, and what it
+    wrote outside Requested that was read as Requested."""
     answer = result.as_json(limits)
     answer["job"] = job.id
     answer["warnings"] = warnings + list(result.notes)
+    answer["read_as_requested"] = list(read_as_requested)
     return answer
 
 
 def render_match(jobs: list[Job], results: list[MatchResult], warnings: list[str], group: bool,
-                 limits: AnswerLimits | None = None) -> str:
+                 limits: AnswerLimits | None = None, read: list[tuple[str, ...]] | None = None) -> str:
     """The body of POST /v1/match: one job's answer as it always was; for a JobGroup of several
     jobs, {"jobs": [...]}, each the one-job answer with the job's name too (docs/matching.md)."""
     limits = limits or AnswerLimits()
+    read = read or [() for _ in jobs]
     if not group:
-        return json.dumps(match_answer(jobs[0], results[0], warnings, limits))
-    return json.dumps({"jobs": [{**match_answer(job, result, warnings, limits), "name": job.properties.get("Name")}
-                                for job, result in zip(jobs, results)]})
+        return json.dumps(match_answer(jobs[0], results[0], warnings, limits, read[0]))
+    return json.dumps({"jobs": [{**match_answer(job, result, warnings, limits, names), "name": job.properties.get("Name")}
+                                for job, result, names in zip(jobs, results, read)]})
 
 
 def match_and_render(prepared: PreparedMatch, rollup: SiteView, node_of: Callable[[str], Node | None], site: Site,
                      columns: HostColumns | SyncedColumns | None, limits: AnswerLimits) -> str:
     """Every job matched and the answer written, within the request's work budget."""
     results = [match(requirements, rollup, node_of, site, columns=columns) for requirements in prepared.compiled]
-    return render_match(prepared.jobs, results, prepared.warnings, len(prepared.jobs) > 1, limits)
+    return render_match(prepared.jobs, results, prepared.warnings, len(prepared.jobs) > 1, limits,
+                        prepared.read_as_requested)
 
 
 async def post_match(request: web.Request) -> web.Response:

@@ -311,3 +311,20 @@ def test_a_host_lost_under_running_jobs_requeues_the_rerunnable_and_fails_the_re
         assert ("Queued", "host h1 became unreachable; rerunnable tasks requeued") in events
     finally:
         site.close()
+
+
+def test_the_spec_s_simple_example_waits_for_its_unenveloped_16_processors(site: Site_) -> None:
+    """<Processors>16</Processors> directly under Job (the SSS spec's simple example) is what the
+    job needs: on 8 processors it waits, named as 16; with 16 more it starts on them."""
+    simple = (Path(__file__).resolve().parents[1] / "fixtures" / "sss-job-examples" / "simple.xml").read_text()
+    site.host("h1", processors=8)
+    [job_id] = site.submit(simple)
+    site.schedule()
+    job = site.queue.get(job_id)
+    assert job.request.min_processors == job.request.max_processors == 16
+    assert job.request.read_as_requested == ("Processors",)
+    assert job.state is JobState.QUEUED and "needs 16 processors; the hosts it may use have 8" in job.reason, job.reason
+    site.host("h2", processors=8)
+    site.schedule()
+    job = site.queue.get(job_id)
+    assert job.state is JobState.RUNNING and job.hosts == {"h1": 8, "h2": 8}

@@ -159,6 +159,20 @@ def test_a_job_no_host_can_take_says_so(site: InProcessServer) -> None:
     assert waiting["glue_status"] in ("WAITING", "SCHEDULED")
 
 
+def test_what_a_job_needs_outside_requested_is_read_and_the_answer_names_it(site: InProcessServer) -> None:
+    body = (b"<Job><Id>u</Id><Executable>/bin/true</Executable><Processors>2</Processors>"
+            b"<Feature>BigMem</Feature></Job>")
+    made = submit(site, body)
+    assert made["read_as_requested"] == ["Processors", "Feature"] and made["processors"]["min"] == 2
+    assert made["warnings"] == []
+    wait_for(lambda: job(site, made["id"])["reason"] is not None)
+    [rejected] = job(site, made["id"])["rejected_hosts"]
+    assert rejected.startswith("n[0-1]: ") and "BigMem" in rejected
+    site.stop()
+    site.start()
+    assert job(site, made["id"])["read_as_requested"] == ["Processors", "Feature"]
+
+
 def test_the_queue_survives_a_restart(site: InProcessServer) -> None:
     submit(site, ccs(8))
     state_becomes(site, "1", "Running")

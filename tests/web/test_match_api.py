@@ -175,7 +175,7 @@ def test_job_group_of_several_jobs_answers_each(site: Server) -> None:
     assert isinstance(jobs, list) and [(j["job"], j["name"]) for j in jobs] == [("big", "wide"), ("any", None)]
     for answer in jobs:
         assert set(answer) == {"matches", "matches_total", "rejected", "rejected_hosts", "rejected_groups",
-                               "rejected_offset", "job", "name", "warnings"}
+                               "rejected_offset", "job", "name", "warnings", "read_as_requested"}
     big, anyone = jobs
     assert [m["host"] for m in big["matches"]] == ["big.example", "mid.example"]
     assert by_host(big) == {
@@ -329,3 +329,34 @@ def test_answers_follow_the_openapi_schema(site: Server) -> None:
     for answer in group["jobs"]:  # type: ignore[union-attr]
         del answer["name"]
     assert not validator.is_valid(group)
+
+
+def test_the_spec_s_simple_example_needs_its_unenveloped_processors(site: Server) -> None:
+    """The SSS Job spec's simple example writes <Processors>16</Processors> directly under Job, as
+    the spec recommends when no requested / delivered distinction is needed: the job needs 16
+    processors, so no host of this site (8 at most) fits, and the answer says how it was read."""
+    from pathlib import Path
+
+    body = (Path(__file__).resolve().parents[1] / "fixtures" / "sss-job-examples" / "simple.xml").read_bytes()
+    status, answer = post_match(site, body)
+    assert status == 200, answer
+    assert answer["matches"] == [] and answer["job"] == "PBS.1234.0"
+    rejected = by_host(answer)
+    assert rejected["big.example"] == ["Processors: asked GE 16 available, host has 8"]
+    assert rejected["small.example"] == ["Processors: asked GE 16 available, host has 2"]
+    assert answer["read_as_requested"] == ["Processors"]
+    assert answer["warnings"] == []
+
+
+def test_a_requested_property_takes_precedence_over_an_unenveloped_one(site: Server) -> None:
+    body = (b"<Job><Id>p</Id><Processors>16</Processors><Feature>gpu</Feature>"
+            b"<Requested><Processors>2</Processors></Requested></Job>")
+    status, answer = post_match(site, body)
+    assert status == 200, answer
+    assert answer["matches"] == []  # the Feature is needed: no host has gpu
+    assert by_host(answer)["big.example"] == ["Feature: asked gpu, host has no features"]
+    assert answer["read_as_requested"] == ["Feature"]
+    status, answer = post_match(site, body.replace(b"<Feature>gpu</Feature>", b""))
+    assert status == 200 and [m["host"] for m in answer["matches"]] == ["big.example", "mid.example",
+                                                                          "small.example"], answer
+    assert answer["read_as_requested"] == []
