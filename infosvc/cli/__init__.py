@@ -196,6 +196,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     def listening() -> None:  # only once the address is bound: a busy port prints no URL
         print(f"infosvc: serving on {url} with {db}", flush=True)
+        print(f"  page:   {url}/", flush=True)
         print(f"  hosts:  {url}/v1/nodes", flush=True)
         print(f"  GLUE:   {url}/v1/glue", flush=True)
         print(f"  jobs:   {url}/v1/jobs", flush=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from infosvc.site.query import PARAMETERS
-from infosvc.web import admin, glue, jobs, match, meta, nodes, prometheus
+from infosvc.web import admin, glue, jobs, match, meta, nodes, page, prometheus
 from infosvc.web.auth import Access, Handler
 from infosvc.web.keys import ROUTE_TABLE
 
@@ -63,6 +63,9 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/healthz", meta.healthz, Access.PUBLIC),
     Route("GET", "/openapi.json", meta.get_openapi, Access.PUBLIC),
     Route("GET", "/schemas/{name}", meta.get_schema, Access.PUBLIC),
+    # the web page's files; the data it shows comes from the routes above, with their access
+    Route("GET", "/", page.get_index, Access.PUBLIC),
+    Route("GET", "/page/{name}", page.get_page_file, Access.PUBLIC),
 )
 
 

@@ -52,3 +52,12 @@ def test_server_commands_say_which_extra_to_install(agent_venv: Path) -> None:
                           text=True, timeout=60, cwd=agent_venv)
     assert done.returncode == 2 and "pip install 'infosvc[server]'" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_web_page_is_in_the_package(agent_venv: Path) -> None:
+    """The page's files are package data: a wheel built from the checkout ships each one."""
+    from infosvc.web.page import FILES
+
+    installed = list(agent_venv.glob("lib/python*/site-packages/infosvc/web/static"))
+    assert installed, "no infosvc/web/static in the installed package"
+    assert sorted(path.name for path in installed[0].iterdir()) == sorted(FILES)
