@@ -101,6 +101,15 @@ def _load(key: str, load: glue.Load | None) -> str:
     return f',"{key}":{{"last_1min":{load.last_1min},"last_5min":{load.last_5min},"last_15min":{load.last_15min}}}'
 
 
+def _resources(resources: glue.Resources | None) -> str:
+    """The site config's "licenses" and "consumables" (name -> amount), each when there are any, with
+    a leading comma (infosvc addition: GLUE 1.1 has neither)."""
+    if resources is None:
+        return ""
+    licenses = f',"licenses":{_dumps(dict(resources.licenses))}' if resources.licenses else ""
+    return licenses + (f',"consumables":{_dumps(dict(resources.consumables))}' if resources.consumables else "")
+
+
 def host_json(host: Host, subcluster: str | None) -> bytes:
     """One host as a JSON object; `subcluster` is the id of its subcluster (None: not in the roll-up)."""
     sub = f',"subcluster":{_string(subcluster)}' if subcluster is not None else ""
@@ -113,7 +122,7 @@ def host_json(host: Host, subcluster: str | None) -> bytes:
         f'{_load("processor_load", host.processor_load)}{_load("smp_load", host.smp_load)},'
         f'"network_adapters":[{",".join(map(_network_adapter, host.network_adapters))}],'
         f'"total_cpus":{max(0, host.total_cpus)},"available_cpus":{max(0, host.available_cpus)},'
-        f'"free_cpus":{max(0, host.free_cpus)}}}'
+        f'"free_cpus":{max(0, host.free_cpus)}{_resources(host.resources)}}}'
     ).encode()
 
 
@@ -126,13 +135,16 @@ def subcluster_json(sub: SubCluster, url: str | None, hosts: list[str]) -> bytes
                    "states": {state: max(0, sub.states.get(state, 0)) for state in HOST_STATES}, "hosts": hosts})
     shared = _shared_groups(sub.architecture, sub.operating_system, sub.benchmark, sub.application_software,
                             sub.processor)
-    return f'{head[:-1]},{shared},"main_memory":{_main_memory(sub.main_memory)},{tail[1:]}'.encode()
+    return (f'{head[:-1]},{shared},"main_memory":{_main_memory(sub.main_memory)}{_resources(sub.resources)},'
+            f'{tail[1:]}').encode()
 
 
 def cluster_json(cluster: glue.Cluster, subclusters: list[str]) -> dict[str, Any]:
     out = _present(unique_id=cluster.unique_id, name=cluster.name,
                    information_service_url=cluster.information_service_url)
     out["subclusters"] = subclusters
+    if cluster.licenses:
+        out["licenses"] = dict(cluster.licenses)
     return out
 
 

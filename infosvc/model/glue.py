@@ -37,6 +37,21 @@ class ApplicationSoftware:
     runtime_environment: tuple[str, ...] = ()
 
 
+#: The SSS Resource name a job asks for a software license by (`<Resource name="License"
+#: type="matlab">2</Resource>`: the SSS spec's own example; CCS SoftwareLicense is mapped so).
+LICENSE = "License"
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """infosvc addition, with no GLUE 1.1 counterpart: what the site config gives a host beyond
+    GLUE (infosvc.site.resources): software licenses, each with the count of the pool it shares
+    with other hosts, and generic consumable resources of its own, each with its amount."""
+
+    licenses: tuple[tuple[str, int], ...] = ()
+    consumables: tuple[tuple[str, int | float], ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class Processor:
     vendor: str | None = None
@@ -112,6 +127,8 @@ class Host:
     #: CPUs: configured, and available now per the agent (not yet weighed by state)
     total_cpus: int = 0
     available_cpus: int = 0
+    #: licenses and consumables from the site config (infosvc addition); None: none
+    resources: Resources | None = None
 
     @property
     def live(self) -> bool:
@@ -138,6 +155,8 @@ class SubCluster:
     benchmark: Benchmark | None = None
     application_software: ApplicationSoftware | None = None
     host_count: int = 0  # SubClusterCount
+    #: what the config gives every host of it (in the homogeneity key); None: nothing
+    resources: Resources | None = None
     live_hosts: int = 0
     total_cpus: int = 0  # over live hosts
     free_cpus: int = 0  # over Ready hosts
@@ -150,6 +169,8 @@ class Cluster:
     unique_id: str
     name: str
     information_service_url: str | None = None
+    #: the license pools its hosts share (infosvc addition): feature -> licenses in the pool
+    licenses: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from ClusterShell.NodeSet import NodeSet, NodeSetException, NodeSetParseError
 # The config's CE policy is GLUE's own Policy object (minutes; 0 means not specified).
 from infosvc.model.glue import CEPolicy as Policy
 from infosvc.model.nodeset import NO_GROUPS
+from infosvc.site.resources import ResourceEntry, consumables_of, licenses_of
 
 DEFAULT_LISTEN: Final = "127.0.0.1:8080"
 DEFAULT_CLUSTER: Final = "default"
@@ -213,6 +214,8 @@ class SiteConfig:
     software: tuple[Software, ...] = ()
     prometheus: PrometheusConfig = field(default_factory=PrometheusConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    #: licenses and consumables of hosts (infosvc.site.resources), in file order
+    resources: tuple[ResourceEntry, ...] = ()
 
     def cluster_of(self, host: str) -> ClusterConfig:
         """The first cluster whose NodeSet names `host`, else the first cluster without `nodes`
@@ -386,9 +389,29 @@ def parse_config(data: dict[str, Any]) -> SiteConfig:
         assert nodes is not None
         software.append(Software(nodes, runtime_environment=t.strings("runtime_environment")))
         t.done()
+    resources = [_resources(t, cluster_ids) for t in top.tables("resources")]
     top.done()
     return SiteConfig(service, store, lifecycle, tuple(clusters), tuple(ces), tuple(benchmarks), tuple(software),
-                      prometheus=prometheus, scheduler=scheduler)
+                      prometheus=prometheus, scheduler=scheduler, resources=tuple(resources))
+
+
+def _resources(t: _Table, cluster_ids: set[str]) -> ResourceEntry:
+    nodes, clusters = t.nodeset("nodes", required=False), t.strings("clusters")
+    if nodes is not None and clusters:
+        raise ConfigError(f"{t.where}: nodes or clusters, not both (neither: every host)")
+    _unique(f"{t.where}.clusters", list(clusters))
+    for name in clusters:
+        if name not in cluster_ids:
+            raise ConfigError(f"{t.where}.clusters: no cluster {name!r} is configured")
+    amounts: dict[str, Any] = {}
+    for key, read in (("licenses", licenses_of), ("consumables", consumables_of)):
+        value = t._take(key, (dict,), {}, "a table of name = amount")
+        try:
+            amounts[key] = read(value)
+        except ValueError as exc:
+            raise ConfigError(f"{t.where}.{key}: {exc}") from None
+    t.done()
+    return ResourceEntry(nodes, clusters, amounts["licenses"], amounts["consumables"])
 
 
 def _id(t: _Table) -> str:

@@ -8,9 +8,10 @@ subclusters, not of hosts.
 
 A subcluster is the set of hosts of one cluster that share the homogeneity key: processor model
 and clock, CPU count, RAM size (to the nearest GiB: identical machines differ by a few MB of
-kernel reservations), OS name and release, architecture and ISA, and the Benchmark and
-ApplicationSoftware the site config gives them. Its id is derived from the cluster and the key,
-so it is the same across restarts and on every aggregator with the same hosts.
+kernel reservations), OS name and release, architecture and ISA, and the Benchmark,
+ApplicationSoftware, licenses and consumables the site config gives them. Its id is derived from
+the cluster and the key, so it is the same across restarts and on every aggregator with the same
+hosts.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from infosvc.model.glue import Host, SubCluster
 from infosvc.model.node import Consumable, Node
 from infosvc.site.cestate import CEQueues
 from infosvc.site.config import SiteConfig
+from infosvc.site.resources import cluster_licenses, resources_of
 
 MB = "MB"
 
@@ -216,6 +218,7 @@ def host_from_node(node: Node, state: str, config: SiteConfig, last_report: str)
         load[0] if load else None, load[1] if load else None,  # processor_load, smp_load
         tuple(adapters),
         cpus, max(0, int(free.value)) if free is not None else 0,  # total_cpus, available_cpus
+        resources=resources_of(config.resources, node.id, cluster.id),
     )
 
 
@@ -231,11 +234,12 @@ def subcluster_key(host: Host) -> tuple[object, ...]:
     # ComputerISA is in the key because the subcluster publishes it: every member must share it.
     return (host.cluster, p.model, p.clock_speed, host.architecture.smp_size, ram_class_mb(host.main_memory.ram_size),
             os_.name, os_.release, host.architecture.platform_type, p.instruction_set, host.benchmark,
-            host.application_software)
+            host.application_software, host.resources)
 
 
 def _subcluster_for(host: Host, key: tuple[object, ...]) -> SubCluster:
-    digest = hashlib.sha1(repr(key[1:]).encode()).hexdigest()[:10]
+    # Without resources the digest is that of the key before they were in it: ids stay as they were.
+    digest = hashlib.sha1(repr(key[1:] if key[-1] is not None else key[1:-1]).encode()).hexdigest()[:10]
     p, os_, arch = host.processor, host.operating_system, host.architecture
     ram = ram_class_mb(host.main_memory.ram_size)
     words = [arch.platform_type or "unknown-arch", f"{arch.smp_size or 0}cpu", p.model or "unknown-cpu",
@@ -247,7 +251,7 @@ def _subcluster_for(host: Host, key: tuple[object, ...]) -> SubCluster:
         # Only what every member shares by construction of the key is published at this level.
         processor=glue.Processor(model=p.model, clock_speed=p.clock_speed, instruction_set=p.instruction_set),
         main_memory=glue.MainMemory(ram_size=ram), benchmark=host.benchmark,
-        application_software=host.application_software)
+        application_software=host.application_software, resources=host.resources)
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,13 +371,14 @@ class Rollup:
         """Configured clusters (empty ones too: GLUE is top down), then any other that holds hosts
         or that a computing element names (`default`, for hosts no NodeSet names), by its id."""
         url = self.config.service.information_service_url or None
-        found = [glue.Cluster(c.id, c.name, url) for c in self.config.clusters]
+        pools = self.config.resources
+        found = [glue.Cluster(c.id, c.name, url, cluster_licenses(pools, c.id)) for c in self.config.clusters]
         known = {c.unique_id for c in found}
         named = [cid for ce in self.config.computing_elements for cid in ce.clusters]
         holding = [cid for cid, subs in self._subs_of_cluster.items() if subs]
         for cid in dict.fromkeys(named + holding):
             if cid not in known:
-                found.append(glue.Cluster(cid, cid, url))
+                found.append(glue.Cluster(cid, cid, url, cluster_licenses(pools, cid)))
         return found
 
     def cluster(self, cluster_id: str) -> glue.Cluster | None:

@@ -15,6 +15,7 @@ from support.configspy import ONE_OF_EACH, Accepted, keys_of, path_of
 from infosvc.site.config import (DEFAULT_CLUSTER, DEFAULT_LISTEN, Benchmark, ClusterConfig, ComputingElementConfig,
                                 ConfigError, LifecycleConfig, Policy, PrometheusConfig, SchedulerConfig, ServiceConfig,
                                 SiteConfig, Software, StoreConfig, load_config, parse_config)
+from infosvc.site.resources import ResourceEntry
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
@@ -355,6 +356,52 @@ def test_ce_statuses(status: str) -> None:
     assert parse(f'[[computing_elements]]\nid = "q"\nstatus = "{status}"').computing_elements[0].status == status
 
 
+def test_resources() -> None:
+    config = parse('[[clusters]]\nid = "compute"\nnodes = "cn[01-08]"\n'
+                   '[[resources]]\nclusters = ["compute", "default"]\nlicenses = { matlab = 4, "ansys-cfd" = 2 }\n'
+                   '[[resources]]\nnodes = "CN[01-02]"\nconsumables = { gpu = 2, scratch_gb = 500.5 }\n'
+                   '[[resources]]\n')
+    pools, gpus, everything = config.resources
+    assert (pools.nodes, pools.clusters, pools.licenses, pools.consumables) == (
+        None, ("compute", "default"), {"matlab": 4, "ansys-cfd": 2}, {})
+    assert gpus.nodes == NodeSet("cn[01-02]") and gpus.consumables == {"gpu": 2, "scratch_gb": 500.5}
+    assert everything == ResourceEntry()
+    assert parse("").resources == ()
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ('nodes = "a1"\nclusters = ["default"]', "resources[0]: nodes or clusters, not both (neither: every host)"),
+    ('clusters = ["gpu"]', "resources[0].clusters: no cluster 'gpu' is configured"),
+    ('clusters = ["default", "default"]', "resources[0].clusters: id 'default' is used twice"),
+    ('nodes = "a[1-"', "resources[0].nodes: not a NodeSet: "),
+    ("licenses = 4", "resources[0].licenses: expected a table of name = amount, got 4"),
+    ("licenses = { matlab = 0 }", "resources[0].licenses: matlab: a license count is an integer 1 .. 999999999, got 0"),
+    ("licenses = { matlab = 2.5 }", "resources[0].licenses: matlab: a license count is an integer 1 .. 999999999, "
+                                    "got 2.5"),
+    ("licenses = { matlab = true }", "resources[0].licenses: matlab: a license count is an integer 1 .. 999999999, "
+                                     "got True"),
+    ("licenses = { matlab = 1000000000 }", "resources[0].licenses: matlab: a license count is an integer 1 .. "
+                                           "999999999, got 1000000000"),
+    ('licenses = { "mat lab" = 1 }', "resources[0].licenses: license feature 'mat lab' is not a CCS feature name "
+                                     "(1 to 64 characters, no ':', ',' or white space)"),
+    ('licenses = { "a:b" = 1 }', "resources[0].licenses: license feature 'a:b' is not a CCS feature name"),
+    ("consumables = { gpu = 0 }", "resources[0].consumables: gpu: an amount is a number greater than 0 and at most "
+                                  "2^53, got 0"),
+    ("consumables = { gpu = nan }", "resources[0].consumables: gpu: an amount is a number greater than 0"),
+    ('consumables = { gpu = "2" }', "resources[0].consumables: gpu: an amount is a number greater than 0"),
+    ("consumables = { license = 1 }", "resources[0].consumables: consumable 'license': the name is taken"),
+    ('consumables = { "a/b" = 1 }', "resources[0].consumables: consumable 'a/b' is not a name of 1 to 64 letters"),
+    ("licence = { matlab = 1 }", "resources[0]: unknown key(s): licence"),
+])
+def test_bad_resources(text: str, error: str) -> None:
+    assert error_of(f"[[resources]]\n{text}").startswith(error)
+
+
+def test_resources_bounded() -> None:
+    many = ", ".join(f"f{i} = 1" for i in range(65))
+    assert error_of(f"[[resources]]\nlicenses = {{ {many} }}") == "resources[0].licenses: 65 names; at most 64 per entry"
+
+
 def test_scheduler_policy() -> None:
     assert parse("").scheduler.policy == "easy"
     assert parse('[scheduler]\npolicy = "fcfs"').scheduler.policy == "fcfs"
@@ -425,10 +472,11 @@ def test_accepted_keys_are_what_the_dataclasses_hold(accepted: Accepted) -> None
         "computing_elements": fields(ComputingElementConfig, "policy", "all_clusters"),
         "computing_elements.policy": fields(Policy),
         "benchmarks": fields(Benchmark), "software": fields(Software), "prometheus": fields(PrometheusConfig),
-        "scheduler": fields(SchedulerConfig),
+        "scheduler": fields(SchedulerConfig), "resources": fields(ResourceEntry),
     }
     assert accepted.tables == {"service", "store", "lifecycle", "clusters", "computing_elements",
-                               "computing_elements.policy", "benchmarks", "software", "prometheus", "scheduler"}
+                               "computing_elements.policy", "benchmarks", "software", "prometheus", "scheduler",
+                               "resources"}
     assert accepted.tables == {f.name for f in dataclasses.fields(SiteConfig)} | {"computing_elements.policy"}
 
 
@@ -444,7 +492,8 @@ def _value(config: SiteConfig, table: str, key: str) -> Any:
                   "clusters": config.clusters[0], "computing_elements": config.computing_elements[0],
                   "computing_elements.policy": config.computing_elements[0].policy,
                   "benchmarks": config.benchmarks[0], "software": config.software[0],
-                  "prometheus": config.prometheus, "scheduler": config.scheduler}[table]
+                  "prometheus": config.prometheus, "scheduler": config.scheduler,
+                  "resources": config.resources[0]}[table]
     return getattr(owner, key)
 
 

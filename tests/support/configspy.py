@@ -15,7 +15,9 @@ from infosvc.site.config import parse_config
 #: A config with one of each array table, so that parse_config, reading it, reads every key it
 #: knows (each getter runs whether the key is present or not).
 ONE_OF_EACH = {"clusters": [{"id": "c"}], "computing_elements": [{"id": "ce"}],
-               "benchmarks": [{"nodes": "n1"}], "software": [{"nodes": "n1"}]}
+               "benchmarks": [{"nodes": "n1"}], "software": [{"nodes": "n1"}], "resources": [{}]}
+#: Tables whose keys are names the site chooses (license features, consumables), not config keys.
+NAMED_BY_THE_SITE = {"resources.licenses", "resources.consumables"}
 
 
 @dataclasses.dataclass
@@ -60,6 +62,8 @@ def keys_of(data: dict[str, Any], where: str = "") -> set[str]:
     for key, value in data.items():
         path = path_of(where, key)
         found.add(path)
+        if path in NAMED_BY_THE_SITE:
+            continue
         items = value if isinstance(value, list) and value and all(isinstance(v, dict) for v in value) else [value]
         for item in items:
             if isinstance(item, dict):
