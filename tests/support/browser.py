@@ -212,18 +212,21 @@ class Browser:
     def wait_for(self, expression: str, timeout: float = 20.0, message: str = "") -> Any:
         """Evaluate `expression` in the page until it is truthy; fails the test at the deadline."""
 
-        async def poll() -> Any:
+        async def poll() -> tuple[bool, Any]:
             deadline = time.monotonic() + timeout
             value = None
             while time.monotonic() < deadline:
                 value = await self._evaluate(expression)
                 if value:
-                    return value
+                    return True, value
                 await asyncio.sleep(0.05)  # the loop runs on: the browser's events are read meanwhile
+            return False, value
+
+        done, value = self._loop.run_until_complete(poll())
+        if not done:
             pytest.fail(f"timed out after {timeout} s waiting for {message or expression} (last: {value!r}); "
                         f"the page's errors: {[str(e) for e in self.errors]}")
-
-        return self._loop.run_until_complete(poll())
+        return value
 
     def navigate(self, url: str, timeout: float = 20.0) -> None:
         """Open `url` in the page and wait for its load event."""
