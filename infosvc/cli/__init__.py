@@ -1,7 +1,7 @@
 """`infosvc`: the command line of the service.
 
-`infosvc serve` runs the aggregator; `infosvc validate FILE...` checks SSS Node documents
-against schemas/sss-node.xsd and says what is wrong and where; `infosvc status` prints a server's
+`infosvc serve` runs the aggregator; `infosvc validate FILE...` checks SSS Node and job documents
+and says what is wrong and where (infosvc/cli/validate.py); `infosvc status` prints a server's
 hosts, subclusters and CEs (infosvc/cli/status.py); `submit`, `jobs`, `cancel` and `why` use its
 job queue (infosvc/cli/jobs.py); `simulate` replays a workload trace (infosvc/cli/simulate.py).
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import errno
 import gc
-import json
 import logging
 import os
 import sqlite3
@@ -45,9 +44,9 @@ def parser() -> argparse.ArgumentParser:
                        help="log lines as text, or one JSON object each (time, level, logger, message)")
     check = commands.add_parser("check-config", help="check a site config (TOML): exit 0, or 1 with the error")
     check.add_argument("file", metavar="FILE")
-    validate = commands.add_parser("validate", help="check SSS Node documents ('-' reads stdin)")
+    validate = commands.add_parser("validate", help="check SSS Node and job documents ('-' reads stdin)")
     validate.add_argument("files", nargs="+", metavar="FILE")
-    validate.add_argument("--json", action="store_true", help="print each node, or each error, as JSON")
+    validate.add_argument("--json", action="store_true", help="print each node or job, or each error, as JSON")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--server", metavar="URL", default="http://127.0.0.1:8080",
                         help="the aggregator (http://127.0.0.1:8080)")
@@ -64,31 +63,6 @@ def parser() -> argparse.ArgumentParser:
     add_commands(commands, common)
     add_command(commands, common)
     return p
-
-
-def _validate(files: list[str], as_json: bool) -> int:
-    from infosvc.codec.node_json import node_to_json
-    from infosvc.codec.node_xml import parse_node
-    from infosvc.errors import DocumentError
-
-    failed = 0
-    for name in files:
-        try:
-            data = sys.stdin.buffer.read() if name == "-" else open(name, "rb").read()
-            node = parse_node(data)
-        except OSError as exc:
-            failed += 1
-            print(f"{name}: cannot read: {exc.strerror}", file=sys.stderr)
-        except DocumentError as exc:
-            failed += 1
-            if as_json:
-                print(json.dumps({"file": name, **exc.as_json()}))
-            else:
-                for problem in exc.problems:
-                    print(f"{name}: {problem}", file=sys.stderr)
-        else:
-            print(json.dumps({"file": name, "node": node_to_json(node)}) if as_json else f"{name}: valid SSS Node {node.id!r}")
-    return 1 if failed else 0
 
 
 def _check_config(path: str) -> int:
@@ -270,7 +244,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "serve":
         return _serve(args)
     if args.command == "validate":
-        return _validate(args.files, args.json)
+        from infosvc.cli.validate import run as validate
+
+        return validate(args.files, args.json)
     if args.command == "check-config":
         return _check_config(args.file)
     if args.command == "status":
