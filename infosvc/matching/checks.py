@@ -15,7 +15,7 @@ from infosvc.matching.errors import MatchError
 from infosvc.matching.patterns import _fullmatch, guarded_regex
 from infosvc.matching.ranges import _bound_range
 from infosvc.matching.view import CE, Site
-from infosvc.model.glue import Host
+from infosvc.model.glue import LICENSE, Host
 from infosvc.model.job import Consumable, Context, Feature, Op, Simple, Term
 from infosvc.model.node import Node
 from infosvc.model.nodeset import NameSet
@@ -127,7 +127,8 @@ def _consumable_check(term: Term, item: Consumable) -> Check:
         # Configured RAM is not static: the subcluster key rounds it to the GiB.
         return Check(term, False, test_mem, explain_mem, ("ram", wanted_mb) if op is Op.GE and not configured else None)
 
-    # Disk, Swap, Network, and Resource (licenses, NetworkAdapter, ...): the node's own list.
+    # Disk, Swap, Network, and Resource (licenses, NetworkAdapter, ...): the node's own list, and for
+    # a Resource what the site config gives the host (infosvc.site.resources), in either context.
     if units is not None and not is_byte_unit(units):
         units_bytes = False
     else:
@@ -135,9 +136,17 @@ def _consumable_check(term: Term, item: Consumable) -> Check:
     category = "configured" if context is Context.CONFIGURED else "available"
     want_text = f"{label}: asked {op.value} {_num(wanted)}{' ' + units if units else ''} {ctx_word}"
 
-    def amounts(node: Node) -> list[float]:
+    def from_config(host: Host) -> list[float]:
+        given = host.resources
+        if given is None:
+            return []
+        if item.name == LICENSE:  # a license pool's count: the queue holds what running jobs draw
+            return [float(count) for feature, count in given.licenses if item.type in (None, feature)]
+        return [float(amount) for name, amount in given.consumables if name == item.name and item.type is None]
+
+    def amounts(node: Node, host: Host) -> list[float]:
         props = node.configured if category == "configured" else node.available
-        found = []
+        found = from_config(host) if item.kind == "Resource" else []
         for have in props.items:
             if have.kind != item.kind:
                 continue
@@ -155,10 +164,10 @@ def _consumable_check(term: Term, item: Consumable) -> Check:
         return found
 
     def test_other(n: Node, h: Host, s: Site) -> bool:
-        return any(compare(value, wanted) for value in amounts(n))
+        return any(compare(value, wanted) for value in amounts(n, h))
 
     def explain_other(n: Node, h: Host, s: Site) -> str:
-        values = amounts(n)
+        values = amounts(n, h)
         if not values:
             return f"{want_text}, host has none"
         return f"{want_text}, host has " + ", ".join(_num(v) + (f" {units}" if units else "") for v in values)
