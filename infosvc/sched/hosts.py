@@ -12,11 +12,17 @@ processors than it uses: CCS's idle reserved processors). Jobs without requireme
 particular hosts are placed by a scan along the sorted hosts from the first that has room (the
 service's common case, and 10,000 of them must plan in well under a second); the others through
 numpy masks over every host.
+
+Software licenses are pools shared by hosts (the site config's, infosvc.site.resources): a job
+that asks for licenses draws its count from the pool each of its features has on its hosts while
+it runs, and is placed only on hosts that draw each feature from one pool with enough free (the
+hosts are tried pool by pool, in the order of their best host). A feature no pool holds is not
+counted (the matcher decided the host has it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, Sequence
 
 import numpy as np
@@ -78,17 +84,21 @@ class HostSlot:
     speed: float = 0.0
     usable: bool = True
     paused: bool = False
+    #: (feature, license pool) for each software license a job on the host draws, from a pool of
+    #: the HostPool's `licenses`
+    licenses: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Allocation:
-    """Rows of the pool, the processors taken on each, the memory held on each, and whether the
-    job holds them exclusively."""
+    """Rows of the pool, the processors taken on each, the memory held on each, whether the job
+    holds them exclusively, and the licenses it draws: (license pool, count)."""
 
     rows: tuple[int, ...]
     processors: tuple[int, ...]
     memory_mb: float
     exclusive: bool
+    licenses: tuple[tuple[int, int], ...] = ()
 
     @property
     def total(self) -> int:
@@ -96,9 +106,10 @@ class Allocation:
 
 
 class HostPool:
-    """The hosts of a site and what is taken on each. `copy()` shares the hosts, copies what is taken."""
+    """The hosts of a site and what is taken on each. `copy()` shares the hosts, copies what is taken.
+    `licenses`: the licenses in each license pool the slots name."""
 
-    def __init__(self, slots: Sequence[HostSlot]) -> None:
+    def __init__(self, slots: Sequence[HostSlot], licenses: Sequence[int] = ()) -> None:
         self.slots = tuple(slots)
         self.ids = tuple(slot.id for slot in self.slots)
         self.row = {slot.id: row for row, slot in enumerate(self.slots)}
@@ -129,6 +140,12 @@ class HostPool:
         self._room, self._room_at = 0, -1
         self._cursor = 0  # no host before this place in `order` has room for a shared job
         self._idle_cursor = 0  # ... nor is idle
+        # license pools: their sizes and what is free; each row's feature -> pool; the rows grouped
+        # by the pools they draw some features from (made on first use, shared by copies)
+        self.license_size = np.asarray(licenses, np.int64)
+        self.license_free = self.license_size.copy()
+        self._pools_of = tuple(dict(slot.licenses) for slot in self.slots) if len(self.license_size) else ()
+        self._license_groups: dict[tuple[str, ...], list[tuple[tuple[int, ...], Mask]]] = {}
 
     @classmethod
     def _empty(cls) -> HostPool:
@@ -137,8 +154,9 @@ class HostPool:
     def copy(self) -> HostPool:
         other = HostPool._empty()
         for name in ("slots", "ids", "row", "size", "memory", "usable", "paused", "order", "place_of",
-                     "_order_list", "_open"):
+                     "_order_list", "_open", "license_size", "_pools_of", "_license_groups"):
             setattr(other, name, getattr(self, name))
+        other.license_free = self.license_free.copy()
         other.free = self.free.copy()
         other.memory_free = self.memory_free.copy()
         other.holders = self.holders.copy()
@@ -158,6 +176,8 @@ class HostPool:
         request = hjob.request
         if within is not None and not isinstance(within, HostPool):
             raise TypeError("a host pool plans only within another host pool")
+        if request.licenses and self._pools_of:
+            return self._place_licensed(hjob, within)
         plain = (hjob.eligible is None and not request.required_nodes and request.memory_mb <= 0
                  and not hjob.admin and within is None)
         if plain:
@@ -225,9 +245,11 @@ class HostPool:
             mask &= hjob.eligible
         return mask, room
 
-    def _masked(self, hjob: HostJob, within: HostPool | None) -> Allocation | None:
+    def _masked(self, hjob: HostJob, within: HostPool | None, only: Mask | None = None) -> Allocation | None:
         request = hjob.request
         mask, room = self._candidates(hjob, within)
+        if only is not None:
+            mask &= only
         required = [self.row[name] for name in request.required_nodes if name in self.row]
         if len(required) < len(request.required_nodes) or (required and not mask[required].all()):
             return None
@@ -255,10 +277,75 @@ class HostPool:
         return Allocation(tuple(int(r) for r in rows[keep]), tuple(int(t) for t in taken[keep]),
                           request.memory_mb, request.exclusive)
 
+    # --- licenses ----------------------------------------------------------------------------
+
+    def _groups(self, features: tuple[str, ...]) -> list[tuple[tuple[int, ...], Mask]]:
+        """The rows by the pools they draw `features` from (-1: none, not counted), each group in
+        the order of its first row in the resource sort."""
+        groups = self._license_groups.get(features)
+        if groups is None:
+            members: dict[tuple[int, ...], list[int]] = {}
+            for row in self._order_list:
+                pools = self._pools_of[row]
+                members.setdefault(tuple(pools.get(feature, -1) for feature in features), []).append(row)
+            groups = []
+            for signature, rows in members.items():
+                mask = np.zeros(len(self.slots), np.bool_)
+                mask[rows] = True
+                groups.append((signature, mask))
+            self._license_groups[features] = groups
+        return groups
+
+    def _licenses_free(self, signature: tuple[int, ...], counts: tuple[int, ...], within: HostPool | None) -> bool:
+        for pool, count in zip(signature, counts):
+            if pool >= 0 and (self.license_free[pool] < count
+                              or (within is not None and within.license_free[pool] < count)):
+                return False
+        return True
+
+    def _place_licensed(self, hjob: HostJob, within: HostPool | None) -> Allocation | None:
+        """A job asking for licenses: on the hosts of one group of pools with enough free, the
+        groups tried in the order of their best host."""
+        features, counts = zip(*hjob.request.licenses)
+        for signature, rows in self._groups(features):
+            if not self._licenses_free(signature, counts, within):
+                continue
+            allocation = self._masked(hjob, within, rows)
+            if allocation is not None:
+                drawn = tuple((pool, count) for pool, count in zip(signature, counts) if pool >= 0)
+                return replace(allocation, licenses=drawn)
+        return None
+
+    def licenses_of(self, rows: Sequence[int], licenses: Sequence[tuple[str, int]]) -> tuple[tuple[int, int], ...]:
+        """What a job placed on `rows` draws (a job that ran before a restart): the pools of its
+        first host, as placing it chose them."""
+        if not licenses or not rows or not self._pools_of:
+            return ()
+        pools = self._pools_of[rows[0]]
+        return tuple((pools[feature], count) for feature, count in licenses if feature in pools)
+
+    def _license_shortfall(self, allowed: Mask, request: JobRequest) -> str | None:
+        """"waiting for licenses: ..." when every group of pools the job may use lacks some."""
+        features, counts = zip(*request.licenses)
+        lacking: list[str] | None = None
+        for signature, rows in self._groups(features):
+            if not (rows & allowed).any():
+                continue
+            short = [f"{feature} ({count} asked, {max(0, int(self.license_free[pool]))} of "
+                     f"{int(self.license_size[pool])} free)"
+                     for feature, count, pool in zip(features, counts, signature)
+                     if pool >= 0 and self.license_free[pool] < count]
+            if not short:
+                return None
+            lacking = lacking or short
+        return None if lacking is None else "waiting for licenses: " + ", ".join(lacking)
+
     # --- taking and giving back --------------------------------------------------------------
 
     def take(self, allocation: Allocation) -> None:
-        """Hold `allocation`; ValueError, with nothing taken, when a host of it has no room."""
+        """Hold `allocation`; ValueError, with nothing taken, when a host of it has no room. Its
+        licenses are drawn even past what is free: a job running when a pool shrank (a new site
+        config) keeps them, and the pool gives none until enough are back."""
         self._changes += 1
         for row, count in zip(allocation.rows, allocation.processors):
             if count > self.free[row] or (allocation.exclusive and self.holders[row]) or self.exclusive[row]:
@@ -277,9 +364,13 @@ class HostPool:
                     self.idle_free -= int(self.size[row])
             elif allocation.exclusive:
                 self.exclusive[row] = True
+        for pool, drawn in allocation.licenses:
+            self.license_free[pool] -= drawn
 
     def give(self, allocation: Allocation) -> None:
         self._changes += 1
+        for pool, count in allocation.licenses:
+            self.license_free[pool] += count
         for row, count in zip(allocation.rows, allocation.processors):
             if self.holders[row] < 1 or self.free[row] + count > self.size[row]:
                 raise ValueError(f"host {self.ids[row]}: giving back what was not taken")
@@ -315,7 +406,7 @@ class HostPool:
         # Jobs asking alike wait for the same reason until something is taken or given back: a
         # pass over 10,000 waiting jobs says each reason once.
         key = (request.min_processors, request.exclusive, request.memory_mb, request.required_nodes,
-               id(hjob.eligible), hjob.admin)
+               id(hjob.eligible), hjob.admin, request.licenses)
         if self._said_at != self._changes:
             self._said, self._said_at = {}, self._changes
         said = self._said.get(key)
@@ -333,6 +424,8 @@ class HostPool:
         capacity = int(self.size[allowed].sum())
         if request.min_processors > capacity:
             return f"needs {_processors(request.min_processors)}; the hosts it may use have {capacity}"
+        if request.licenses and self._pools_of and (short := self._license_shortfall(allowed, request)):
+            return short
         mask, room = self._candidates(hjob, None)
         free = int(room[mask].sum())
         kind = "idle hosts" if request.exclusive else "hosts it may share"

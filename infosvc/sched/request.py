@@ -15,6 +15,8 @@ The rules, with docs/scheduling.md:
   its tasks'; none is Infinite (math.inf), which EASY never backfills past a reservation.
 - Memory: the largest Requested `Memory` (Available / Dedicated) of the job and its tasks, per host,
   in MB.
+- Licenses: the job's own Requested `Resource name="License" type=`feature amounts (CCS
+  SoftwareLicense): what it draws from the site's license pools while it runs.
 - Exclusive: a job has its nodes to itself unless it says `IsExclusive` false (the CCS attribute,
   kept as an Extension; an SSS job may write the same Extension). A task is non-exclusive unless
   it says `IsExclusive` true.
@@ -37,6 +39,7 @@ from ClusterShell.NodeSet import NodeSetException
 
 from infosvc.errors import DocumentError, excerpt
 from infosvc.model.durations import seconds
+from infosvc.model.glue import LICENSE
 from infosvc.model.job import Condition, Consumable, Context, Designator, Job, Op, Properties, Simple, Task, Term
 from infosvc.model.jobneeds import read_needs
 from infosvc.model.nodeset import expand_names, names_upper_bound
@@ -124,6 +127,8 @@ class JobRequest:
     exclusive: bool = True
     asked_nodes: tuple[str, ...] | None = None
     required_nodes: tuple[str, ...] = ()
+    #: software licenses it draws from the site's pools while it runs: (feature, count)
+    licenses: tuple[tuple[str, int], ...] = ()
     run_until_cancelled: bool = False
     tasks: tuple[TaskRequest, ...] = ()
     after: tuple[After, ...] = ()
@@ -177,6 +182,7 @@ def read_request(job: Job, owner: str) -> JobRequest:
         name=props.get("Name") or "", owner=props.get("User") or owner, priority=priority,
         min_processors=least, max_processors=most, estimate=min(estimates), memory_mb=memory,
         exclusive=_flag(props, "IsExclusive", True), asked_nodes=asked, required_nodes=tuple(required),
+        licenses=_licenses(props.requested),
         run_until_cancelled=_flag(props, "RuntillCancelled", False) or _flag(props, "RunUntilCanceled", False),
         tasks=tasks, after=after, read_as_requested=read)
 
@@ -319,6 +325,21 @@ def _memory(terms: list[Term]) -> float:
         except (UnitError, OverflowError) as exc:
             raise DocumentError(f"Memory: {exc}") from None
     return largest
+
+
+def _licenses(terms: list[Term]) -> tuple[tuple[str, int], ...]:
+    """The job's own Requested `Resource name="License" type=feature` amounts (CCS SoftwareLicense
+    is mapped so), the largest per feature: what it draws from a license pool while it runs."""
+    found: dict[str, int] = {}
+    for op, item in _consumables(terms, "Resource"):
+        if item.name == LICENSE and item.type and op in (Op.EQ, Op.GE, Op.GT):
+            try:
+                value = float(item.value)
+                count = math.floor(value) + 1 if op is Op.GT else math.ceil(value)
+            except (OverflowError, ValueError):
+                raise DocumentError(f"License {excerpt(item.type)}: {str(item.value)[:20]} is no count") from None
+            found[item.type] = max(found.get(item.type, 0), count)
+    return tuple((feature, count) for feature, count in found.items() if count > 0)
 
 
 def _asked_nodes(terms: list[Term]) -> tuple[str, ...] | None:

@@ -21,6 +21,7 @@ from infosvc.model.node import Node
 from infosvc.model.nodeset import fold
 from infosvc.sched.hosts import HostPool, HostSlot, Mask
 from infosvc.sched.request import JobRequest
+from infosvc.site.resources import LicensePools
 
 __all__ = ["Eligibility", "asks_of_hosts", "pool_of"]
 
@@ -43,15 +44,18 @@ def _held_by_scheduler(term: Term) -> bool:
             and item.effective_context in (Context.AVAILABLE, Context.DEDICATED))
 
 
-def pool_of(hosts: Iterable[Host], paused: Callable[[str], bool], served: Container[str] | None = None) -> HostPool:
+def pool_of(hosts: Iterable[Host], paused: Callable[[str], bool], served: Container[str] | None = None,
+            licenses: LicensePools = LicensePools(())) -> HostPool:
     """The hosts as the scheduler's machine: Ready and Paused hosts (Paused for administrators'
     jobs only) of the `served` clusters (those a CE in Production or Draining serves; None: all),
-    with their configured processors, RAM and clock; the rest not usable."""
+    with their configured processors, RAM and clock, and the license pools each draws from; the
+    rest not usable."""
     return HostPool([HostSlot(host.unique_id, host.total_cpus, float(host.main_memory.ram_size or 0),
                               float(host.processor.clock_speed or 0),
                               usable=host.state in ("Ready", "Paused") and (served is None or host.cluster in served),
-                              paused=host.state == "Paused" or paused(host.unique_id))
-                     for host in hosts])
+                              paused=host.state == "Paused" or paused(host.unique_id),
+                              licenses=licenses.of(host.unique_id, host.cluster))
+                     for host in hosts], licenses.sizes)
 
 
 class Eligibility:

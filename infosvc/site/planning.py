@@ -87,7 +87,9 @@ def allocation_of(pool: HostPool, job: JobRecord) -> Allocation | None:
     rows = [(pool.row[host], count) for host, count in job.hosts.items() if host in pool.row]
     if not rows:
         return None
-    return Allocation(tuple(r for r, _ in rows), tuple(c for _, c in rows), job.memory_mb, job.exclusive)
+    hosts = tuple(r for r, _ in rows)
+    return Allocation(hosts, tuple(c for _, c in rows), job.memory_mb, job.exclusive,
+                      pool.licenses_of(hosts, job.request.licenses))
 
 
 def could_start(records: list[JobRecord], room: HostPool, base: HostPool, eligibility: Eligibility,

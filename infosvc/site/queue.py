@@ -35,6 +35,7 @@ from infosvc.sched.request import After, JobRequest
 from infosvc.site.cestate import SERVED, CEQueues, limit_on, refusal, run_time_ratio, serving_clusters
 from infosvc.site.eligibility import Eligibility, pool_of
 from infosvc.site.planning import PassPlan, allocation_of, could_start
+from infosvc.site.resources import LicensePools
 from infosvc.site.submissions import prepare, requirements_again
 from infosvc.site.upkeep import upkeep
 from infosvc.site.errors import Forbidden, Invalid, NotFound, Unavailable
@@ -290,7 +291,7 @@ class JobQueue:
             rollup = self.table.rollup
             served = serving_clusters(rollup.computing_elements())
             self._pool = pool_of(rollup.hosts.values(), lambda host: bool((e := self.table.get(host)) and e.paused),
-                                 served)
+                                 served, LicensePools(rollup.config.resources))
             self._cluster_of = {host_id: host.cluster for host_id, host in rollup.hosts.items()}
         return self._pool
 

@@ -44,6 +44,7 @@ def request_of(text: str) -> JobRequest:
     return JobRequest(**{**data, "estimate": inf if data["estimate"] is None else data["estimate"],
                          "asked_nodes": None if asked is None else tuple(asked),
                          "required_nodes": tuple(data["required_nodes"]),
+                         "licenses": tuple((feature, int(count)) for feature, count in data.get("licenses", ())),
                          "tasks": tasks, "after": after})
 
 
