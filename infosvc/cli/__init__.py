@@ -3,7 +3,8 @@
 `infosvc serve` runs the aggregator; `infosvc validate FILE...` checks SSS Node and job documents
 and says what is wrong and where (infosvc/cli/validate.py); `infosvc status` prints a server's
 hosts, subclusters and CEs (infosvc/cli/status.py); `submit`, `jobs`, `cancel` and `why` use its
-job queue (infosvc/cli/jobs.py); `simulate` replays a workload trace (infosvc/cli/simulate.py).
+job queue (infosvc/cli/jobs.py); `hosts` and `match` an admin's decisions and the dry run
+(infosvc/cli/hosts.py); `simulate` replays a workload trace (infosvc/cli/simulate.py).
 """
 
 from __future__ import annotations
@@ -54,13 +55,14 @@ def parser() -> argparse.ArgumentParser:
                         help="the token to present (a submit or admin token to submit and cancel; any, for "
                              "reads, when the server requires one)")
     common.add_argument("--ca-file", metavar="FILE", help="CA certificates to verify an https server with")
-    status = commands.add_parser("status", parents=[common], help="the hosts, subclusters and CEs of a server, "
-                                 "as a table")
-    status.add_argument("--json", action="store_true", help="print one JSON object instead")
+    from infosvc.cli.hosts import add_commands as add_host_commands
     from infosvc.cli.jobs import add_commands
+    from infosvc.cli.status import add_command as add_status_command
     from infosvc.cli.simulate import add_command
 
+    add_status_command(commands, common)
     add_commands(commands, common)
+    add_host_commands(commands, common)
     add_command(commands, common)
     return p
 
@@ -252,11 +254,18 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "status":
         from infosvc.cli.status import run
 
-        return run(args.server, args.json, token_file=args.token_file, ca_file=args.ca_file)
+        filters = {key: value for key, value in (("state", args.state), ("cluster", args.cluster),
+                                                 ("nodes", args.nodes)) if value}
+        return run(args.server, args.json, token_file=args.token_file, ca_file=args.ca_file, filters=filters,
+                   per_host=args.hosts)
     if args.command == "simulate":
         from infosvc.cli.simulate import run as run_simulation
 
         return run_simulation(args)
+    if args.command in ("hosts", "match"):
+        from infosvc.cli.hosts import run as run_hosts
+
+        return run_hosts(args)
     if args.command in ("submit", "jobs", "cancel", "why"):
         from infosvc.cli.jobs import run as run_jobs
 

@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 from infosvc.cli.client import Client, ClientError, epoch_of
 
-__all__ = ["add_commands", "clock", "jobs_table", "run", "submitted", "why"]
+__all__ = ["add_commands", "clock", "content_type_of", "jobs_table", "read_document", "run", "submitted", "why"]
 
 #: What `infosvc jobs` lists by default: the jobs not yet ended, as squeue does.
 LIVE_STATES = ("Running", "Queued")
@@ -66,7 +66,8 @@ def _quoted(job_id: str) -> str:
     return urllib.parse.quote(job_id, safe="")
 
 
-def _submit(client: Client, name: str, as_json: bool) -> int:
+def read_document(name: str) -> bytes:
+    """A job document from a file, or stdin for '-'; ClientError when unreadable, empty or too large."""
     try:
         if name == "-":
             document = sys.stdin.buffer.read(MAX_DOCUMENT_BYTES + 1)
@@ -79,6 +80,11 @@ def _submit(client: Client, name: str, as_json: bool) -> int:
         raise ClientError(f"{name}: larger than {MAX_DOCUMENT_BYTES // 2**20} MB")
     if not document.strip():
         raise ClientError(f"{name}: empty")
+    return document
+
+
+def _submit(client: Client, name: str, as_json: bool) -> int:
+    document = read_document(name)
     answer = client.call("POST", "/v1/jobs", document, content_type_of(document))
     for warning in answer.get("warnings") or ():
         print(f"infosvc submit: warning: {warning}", file=sys.stderr)

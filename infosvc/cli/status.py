@@ -1,9 +1,12 @@
 """`infosvc status`: the operator's view of a site, as sinfo or condor_status give it.
 
-One GET of /v1/glue (JSON) with the command line's client (infosvc/cli/client.py), then a table of hosts (state,
-CPUs free/total, memory free/total, the 1-minute load, the age of the last report) and a line per
-subcluster and per computing element. `--json` prints the same as one JSON object. Free CPUs are
-the roll-up's: only a Ready host has any.
+One GET of /v1/glue (JSON) with the command line's client (infosvc/cli/client.py), filtered by the
+server (`--state`, `--cluster`, a NodeSet), then, as sinfo does, a line per cluster, subcluster and
+state with its hosts folded (`cn[01-12,15]`) and the admins' reasons; `--hosts` gives a line per
+host instead (state, CPUs free/total, memory free/total, the 1-minute load, the age of the last
+report, the reason). Then a line per subcluster (by its readable GLUE name) and per computing
+element. `--json` prints the same as one JSON object. Free CPUs are the roll-up's: only a Ready
+host that is not Offline has any.
 """
 
 from __future__ import annotations
@@ -11,10 +14,12 @@ from __future__ import annotations
 import json
 import sys
 import time
+import urllib.parse
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from infosvc.cli.client import Client, ClientError, epoch_of
+from infosvc.model.folding import fold
 
 
 class StatusError(Exception):
@@ -30,15 +35,20 @@ class HostRow:
     memory_free_mb: int | None
     memory_total_mb: int | None
     load_1min: float | None
-    last_report: str | None
+    reported_at: str | None
     age_seconds: float | None
     cluster: str
     subcluster: str
+    subcluster_name: str
+    reported_state: str | None
+    paused: bool
+    reason: str | None
 
 
 @dataclass(frozen=True, slots=True)
 class SubClusterRow:
     subcluster: str
+    name: str
     cluster: str
     hosts: int
     live_hosts: int
@@ -68,10 +78,12 @@ class Status:
         return asdict(self)
 
 
-def fetch_glue(client: Client) -> dict[str, Any]:
-    """GET SERVER/v1/glue as JSON; StatusError names the server and what went wrong."""
+def fetch_glue(client: Client, filters: dict[str, str] | None = None) -> dict[str, Any]:
+    """GET SERVER/v1/glue as JSON, with the host filters of the API (state, cluster, nodes);
+    StatusError names the server and what went wrong."""
+    query = "?" + urllib.parse.urlencode(filters) if filters else ""
     try:
-        data = client.call("GET", "/v1/glue")
+        data = client.call("GET", "/v1/glue" + query)
     except ClientError as exc:
         raise StatusError(str(exc)) from None
     if not isinstance(data, dict) or not all(isinstance(data.get(k), list) for k in
@@ -90,19 +102,23 @@ def _load_1min(host: dict[str, Any]) -> float | None:
 
 
 def status_of(glue: dict[str, Any], server: str, now: float) -> Status:
+    names = {s["unique_id"]: s.get("name") or s["unique_id"] for s in glue["subclusters"]}
     hosts = []
     for h in glue["hosts"]:
         memory = h.get("main_memory") or {}
-        reported = epoch_of(h.get("last_report"))
+        reported = epoch_of(h.get("reported_at"))
+        sub = h.get("subcluster", "")
         hosts.append(HostRow(
             host=h["unique_id"], state=h.get("state", "?"), cpus_free=h.get("free_cpus", 0),
             cpus_total=h.get("total_cpus", 0), memory_free_mb=memory.get("ram_available"),
-            memory_total_mb=memory.get("ram_size"), load_1min=_load_1min(h), last_report=h.get("last_report"),
+            memory_total_mb=memory.get("ram_size"), load_1min=_load_1min(h), reported_at=h.get("reported_at"),
             age_seconds=None if reported is None else max(0.0, round(now - reported, 1)),
-            cluster=h.get("cluster", ""), subcluster=h.get("subcluster", "")))
+            cluster=h.get("cluster", ""), subcluster=sub, subcluster_name=names.get(sub, sub),
+            reported_state=h.get("reported_state"), paused=bool(h.get("paused")), reason=h.get("reason")))
     hosts.sort(key=lambda row: row.host)
-    subs = [SubClusterRow(s["unique_id"], s.get("cluster", ""), s.get("host_count", 0), s.get("live_hosts", 0),
-                          s.get("free_cpus", 0), s.get("total_cpus", 0)) for s in glue["subclusters"]]
+    subs = [SubClusterRow(s["unique_id"], names[s["unique_id"]], s.get("cluster", ""), s.get("host_count", 0),
+                          s.get("live_hosts", 0), s.get("free_cpus", 0), s.get("total_cpus", 0))
+            for s in glue["subclusters"]]
     hosts_in: dict[str, int] = {}
     for row in hosts:
         hosts_in[row.cluster] = hosts_in.get(row.cluster, 0) + 1
@@ -135,17 +151,47 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in [header, *rows]]
 
 
-def render(status: Status) -> str:
-    lines = _table(["HOST", "STATE", "CPUS(F/T)", "MEMORY(F/T)", "LOAD1", "AGE"], [
-        [h.host, h.state, f"{h.cpus_free}/{h.cpus_total}",
+def _state_of(row: HostRow) -> str:
+    """The life-cycle state, with what else holds the host back: `Unreachable(paused)`, `Ready(Offline)`."""
+    marks = [word for word, on in (("paused", row.paused and row.state != "Paused"),
+                                   ("Offline", row.reported_state == "Offline")) if on]
+    return f"{row.state}({','.join(marks)})" if marks else row.state
+
+
+def summary(status: Status) -> list[str]:
+    """sinfo's view: a line per cluster, subcluster and state, its hosts folded; then the reasons."""
+    groups: dict[tuple[str, str, str], list[HostRow]] = {}
+    for row in status.hosts:
+        groups.setdefault((row.cluster, row.subcluster_name, _state_of(row)), []).append(row)
+    lines = _table(["CLUSTER", "SUBCLUSTER", "STATE", "HOSTS", "CPUS(F/T)", "NODELIST"], [
+        [cluster, name, state, str(len(rows)), f"{sum(r.cpus_free for r in rows)}/{sum(r.cpus_total for r in rows)}",
+         fold(r.host for r in rows)] for (cluster, name, state), rows in sorted(groups.items())])
+    reasons: dict[str, list[str]] = {}
+    for row in status.hosts:
+        if row.reason:
+            reasons.setdefault(row.reason, []).append(row.host)
+    if reasons:
+        lines.append("")
+        lines += _table(["REASON", "NODELIST"], [[reason, fold(hosts)] for reason, hosts in sorted(reasons.items())])
+    return lines
+
+
+def host_lines(status: Status) -> list[str]:
+    """A line per host."""
+    return _table(["HOST", "STATE", "CPUS(F/T)", "MEMORY(F/T)", "LOAD1", "AGE", "REASON"], [
+        [h.host, _state_of(h), f"{h.cpus_free}/{h.cpus_total}",
          f"{_memory(h.memory_free_mb)}/{_memory(h.memory_total_mb)}",
-         "-" if h.load_1min is None else f"{h.load_1min:.2f}", age(h.age_seconds)]
+         "-" if h.load_1min is None else f"{h.load_1min:.2f}", age(h.age_seconds), h.reason or ""]
         for h in status.hosts])
+
+
+def render(status: Status, per_host: bool = False) -> str:
+    lines = host_lines(status) if per_host else summary(status)
     if not status.hosts:
-        lines.append("(no hosts have reported)")
+        lines = ["(no hosts have reported)"]
     lines.append("")
     lines += _table(["SUBCLUSTER", "CLUSTER", "HOSTS", "LIVE", "CPUS(F/T)"], [
-        [s.subcluster, s.cluster, str(s.hosts), str(s.live_hosts), f"{s.cpus_free}/{s.cpus_total}"]
+        [s.name, s.cluster, str(s.hosts), str(s.live_hosts), f"{s.cpus_free}/{s.cpus_total}"]
         for s in status.subclusters])
     lines.append("")
     lines += _table(["CE", "QUEUE", "STATUS", "CLUSTERS", "HOSTS", "CPUS(F/T)"], [
@@ -154,14 +200,24 @@ def render(status: Status) -> str:
     return "\n".join(lines)
 
 
+def add_command(commands: Any, common: Any) -> None:
+    status = commands.add_parser("status", parents=[common], help="the hosts, subclusters and CEs of a server, "
+                                 "as sinfo shows a cluster")
+    status.add_argument("nodes", nargs="?", metavar="NODESET", help="only these hosts (cn[01-12]; quote it)")
+    status.add_argument("--state", metavar="S", help="only hosts in these life-cycle states (Ready,Paused,...)")
+    status.add_argument("--cluster", metavar="C", help="only hosts of these clusters (comma-separated)")
+    status.add_argument("-N", "--hosts", action="store_true", help="a line per host instead of folded lists")
+    status.add_argument("--json", action="store_true", help="print one JSON object instead")
+
+
 def run(server: str, as_json: bool, *, token_file: str | None = None, ca_file: str | None = None,
-        now: float | None = None) -> int:
+        now: float | None = None, filters: dict[str, str] | None = None, per_host: bool = False) -> int:
     """`infosvc status`: prints the view of `server`; 1, with the reason on stderr, when there is none."""
     try:
-        glue = fetch_glue(Client.of(server, token_file=token_file, ca_file=ca_file))
+        glue = fetch_glue(Client.of(server, token_file=token_file, ca_file=ca_file), filters)
         status = status_of(glue, server, time.time() if now is None else now)
     except (ClientError, StatusError) as exc:
         print(f"infosvc status: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps(status.as_json()) if as_json else render(status))
+    print(json.dumps(status.as_json()) if as_json else render(status, per_host))
     return 0

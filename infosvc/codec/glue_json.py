@@ -101,6 +101,13 @@ def _load(key: str, load: glue.Load | None) -> str:
     return f',"{key}":{{"last_1min":{load.last_1min},"last_5min":{load.last_5min},"last_15min":{load.last_15min}}}'
 
 
+def _admin_json(host: Host) -> str:
+    """The agent's own State and an admin's pause and reason, each when present."""
+    said = f',"reported_state":{_string(host.reported_state)}' if host.reported_state else ""
+    said += ',"paused":true' if host.paused else ""
+    return said + (f',"reason":{_string(host.reason)}' if host.reason else "")
+
+
 def _resources(resources: glue.Resources | None) -> str:
     """The site config's "licenses" and "consumables" (name -> amount), each when there are any, with
     a leading comma (infosvc addition: GLUE 1.1 has neither)."""
@@ -115,7 +122,7 @@ def host_json(host: Host, subcluster: str | None) -> bytes:
     sub = f',"subcluster":{_string(subcluster)}' if subcluster is not None else ""
     return (
         f'{{"unique_id":{_string(host.unique_id)},"name":{_string(host.name)},"state":{_string(host.state)},'
-        f'"last_report":{_string(host.last_report)},"cluster":{_string(host.cluster)}{sub},'
+        f'"reported_at":{_string(host.last_report)},"cluster":{_string(host.cluster)}{sub}{_admin_json(host)},'
         f'{_shared_groups(host.architecture, host.operating_system, host.benchmark, host.application_software, host.processor)},'
         f'"main_memory":{_main_memory(host.main_memory)},'
         f'"file_systems":[{",".join(map(_file_system, host.file_systems))}]'

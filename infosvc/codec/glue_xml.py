@@ -151,10 +151,18 @@ def _network_adapter(nic: glue.NetworkAdapter) -> str:
             "</NetworkAdapter>")
 
 
+def _admin_xml(host: Host) -> str:
+    """The agent's own State and an admin's pause and reason: infosvc additions, each when present."""
+    said = f"<ReportedState>{_text(host.reported_state)}</ReportedState>" if host.reported_state else ""
+    said += "<Paused>true</Paused>" if host.paused else ""
+    return said + (f"<Reason>{_text(host.reason)}</Reason>" if host.reason else "")
+
+
 def host_fragment(host: Host) -> bytes:
     """One <Host> element, without a namespace declaration (it inherits its parent's)."""
     parts = [f"<Host><UniqueID>{_text(host.unique_id)}</UniqueID><Name>{_text(host.name)}</Name>"
              f"<State>{_text(host.state)}</State><LastReport>{_text(host.last_report)}</LastReport>",
+             _admin_xml(host),
              _shared_groups(host.architecture, host.operating_system, host.benchmark, host.application_software,
                             host.processor),
              _main_memory(host.main_memory)]

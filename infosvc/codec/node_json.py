@@ -1,8 +1,9 @@
-"""SSS Node objects as JSON: the same facts as the XML, with the spec's names in camelCase keys.
+"""SSS Node objects as JSON: the same facts as the XML, the spec's names as snake_case keys (the one
+style of every JSON answer of the service).
 
 A Node becomes {"id", "name", "features", "opsys", "arch", "description", "state",
 "extensions": [{"name", "type", "value"}], "configured" | "available" | "utilized":
-[{"kind", "value", "units", "metric", "wallDuration", "consumptionRate", "name", "type"}]};
+[{"kind", "value", "units", "metric", "wall_duration", "consumption_rate", "name", "type"}]};
 absent values are left out.
 """
 
@@ -12,13 +13,11 @@ from typing import Any
 
 from infosvc.model.node import Category, Consumable, Node
 
-_CONSUMABLE_KEYS = (("kind", "kind"), ("name", "name"), ("type", "type"), ("value", "value"),
-                    ("units", "units"), ("metric", "metric"), ("wall_duration", "wallDuration"),
-                    ("consumption_rate", "consumptionRate"))
+_CONSUMABLE_KEYS = ("kind", "name", "type", "value", "units", "metric", "wall_duration", "consumption_rate")
 
 
 def consumable_to_json(item: Consumable) -> dict[str, Any]:
-    return {key: getattr(item, attr) for attr, key in _CONSUMABLE_KEYS if getattr(item, attr) is not None}
+    return {key: value for key in _CONSUMABLE_KEYS if (value := getattr(item, key)) is not None}
 
 
 def node_to_json(node: Node) -> dict[str, Any]:

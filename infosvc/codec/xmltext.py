@@ -33,14 +33,18 @@ def finish(document: str, *, pretty: bool = False) -> bytes:
     if bad := NOT_XML(document):
         raise ValueError(f"character {bad[0]!r} cannot be written in XML")
     if pretty:
-        from lxml import etree
-
-        from infosvc.codec import safexml
-
-        # Our own escaped text, but parsed where every document is (no entities, DTDs, files or network).
-        encoded = document.encode()
-        root = safexml.parse(encoded, max_bytes=len(encoded), what="written document")
-        etree.indent(root)
-        indented: bytes = etree.tostring(root, encoding="UTF-8", xml_declaration=True)
-        return indented + b"\n"
+        return indented(document.encode())
     return document.encode()
+
+
+def indented(document: bytes) -> bytes:
+    """A document of ours indented two spaces an element, with its declaration and a final newline."""
+    from lxml import etree
+
+    from infosvc.codec import safexml
+
+    # Our own escaped text, but parsed where every document is (no entities, DTDs, files or network).
+    root = safexml.parse(document, max_bytes=len(document), what="written document")
+    etree.indent(root)
+    written: bytes = etree.tostring(root, encoding="UTF-8", xml_declaration=True)
+    return written + b"\n"

@@ -116,7 +116,7 @@ def _row_values(host: Host) -> tuple[float, float, bool, int, int, bool]:
     # Amounts no real host has (the schema bounds none of them) would round in float64 or not fit
     # int64: such a row is flagged, its order columns clamped, and match() takes the general path.
     big = not (-EXACT <= cpus <= EXACT and size <= EXACT and mhz <= EXACT and (ram is None or abs(ram) <= EXACT))
-    return (float(cpus), float("nan") if ram is None else float(ram), host.state == "Ready",
+    return (float(cpus), float("nan") if ram is None else float(ram), host.accepts_jobs,
             min(size, EXACT), min(mhz, EXACT), big)
 
 

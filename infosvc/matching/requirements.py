@@ -201,8 +201,8 @@ def evaluate(requirements: Requirements, node: Node, host: Host, *, subcluster: 
 def _evaluate(requirements: Requirements, node: Node, host: Host, subcluster: str | None, site: Site, *,
               count: bool) -> Verdict:
     reasons: list[str] = []
-    if host.state != "Ready":
-        reasons.append(f"host is {host.state}")
+    if (refusal := host.refusal) is not None:
+        reasons.append(refusal)
     if requirements.static:
         key = requirements.static_key(subcluster, node) if subcluster is not None else None
         cached = requirements.static_cache.get(key) if key is not None else None

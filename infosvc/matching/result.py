@@ -12,7 +12,7 @@ from infosvc.matching.requirements import Requirements, _evaluate
 from infosvc.matching.view import Site
 from infosvc.model.glue import Host
 from infosvc.model.node import Node
-from infosvc.model.nodeset import fold
+from infosvc.model.folding import fold
 
 __all__ = ["Candidate", "MatchResult", "AnswerLimits", "MAX_REASONS", "MAX_REASON_CHARS"]
 

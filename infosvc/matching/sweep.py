@@ -142,7 +142,7 @@ def match(requirements: Requirements, rollup: SiteView, node_of: Callable[[str],
                     add_missed((host, sub_id, node))
                     continue
                 score = static.score
-            if host.state != "Ready":
+            if not host.accepts_jobs:
                 add_missed((host, sub_id, node))
                 continue
             dynamic_runs += 1

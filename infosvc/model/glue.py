@@ -127,6 +127,12 @@ class Host:
     #: CPUs: configured, and available now per the agent (not yet weighed by state)
     total_cpus: int = 0
     available_cpus: int = 0
+    #: the SSS State the agent reported (Idle, Busy, Offline, ...), kept beside the life-cycle state
+    reported_state: str | None = None
+    #: an admin paused it (kept while it is Unreachable, so a paused host that went silent says so)
+    paused: bool = False
+    #: the admin's reason for the last approve, pause, resume
+    reason: str | None = None
     #: licenses and consumables from the site config (infosvc addition); None: none
     resources: Resources | None = None
 
@@ -136,9 +142,26 @@ class Host:
         return self.state in ("Ready", "Paused")
 
     @property
+    def offline(self) -> bool:
+        """The host says it is Offline (SSS): it takes no new job, whatever its life-cycle state."""
+        return self.reported_state == "Offline"
+
+    @property
+    def accepts_jobs(self) -> bool:
+        """Ready, and not Offline by its own word: a scheduler may start any job on it."""
+        return self.state == "Ready" and self.reported_state != "Offline"
+
+    @property
+    def refusal(self) -> str | None:
+        """Why it takes no job now, or None."""
+        if self.state != "Ready":
+            return f"host is {self.state}"
+        return "host reports itself Offline" if self.reported_state == "Offline" else None
+
+    @property
     def free_cpus(self) -> int:
-        """Free for a scheduler: only a Ready host gives any."""
-        return self.available_cpus if self.state == "Ready" else 0
+        """Free for a scheduler: only a host that accepts jobs gives any."""
+        return self.available_cpus if self.accepts_jobs else 0
 
 
 @dataclass(slots=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetParseError, set_std_group_resolver
 from ClusterShell.NodeUtils import GroupResolver
@@ -144,44 +144,6 @@ def parse_nodeset(expression: str) -> Any:
         raise NodeSetParseError(excerpt(expression.strip()), excerpt(str(exc), 200)) from None
     except AssertionError as exc:  # ClusterShell asserts some limits ("range too large")
         raise NodeSetParseError(excerpt(expression.strip()), f"not a NodeSet ({exc or 'out of range'})") from None
-
-
-def fold(names: Iterable[str]) -> str:
-    """A NodeSet expression naming exactly `names`, folded on the last number of each name
-    (`cn[01-03,07]`, `r1n[1-2]`): a sort and one pass, where ClusterShell's folding of names of
-    several numbers grows far faster (minutes for 10,000 two-number names). Not always the
-    shortest expression; always a correct one. Names must hold no NodeSet operator or bracket."""
-    numbered: dict[tuple[str, str, int], list[int]] = {}  # (prefix, suffix, zero-padded width)
-    plain: list[str] = []
-    for name in names:
-        end = len(name)
-        while end and not ("0" <= name[end - 1] <= "9"):
-            end -= 1
-        start = end
-        while start and "0" <= name[start - 1] <= "9":
-            start -= 1
-        if start == end:
-            plain.append(name)
-            continue
-        digits = name[start:end]
-        width = len(digits) if digits[0] == "0" and len(digits) > 1 else 0
-        numbered.setdefault((name[:start], name[end:], width), []).append(int(digits))
-    terms = sorted(set(plain))
-    for (prefix, suffix, width), numbers in sorted(numbered.items()):
-        runs: list[str] = []
-        ordered = sorted(set(numbers))
-        first = previous = ordered[0]
-        for number in ordered[1:] + [-2]:
-            if number == previous + 1:
-                previous = number
-                continue
-            runs.append(f"{first:0{width}d}" if first == previous else f"{first:0{width}d}-{previous:0{width}d}")
-            first = previous = number
-        if len(runs) == 1 and "-" not in runs[0]:
-            terms.append(f"{prefix}{runs[0]}{suffix}")
-        else:
-            terms.append(f"{prefix}[{','.join(runs)}]{suffix}")
-    return ",".join(terms)
 
 
 _BRACKET = re.compile(r"\[[^\[\]]*\]")

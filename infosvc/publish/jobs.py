@@ -8,7 +8,7 @@ import math
 from collections import Counter
 from typing import Any, Final
 
-from infosvc.model.nodeset import fold
+from infosvc.model.folding import fold
 from infosvc.sched.jobs import Event, JobRecord, glue_status, sss_state
 from infosvc.site.hosts import iso_time
 

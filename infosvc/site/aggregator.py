@@ -19,9 +19,10 @@ from infosvc.errors import DocumentError, excerpt
 from infosvc.model.hostid import HostIdError, canonical, host_id
 from infosvc.model.glue import Host
 from infosvc.model.node import Node
+from infosvc.model.nodeset import NameSet
 from infosvc.site.hosts import HostEntry, HostTable
 from infosvc.site.config import SiteConfig
-from infosvc.store import Report, Store
+from infosvc.store import HostEvent, Report, Store
 from infosvc.site.errors import Forbidden, NotFound
 from infosvc.site.tokens import Tokens
 
@@ -46,6 +47,8 @@ class Aggregator:
         self.table = HostTable(config)
         #: told of the GLUE hosts that changed, once they have (the publishing layer renders them)
         self.on_change: list[Callable[[list[Host]], None]] = []
+        #: told of each host an admin removed
+        self.on_remove: list[Callable[[str], None]] = []
         #: token digest -> reports in flight carrying its first claim on a host (see ingest)
         self._claims: dict[str, int] = {}
         #: reports accepted, and refused by reason (for /metrics)
@@ -162,17 +165,43 @@ class Aggregator:
             raise Forbidden(f"the Name {excerpt(node.name or '')!r} is the Id of another host",
                           "a host's Name may be anything but the Id of another host")
 
-    async def set_flags(self, host_id: str, *, approved: bool | None = None, paused: bool | None = None) -> HostEntry:
+    def hosts_named(self, expression: str) -> list[str]:
+        """The known hosts a host Id or a NodeSet (`cn[07-08]`) names, each by its Id or by its
+        first label (`cn07` names cn07.example.org); NodeSetParseError for a bad expression. A
+        membership test per host: a NodeSet of a million names costs what it costs to test."""
+        if not any(c in expression for c in "[],!&^ "):
+            host = canonical(expression)
+            short = [key for key in self.table.entries if key.split(".", 1)[0] == host]
+            return [host] if host in self.table.entries else short[:1] if len(short) == 1 else []
+        names = NameSet(expression)
+        return [key for key in self.table.entries if key in names or key.split(".", 1)[0] in names]
+
+    async def set_flags(self, host_id: str, *, approved: bool | None = None, paused: bool | None = None,
+                        action: str = "admin", reason: str | None = None) -> HostEntry:
         current = self.table.get(host_id)
         if current is None:
             raise NotFound(f"no host {host_id!r}")
         before = current.state.value
-        await self.store.set_flags(host_id, approved=approved, paused=paused)
-        entry = self.table.set_flags(host_id, self.now(), approved=approved, paused=paused)
+        await self.store.set_flags(host_id, approved=approved, paused=paused,
+                                   event=HostEvent(host_id, self.clock(), action, reason))
+        entry = self.table.set_flags(host_id, self.now(), approved=approved, paused=paused, reason=reason)
         assert entry is not None
         if entry.state.value != before:
             audit.info("host %s: %s -> %s (an admin)", entry.id, before, entry.state.value)
         self._warm((entry,))
+        return entry
+
+    async def remove(self, host_id: str, *, purge: bool = False, reason: str | None = None) -> HostEntry:
+        """Decommission a host: gone from the table, GLUE, status and discovery; its history kept
+        (or with `purge`, deleted). Jobs running on it are treated as on a lost host."""
+        if self.table.get(host_id) is None:
+            raise NotFound(f"no host {host_id!r}")
+        await self.store.remove_host(HostEvent(host_id, self.clock(), "remove", reason), purge=purge)
+        entry = self.table.remove(host_id)
+        assert entry is not None
+        audit.info("host %s removed (an admin), history %s", host_id, "purged" if purge else "kept")
+        for listener in self.on_remove:
+            listener(host_id)
         return entry
 
     def sweep(self) -> int:

@@ -18,7 +18,7 @@ from infosvc.matching import MatchError, Requirements, Site, compile_requirement
 from infosvc.model.glue import Host
 from infosvc.model.job import Conj, Consumable, Context, Job, Properties, Term
 from infosvc.model.node import Node
-from infosvc.model.nodeset import fold
+from infosvc.model.folding import fold
 from infosvc.sched.hosts import HostPool, HostSlot, Mask
 from infosvc.sched.request import JobRequest
 from infosvc.site.resources import LicensePools
@@ -52,7 +52,7 @@ def pool_of(hosts: Iterable[Host], paused: Callable[[str], bool], served: Contai
     rest not usable."""
     return HostPool([HostSlot(host.unique_id, host.total_cpus, float(host.main_memory.ram_size or 0),
                               float(host.processor.clock_speed or 0),
-                              usable=host.state in ("Ready", "Paused") and (served is None or host.cluster in served),
+                              usable=host.live and not host.offline and (served is None or host.cluster in served),
                               paused=host.state == "Paused" or paused(host.unique_id),
                               licenses=licenses.of(host.unique_id, host.cluster))
                      for host in hosts], licenses.sizes)
@@ -94,7 +94,7 @@ class Eligibility:
                 if host is None or node is None:
                     mask[row] = False
                     continue
-                idle = replace(host, state="Ready", available_cpus=host.total_cpus,
+                idle = replace(host, state="Ready", reported_state=None, available_cpus=host.total_cpus,
                                main_memory=replace(host.main_memory, ram_available=host.main_memory.ram_size))
                 try:
                     verdict = evaluate(requirements, node, idle, subcluster=None, site=site)

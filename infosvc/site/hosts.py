@@ -41,6 +41,8 @@ class HostEntry:
     approved: bool
     paused: bool
     state: NodeState = NodeState.READY
+    #: the admin's reason for the last decision on it (approve, pause, resume)
+    reason: str | None = None
     #: when the host was last heard from, for its liveness: reported_at, moved with any step of
     #: the wall clock since (HostTable.shift_liveness), so a step neither kills nor revives hosts
     heard: float = 0.0
@@ -49,17 +51,27 @@ class HostEntry:
     #: this host's lines of the per-host families of GET /metrics (infosvc.publish.prometheus.host_lines)
     metric_lines: tuple[str, ...] | None = field(default=None, repr=False)
 
+    @property
+    def sss_state(self) -> str:
+        """The SSS State published for it: the agent's word while it is heard from, else Unknown."""
+        if self.state is NodeState.UNREACHABLE or not self.node.state:
+            return "Unknown"
+        return self.node.state
+
     def published_node(self) -> Node:
-        """The node as published: its State is the life-cycle state, not the agent's word."""
-        node = self.node
-        if node.state == self.state.value:
-            return node
-        return replace(node, state=self.state.value)
+        """The node as published: an SSS State from the SSS vocabulary (the life-cycle state is
+        published beside it, in JSON and GLUE)."""
+        node, state = self.node, self.sss_state
+        return node if node.state == state else replace(node, state=state)
 
     def json(self) -> bytes:
         if self._json is None:
             body = node_to_json(self.published_node())
-            body["reportedAt"] = iso_time(self.reported_at)
+            body["reported_at"] = iso_time(self.reported_at)
+            body["life_cycle"] = self.state.value
+            body["paused"] = self.paused
+            if self.reason is not None:
+                body["reason"] = self.reason
             self._json = json.dumps(body, separators=(",", ":")).encode()
         return self._json
 
@@ -87,7 +99,8 @@ class HostTable:
 
     def _publish(self, entry: HostEntry) -> None:
         entry.forget_renderings()
-        self.rollup.update(host_from_node(entry.node, entry.state.value, self.config, iso_time(entry.reported_at)))
+        self.rollup.update(host_from_node(entry.node, entry.state.value, self.config, iso_time(entry.reported_at),
+                                          entry.paused, entry.reason))
 
     def load(self, records: Iterable[HostRecord], now: float | None = None) -> int:
         """Rebuild from the store; a stored document that no longer parses is skipped and logged."""
@@ -101,7 +114,7 @@ class HostTable:
                 continue
             node.id = record.id  # the key it was stored under: canonical (infosvc.model.hostid) since schema 2
             entry = HostEntry(record.id, node, record.document, record.reported_at, record.first_seen,
-                              record.approved, record.paused, heard=record.reported_at)
+                              record.approved, record.paused, reason=record.reason, heard=record.reported_at)
             entry.state = self._state(entry, now)
             self.entries[entry.id] = entry
             self._publish(entry)
@@ -124,7 +137,8 @@ class HostTable:
         return entry
 
     def set_flags(self, host_id: str, now: float, *, approved: bool | None = None,
-                  paused: bool | None = None) -> HostEntry | None:
+                  paused: bool | None = None, reason: str | None = None) -> HostEntry | None:
+        """An admin's decision, with its reason (which replaces the last one, or clears it)."""
         entry = self.entries.get(host_id)
         if entry is None:
             return None
@@ -132,17 +146,26 @@ class HostTable:
             entry.approved = approved
         if paused is not None:
             entry.paused = paused
-        self._restate(entry, now)
+        entry.reason = reason
+        self._restate(entry, now, decided=True)
         return entry
 
-    def _restate(self, entry: HostEntry, now: float) -> bool:
+    def remove(self, host_id: str) -> HostEntry | None:
+        """The host leaves the table and the roll-up (an admin decommissioned it)."""
+        entry = self.entries.pop(host_id, None)
+        if entry is not None:
+            self.rollup.remove(host_id)
+        return entry
+
+    def _restate(self, entry: HostEntry, now: float, decided: bool = False) -> bool:
         state = self._state(entry, now)
-        if state is entry.state:
+        if state is entry.state and not decided:
             return False
+        changed = state is not entry.state
         entry.state = state
         entry.forget_renderings()
-        self.rollup.set_state(entry.id, state.value)
-        return True
+        self.rollup.set_state(entry.id, state.value, entry.paused, entry.reason)
+        return changed
 
     def sweep(self, now: float) -> list[HostEntry]:
         """Mark hosts whose heartbeats stopped as Unreachable; returns the hosts that changed."""

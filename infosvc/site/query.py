@@ -1,8 +1,10 @@
-"""Host filters for GET /v1/nodes and GET /v1/glue/hosts (documented in docs/api.md).
+"""Host filters for every route that lists hosts: GET /v1/nodes, GET /v1/glue/hosts and GET
+/v1/glue (documented in docs/api.md).
 
     state=Ready,Paused      life-cycle state, any of (repeatable)
+    cluster=compute,gpu     the cluster (site config) the host is in, any of (repeatable)
     feature=BigMem          every named SSS Feature (repeatable, or comma-separated)
-    min_free_processors=4   free processors: Available Processors of a Ready host, else 0
+    min_free_processors=4   free processors: Available Processors of a Ready host not Offline, else 0
     min_free_memory=8192    Available Memory in MB
     os=Linux                the SSS Opsys or the OS name, case-insensitive
     arch=x86_64             the SSS Arch, case-insensitive
@@ -49,11 +51,11 @@ class QueryError(ValueError):
         return said
 
 
-PARAMETERS = ("state", "feature", "min_free_processors", "min_free_memory", "os", "arch", "nodes", "format")
+PARAMETERS = ("state", "cluster", "feature", "min_free_processors", "min_free_memory", "os", "arch", "nodes", "format")
 
 
 def free_processors(entry: HostEntry) -> int:
-    if entry.state is not NodeState.READY:
+    if entry.state is not NodeState.READY or entry.node.state == "Offline":
         return 0
     available = entry.node.available.get("Processors")
     return int(available.value) if available is not None else 0
@@ -149,6 +151,7 @@ def _apply(operator: str, left: Any, right: Any) -> Any:
 @dataclass(frozen=True, slots=True)
 class HostFilter:
     states: frozenset[NodeState] | None = None
+    clusters: frozenset[str] | None = None
     features: tuple[str, ...] = ()
     min_free_processors: int | None = None
     min_free_memory: float | None = None
@@ -159,6 +162,7 @@ class HostFilter:
     @classmethod
     def parse(cls, items: Iterable[tuple[str, str]]) -> HostFilter:
         states: set[NodeState] = set()
+        clusters: set[str] = set()
         features: list[str] = []
         values: dict[str, str] = {}
         for key, value in items:
@@ -170,6 +174,8 @@ class HostFilter:
                         states.add(NodeState(word.capitalize()))
                     except ValueError:
                         raise QueryError(key, f"{word!r} is not one of {', '.join(s.value for s in NodeState)}") from None
+            elif key == "cluster":
+                clusters.update(split_features(value))
             elif key == "feature":
                 features.extend(split_features(value))
             elif key in values:
@@ -178,6 +184,7 @@ class HostFilter:
                 values[key] = value
         return cls(
             states=frozenset(states) or None,
+            clusters=frozenset(clusters) or None,
             features=tuple(features),
             min_free_processors=_integer("min_free_processors", values.get("min_free_processors")),
             min_free_memory=_number("min_free_memory", values.get("min_free_memory"), float),
@@ -204,8 +211,18 @@ class HostFilter:
                 return False
         return True
 
+    @property
+    def empty(self) -> bool:
+        """Filters nothing out."""
+        return self == HostFilter()
+
     def select(self, table: HostTable) -> Iterator[HostEntry]:
         """The matching hosts, in NodeSet order when `nodes` is given, else in table order."""
+        if self.clusters is not None:
+            clusters, cluster_of = self.clusters, table.config.cluster_of
+            base = HostFilter(self.states, None, self.features, self.min_free_processors, self.min_free_memory,
+                              self.os, self.arch, self.nodes)
+            return (e for e in base.select(table) if cluster_of(e.id).id in clusters)
         if self.nodes is None:
             return (entry for entry in table if self.matches(entry))
         if len(self.nodes) <= len(table):

@@ -27,7 +27,7 @@ from infosvc.errors import DocumentError, excerpt
 from infosvc.matching import Requirements, Site
 from infosvc.model.glue import ComputingElement, Host
 from infosvc.model.node import Node
-from infosvc.model.nodeset import fold
+from infosvc.model.folding import fold
 from infosvc.sched import Plan, Policy, Running
 from infosvc.sched.hosts import NO_HOST, Allocation, HostPool, WaitingJob
 from infosvc.sched.jobs import ENDED, Event, JobRecord, JobState
@@ -261,12 +261,17 @@ class JobQueue:
             return
         for host in hosts:
             row = pool.row.get(host.unique_id)
-            usable = host.state in ("Ready", "Paused")
+            usable = host.live and not host.offline
             if (row is None or pool.size[row] != host.total_cpus or bool(pool.usable[row]) != usable
                     or bool(pool.paused[row]) != (host.state == "Paused")):
                 self._pool = None
                 self.poke()
                 return
+
+    def host_removed(self, host_id: str) -> None:
+        """An admin removed a host: the next pass builds the machine without it."""
+        self._pool = None
+        self.poke()
 
     async def run_forever(self, debounce: float = 0.02) -> None:
         while True:

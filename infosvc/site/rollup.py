@@ -116,7 +116,8 @@ _application_software = lru_cache(maxsize=1024)(glue.ApplicationSoftware)
 _NONE: dict[str, str] = {}  # the Extensions of a context the node does not have (never written to)
 
 
-def host_from_node(node: Node, state: str, config: SiteConfig, last_report: str) -> Host:
+def host_from_node(node: Node, state: str, config: SiteConfig, last_report: str, paused: bool = False,
+                   reason: str | None = None) -> Host:
     """The GLUE Host of an SSS Node as the agent writes it (docs/node-mapping.md).
 
     It runs for every report ingested and for every host at start, so it reads each list of the
@@ -218,6 +219,7 @@ def host_from_node(node: Node, state: str, config: SiteConfig, last_report: str)
         load[0] if load else None, load[1] if load else None,  # processor_load, smp_load
         tuple(adapters),
         cpus, max(0, int(free.value)) if free is not None else 0,  # total_cpus, available_cpus
+        node.state, paused, reason,  # reported_state, paused, reason
         resources=resources_of(config.resources, node.id, cluster.id),
     )
 
@@ -304,13 +306,17 @@ class Rollup:
         self._account(sub, host, +1)
         return sub
 
-    def set_state(self, host_id: str, state: str) -> Host | None:
+    def set_state(self, host_id: str, state: str, paused: bool | None = None, reason: str | None = None) -> Host | None:
+        """The host's life-cycle state changed, or what an admin decided (`paused`, `reason`)."""
         old = self.hosts.get(host_id)
-        if old is None or old.state == state:
+        if old is None:
+            return None
+        paused = old.paused if paused is None else paused
+        if (old.state, old.paused, old.reason) == (state, paused, reason):
             return old
         sub = self.subclusters[self._sub_of[host_id]]
         self._account(sub, old, -1)
-        new = replace(old, state=state)
+        new = replace(old, state=state, paused=paused, reason=reason)
         self.hosts[host_id] = new
         self._account(sub, new, +1)
         return new

@@ -32,14 +32,14 @@ from infosvc.store.file import (
     read_ahead,
 )
 from infosvc.store.hosts import (
-    HostRecord, Report, drop_binding, read_bindings, read_history, read_hosts, write_binding, write_flags,
-    write_report,
+    HostEvent, HostRecord, Report, drop_binding, read_bindings, read_history, read_host_events, read_hosts,
+    read_reports_at, write_binding, write_flags, write_removal, write_report,
 )
 from infosvc.store.jobs import read_document, read_events, read_jobs
 from infosvc.store.schema import MIGRATIONS, migrate
 from infosvc.store.writer import GroupWriter, Operation, WriterStopped
 
-__all__ = ["BUSY_TIMEOUT_MS", "MIGRATIONS", "HostRecord", "Report", "Store", "StoreCorrupt", "StoreError",
+__all__ = ["BUSY_TIMEOUT_MS", "MIGRATIONS", "HostEvent", "HostRecord", "Report", "Store", "StoreCorrupt", "StoreError",
            "StoreInUse", "connect", "is_corruption", "lock_database", "migrate", "quick_check", "read_ahead"]
 
 log = logging.getLogger("infosvc.store")
@@ -139,9 +139,20 @@ class Store:
         with self._reader() as conn:
             yield from read_hosts(conn)
 
-    def history(self, host_id: str, limit: int = 100) -> list[tuple[float, bytes]]:
+    def history(self, host_id: str, limit: int = 100, since: float = float("-inf"),
+                until: float = float("inf")) -> list[tuple[float, bytes]]:
+        """The host's newest `limit` reports received in [since, until], newest first."""
         with self._reader() as conn:
-            return read_history(conn, host_id, limit)
+            return read_history(conn, host_id, limit, since, until)
+
+    def host_events(self, host_id: str | None = None, until: float = float("inf")) -> list[HostEvent]:
+        with self._reader() as conn:
+            return read_host_events(conn, host_id, until)
+
+    def reports_at(self, at: float, limit: int) -> list[tuple[str, float, bytes]]:
+        """Each host's newest report received at or before `at` (store/hosts.py)."""
+        with self._reader() as conn:
+            return read_reports_at(conn, at, limit)
 
     def token_bindings(self) -> dict[str, str]:
         """token hash -> host id."""
@@ -191,10 +202,16 @@ class Store:
         """Store a report; with `bind_token`, also bind that token digest to the host, atomically."""
         await self.write(write_report(report, bind_token, self.history_per_host))
 
-    async def set_flags(self, host_id: str, *, approved: bool | None = None, paused: bool | None = None) -> bool:
-        """Record an admin decision; says whether the host exists."""
-        changed: bool = await self.write(write_flags(host_id, approved, paused))
+    async def set_flags(self, host_id: str, *, approved: bool | None = None, paused: bool | None = None,
+                        event: HostEvent | None = None) -> bool:
+        """Record an admin decision (and keep it as `event`); says whether the host exists."""
+        changed: bool = await self.write(write_flags(host_id, approved, paused, event))
         return changed
+
+    async def remove_host(self, event: HostEvent, *, purge: bool = False) -> bool:
+        """Remove a host, its history kept or purged; says whether it existed."""
+        existed: bool = await self.write(write_removal(event, purge))
+        return existed
 
     async def bind_token(self, token_hash: str, host_id: str) -> None:
         await self.write(write_binding(token_hash, host_id))

@@ -22,6 +22,17 @@ class HostRecord:
     first_seen: float
     approved: bool
     paused: bool
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostEvent:
+    """An admin's decision on a host, as kept: approve, pause, resume or remove."""
+
+    host_id: str
+    at: float
+    action: str
+    reason: str | None
 
 
 @dataclass(slots=True)
@@ -57,8 +68,10 @@ def write_report(report: Report, bind_token: str | None, keep: int) -> Operation
     return write
 
 
-def write_flags(host_id: str, approved: bool | None, paused: bool | None) -> Callable[[sqlite3.Connection], bool]:
-    """An admin decision; the operation says whether the host exists."""
+def write_flags(host_id: str, approved: bool | None, paused: bool | None,
+                event: HostEvent | None = None) -> Callable[[sqlite3.Connection], bool]:
+    """An admin decision (kept as `event` too, with its reason); the operation says whether the
+    host exists."""
 
     def write(conn: sqlite3.Connection) -> bool:
         changed = 0
@@ -66,7 +79,32 @@ def write_flags(host_id: str, approved: bool | None, paused: bool | None) -> Cal
             changed = conn.execute("UPDATE hosts SET approved = ? WHERE id = ?", [int(approved), host_id]).rowcount
         if paused is not None:
             changed = conn.execute("UPDATE hosts SET paused = ? WHERE id = ?", [int(paused), host_id]).rowcount
+        if event is not None and changed:
+            conn.execute("UPDATE hosts SET reason = ? WHERE id = ?", [event.reason, host_id])
+            _write_event(conn, event)
         return changed > 0
+
+    return write
+
+
+def _write_event(conn: sqlite3.Connection, event: HostEvent) -> None:
+    conn.execute("INSERT INTO host_events (host_id, at, action, reason) VALUES (?, ?, ?, ?)",
+                 [event.host_id, event.at, event.action, event.reason])
+
+
+def write_removal(event: HostEvent, purge: bool) -> Callable[[sqlite3.Connection], bool]:
+    """A host removed: its row goes; its history of reports and decisions is kept (and the removal
+    added to it), or with `purge` goes too. Its token binding stays: the token still names it."""
+
+    def write(conn: sqlite3.Connection) -> bool:
+        host_id = event.host_id
+        existed = conn.execute("DELETE FROM hosts WHERE id = ?", [host_id]).rowcount > 0
+        if purge:
+            conn.execute("DELETE FROM reports WHERE host_id = ?", [host_id])
+            conn.execute("DELETE FROM host_events WHERE host_id = ?", [host_id])
+        elif existed:
+            _write_event(conn, event)
+        return existed
 
     return write
 
@@ -87,14 +125,39 @@ def drop_binding(token_hash: str) -> Operation:
 
 
 def read_hosts(conn: sqlite3.Connection) -> Iterator[HostRecord]:
-    for row in conn.execute("SELECT id, document, reported_at, first_seen, approved, paused FROM hosts"):
-        yield HostRecord(row[0], row[1], row[2], row[3], bool(row[4]), bool(row[5]))
+    for row in conn.execute("SELECT id, document, reported_at, first_seen, approved, paused, reason FROM hosts"):
+        yield HostRecord(row[0], row[1], row[2], row[3], bool(row[4]), bool(row[5]), row[6])
 
 
-def read_history(conn: sqlite3.Connection, host_id: str, limit: int) -> list[tuple[float, bytes]]:
-    rows = conn.execute("SELECT reported_at, document FROM reports WHERE host_id = ? ORDER BY seq DESC LIMIT ?",
-                        [host_id, limit]).fetchall()
+def read_history(conn: sqlite3.Connection, host_id: str, limit: int, since: float = float("-inf"),
+                 until: float = float("inf")) -> list[tuple[float, bytes]]:
+    """The host's newest `limit` reports received in [since, until], newest first."""
+    rows = conn.execute("SELECT reported_at, document FROM reports WHERE host_id = ? AND reported_at >= ? "
+                        "AND reported_at <= ? ORDER BY seq DESC LIMIT ?", [host_id, since, until, limit]).fetchall()
     return [(row[0], row[1]) for row in rows]
+
+
+def read_host_events(conn: sqlite3.Connection, host_id: str | None = None, until: float = float("inf")) -> list[HostEvent]:
+    """Admin decisions up to `until`, oldest first (of one host, or of all)."""
+    query = "SELECT host_id, at, action, reason FROM host_events WHERE at <= ?"
+    args: list[object] = [until]
+    if host_id is not None:
+        query += " AND host_id = ?"
+        args.append(host_id)
+    return [HostEvent(*row) for row in conn.execute(query + " ORDER BY seq", args)]
+
+
+def read_reports_at(conn: sqlite3.Connection, at: float, limit: int) -> list[tuple[str, float, bytes]]:
+    """Each host's newest report received at or before `at` (at most `limit` hosts): what the
+    service held of the site then. Removed hosts are in it while their history is kept."""
+    hosts = [row[0] for row in conn.execute("SELECT DISTINCT host_id FROM reports LIMIT ?", [limit])]
+    found = []
+    for host_id in hosts:
+        row = conn.execute("SELECT reported_at, document FROM reports WHERE host_id = ? AND reported_at <= ? "
+                           "ORDER BY reported_at DESC, seq DESC LIMIT 1", [host_id, at]).fetchone()
+        if row is not None:
+            found.append((host_id, row[0], row[1]))
+    return found
 
 
 def read_bindings(conn: sqlite3.Connection) -> dict[str, str]:

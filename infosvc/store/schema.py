@@ -52,8 +52,20 @@ def _migration_3(db: sqlite_utils.Database) -> None:
     conn.execute("CREATE INDEX job_events_job ON job_events (job_id, seq)")
 
 
+def _migration_4(db: sqlite_utils.Database) -> None:
+    """Admin decisions with their reasons, kept as events (what a host's state was at a past time,
+    GET /v1/glue?at=), and an index to find each host's report of a past time."""
+    conn = db.conn
+    conn.execute("ALTER TABLE hosts ADD COLUMN reason TEXT")
+    conn.execute("""CREATE TABLE host_events (
+        seq INTEGER PRIMARY KEY, host_id TEXT NOT NULL, at REAL NOT NULL, action TEXT NOT NULL, reason TEXT)""")
+    conn.execute("CREATE INDEX host_events_host ON host_events (host_id, seq)")
+    conn.execute("CREATE INDEX reports_time ON reports (host_id, reported_at)")
+
+
 #: Schema migrations, applied in order; the database records how many it has had.
-MIGRATIONS: Final[list[Callable[[sqlite_utils.Database], None]]] = [_migration_1, _migration_2, _migration_3]
+MIGRATIONS: Final[list[Callable[[sqlite_utils.Database], None]]] = [
+    _migration_1, _migration_2, _migration_3, _migration_4]
 
 def migrate(db: sqlite_utils.Database) -> int:
     """Bring the schema up to date; returns the schema version."""

@@ -24,7 +24,8 @@ from infosvc.site.tokens import Tokens
 from infosvc.store import Store
 from infosvc.web.auth import authorize
 from infosvc.web.errors import errors_as_json
-from infosvc.web.keys import AGGREGATOR, CONFIG, GLUE, JOB_QUEUE, MATCH_GATE, METRICS
+from infosvc.web.pretty import readable
+from infosvc.web.keys import AGGREGATOR, CONFIG, GLUE, JOB_QUEUE, MATCH_GATE, METRICS, PAST_VIEWS
 from infosvc.web.match import MatchGate
 from infosvc.web.routes import add_routes
 
@@ -63,6 +64,7 @@ async def _aggregator_ctx(app: web.Application, store_path: str, tokens: Tokens)
     if jobs:
         log.info("job queue: %d jobs read from the store", jobs)
     agg.on_change.append(queue.hosts_changed)
+    agg.on_remove.append(queue.host_removed)
     sweeper = asyncio.create_task(_sweep_forever(app[AGGREGATOR], config))
     scheduler = asyncio.create_task(queue.run_forever())
     queue.poke()
@@ -87,7 +89,7 @@ async def _sweep_forever(agg: Aggregator, config: SiteConfig) -> None:
 
 def make_app(config: SiteConfig, *, db: str | Path | None = None, tokens: Tokens | None = None) -> web.Application:
     """The one app factory. `db` overrides the config's store path."""
-    app = web.Application(client_max_size=config.service.max_body_bytes, middlewares=[errors_as_json, authorize])
+    app = web.Application(client_max_size=config.service.max_body_bytes, middlewares=[readable, errors_as_json, authorize])
     app[CONFIG] = config
     store_path = str(db if db is not None else config.service.db)
     known = tokens if tokens is not None else Tokens()
@@ -99,6 +101,7 @@ def make_app(config: SiteConfig, *, db: str | Path | None = None, tokens: Tokens
     app.cleanup_ctx.append(aggregator_ctx)
     app[METRICS] = Metrics()
     app[MATCH_GATE] = MatchGate()
+    app[PAST_VIEWS] = asyncio.Semaphore(1)
     app.cleanup_ctx.append(_metrics_ctx)
     add_routes(app)
     return app

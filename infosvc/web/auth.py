@@ -16,10 +16,10 @@ from typing import Awaitable, Callable
 from aiohttp import web
 
 from infosvc.errors import excerpt
-from infosvc.site.query import PARAMETERS as HOST_PARAMETERS
 from infosvc.site.query import QueryError
 from infosvc.site.tokens import Role, Tokens
 from infosvc.web.bodies import refuse_announced_size
+from infosvc.web.pretty import wants_pretty
 from infosvc.web.errors import HttpError
 from infosvc.web.keys import AGGREGATOR, CONFIG, ROUTE_TABLE
 from infosvc.web.refusals import LogLimiter
@@ -121,11 +121,10 @@ async def authorize(request: web.Request, handler: Handler) -> web.StreamRespons
         _refusals.warning(f"{exc.status} {exc.message}", "refused: %s (%s %s from %s)", exc.message,
                           request.method, request.path[:200], request.remote)
         raise
-    unknown = sorted(set(request.query) - set(route.params))
+    unknown = sorted(set(request.query) - set(route.accepted))
     if unknown:
-        hint = None
-        if request.path == "/v1/glue" and set(request.query) & set(HOST_PARAMETERS):
-            hint = "the hosts are filtered at /v1/glue/hosts?state=...&nodes=... (the filters of /v1/nodes)"
-        accepted = ", ".join(route.params) or "none"
-        raise QueryError(excerpt(unknown[0]), f"unknown; this route takes {accepted}", route.params, hint)
+        accepted = ", ".join(route.accepted) or "none"
+        raise QueryError(excerpt(unknown[0]), f"unknown; this route takes {accepted}", route.accepted)
+    if route.pretty:
+        wants_pretty(request)  # a value that is no yes or no is refused here, with the others
     return await handler(request)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any, Callable
 
 from aiohttp import web
@@ -22,5 +23,7 @@ METRICS = web.AppKey("metrics", Metrics)
 GLUE = web.AppKey("glue", Glue)
 JOB_QUEUE = web.AppKey("job_queue", JobQueue)
 MATCH_GATE: web.AppKey["MatchGate"] = web.AppKey("match_gate")
+#: past views of the site being built now (GET /v1/glue?at=), by their one slot
+PAST_VIEWS = web.AppKey("past_views", asyncio.Semaphore)
 #: handler -> its entry in the route table, for the authorizing middleware
 ROUTE_TABLE: web.AppKey[dict[Callable[..., Any], "Route"]] = web.AppKey("route_table")

@@ -1,7 +1,9 @@
-"""POST /v1/nodes (an agent's report), GET /v1/nodes and GET /v1/nodes/{id} (docs/api.md)."""
+"""POST /v1/nodes (an agent's report), GET /v1/nodes, GET /v1/nodes/{id} and its history
+(docs/api.md)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -10,11 +12,13 @@ from aiohttp import web
 from infosvc.errors import excerpt
 from infosvc.model.hostid import canonical
 from infosvc.site.errors import NotFound
+from infosvc.site.history import HISTORY_MAX, node_history, parse_time
 from infosvc.site.hosts import HostEntry
-from infosvc.site.query import HostFilter
+from infosvc.site.query import HostFilter, QueryError
 from infosvc.web.auth import caller_of
 from infosvc.web.bodies import read_body
 from infosvc.web.keys import AGGREGATOR, METRICS
+from infosvc.web.pretty import filters_of
 from infosvc.web.negotiate import JSON, XML, wants_xml
 
 
@@ -37,7 +41,7 @@ def render_nodes(entries: list[HostEntry], xml: bool) -> web.Response:
 
 
 async def get_nodes(request: web.Request) -> web.Response:
-    selected = list(HostFilter.parse(request.query.items()).select(request.app[AGGREGATOR].table))
+    selected = list(HostFilter.parse(filters_of(request)).select(request.app[AGGREGATOR].table))
     return render_nodes(selected, wants_xml(request))
 
 
@@ -49,3 +53,26 @@ async def get_node(request: web.Request) -> web.Response:
     if xml:
         return web.Response(body=b"<?xml version='1.0' encoding='UTF-8'?>\n" + entry.xml() + b"\n", content_type=XML)
     return web.Response(body=entry.json(), content_type=JSON)
+
+
+#: the query parameters of a host's history
+HISTORY_PARAMETERS = ("since", "until", "limit")
+
+
+async def get_node_history(request: web.Request) -> web.Response:
+    """The host's stored reports in [since, until], oldest first; a removed host's too, while its
+    history is kept."""
+    host = canonical(request.match_info["id"])
+    query = request.query
+    since = parse_time(query["since"], "since") if "since" in query else float("-inf")
+    until = parse_time(query["until"], "until") if "until" in query else float("inf")
+    text = query.get("limit", "100")
+    if not text.isdigit() or not 1 <= int(text) <= HISTORY_MAX:
+        raise QueryError("limit", f"a whole number from 1 to {HISTORY_MAX}")
+    agg = request.app[AGGREGATOR]
+    # Parsing up to a thousand stored documents is work for a thread, not for the event loop.
+    reports = await asyncio.to_thread(node_history, agg.store, host, since, until, int(text))
+    if not reports and agg.table.get(host) is None and not await asyncio.to_thread(agg.store.history, host, 1):
+        raise NotFound(f"no node {excerpt(request.match_info['id'])!r}", "nor any history of one")
+    return web.Response(body=json.dumps({"host": host, "reports": reports}, separators=(",", ":")).encode(),
+                        content_type=JSON)

@@ -11,6 +11,7 @@ from aiohttp import web
 from infosvc.site.query import PARAMETERS
 from infosvc.web import admin, glue, jobs, match, meta, nodes, page, prometheus
 from infosvc.web.auth import Access, Handler
+from infosvc.web.pretty import PRETTY
 from infosvc.web.keys import ROUTE_TABLE
 
 
@@ -27,6 +28,13 @@ class Route:
     #: the path's last parameter takes the rest of the path, slashes included: a CE's UniqueID
     #: (ce.example.org:2119/jobmanager-pbs-long) holds one, and %2F is not what a user types
     rest: bool = False
+    #: it answers JSON or XML, which `?pretty=1` indents (infosvc/web/pretty.py)
+    pretty: bool = True
+
+    @property
+    def accepted(self) -> tuple[str, ...]:
+        """Every query parameter it takes: its own, and `pretty` where its answer is JSON or XML."""
+        return (*self.params, PRETTY) if self.pretty else self.params
 
     @property
     def pattern(self) -> str:
@@ -46,7 +54,8 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/nodes", nodes.post_node, Access.AGENT, counts_reports=True),
     Route("GET", "/v1/nodes", nodes.get_nodes, Access.READ, HOSTS),
     Route("GET", "/v1/nodes/{id}", nodes.get_node, Access.READ, FORMAT),
-    Route("GET", "/v1/glue", glue.get_glue, Access.READ, FORMAT),
+    Route("GET", "/v1/nodes/{id}/history", nodes.get_node_history, Access.READ, nodes.HISTORY_PARAMETERS),
+    Route("GET", "/v1/glue", glue.get_glue, Access.READ, (*HOSTS, "at")),
     Route("GET", "/v1/glue/hosts", glue.get_glue_hosts, Access.READ, HOSTS),
     # after /v1/glue/hosts, though aiohttp tries a plain path before a pattern whatever the order
     Route("GET", "/v1/glue/{kind}/{id}", glue.get_glue_entity, Access.READ, FORMAT, rest=True),
@@ -57,15 +66,15 @@ ROUTES: tuple[Route, ...] = (
     Route("DELETE", "/v1/jobs/{id}", jobs.delete_job, Access.SUBMIT),
     Route("POST", "/v1/jobs/{id}/tasks/{task}/events", jobs.post_task_event, Access.EXECUTOR),
     Route("GET", "/v1/executor/tasks", jobs.get_executor_tasks, Access.EXECUTOR, ("host",)),
-    Route("POST", "/v1/admin/hosts/{id}/{action}", admin.post_admin, Access.ADMIN),
+    Route("POST", "/v1/admin/hosts/{id}/{action}", admin.post_admin, Access.ADMIN, admin.PARAMETERS),
     Route("GET", "/v1/prometheus/targets", prometheus.get_prometheus_targets, Access.READ),
-    Route("GET", "/metrics", prometheus.get_metrics, Access.READ),
+    Route("GET", "/metrics", prometheus.get_metrics, Access.READ, pretty=False),
     Route("GET", "/healthz", meta.healthz, Access.PUBLIC),
     Route("GET", "/openapi.json", meta.get_openapi, Access.PUBLIC),
-    Route("GET", "/schemas/{name}", meta.get_schema, Access.PUBLIC),
+    Route("GET", "/schemas/{name}", meta.get_schema, Access.PUBLIC, pretty=False),
     # the web page's files; the data it shows comes from the routes above, with their access
-    Route("GET", "/", page.get_index, Access.PUBLIC),
-    Route("GET", "/page/{name}", page.get_page_file, Access.PUBLIC),
+    Route("GET", "/", page.get_index, Access.PUBLIC, pretty=False),
+    Route("GET", "/page/{name}", page.get_page_file, Access.PUBLIC, pretty=False),
 )
 
 

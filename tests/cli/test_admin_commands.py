@@ -1,11 +1,14 @@
-"""The small commands an operator reaches for instead of curl (issue 14, item 9):
-`infosvc-agent --version` and `infosvc check-config FILE`."""
+"""The small commands an operator reaches for instead of curl: `infosvc-agent --version`,
+`infosvc check-config FILE`, `infosvc hosts ACTION NODESET` and `infosvc match FILE`, against a
+real server on loopback where they need one."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from infosvc import __version__
 
@@ -32,3 +35,48 @@ def test_check_config(tmp_path: Path) -> None:
     assert done.stderr == f"infosvc check-config: {bad}: scheduler.policy: one of easy, fcfs, got 'sjf'\n"
     missing = run("infosvc", "check-config", str(tmp_path / "nope.toml"))
     assert missing.returncode == 1 and "cannot read" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_hosts_commands_take_a_nodeset_and_a_reason(serve_app: Any, tmp_path: Path) -> None:
+    server = serve_app(agents=4)
+    for number in range(1, 5):
+        server.report(f"cn{number:02d}", server.agent_token(), processors=4)
+    admin = tmp_path / "admin.token"
+    admin.write_text(server.tokens["admin"] + "\n")
+    common = ("--server", server.url, "--token-file", str(admin))
+    done = run("infosvc", "hosts", "pause", "cn[02-03]", "--reason", "disk swap", *common)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "cn02: Paused (disk swap)\ncn03: Paused (disk swap)\n"
+    assert {h["unique_id"]: h["state"] for h in server.get("/v1/glue").json()["hosts"]} == {
+        "cn01": "Ready", "cn02": "Paused", "cn03": "Paused", "cn04": "Ready"}
+    assert run("infosvc", "hosts", "resume", "cn03", *common).stdout == "cn03: Ready\n"
+    done = run("infosvc", "hosts", "remove", "cn04", "--purge", *common)
+    assert done.stdout == "cn04: Removed\n" and "cn04" not in server.node_ids()
+    assert server.sql("SELECT count(*) FROM reports WHERE host_id = 'cn04'") == [(0,)]
+    # refusals: one clear line, no traceback
+    for args, said in ((("pause", "gpu[1-2]"), "404"), (("pause", "cn[1-"), "400"),
+                       (("pause", "cn01", "--purge"), "--purge goes with remove")):
+        done = run("infosvc", "hosts", *args, *common)
+        assert done.returncode in (1, 2) and said in done.stderr and "Traceback" not in done.stderr, done.stderr
+    done = run("infosvc", "hosts", "pause", "cn01", "--server", server.url)  # no token
+    assert done.returncode == 1 and "401" in done.stderr
+
+
+def test_match_prints_the_dry_run_as_a_table(serve_app: Any, tmp_path: Path) -> None:
+    server = serve_app(agents=3)
+    server.report("big01", server.agent_token(), processors=16)
+    server.report("small01", server.agent_token(), processors=2)
+    server.report("small02", server.agent_token(), processors=2)
+    job = tmp_path / "job.xml"
+    job.write_text("<Job><Id>j</Id><Requested><Processors>8</Processors></Requested></Job>")
+    done = run("infosvc", "match", str(job), "--server", server.url)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:3] == ["HOST", "CE", "SUBCLUSTER"] and lines[1].split()[0] == "big01"
+    assert "NOT FITTING" in lines
+    assert any(line.startswith("small[01-02]: ") and "Processors" in line for line in lines), lines
+    as_json = run("infosvc", "match", str(job), "--server", server.url, "--json")
+    assert [m["host"] for m in json.loads(as_json.stdout)["matches"]] == ["big01"]
+    job.write_text("<Job><Requested><Processors>x</Processors></Requested></Job>")
+    bad = run("infosvc", "match", str(job), "--server", server.url)
+    assert bad.returncode == 1 and "400" in bad.stderr and "Traceback" not in bad.stderr

@@ -67,10 +67,10 @@ def site(serve_app: ServerFactory) -> Server:
 
 
 def test_table(site: Server) -> None:
-    done = status("--server", site.url)
+    done = status("--server", site.url, "--hosts")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].split() == ["HOST", "STATE", "CPUS(F/T)", "MEMORY(F/T)", "LOAD1", "AGE"]
+    assert lines[0].split() == ["HOST", "STATE", "CPUS(F/T)", "MEMORY(F/T)", "LOAD1", "AGE", "REASON"]
     rows = {line.split()[0]: line.split() for line in lines[1:4]}
     assert rows["cn01"][:5] == ["cn01", "Ready", "6/8", "12.0G/16.0G", "1.50"]
     assert rows["cn02"][:5] == ["cn02", "Paused", "0/8", "8.0G/16.0G", "0.25"]  # a Paused host has none free
@@ -90,14 +90,16 @@ def test_json(site: Server) -> None:
     assert set(data) == {"server", "hosts", "subclusters", "computing_elements"}
     hosts = {h["host"]: h for h in data["hosts"]}
     assert list(hosts) == ["cn01", "cn02", "gpu01"]
-    assert hosts["cn01"] | {"last_report": None, "age_seconds": None, "subcluster": None} == {
+    assert hosts["cn01"] | {"reported_at": None, "age_seconds": None, "subcluster": None} == {
         "host": "cn01", "state": "Ready", "cpus_free": 6, "cpus_total": 8, "memory_free_mb": 12288,
-        "memory_total_mb": 16384, "load_1min": 1.5, "last_report": None, "age_seconds": None,
-        "cluster": "compute", "subcluster": None}
+        "memory_total_mb": 16384, "load_1min": 1.5, "reported_at": None, "age_seconds": None,
+        "cluster": "compute", "subcluster": None, "subcluster_name": "x86_64 8cpu Xeon Gold 6130 2100MHz 16GiB Rocky "
+        "Linux 9.3", "reported_state": "Idle", "paused": False, "reason": None}
     assert 0 <= hosts["cn01"]["age_seconds"] < 60
     subs = {s["cluster"]: s for s in data["subclusters"]}
-    assert subs["compute"] | {"subcluster": None} == {"subcluster": None, "cluster": "compute", "hosts": 2,
-                                                      "live_hosts": 2, "cpus_free": 6, "cpus_total": 16}
+    assert subs["compute"] | {"subcluster": None} == {"subcluster": None, "name": hosts["cn01"]["subcluster_name"],
+                                                      "cluster": "compute", "hosts": 2, "live_hosts": 2,
+                                                      "cpus_free": 6, "cpus_total": 16}
     assert subs["compute"]["subcluster"] == hosts["cn01"]["subcluster"]
     ces = {c["queue"]: c for c in data["computing_elements"]}
     assert ces["long"] == {"computing_element": "ce.example.org:2119/jobmanager-slurm-long", "queue": "long",
@@ -145,8 +147,37 @@ def test_default_server_is_loopback_8080() -> None:
 def test_ages_and_loads_from_a_glue_tree() -> None:
     assert [age(s) for s in (None, 0, 59.9, 60, 3599, 3600, 86400 * 3)] == ["-", "0s", "59s", "1m", "59m", "1h", "3d"]
     now = time.time()
-    host = {"unique_id": "h", "state": "Ready", "total_cpus": 4, "free_cpus": 4, "last_report": "1970-01-01T00:01:40Z",
+    host = {"unique_id": "h", "state": "Ready", "total_cpus": 4, "free_cpus": 4, "reported_at": "1970-01-01T00:01:40Z",
             "smp_load": {"last_1min": -50, "last_5min": 0, "last_15min": 0}, "cluster": "c", "subcluster": "s"}
     (row,) = status_of({"hosts": [host], "subclusters": [], "computing_elements": []}, "x", now).hosts
     assert row.load_1min == 4.5  # overloaded: SMPLoad is (CPUs - load) x 100
     assert row.age_seconds == round(now - 100, 1)
+
+
+def test_folded_summary_filters_and_reasons(site: Server) -> None:
+    for host in ("cn03", "cn04", "cn05", "cn07"):
+        site.report(host, site.agent_token(), processors=8, memory_mb=16384)
+    reply = site.request("POST", "/v1/admin/hosts/cn%5B04-05%5D/pause?reason=fan%20swap", b"",
+                         token=site.tokens["admin"])
+    assert reply.status == 200, reply.body
+    done = status("--server", site.url)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split("  ") for line in done.stdout.splitlines()]
+    cells = [[c.strip() for c in row if c.strip()] for row in rows]
+    assert cells[0] == ["CLUSTER", "SUBCLUSTER", "STATE", "HOSTS", "CPUS(F/T)", "NODELIST"]
+    compute = [c for c in cells if c and c[0] == "compute"]
+    name = "x86_64 8cpu Xeon Gold 6130 2100MHz 16GiB Rocky Linux 9.3"  # the GLUE name, not the hash id
+    assert [name, "Paused", "3", "0/24", "cn[02,04-05]"] in [c[1:] for c in compute]
+    assert [name, "Ready", "3", "22/24", "cn[01,03,07]"] in [c[1:] for c in compute]  # cn01 has 6 of 8 free
+    assert ["REASON", "NODELIST"] in cells and ["fan swap", "cn[04-05]"] in cells
+    # filtered by the server: a state, a cluster, a NodeSet
+    only = status("--server", site.url, "--state", "Paused", "--json")
+    assert sorted(h["host"] for h in json.loads(only.stdout)["hosts"]) == ["cn02", "cn04", "cn05"]
+    only = status("--server", site.url, "--cluster", "gpu", "--json")
+    assert [h["host"] for h in json.loads(only.stdout)["hosts"]] == ["gpu01"]
+    only = status("--server", site.url, "cn[03-05]", "-N")
+    assert [line.split()[0] for line in only.stdout.splitlines()[1:4]] == ["cn03", "cn04", "cn05"]
+    assert "fan swap" in only.stdout
+    bad = status("--server", site.url, "--state", "Sleepy")
+    assert bad.returncode == 1 and "Sleepy" in bad.stderr and "Traceback" not in bad.stderr
+

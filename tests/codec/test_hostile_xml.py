@@ -584,7 +584,7 @@ def test_a_flood_of_attacks_leaves_healthz_fast(serve: ServerFactory, traps: Tra
 
 #: Callers of safexml.parse that take no outside input, and why.
 TRUSTED_READERS = {
-    ("infosvc/codec/xmltext.py", "finish"): "re-reads infosvc's own writers' output, to indent it",
+    ("infosvc/codec/xmltext.py", "indented"): "re-reads infosvc's own writers' output (a rendering, an answer), to indent it",
 }
 
 SOURCES = sorted(p for d in ("infosvc", "agents") for p in (ROOT / d).rglob("*.py"))

@@ -282,7 +282,7 @@ def test_the_code_validates_with_the_schema_file(tmp_path: Path) -> None:
 def test_json_rendering_keeps_the_facts() -> None:
     data = node_to_json(parse_node(ELABORATE))
     assert data["id"] == "64" and data["features"] == ["BigMem", "NetOC12"]
-    assert data["utilized"][0] == {"kind": "Processors", "value": 8, "wallDuration": "3576"}
+    assert data["utilized"][0] == {"kind": "Processors", "value": 8, "wall_duration": "3576"}
 
 
 # --- round trips ---------------------------------------------------------------------------

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from infosvc.model.durations import format_seconds, seconds
 from infosvc.model.node import Consumable
 from infosvc.model.noderef import Aggregation, NodeRef, NodeRefError
-from infosvc.model.nodeset import fold
+from infosvc.model.folding import fold
 from infosvc.model.units import UNITS, UnitError, convert, exponent
 
 
@@ -75,6 +77,22 @@ def test_range_expands_with_nodeset() -> None:
     assert fold(["node5", "node6", "node7", "node77"]) == "node[5-7,77]"
     with pytest.raises(NodeRefError, match="bad Range"):
         NodeRef("node[5-", Aggregation.RANGE).names()
+
+
+def test_fold_joins_unpadded_numbers_of_the_padded_width() -> None:
+    assert fold(["cn01", "cn02", "cn03", "cn15", "cn12", "cn11"]) == "cn[01-03,11-12,15]"
+    assert fold(["cn5", "cn01", "cn100"]) == "cn[5,100],cn01"  # not of the width: apart
+
+
+@given(st.lists(st.tuples(st.sampled_from(["cn", "gpu", "r1n"]), st.integers(0, 150), st.sampled_from([0, 2, 3])),
+                max_size=40))
+def test_fold_names_exactly_its_names(parts: list[tuple[str, int, int]]) -> None:
+    """What fold writes, ClusterShell reads back as the same names, each once."""
+    from ClusterShell.NodeSet import NodeSet
+
+    names = {f"{prefix}{number:0{width}d}" for prefix, number, width in parts}
+    folded = fold(names)
+    assert set(NodeSet(folded)) == names if names else folded == ""
 
 
 def test_pattern_matches_whole_names_of_the_universe() -> None:

@@ -356,7 +356,7 @@ def test_json_schema_refuses_what_it_should(rollup: Rollup) -> None:
     validator = json_validator(GLUE_SCHEMA, "Host")
     assert validator.is_valid(host)
     for broken in ({**host, "colour": "blue"}, {k: v for k, v in host.items() if k != "state"},
-                   {**host, "state": "Busy"}, {**host, "last_report": "yesterday"},
+                   {**host, "state": "Busy"}, {**host, "reported_at": "yesterday"},
                    {**host, "main_memory": {"ram_size": -1}}, {**host, "smp_load": {"last_1min": 1}}):
         assert not validator.is_valid(broken), broken
     assert not json_validator(GLUE_SCHEMA).is_valid({"hosts": []})
@@ -580,7 +580,7 @@ def test_node_json_from_the_real_agent_validates() -> None:
     node = parse_node(document)
     entry = HostEntry(node.id, node, document, 1714564800.0, 1714564800.0, True, False)
     body = json.loads(entry.json())  # what GET /v1/nodes/{id} answers
-    assert body["reportedAt"] == "2024-05-01T12:00:00Z"
+    assert body["reported_at"] == "2024-05-01T12:00:00Z"
     json_validator(NODE_SCHEMA).validate(body)
     json_validator(NODE_SCHEMA, "NodeList").validate([body, body])
     # the agent's node is a GLUE host as well
@@ -599,8 +599,8 @@ def test_node_json_schema_refuses_what_it_should() -> None:
     bad_resource = {"kind": "Resource", "value": 1}
     named_memory = {"kind": "Memory", "value": 1, "name": "x"}
     half_cpu = {"kind": "Processors", "value": 1.5}
-    for broken in ({k: v for k, v in body.items() if k != "reportedAt"}, {**body, "id": ""},
-                   {**body, "reportedAt": "noon"}, {**body, "configured": [bad_resource]},
+    for broken in ({k: v for k, v in body.items() if k != "reported_at"}, {**body, "id": ""},
+                   {**body, "reported_at": "noon"}, {**body, "configured": [bad_resource]},
                    {**body, "configured": [named_memory]}, {**body, "available": [half_cpu]},
                    {**body, "utilized": [{"kind": "Memory", "value": -1}]}, {**body, "extra": 1}):
         assert not validator.is_valid(broken), broken

@@ -254,7 +254,7 @@ class Server:
     def state_of(self, host: str) -> str:
         reply = self.get(f"/v1/nodes/{host}")
         assert reply.status == 200, (reply.status, reply.body)
-        return str(reply.json()["state"])
+        return str(reply.json()["life_cycle"])
 
     # --- its SQLite file, read-only ---
 

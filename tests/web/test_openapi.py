@@ -55,6 +55,19 @@ def test_every_route_is_documented() -> None:
     assert not missing, f"routes of make_app() missing from schemas/openapi.json: {sorted(missing)}"
 
 
+def test_every_declared_query_parameter_is_documented() -> None:
+    """The route table's parameters (an unknown one is a 400) are the document's, route by route."""
+    from infosvc.web.routes import ROUTES
+
+    components = DOCUMENT["components"]["parameters"]
+    for route in ROUTES:
+        operation = DOCUMENT["paths"][route.path][route.method.lower()]
+        documented = {(components[p["$ref"].rsplit("/", 1)[1]] if "$ref" in p else p)["name"]
+                      for p in operation.get("parameters", ())
+                      if (components[p["$ref"].rsplit("/", 1)[1]] if "$ref" in p else p)["in"] == "query"}
+        assert documented == set(route.accepted), (route.method, route.path, documented ^ set(route.accepted))
+
+
 def test_every_documented_operation_is_a_route() -> None:
     extra = documented_operations() - app_operations()
     assert not extra, f"schemas/openapi.json documents operations the app does not have: {sorted(extra)}"

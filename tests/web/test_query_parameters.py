@@ -1,4 +1,4 @@
-"""One rule for query parameters on every route (issue 14, item 6): each route declares the ones
+"""One rule for query parameters on every route: each route declares the ones
 it takes, and an unknown one is a 400 that names them, before the handler runs."""
 
 from __future__ import annotations
@@ -26,15 +26,25 @@ def test_an_unknown_parameter_is_a_400_naming_the_accepted_ones(site: InProcessS
     assert "'colour'" in answer["error"]
     route = next(r for r in ROUTES if r.method == "GET" and _matches(r.path, path))
     assert answer["detail"]["parameter"] == "colour"
-    assert answer["detail"]["accepted"] == list(route.params), answer
-    assert f"this route takes {', '.join(route.params) or 'none'}" in answer["error"]
+    assert answer["detail"]["accepted"] == list(route.accepted), answer
+    assert f"this route takes {', '.join(route.accepted) or 'none'}" in answer["error"]
 
 
-def test_the_glue_tree_says_where_its_hosts_are_filtered(site: InProcessServer) -> None:
-    reply = site.get("/v1/glue?state=Paused")  # was: the whole tree, silently
-    assert reply.status == 400
-    assert "/v1/glue/hosts?state=" in reply.json()["detail"]["hint"]
-    assert site.get("/v1/glue?format=xml").status == 200
+def test_the_glue_tree_takes_the_host_filters(site: InProcessServer) -> None:
+    """/v1/glue?state=Paused once answered the whole tree, silently; now it is the tree of those hosts."""
+    whole = site.get("/v1/glue").json()
+    assert whole["hosts"]
+    assert site.get("/v1/glue?state=Paused").json()["hosts"] == []
+    ready = site.get("/v1/glue?state=Ready").json()
+    assert [h["unique_id"] for h in ready["hosts"]] == [h["unique_id"] for h in whole["hosts"] if h["state"] == "Ready"]
+    one = whole["hosts"][0]["unique_id"]
+    named = site.get(f"/v1/glue?nodes={one}").json()
+    assert [h["unique_id"] for h in named["hosts"]] == [one]
+    assert [s["hosts"] for s in named["subclusters"]] == [[one]]  # the subclusters of the chosen hosts alone
+    assert site.get(f"/v1/glue?cluster={whole['hosts'][0]['cluster']}").json()["hosts"] == whole["hosts"]
+    assert site.get("/v1/glue?cluster=nowhere").json()["hosts"] == []
+    assert site.get("/v1/glue?format=xml&state=Ready").status == 200
+    assert site.get("/v1/glue?at=0&state=Ready").is_error(400)
 
 
 def test_declared_parameters_still_work(site: InProcessServer) -> None:

@@ -72,8 +72,9 @@ def test_report_is_stored_and_read_back_as_json_and_xml(shared: Server) -> None:
 
     node = shared.get("/v1/nodes/basic.example.org").json()
     assert node["id"] == "basic.example.org" and node["features"] == ["BigMem"]
-    assert node["state"] == "Ready"  # the life-cycle state, not the agent's "Busy"
-    assert node["reportedAt"].endswith("Z")
+    # the SSS State is the agent's word; the life-cycle state is published beside it
+    assert (node["state"], node["life_cycle"], node["paused"]) == ("Busy", "Ready", False)
+    assert node["reported_at"].endswith("Z")
     assert "basic.example.org" in shared.node_ids()
 
     for how in ({"headers": {"Accept": "application/xml"}}, {"query": "?format=xml"}):
@@ -81,12 +82,12 @@ def test_report_is_stored_and_read_back_as_json_and_xml(shared: Server) -> None:
         reply = shared.get(path, headers=how.get("headers"))  # type: ignore[arg-type]
         assert reply.status == 200 and reply.headers["content-type"].startswith("application/xml")
         parsed = parse_node(reply.body)  # a valid SSS Node document
-        assert parsed.id == "basic.example.org" and parsed.state == "Ready"
+        assert parsed.id == "basic.example.org" and parsed.state == "Busy"  # SSS renderings carry the SSS State
 
     listing = ElementTree.fromstring(shared.get("/v1/nodes?format=xml").body)
     assert listing.tag == "Nodes"
     states = {n.findtext("Id"): n.findtext("State") for n in listing.findall("Node")}
-    assert states["basic.example.org"] == "Ready"
+    assert states["basic.example.org"] == "Busy"
 
     # in the SQLite file: the newest document, and one history row
     (row,) = shared.sql("SELECT document, approved, paused FROM hosts WHERE id = ?", "basic.example.org")
@@ -604,7 +605,8 @@ def test_approval_pause_resume(serve_app: ServerFactory) -> None:
     assert server.admin("newbie", "pause").json()["state"] == "Paused"
     assert server.report("newbie", token, processors=6).json()["state"] == "Paused"  # reporting does not resume
     node = parse_node(server.get("/v1/nodes/newbie?format=xml").body)
-    assert node.state == "Paused"
+    assert node.state == "Idle"  # the agent's word, from the SSS vocabulary
+    assert server.get("/v1/nodes/newbie").json()["life_cycle"] == "Paused"
     assert glue_hosts(server)["newbie"]["state"] == "Paused" and ce_free_cpus(server) == 0
     (ce,) = glue_tree(server)["computing_elements"]
     assert ce["info"]["total_cpus"] == 6  # a Paused host still counts in TotalCPUs
@@ -631,9 +633,14 @@ def test_silent_host_becomes_unreachable_and_comes_back(serve_app: ServerFactory
     assert time.monotonic() - reported >= heartbeat * missed * 0.9
     wait_for(lambda: server.state_of("napper") == "Unreachable", timeout=10, message="napper to be Unreachable")
     assert sorted(server.node_ids("state=Unreachable")) == ["napper", "quiet"]
-    assert parse_node(server.get("/v1/nodes/quiet", headers={"Accept": "application/xml"}).body).state == "Unreachable"
+    # in SSS terms a host not heard from is Unknown
+    assert parse_node(server.get("/v1/nodes/quiet", headers={"Accept": "application/xml"}).body).state == "Unknown"
     hosts = glue_hosts(server)
     assert hosts["quiet"]["state"] == "Unreachable" and hosts["quiet"]["free_cpus"] == 0
+    # a paused host that went silent still says it was paused
+    assert hosts["napper"]["state"] == "Unreachable" and hosts["napper"]["paused"] is True
+    assert "paused" not in hosts["quiet"]
+    assert server.get("/v1/nodes/napper").json()["paused"] is True
     assert ce_free_cpus(server) == 0
     tree = glue_tree(server)
     assert tree["computing_elements"][0]["info"]["total_cpus"] == 0  # Unreachable hosts count in neither
@@ -753,7 +760,7 @@ def test_acknowledged_reports_survive_kill_9(serve: ServerFactory) -> None:
         node = server.get(f"/v1/nodes/{host}").json()
         newest = int(next(e["value"] for e in node["extensions"] if e["name"] == "Sequence"))
         assert newest >= sequence_of(docs[-1])
-        assert node["state"] == "Ready"
+        assert node["life_cycle"] == "Ready"
     # and the service goes on: the same tokens, bound as before
     index = int(next(iter(acked))[5:])
     assert server.post_node(node_document(f"crash{index}"), tokens[index]).status == 200

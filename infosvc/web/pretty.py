@@ -1,0 +1,66 @@
+"""Every JSON and XML answer ends with a newline, and `?pretty=1` on any route indents it for a
+person reading it in a terminal: the outermost middleware, after errors have become answers, so
+refusals are readable too. Indenting re-reads our own answer (XML through safexml); a large one
+is indented in a thread, off the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Awaitable, Callable
+
+from aiohttp import web
+
+from infosvc.codec.xmltext import indented
+from infosvc.site.query import QueryError
+
+#: the query parameter every route that answers JSON or XML takes
+PRETTY = "pretty"
+#: answers past this are indented in a worker thread
+OFF_LOOP_BYTES = 64 * 1024
+_YES, _NO = ("1", "true", "yes"), ("0", "false", "no", "")
+
+
+def _indent(body: bytes, xml: bool) -> bytes:
+    if xml:
+        return indented(body)
+    return json.dumps(json.loads(body), indent=2, ensure_ascii=False).encode() + b"\n"
+
+
+def filters_of(request: web.Request, *also: str) -> list[tuple[str, str]]:
+    """The query's items but `pretty` (and `also`): what a route's own parameters are read from."""
+    return [(key, value) for key, value in request.query.items() if key != PRETTY and key not in also]
+
+
+def wants_pretty(request: web.Request) -> bool:
+    value = request.query.get(PRETTY)
+    if value is None:
+        return False
+    if value.lower() in _YES:
+        return True
+    if value.lower() in _NO:
+        return False
+    raise QueryError(PRETTY, "1 or 0 (true or false)")
+
+
+@web.middleware
+async def readable(request: web.Request,
+                   handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    response = await handler(request)
+    if not isinstance(response, web.Response) or not isinstance(response.body, bytes) or not response.body:
+        return response
+    kind = response.content_type
+    xml = kind in ("application/xml", "text/xml")
+    if not xml and kind != "application/json":
+        return response
+    body: bytes = response.body
+    try:
+        pretty = wants_pretty(request)
+    except QueryError:
+        pretty = False  # the route's own check answers 400 for it; an error answer is left as it is
+    if pretty:
+        body = await asyncio.to_thread(_indent, body, xml) if len(body) > OFF_LOOP_BYTES else _indent(body, xml)
+    elif not body.endswith(b"\n"):
+        body += b"\n"
+    response.body = body
+    return response

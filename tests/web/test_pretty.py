@@ -1,0 +1,55 @@
+"""Readable answers: every JSON and XML answer ends with a newline, and `?pretty=1` indents it
+on every route that answers JSON or XML, refusals included; a value that is neither yes nor no is
+a 400 that names it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from lxml import etree
+
+from support.server import InProcessServer, ServerFactory
+
+
+@pytest.fixture
+def site(serve_app: ServerFactory) -> InProcessServer:
+    server = serve_app(agents=1)
+    server.report("h1", server.agent_token())
+    return server  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("path", ["/v1/nodes", "/v1/nodes/h1", "/v1/glue", "/v1/glue/hosts", "/v1/glue/hosts/h1",
+                                  "/v1/jobs", "/v1/prometheus/targets", "/healthz", "/v1/nodes/h1/history",
+                                  "/v1/nodes/nobody"])
+def test_json_answers_end_with_a_newline_and_indent_on_request(site: InProcessServer, path: str) -> None:
+    compact = site.get(path)
+    assert compact.body.endswith(b"\n") and not compact.body.endswith(b"\n\n"), path
+    pretty = site.get(path + "?pretty=1")
+    assert pretty.status == compact.status
+    assert pretty.body.endswith(b"}\n") or pretty.body.endswith(b"]\n")
+    assert json.loads(pretty.body) == json.loads(compact.body) or path in ("/healthz",)
+    if compact.body.strip() not in (b"[]", b"{}"):
+        assert b"\n  " in pretty.body, path  # indented
+
+
+@pytest.mark.parametrize("path", ["/v1/nodes?format=xml", "/v1/nodes/h1?format=xml", "/v1/glue?format=xml",
+                                  "/v1/glue/hosts/h1?format=xml"])
+def test_xml_answers_too(site: InProcessServer, path: str) -> None:
+    compact = site.get(path)
+    assert compact.status == 200 and compact.body.endswith(b"\n")
+    pretty = site.get(path + "&pretty=true")
+    assert pretty.body.startswith(b"<?xml") and pretty.body.endswith(b">\n") and b"\n  <" in pretty.body
+    canonical = [etree.tostring(etree.fromstring(body, etree.XMLParser(remove_blank_text=True)), method="c14n")
+                 for body in (compact.body.split(b"?>", 1)[-1], pretty.body.split(b"?>", 1)[-1])]
+    assert canonical[0] == canonical[1]  # the same document
+
+
+def test_the_value_is_checked_and_other_answers_are_left_alone(site: InProcessServer) -> None:
+    refused = site.get("/v1/nodes?pretty=very")
+    assert refused.is_error(400) and refused.json()["detail"]["parameter"] == "pretty"
+    assert site.get("/v1/nodes?pretty=0").body == site.get("/v1/nodes").body
+    assert site.get("/metrics?pretty=1").is_error(400)  # text, not JSON: the route takes no pretty
+    match = site.request("POST", "/v1/match?pretty=1", b"<Job><Id>x</Id></Job>",
+                         headers={"Content-Type": "application/xml"})
+    assert match.status == 200 and b'\n  "matches"' in match.body
