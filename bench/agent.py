@@ -20,7 +20,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-# Issue 2's targets.
+# The targets set for the agent.
 TARGET_SAMPLE_CPU_MS = 1.1
 TARGET_SAMPLE_WALL_MS = 5.0
 TARGET_RSS_MIB = 25.0

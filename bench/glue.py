@@ -45,7 +45,7 @@ sys.path.insert(0, str(HERE))
 
 from ingest import free_port, host_name, host_node, kind_nodes, stop, wait_ready  # noqa: E402
 
-# Issue 3's targets.
+# The targets set for the GLUE roll-up.
 TARGET_ROLLUP_S = 1.0
 TARGET_GLUE_MS = 100.0
 TARGET_FILTER_MS = 5.0

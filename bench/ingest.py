@@ -53,7 +53,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
-# Issue 3's targets.
+# The targets set for ingest.
 TARGET_RATE = 3000.0
 TARGET_P99_MS = 50.0
 

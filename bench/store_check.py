@@ -1,7 +1,7 @@
 """Benchmark of the store's check at start (PRAGMA quick_check) at 10,000 hosts.
 
 Every `infosvc serve` runs PRAGMA quick_check over the whole SQLite file before it serves
-(infosvc/store/, issue 10 item 8), so the start takes longer as the file grows: hosts x
+(infosvc/store/), so the start takes longer as the file grows: hosts x
 reports kept per host (`store.history_per_host`, 100 by default) x document size. This builds
 stores as the service writes them and times the check.
 

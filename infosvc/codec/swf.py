@@ -4,7 +4,7 @@ each of 18 whitespace-separated numbers, after a header of `; Key: value` commen
 `read_swf` reads a trace (plain or gzipped, by its first bytes) into its header and its records,
 all 18 fields kept; a line that is not 18 numbers is reported with its line number and left out,
 never a crash. What a simulation makes of the fields (processors, estimate, run time, the jobs it
-skips) is DESIGN.md's convention, in infosvc.sched.simulation.
+skips) is the simulation's convention (docs/simulation.md), in infosvc.sched.simulation.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A workload replayed through the service's own scheduler (infosvc.sched.policy.schedule) in
 simulated time: the discrete-event loop of `infosvc simulate`, pure (no clock, no I/O).
 
-The conventions are DESIGN.md's, so that two correct simulators give the same schedule:
+The conventions are the design's (docs/simulation.md), so that two correct simulators give the same schedule:
 - processors: requested (SWF field 8) if > 0, else allocated (field 5); estimate: requested time
   (field 9) if > 0, else the run time (field 4); run time: min(run time, estimate), as a job is
   killed at its limit. Jobs with run time <= 0, processors <= 0, or more processors than the

@@ -151,7 +151,7 @@ class JobQueue:
             refused = refusal(ces, self.ce_queues.figures, item.request.estimate)
             if refused is not None:
                 raise Unavailable(refused, "a CE's status and policy are the site config's "
-                                  "[[computing_elements]]; GET /v1/glue/computing-elements shows them")
+                                  "[[computing_elements]]; GET /v1/glue shows them")
         # Ids are reserved and the jobs made without awaiting, so submissions need not wait for one
         # another's commits (nor for a scheduling pass): the group-commit writer takes them together.
         now = self.clock()

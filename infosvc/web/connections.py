@@ -1,5 +1,5 @@
 """The service's connections: how many it holds, how long a silent, slow or idle one may stay, and
-the JSON answer to requests that are not valid HTTP (issue 10, items 5 and 10; docs/security.md).
+the JSON answer to requests that are not valid HTTP (docs/security.md).
 
 aiohttp on its own keeps an idle connection for 75 s, lets a client take a whole keep-alive period
 to send its request's head, accepts connections until the process has no file descriptor left

@@ -88,7 +88,7 @@ def test_py_cpuinfo_facts_win_and_sysfs_caches_still_do() -> None:
 
 def test_the_clock_is_the_nominal_one_whatever_the_current_one(tmp_path: Path) -> None:
     """Frequency scaling moves /proc/cpuinfo's "cpu MHz": the published clock, and with it the
-    host's subcluster, must not move (issue 14, item 2)."""
+    host's subcluster, must not move."""
     from infosvc.model.hostid import host_id
     from infosvc.site.config import parse_config
     from infosvc.site.rollup import host_from_node, subcluster_key

@@ -79,7 +79,7 @@ def fresh_report_after_start(tmp_path: Path) -> None:
 
 def test_a_restarted_server_s_local_agent_still_reports(tmp_path: Path) -> None:
     """`make run` twice on one database: the local agent's token is kept beside it, so the host's
-    stored binding still holds and its reports are taken (issue 14, item 1); and removing the
+    stored binding still holds and its reports are taken; and removing the
     token file (to rotate it) has the next start make a new one, bound over the old binding."""
     fresh_report_after_start(tmp_path)
     fresh_report_after_start(tmp_path)

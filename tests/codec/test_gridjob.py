@@ -1,4 +1,4 @@
-"""Grid JSON job description v2 (issue 5, item 2): the seed's examples, each rule of the
+"""Grid JSON job description v2: the seed's examples, each rule of the
 description, the fork rule, every kind of bad input, and task records with their history.
 
 The seed's examples are kept as written in tests/fixtures/gridjob/ (*-corrected.json are the

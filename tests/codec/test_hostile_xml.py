@@ -1,4 +1,4 @@
-"""Hostile XML (issue 10, item 1): every way XML enters infosvc refuses a DTD, an entity or a foreign
+"""Hostile XML: every way XML enters infosvc refuses a DTD, an entity or a foreign
 encoding with a 400 before libxml2 reads a byte of it, and reads no file and opens no connection.
 
 One corpus, ATTACKS x ENCODINGS. Each attack (an internal entity, billion laughs, an external entity,

@@ -16,7 +16,7 @@ from infosvc.codec.swf import parse_swf, read_swf
 from infosvc.sched import Policy
 from infosvc.sched.simulation import Outcome, jobs_of, simulate, summarize, trace_jobs
 
-# the two traces of ../shared/traces, gzipped (read as they are: the reader takes gzip)
+# the two vendored traces (tests/fixtures/traces), gzipped (read as they are: the reader takes gzip)
 TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "traces"
 NASA = TRACES / "NASA-iPSC-1993-3.1-cln.swf.gz"
 LUBLIN = TRACES / "lublin_256.swf.gz"
@@ -161,11 +161,11 @@ def test_real_traces_run_to_the_end(path: Path, processors: int, skipped: int, p
     check_invariants(outcomes, processors, policy)
 
 
-# --- against a second simulator, written from DESIGN.md's words alone ------------------------------
+# --- against a second simulator, written from the conventions' words alone (docs/simulation.md) ------------------------------
 
 def reference(jobs: list[tuple[int, int, int, int, int]], processors: int, policy: Policy) -> dict[int, int]:
     """(number, submit, processors, estimate, run) each: the start of each job, by the rules as
-    DESIGN.md states them, with no shortcut: at each instant completions, arrivals, one pass."""
+    the conventions state them, with no shortcut: at each instant completions, arrivals, one pass."""
     pending = sorted(jobs, key=lambda j: (j[1], j[0]))
     queue: list[tuple[int, int, int, int, int]] = []
     running: list[tuple[int, int, int]] = []  # (start + estimate, start + run, processors)

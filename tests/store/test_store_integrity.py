@@ -1,4 +1,4 @@
-"""A damaged database file (issue 10, item 8).
+"""A damaged database file.
 
 A file damaged in the middle used to open fine (the start reads only the hosts table) and then
 answer 503 with Retry-After, forever, for every request that touched a bad page: agents retried

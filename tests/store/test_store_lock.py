@@ -1,4 +1,4 @@
-"""One server per database file (issue 10, item 7).
+"""One server per database file.
 
 Two aggregators on one SQLite file each keep their own memory of the token bindings, so a host
 reported through the second is bound there only, and taken over after a restart. The store locks

@@ -1,4 +1,4 @@
-"""What an operator audits, in the log (issue 14, item 8): every admin action, refused tokens (one
+"""What an operator audits, in the log: every admin action, refused tokens (one
 line per kind per interval), hosts changing state; one JSON object a line with --log-format json."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Connections (infosvc/web/connections.py; issue 10, items 5 and 10).
+"""Connections (infosvc/web/connections.py; docs/security.md).
 
 Idle, silent and slow clients cannot take the service's file descriptors: there is a cap on
 connections below the open-file limit, the longest-idle connections are closed first to make room,
@@ -213,7 +213,7 @@ def report_succeeds(server: Server, host: str, token: str) -> None:
 # --- idle connections and the open-file limit -------------------------------------------------
 
 def test_idle_connections_beyond_the_open_file_limit_leave_the_service_answering(serve: ServerFactory) -> None:
-    """Issue 10 item 5: with the usual 1,024 files allowed, 1,100 idle connections (silent, or a
+    """With the usual 1,024 files allowed, 1,100 idle connections (silent, or a
     request line and no more) must not stop /healthz or an agent's report, nor flood the log."""
     server = serve(open_files=1024)
     token = server.agent_token()
@@ -457,7 +457,7 @@ def parsing_server(module_serve: ServerFactory) -> Server:
 @pytest.mark.parametrize("name, data, status", MALFORMED, ids=[case[0] for case in MALFORMED])
 def test_malformed_requests_get_the_json_error_and_leave_no_trace_in_the_log(
         parsing_server: Server, name: str, data: bytes, status: int) -> None:
-    """Issue 10 item 10: aiohttp's own refusals as the API's JSON error, over HTTP/1.1, with no
+    """aiohttp's own refusals as the API's JSON error, over HTTP/1.1, with no
     byte of the request in the answer or the log (an Authorization value is a secret)."""
     reply = RawReply.parse(exchange(parsing_server.port, data))
     assert reply.status_line.startswith(f"HTTP/1.1 {status} "), reply

@@ -221,3 +221,18 @@ def test_the_site_config_picks_fcfs(serve_app: ServerFactory) -> None:
     submit(server, ccs(1, runtime="00:01:00"))  # EASY would backfill it on the idle host; FCFS does not
     wait_for(lambda: (job(server, "3")["reason"] or "").startswith("behind 2"), message="job 3 behind job 2")
     assert [job(server, i)["state"] for i in "123"] == ["Running", "Queued", "Queued"]
+
+
+def test_a_submit_token_cancels_its_own_jobs_only(serve_app: ServerFactory) -> None:
+    site = serve_app(agents=1, users={"alice": "alice", "bob": "bob"})
+    site.report("n0", site.agent_token(), processors=1)
+    first = submit(site, ccs(1), token=site.tokens["alice"])
+    second = submit(site, ccs(1), token=site.tokens["alice"])
+    assert job(site, second["id"])["owner"] == "alice"
+    refused = site.request("DELETE", f"/v1/jobs/{second['id']}", token=site.tokens["bob"])
+    assert refused.is_error(403), refused.body
+    assert job(site, second["id"])["state"] == "Queued"  # bob's refusal changed nothing
+    mine = site.request("DELETE", f"/v1/jobs/{second['id']}", token=site.tokens["alice"])
+    assert mine.status == 200 and mine.json()["state"] == "Canceled"
+    admin = site.request("DELETE", f"/v1/jobs/{first['id']}", token=site.tokens["admin"])
+    assert admin.status == 200 and admin.json()["state"] == "Canceled"  # an admin cancels anyone's

@@ -1,4 +1,4 @@
-"""Issue 10's attacks on what one request may cost, and on which host a name means, each against a
+"""Attacks on what one request may cost, and on which host a name means, each against a
 real server on loopback: quadratic Range scans (2), the per-request Range budget (3), answers
 thousands of times their request (4), a host passed off under another's name (6), Ids no route
 could address (9). Each failed before its fix; the floods check that /healthz stays quick meanwhile.

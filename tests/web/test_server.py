@@ -812,4 +812,4 @@ def test_serve_says_in_one_line_why_it_cannot_start(tmp_path: Any) -> None:
                               "--listen", f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
-    assert "serving on" not in run.stdout  # the URLs are printed once listening, not before (issue 14)
+    assert "serving on" not in run.stdout  # the URLs are printed once listening, not before

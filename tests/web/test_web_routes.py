@@ -1,4 +1,4 @@
-"""The route table and its one authorizing middleware (infosvc/web/routes.py, auth.py; issue 11),
+"""The route table and its one authorizing middleware (infosvc/web/routes.py, auth.py),
 in process: the real app over a real SQLite file, served by aiohttp's test server on loopback."""
 
 from __future__ import annotations
