@@ -12,35 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ClusterShell.NodeSet import NodeSet, NodeSetException, NodeSetParseError
+from ClusterShell.NodeSet import NodeSet, NodeSetException
 
 # The config's CE policy is GLUE's own Policy object (minutes; 0 means not specified).
 from infosvc.model.glue import CEPolicy as Policy
-from infosvc.model.nodeset import NO_GROUPS
+from infosvc.site.configtable import ConfigError, Setting, TomlTable
 from infosvc.site.resources import ResourceEntry, consumables_of, licenses_of
 
 DEFAULT_LISTEN: Final = "127.0.0.1:8080"
 DEFAULT_CLUSTER: Final = "default"
 CE_STATUSES: Final = ("Queueing", "Production", "Closed", "Draining")
-
-
-class ConfigError(ValueError):
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class Setting:
-    """One key of a table of plain values: its default, its bounds and what it means, declared once
-    here (the dataclasses below take their defaults from it, parse_config its bounds), as
-    docs/configuration.md says at more length; a test checks the docs list every one."""
-
-    key: str
-    default: str | int | float | bool
-    help: str
-    minimum: int | float | None = None
-    maximum: int | None = None
-    #: the values a text setting may take
-    choices: tuple[str, ...] = ()
 
 
 #: node_exporter's port: what Prometheus scrapes on each host unless the config says otherwise.
@@ -61,6 +42,8 @@ SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
                 "valid token"),
         Setting("header_timeout_seconds", 10.0, "the time a client has to send a request's line and headers "
                 "(also the TLS handshake's, and the longest a client may leave an answer unread)"),
+        Setting("max_pending_reports", 1000, "reports waiting for the store at once; more are answered 503 with "
+                "Retry-After (load shedding)", minimum=1),
     ),
     "store": (
         Setting("history_per_host", 100, "reports kept per host, the newest", minimum=1),
@@ -97,6 +80,7 @@ class ServiceConfig:
     max_connections: int = default("service", "max_connections")
     keepalive_seconds: float = default("service", "keepalive_seconds")
     header_timeout_seconds: float = default("service", "header_timeout_seconds")
+    max_pending_reports: int = default("service", "max_pending_reports")
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,30 +103,6 @@ class SchedulerConfig:
 @dataclass(frozen=True, slots=True)
 class PrometheusConfig:
     exporter_port: int = default("prometheus", "exporter_port")
-
-
-#: A config NodeSet of at most this many names is written out once, at load.
-MAX_EXPANDED_NAMES: Final = 200_000
-
-
-class ConfigNodeSet(NodeSet):  # type: ignore[misc]  # ClusterShell ships no type information
-    """A NodeSet of the config, never changed after load, whose membership test is a set lookup.
-
-    ClusterShell parses the host name on every `in` (~25 µs); the roll-up asks once per report and
-    once per host at start, three times (cluster, benchmark, software).
-    """
-
-    def __init__(self, text: str) -> None:
-        if "@" in text:  # see infosvc.model.nodeset: groups could run shell commands
-            raise NodeSetParseError(text.strip(), "NodeSet groups (@name) are not supported")
-        # Lower case: host Ids are kept so (infosvc.model.hostid), and `Node[01-04]` must still name them.
-        super().__init__(text.lower(), resolver=NO_GROUPS)
-        self._names = frozenset(self) if len(self) <= MAX_EXPANDED_NAMES else None
-
-    def __contains__(self, host: object) -> bool:
-        if self._names is not None:
-            return host in self._names
-        return bool(super().__contains__(host))
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,103 +202,14 @@ class SiteConfig:
 
 # --- reading ----------------------------------------------------------------------------------
 
-class _Table:
-    """A TOML table being read: typed getters that name the key, and a check for leftovers."""
-
-    def __init__(self, data: Any, where: str) -> None:
-        if not isinstance(data, dict):
-            raise ConfigError(f"{where}: expected a table")
-        self.data = dict(data)
-        self.where = where
-
-    def _take(self, key: str, kinds: tuple[type, ...], default: Any, what: str) -> Any:
-        if key not in self.data:
-            return default
-        value = self.data.pop(key)
-        # bool is an int in Python; a TOML `true` is no number here.
-        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            raise ConfigError(f"{self.where}.{key}: expected {what}, got {value!r}")
-        return value
-
-    def text(self, key: str, default: str | None = None) -> Any:
-        return self._take(key, (str,), default, "a string")
-
-    def integer(self, key: str, default: int, minimum: int = 0, maximum: int = (1 << 63) - 1) -> int:
-        value: int = self._take(key, (int,), default, "an integer")
-        if value < minimum:
-            raise ConfigError(f"{self.where}.{key}: must be at least {minimum}, got {value}")
-        if value > maximum:
-            raise ConfigError(f"{self.where}.{key}: must be at most {maximum}, got {value}")
-        return value
-
-    def number(self, key: str, default: float, minimum: float = 0.0) -> float:
-        value = float(self._take(key, (int, float), default, "a number"))
-        if not value > minimum:
-            raise ConfigError(f"{self.where}.{key}: must be greater than {minimum:g}, got {value:g}")
-        return value
-
-    def flag(self, key: str, default: bool) -> bool:
-        return bool(self._take(key, (bool,), default, "true or false"))
-
-    def strings(self, key: str) -> tuple[str, ...]:
-        value = self._take(key, (list,), [], "a list of strings")
-        if not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{self.where}.{key}: expected a list of strings")
-        return tuple(value)
-
-    def table(self, key: str) -> _Table:
-        return _Table(self.data.pop(key, {}), f"{self.where}.{key}" if self.where else key)
-
-    def tables(self, key: str) -> list[_Table]:
-        value = self.data.pop(key, [])
-        if not isinstance(value, list):
-            raise ConfigError(f"{key}: expected an array of tables ([[{key}]])")
-        return [_Table(item, f"{key}[{i}]") for i, item in enumerate(value)]
-
-    def nodeset(self, key: str, required: bool = True) -> NodeSet | None:
-        text = self.text(key)
-        if text is None:
-            if required:
-                raise ConfigError(f"{self.where}.{key}: required (a NodeSet such as node[001-128])")
-            return None
-        try:
-            return ConfigNodeSet(text)
-        except NodeSetException as exc:
-            raise ConfigError(f"{self.where}.{key}: not a NodeSet: {exc}") from None
-
-    def settings(self, table: str) -> dict[str, Any]:
-        """The keys of SETTINGS[table], each read by the type of its default and within its bounds;
-        any other key is an error (done())."""
-        values: dict[str, Any] = {}
-        for setting in SETTINGS[table]:
-            key, value = setting.key, setting.default
-            if isinstance(value, bool):
-                values[key] = self.flag(key, value)
-            elif isinstance(value, int):
-                values[key] = self.integer(key, value, minimum=int(setting.minimum or 0),
-                                           maximum=setting.maximum if setting.maximum is not None else (1 << 63) - 1)
-            elif isinstance(value, float):
-                values[key] = self.number(key, value, minimum=float(setting.minimum or 0.0))
-            else:
-                values[key] = self.text(key, value)
-                if setting.choices and values[key] not in setting.choices:
-                    raise ConfigError(f"{self.where}.{key}: one of {', '.join(setting.choices)}, got {values[key]!r}")
-        self.done()
-        return values
-
-    def done(self) -> None:
-        if self.data:
-            where = f"{self.where}: " if self.where else ""
-            raise ConfigError(f"{where}unknown key(s): {', '.join(sorted(self.data))}")
-
 
 def parse_config(data: dict[str, Any]) -> SiteConfig:
-    top = _Table(data, "")
-    service = ServiceConfig(**top.table("service").settings("service"))
-    store = StoreConfig(**top.table("store").settings("store"))
-    lifecycle = LifecycleConfig(**top.table("lifecycle").settings("lifecycle"))
-    prometheus = PrometheusConfig(**top.table("prometheus").settings("prometheus"))
-    scheduler = SchedulerConfig(**top.table("scheduler").settings("scheduler"))
+    top = TomlTable(data, "")
+    service = ServiceConfig(**top.table("service").settings(SETTINGS["service"]))
+    store = StoreConfig(**top.table("store").settings(SETTINGS["store"]))
+    lifecycle = LifecycleConfig(**top.table("lifecycle").settings(SETTINGS["lifecycle"]))
+    prometheus = PrometheusConfig(**top.table("prometheus").settings(SETTINGS["prometheus"]))
+    scheduler = SchedulerConfig(**top.table("scheduler").settings(SETTINGS["scheduler"]))
 
     clusters: list[ClusterConfig] = []
     for t in top.tables("clusters"):
@@ -395,7 +266,7 @@ def parse_config(data: dict[str, Any]) -> SiteConfig:
                       prometheus=prometheus, scheduler=scheduler, resources=tuple(resources))
 
 
-def _resources(t: _Table, cluster_ids: set[str]) -> ResourceEntry:
+def _resources(t: TomlTable, cluster_ids: set[str]) -> ResourceEntry:
     nodes, clusters = t.nodeset("nodes", required=False), t.strings("clusters")
     if nodes is not None and clusters:
         raise ConfigError(f"{t.where}: nodes or clusters, not both (neither: every host)")
@@ -414,7 +285,7 @@ def _resources(t: _Table, cluster_ids: set[str]) -> ResourceEntry:
     return ResourceEntry(nodes, clusters, amounts["licenses"], amounts["consumables"])
 
 
-def _id(t: _Table) -> str:
+def _id(t: TomlTable) -> str:
     value = t.text("id")
     if not value or not value.strip():
         raise ConfigError(f"{t.where}.id: required, a non-blank string")

@@ -34,7 +34,7 @@ def path_of(where: str, key: str = "") -> str:
 def record_accepted(monkeypatch: pytest.MonkeyPatch) -> Accepted:
     """Every key parse_config accepts, recorded as it reads them."""
     found = Accepted({}, set())
-    table_class = siteconfig._Table
+    table_class = siteconfig.TomlTable
     take, table, tables = table_class._take, table_class.table, table_class.tables
 
     def spy_take(self: Any, key: str, *args: Any) -> Any:
