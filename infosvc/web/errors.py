@@ -60,7 +60,11 @@ async def errors_as_json(request: web.Request, handler: Callable[[web.Request], 
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return error_body(exc.status, exc.reason, exc.text if exc.text and exc.text != f"{exc.status}: {exc.reason}" else None)
+        response = error_body(exc.status, exc.reason,
+                              exc.text if exc.text and exc.text != f"{exc.status}: {exc.reason}" else None)
+        if "Allow" in exc.headers:  # a 405 names the methods the resource has (RFC 9110)
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
     except asyncio.CancelledError:
         raise
     except StoreCorrupt:
