@@ -97,7 +97,7 @@ async def get_executor_tasks(request: web.Request) -> web.Response:
     host = _executor_host(request, caller)
     if host is None:
         host = request.query.get("host")
-        if host is None:
+        if not host:  # `?host=` is no host either
             raise Invalid("an admin names the host: ?host=NAME")
     tasks = request.app[JOB_QUEUE].tasks_on(host)
     return _json({"host": host, "tasks": [task_order_json(job, index) for job, index in tasks]})

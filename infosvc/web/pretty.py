@@ -33,9 +33,12 @@ def filters_of(request: web.Request, *also: str) -> list[tuple[str, str]]:
 
 
 def wants_pretty(request: web.Request) -> bool:
-    value = request.query.get(PRETTY)
-    if value is None:
+    values = request.query.getall(PRETTY, [])
+    if not values:
         return False
+    if len(values) > 1:  # else `?pretty=&pretty=banana` passed, only the first value read
+        raise QueryError(PRETTY, "given once: 1 or 0 (true or false)")
+    value = values[0]
     if value.lower() in _YES:
         return True
     if value.lower() in _NO:

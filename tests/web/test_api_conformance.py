@@ -175,3 +175,27 @@ def test_the_healthz_503_is_documented_as_it_is_answered(serve: ServerFactory) -
     assert valid(healthy.json(), response_schema("/healthz", "get", "503"))  # the two are told apart
     server.stop()
     assert "Traceback" not in server.log.read_text()
+
+
+# --- what the negative cases found -------------------------------------------------------------
+
+@pytest.mark.parametrize("query", ["pretty=&pretty=yes", "pretty=1&pretty=banana", "pretty=0&pretty=0"])
+def test_pretty_is_given_once(serve_app: ServerFactory, query: str) -> None:
+    """Only the first value was read, so `?pretty=&pretty=banana` passed as no."""
+    reply = serve_app().get(f"/healthz?{query}")
+    assert reply.is_error(400) and reply.json()["detail"] == {"parameter": "pretty"}, reply
+
+
+def test_an_empty_pretty_is_documented_as_no(serve_app: ServerFactory) -> None:
+    assert "" in DOCUMENT["components"]["parameters"]["pretty"]["schema"]["enum"]
+    reply = serve_app().get("/healthz?pretty=")
+    assert reply.status == 200 and reply.body.count(b"\n") == 1
+
+
+def test_an_admin_names_a_host_that_is_not_empty(serve_app: ServerFactory) -> None:
+    """`?host=` was read as the host "" (a 200 listing nothing) instead of a 400."""
+    server = serve_app()
+    for query in ("", "?host="):
+        reply = server.get(f"/v1/executor/tasks{query}", token=server.tokens["admin"])
+        assert reply.is_error(400), (query, reply)
+    assert server.get("/v1/executor/tasks?host=a.example.org", token=server.tokens["admin"]).status == 200
