@@ -6,6 +6,7 @@ once and the push loop calls it every interval.
 
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import dataclass, field
 
@@ -24,6 +25,10 @@ class HostAgent:
     features: tuple[str, ...] = ()
     last_runs: dict[str, CollectorRun] = field(default_factory=dict)
     sampled_at: float | None = None  # when last_runs were taken (Unix time)
+    #: this run's samples are named RUN-N (the SampleId extension): unique across restarts, so the
+    #: aggregator can tell a sample delivered again from a new one
+    run_id: str = field(default_factory=lambda: secrets.token_hex(8))
+    samples: int = 0
 
     @classmethod
     def for_host(cls, *, proc_root: str = "/proc", sys_root: str = "/sys", etc_root: str = "/etc",
@@ -37,8 +42,9 @@ class HostAgent:
         self.sampled_at = time.time()
         self.last_runs = runs
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.sampled_at))
+        self.samples += 1
         return build_node(self.last_runs, host_id=self.host_id, features=self.features,
-                          timestamp=stamp, agent_version=__version__)
+                          timestamp=stamp, agent_version=__version__, sample_id=f"{self.run_id}-{self.samples}")
 
     def document(self, *, pretty: bool = False) -> bytes:
         return node_to_xml(self.node(), pretty=pretty)

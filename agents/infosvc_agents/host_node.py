@@ -21,14 +21,18 @@ KB: Final = 1 << 10
 
 def build_node(runs: Mapping[str, CollectorRun], *, host_id: str | None = None,
                features: tuple[str, ...] = (), timestamp: str | None = None,
-               agent_version: str | None = None) -> Node:
-    """One SSS Node from the collectors' runs; a failed collector leaves only its failure noted."""
+               agent_version: str | None = None, sample_id: str | None = None) -> Node:
+    """One SSS Node from the collectors' runs; a failed collector leaves only its failure noted.
+    `sample_id` names the sample once for all its deliveries: the aggregator stores a sample sent
+    again (its answer lost on the way) once."""
     facts: dict[str, Any] = {name: run.facts for name, run in runs.items() if run.ok}
     system = facts.get("system")
     node = Node(id=host_id or (system.hostname if system else "localhost"), features=list(features))
     ext = node.extensions
     if timestamp is not None:
         ext.append(Extension("SampleTime", timestamp, "Agent"))
+    if sample_id is not None:
+        ext.append(Extension("SampleId", sample_id, "Agent"))
     if agent_version is not None:
         ext.append(Extension("AgentVersion", agent_version, "Agent"))
     for run in runs.values():

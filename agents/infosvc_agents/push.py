@@ -11,6 +11,7 @@ which keeps the agent free of any web framework.
 from __future__ import annotations
 
 import http.client
+import json
 import logging
 import random
 import ssl
@@ -32,6 +33,16 @@ class PushError(Exception):
     def __init__(self, message: str, *, retry: bool) -> None:
         super().__init__(message)
         self.retry = retry
+
+
+def acknowledges(body: bytes) -> bool:
+    """Whether an answer's body is the aggregator's acknowledgement of a report: a JSON object
+    naming the host."""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(answer, dict) and isinstance(answer.get("host"), str)
 
 
 @dataclass(slots=True)
@@ -69,7 +80,12 @@ class Sender:
     def send(self, document: bytes) -> None:
         status, body = self.call("POST", "/v1/nodes", document, "application/xml")
         if 200 <= status < 300:
-            return
+            if acknowledges(body):
+                return
+            # Not the aggregator's answer (a proxy's or a portal's page, a cut body): the sample
+            # may not be stored, so it is kept and sent again; the aggregator stores it once.
+            raise PushError(f"server answered {status} without an acknowledgement: "
+                            f"{body[:100].decode('utf-8', 'replace')!r}", retry=True)
         retry = status >= 500 or status in RETRYABLE
         raise PushError(f"server answered {status}: {body[:300].decode('utf-8', 'replace')}", retry=retry)
 

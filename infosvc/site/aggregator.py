@@ -23,7 +23,7 @@ from infosvc.model.nodeset import NameSet
 from infosvc.site.hosts import HostEntry, HostTable
 from infosvc.site.config import SiteConfig
 from infosvc.store import HostEvent, Report, Store
-from infosvc.site.errors import Forbidden, NotFound
+from infosvc.site.errors import Forbidden, NotFound, Unavailable
 from infosvc.site.tokens import Tokens
 
 log = logging.getLogger("infosvc.site.aggregator")
@@ -53,6 +53,10 @@ class Aggregator:
         self._claims: dict[str, int] = {}
         #: reports accepted, and refused by reason (for /metrics)
         self.accepted = 0
+        #: samples delivered again and acknowledged without a second row (see _repeat_of)
+        self.repeated = 0
+        #: (host, SampleId) of the reports waiting for the store
+        self._storing: set[tuple[str, str]] = set()
         self.rejected: Counter[str] = Counter()
         #: stored bindings the tokens file overrides: dropped from the store by `start()`
         self.stale_bindings: list[str] = []
@@ -105,6 +109,9 @@ class Aggregator:
         except ValueError:  # DocumentError
             self.rejected["invalid"] += 1
             raise
+        repeat = self._repeat_of(node)
+        if repeat is not None:
+            return repeat
         now = self.now()
         if bind:
             self.tokens.bind(key, node.id)  # claimed now, so a concurrent second claim is refused
@@ -118,6 +125,8 @@ class Aggregator:
         entry = self.table.get(node.id)
         before = entry.state.value if entry is not None else "new"
         approved = entry.approved if entry is not None else self.table.new_host_approved()
+        storing = (node.id, node.extension("SampleId", "Agent") or "")
+        self._storing.add(storing)
         try:
             await self.store.add_report(Report(node.id, body, now, approved), bind_token=key if carries else None)
         except Exception as exc:
@@ -132,6 +141,8 @@ class Aggregator:
                     raise Forbidden(f"host {node.id!r} reports with another token") from None
             self.rejected["store"] += 1
             raise
+        finally:
+            self._storing.discard(storing)
         if carries:
             self._claims.pop(key, None)  # the claim is durable
         self.accepted += 1
@@ -140,6 +151,22 @@ class Aggregator:
             audit.info("host %s: %s -> %s (a report)", entry.id, before, entry.state.value)
         self._warm((entry,))
         return entry
+
+    def _repeat_of(self, node: Node) -> HostEntry | None:
+        """The host's entry when `node` is the sample it holds, delivered again (an agent that did
+        not hear the first answer: a reset, a timeout, a proxy's 5xx): acknowledged, not stored
+        twice. A sample is named by the agent's SampleId; documents without one are always new.
+        The same sample still waiting for the store is refused (503): the agent sends it again."""
+        sample = node.extension("SampleId", "Agent")
+        if sample is None:
+            return None
+        entry = self.table.get(node.id)
+        if entry is not None and entry.node.extension("SampleId", "Agent") == sample:
+            self.repeated += 1
+            return entry
+        if (node.id, sample) in self._storing:
+            raise Unavailable("this sample is being stored", "send it again: it will be acknowledged once stored")
+        return None
 
     def count_refused(self, reason: str) -> None:
         """A report refused before it reached `ingest` (its token, its size, its body), by reason."""
