@@ -26,7 +26,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Callable, Generic, Iterable, Protocol, Sequence, TypeVar
+from typing import Callable, Generic, Iterable, Iterator, Protocol, Sequence, TypeVar
+
+from infosvc.sched.prediction import planned_end
 
 A = TypeVar("A")
 
@@ -34,6 +36,8 @@ A = TypeVar("A")
 class Policy(StrEnum):
     FCFS = "fcfs"
     EASY = "easy"
+    #: EASY's guarantee with run time predictions and a queue order of the caller's (docs/simulation.md)
+    PREDICTIVE = "predictive"
 
 
 class Queued(Protocol):
@@ -93,6 +97,8 @@ class Running(Generic[A]):
     started: float
     estimate: float
     allocation: A
+    #: the run time `predictive` plans with (NaN: the estimate)
+    predicted: float = math.nan
 
     @property
     def ends(self) -> float:
@@ -114,6 +120,8 @@ class Reservation(Generic[A]):
     job: Queued
     at: float  # math.inf when no end of a running job frees enough: then nothing is held for it
     allocation: A | None
+    #: `predictive`: when it is expected to start, by the predictions (`at` is what is guaranteed)
+    predicted_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -158,6 +166,9 @@ def schedule(machine: Machine[A], running: Sequence[Running[A]], queue: Iterable
             plan.waiting[head.id] = f"first in the queue: {free.describe_shortfall(head)}"
             for job in rest:
                 plan.waiting[job.id] = f"behind {head.id} (first come, first served)"
+        return plan
+    if policy is Policy.PREDICTIVE:
+        _backfill_predictive(free, running, plan, head, rest, now, when, explain)
         return plan
     reservation, extra = _reserve(free, running, plan.starts, head, now)
     plan.reservation = reservation
@@ -204,6 +215,13 @@ def _reserve(free: Machine[A], running: Sequence[Running[A]], starting: Sequence
     with the reservation held and every running job that ends by then ended (the extra resources)."""
     ending = sorted([(r.ends, r.allocation) for r in running]
                     + [(now + s.job.estimate, s.allocation) for s in starting], key=lambda pair: pair[0])
+    return _shadow(free, ending, head, now)
+
+
+def _shadow(free: Machine[A], ending: list[tuple[float, A]], head: Queued,
+            now: float) -> tuple[Reservation[A], Machine[A] | None]:
+    """The reservation and extra resources of `_reserve`, with `ending` the (end, allocation) of
+    every running and starting job, by end."""
     future = free.copy()
     shadow, allocation = math.inf, None
     position = 0
@@ -222,3 +240,67 @@ def _reserve(free: Machine[A], running: Sequence[Running[A]], starting: Sequence
         return Reservation(head, math.inf, None), None
     future.take(allocation)
     return Reservation(head, shadow, allocation), future
+
+
+def predicted(job: Queued) -> float:
+    """The run time `predictive` plans `job` with: its `predicted` if it has one, else its estimate."""
+    value = getattr(job, "predicted", None)
+    return job.estimate if value is None or math.isnan(value) else min(float(value), job.estimate)
+
+
+def _backfill_predictive(free: Machine[A], running: Sequence[Running[A]], plan: Plan[A], head: Queued,
+                         rest: Iterator[Queued], now: float, when: Callable[[float], str], explain: bool) -> None:
+    """`predictive`'s backfilling past the blocked head, in the caller's queue order. Two
+    reservations: the guaranteed one, EASY's by estimates (every job's kill limit, so it holds
+    whatever the predictions do), and the expected one, by predictions (a running job past its
+    prediction expected to run to its limit). A later job starts now if it fits and, by its
+    estimate, cannot delay the guaranteed start (EASY's rule), and, by its prediction, is not
+    expected to delay the expected one (ends by it, or fits in what is expected to be left)."""
+    reservation, extra = _reserve(free, running, plan.starts, head, now)
+    ending = sorted([(planned_end(r.started, r.estimate if math.isnan(r.predicted) else r.predicted, r.estimate, now),
+                      r.allocation) for r in running]
+                    + [(now + predicted(s.job), s.allocation) for s in plan.starts], key=lambda pair: pair[0])
+    expected, expected_extra = _shadow(free, ending, head, now)
+    reservation = Reservation(head, reservation.at, reservation.allocation, min(expected.at, reservation.at))
+    plan.reservation = reservation
+    if explain:
+        held = ("no running job's end frees enough" if math.isinf(reservation.at)
+                else f"reserved to start by {when(reservation.at)}, expected at {when(reservation.predicted_at or now)}")
+        plan.waiting[head.id] = f"first in the queue: {free.describe_shortfall(head)}; {held}"
+    room = free.room()
+    extra_room = 0 if extra is None else extra.room()
+    expected_room = 0 if expected_extra is None else expected_extra.room()
+    for job in rest:
+        if room <= 0 and not explain:
+            break
+        safe = now + job.estimate <= reservation.at
+        wanted = now + predicted(job) <= expected.at
+        if not explain and (job.processors > room or (not safe and job.processors > extra_room)
+                            or (not wanted and job.processors > expected_room)):
+            continue  # refused by the bounds alone
+        allocation = free.place(job) if job.processors <= room else None
+        if allocation is None:
+            if explain:
+                plan.waiting[job.id] = free.describe_shortfall(job)
+            continue
+        if not safe:
+            allocation = free.place(job, within=extra) if extra is not None else None
+        share = None
+        if allocation is not None and not wanted:
+            share = expected_extra.place(job) if expected_extra is not None else None
+            allocation = allocation if share is not None else None
+        if allocation is None:
+            if explain:
+                plan.waiting[job.id] = f"would delay {head.id}, reserved to start by {when(reservation.at)}"
+            continue
+        free.take(allocation)
+        room = free.room()
+        if not safe:
+            assert extra is not None
+            extra.take(allocation)
+            extra_room = extra.room()
+        if share is not None:
+            assert expected_extra is not None
+            expected_extra.take(share)
+            expected_room = expected_extra.room()
+        plan.starts.append(Start(job, allocation, backfilled=True))

@@ -14,7 +14,9 @@ The conventions are the design's (docs/simulation.md), so that two correct simul
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
@@ -22,6 +24,8 @@ from typing import Callable, Iterable, Sequence
 from infosvc.codec.swf import SwfRecord
 from infosvc.sched.policy import Policy, Running, schedule
 from infosvc.sched.pool import ProcessorPool
+from infosvc.sched.ordering import MAX_SLACK, SLACK_FACTOR, TIMED, Order, order_key
+from infosvc.sched.prediction import UserHistory
 
 __all__ = ["Outcome", "SimJob", "Summary", "Trace", "jobs_of", "simulate", "summarize", "trace_jobs"]
 
@@ -41,17 +45,22 @@ class SimJob:
     run: float
     id: str = ""
     priority: int = 0
+    #: SWF field 12, whose history predicts the job's run time (`predictive`); -1: unknown
+    user: int = -1
 
     @classmethod
-    def of(cls, number: int, submitted: float, processors: int, estimate: float, run: float) -> SimJob:
+    def of(cls, number: int, submitted: float, processors: int, estimate: float, run: float, user: int = -1) -> SimJob:
         # zero-padded: the queue's tie-break on equal submit times compares ids as text
-        return cls(number, submitted, processors, estimate, run, f"{number:020d}" if number >= 0 else f"-{-number:019d}")
+        return cls(number, submitted, processors, estimate, run, f"{number:020d}" if number >= 0 else f"-{-number:019d}",
+                   0, user)
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
     job: SimJob
     start: float
+    #: the run time `predictive` planned it with (NaN for the other policies)
+    predicted: float = math.nan
 
     @property
     def end(self) -> float:
@@ -87,26 +96,28 @@ class Trace:
     skipped: int = 0
 
 
-def jobs_of(records: Iterable[tuple[int, float, float, int, int, float]], processors: int) -> Trace:
-    """(number, submit, run time, allocated, requested processors, requested time) per trace job,
-    read by the conventions for a machine of `processors`."""
+def jobs_of(records: Iterable[tuple[int, float, float, int, int, float] | tuple[int, float, float, int, int, float, int]],
+            processors: int) -> Trace:
+    """(number, submit, run time, allocated, requested processors, requested time[, user]) per
+    trace job, read by the conventions for a machine of `processors`."""
     trace = Trace()
-    for number, submitted, run_time, allocated, requested, requested_time in records:
+    for record in records:
+        number, submitted, run_time, allocated, requested, requested_time = record[:6]
         wanted = requested if requested > 0 else allocated
         estimate = requested_time if requested_time > 0 else run_time
         run = min(run_time, estimate)
         if run <= 0 or wanted <= 0 or wanted > processors:
             trace.skipped += 1
             continue
-        trace.jobs.append(SimJob.of(number, submitted, wanted, estimate, run))
+        trace.jobs.append(SimJob.of(number, submitted, wanted, estimate, run, record[6] if len(record) > 6 else -1))
     trace.jobs.sort(key=lambda job: (job.submitted, job.id))
     return trace
 
 
 def trace_jobs(records: Iterable[SwfRecord], processors: int) -> Trace:
     """A trace's records (infosvc.codec.swf) read by the conventions, as `jobs_of`."""
-    return jobs_of(((r.job, r.submit, r.run_time, r.allocated_processors, r.requested_processors, r.requested_time)
-                    for r in records), processors)
+    return jobs_of(((r.job, r.submit, r.run_time, r.allocated_processors, r.requested_processors, r.requested_time,
+                     r.user) for r in records), processors)
 
 
 def simulate(jobs: Sequence[SimJob], processors: int, policy: Policy,
@@ -115,6 +126,8 @@ def simulate(jobs: Sequence[SimJob], processors: int, policy: Policy,
     called about every `every` seconds of real time."""
     if any(job.processors > processors or job.processors < 1 for job in jobs):
         raise ValueError(f"a job asks for more than the machine's {processors} processors, or for none")
+    if policy is Policy.PREDICTIVE:
+        return simulate_predictive(jobs, processors, Options(), progress, every)
     pool = ProcessorPool.empty(processors)
     queue: dict[str, SimJob] = {}  # in queue order (arrivals come in it); a start leaves at once
     # How many queued jobs ask each number of processors: with fewer free than the narrowest asks,
@@ -151,6 +164,95 @@ def simulate(jobs: Sequence[SimJob], processors: int, policy: Policy,
             heapq.heappush(ends, (now + job.run, job.id))
             outcomes.append(Outcome(job, now))
             del queue[job.id]
+        while narrowest <= processors and not asking[narrowest]:
+            narrowest += 1
+        if progress is not None and time.monotonic() - clock >= every:
+            clock = time.monotonic()
+            progress(len(outcomes), now)
+    return outcomes
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What `predictive` uses (each can be turned off to measure what it buys: bench/predictive.py)."""
+
+    #: predict run times from each user's history (else every prediction is the estimate)
+    predictions: bool = True
+    order: Order = Order.SLACK
+    slack_factor: float = SLACK_FACTOR
+    max_slack: float = MAX_SLACK
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """A queued trace job as `predictive` reads it: the job, and its prediction made at submission."""
+
+    id: str
+    priority: int
+    submitted: float
+    estimate: float
+    processors: int
+    predicted: float
+    job: SimJob
+
+
+#: (now, the reserved head, its guaranteed start) at each pass: what the starvation tests check
+Observer = Callable[[float, Waiting, float], None]
+
+
+def simulate_predictive(jobs: Sequence[SimJob], processors: int, options: Options,
+                        progress: Callable[[int, float], None] | None = None, every: float = 1.0,
+                        observe: Observer | None = None) -> list[Outcome]:
+    """`simulate` by `predictive`: each job predicted at its submission from its user's history of
+    ended jobs (infosvc/sched/prediction.py), the queue in `options.order` (kept sorted by its
+    fixed keys; sorted each pass for the orders that change with the clock), one pass of
+    `policy.schedule` per instant as `simulate`. `observe(now, head, at)` is told each pass's
+    reserved head and its guaranteed start."""
+    pool = ProcessorPool.empty(processors)
+    history = UserHistory()
+    queue: list[tuple[tuple[float, float, str], Waiting]] = []  # by key
+    timed = options.order in TIMED
+    asking = [0] * (processors + 1)
+    narrowest = processors + 1
+    running: dict[str, Running[int]] = {}
+    ends: list[tuple[float, str, int, float]] = []  # (end, job id, user, run): a heap
+    outcomes: list[Outcome] = []
+    arrival = 0
+    clock = time.monotonic()
+    while arrival < len(jobs) or ends:
+        now = min(jobs[arrival].submitted if arrival < len(jobs) else math.inf, ends[0][0] if ends else math.inf)
+        while ends and ends[0][0] == now:
+            _, job_id, user, run = heapq.heappop(ends)
+            pool.give(running.pop(job_id).allocation)
+            history.record(user, run)
+        while arrival < len(jobs) and jobs[arrival].submitted == now:
+            job = jobs[arrival]
+            guess = history.predict(job.user, job.estimate) if options.predictions else job.estimate
+            waiting = Waiting(job.id, job.priority, job.submitted, job.estimate, job.processors, guess, job)
+            bisect.insort(queue, (order_key(options.order, waiting, now, options.slack_factor, options.max_slack),
+                                  waiting))
+            asking[job.processors] += 1
+            narrowest = min(narrowest, job.processors)
+            arrival += 1
+        if not queue or pool.free < narrowest:
+            continue
+        if timed:
+            queue.sort(key=lambda entry: order_key(options.order, entry[1], now))
+        plan = schedule(pool, list(running.values()), (w for _, w in queue), now, Policy.PREDICTIVE, explain=False)
+        if observe is not None and plan.reservation is not None:
+            observe(now, plan.reservation.job, plan.reservation.at)  # type: ignore[arg-type]
+        if not plan.starts:
+            continue
+        for start in plan.starts:
+            waiting = start.job  # type: ignore[assignment]
+            job = waiting.job
+            pool.take(start.allocation)
+            asking[job.processors] -= 1
+            running[job.id] = Running(job.id, now, job.estimate, start.allocation, waiting.predicted)
+            heapq.heappush(ends, (now + job.run, job.id, job.user, job.run))
+            outcomes.append(Outcome(job, now, waiting.predicted))
+        started = {s.job.id for s in plan.starts}
+        queue = [entry for entry in queue if entry[1].id not in started]
         while narrowest <= processors and not asking[narrowest]:
             narrowest += 1
         if progress is not None and time.monotonic() - clock >= every:

@@ -1,0 +1,84 @@
+"""Queue orders for the `predictive` policy: which waiting job goes first within a priority group.
+Each reads a job's submission, processors and predicted run time (infosvc/sched/prediction.py).
+
+- `slack` (the policy's order): a job's key is its submission plus a slack, `SLACK_FACTOR` times its
+  predicted run time, at most `MAX_SLACK` seconds; the queue is by key, then id. A short job goes
+  ahead of the long jobs submitted a little before it; every job ages at the same rate, and the key
+  never changes while the job waits, so a job can only ever be passed by jobs submitted less than
+  `MAX_SLACK` after it. That is what bounds its wait (docs/simulation.md), and a fixed key lets the
+  simulator keep its queue sorted instead of sorting it each pass.
+- `wfp3`: (wait / run time)^3 x processors, largest first (Tang et al., "Fault-aware,
+  utility-based job scheduling on Blue Gene/P systems", Cluster 2009).
+- `unicef`: wait / (log2(processors + 1) x run time), largest first (Vasupongayya and Chiang,
+  2005; + 1 so that a one-processor job is not infinitely urgent).
+- `f1`: log10(run time) x processors + 870 x log10(submission), smallest first: the first of the
+  functions Carastan-Santos and de Camargo learned ("Obtaining dynamic scheduling policies with
+  simulation and machine learning", SC 2017). Its submission term is on the trace's clock (seconds
+  from the log's start); on Unix time it degenerates to smallest-first.
+
+`wfp3` and `unicef` change with the clock: the queue is sorted again at each pass. They are here to
+be measured against `slack` (bench/predictive.py); the service uses `slack`.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+from typing import Protocol
+
+__all__ = ["MAX_SLACK", "SLACK_FACTOR", "Order", "Ranked", "TIMED", "order_key", "slack_key"]
+
+#: The slack is this many times the predicted run time ...
+SLACK_FACTOR = 10.0
+#: ... and never more than this (seconds): a job is passed only by jobs submitted within a day after it.
+MAX_SLACK = 24 * 3600.0
+
+
+class Order(StrEnum):
+    FCFS = "fcfs"
+    SLACK = "slack"
+    WFP3 = "wfp3"
+    UNICEF = "unicef"
+    F1 = "f1"
+
+
+#: The orders whose keys change with the clock.
+TIMED = frozenset({Order.WFP3, Order.UNICEF})
+
+
+class Ranked(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def submitted(self) -> float: ...
+
+    @property
+    def processors(self) -> int: ...
+
+    @property
+    def predicted(self) -> float:
+        """The run time the policy plans with (seconds, at least 1)."""
+        ...
+
+
+def slack_key(submitted: float, predicted: float, factor: float = SLACK_FACTOR, cap: float = MAX_SLACK) -> float:
+    """The `slack` order's key: submission plus the capped slack (an Infinite prediction gets the cap)."""
+    return submitted + min(cap, factor * predicted)
+
+
+def order_key(order: Order, job: Ranked, now: float, factor: float = SLACK_FACTOR,
+              cap: float = MAX_SLACK) -> tuple[float, float, str]:
+    """The sort key of `job` in `order` at `now` (smaller goes first); ties by submission, then id."""
+    run = max(1.0, job.predicted) if math.isfinite(job.predicted) else math.inf
+    if order is Order.SLACK:
+        value = slack_key(job.submitted, run, factor, cap)
+    elif order is Order.WFP3:
+        value = -((max(0.0, now - job.submitted) / run) ** 3) * job.processors
+    elif order is Order.UNICEF:
+        value = -max(0.0, now - job.submitted) / (math.log2(job.processors + 1) * run)
+    elif order is Order.F1:
+        value = math.log10(run) * job.processors + 870.0 * math.log10(max(job.submitted, 0.1))
+    else:
+        value = job.submitted
+    return (value, job.submitted, job.id)
