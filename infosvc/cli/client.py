@@ -47,8 +47,14 @@ class Client:
                     token = handle.read().strip()
             except OSError as exc:
                 raise ClientError(f"{token_file}: cannot read: {exc.strerror}") from None
+            except UnicodeDecodeError:
+                raise ClientError(f"{token_file}: the file is not UTF-8 text") from None
             if not token:
                 raise ClientError(f"{token_file}: the file holds no token")
+            if not token.isprintable() or any(char.isspace() for char in token):
+                # Never quoted: the header http.client refused was quoted whole, the token in it.
+                raise ClientError(f"{token_file}: a token is one word on one line, of printable characters; "
+                                  "this file's content is not (it is not shown: it may be secret)")
         context = None
         if ca_file is not None:
             try:
@@ -75,7 +81,8 @@ class Client:
         except urllib.error.URLError as exc:
             raise ClientError(f"cannot reach {self.server}: {exc.reason}") from None
         except (OSError, ValueError) as exc:  # a timeout mid-answer, a URL urllib cannot use
-            raise ClientError(f"cannot reach {self.server}: {exc}") from None
+            said = str(exc).replace(self.token, "[token]") if self.token else str(exc)
+            raise ClientError(f"cannot reach {self.server}: {said}") from None
         if len(answer) > MAX_ANSWER_BYTES:
             raise ClientError(f"{url}: the answer is larger than {MAX_ANSWER_BYTES // 2**20} MB")
         try:

@@ -76,7 +76,9 @@ class Tokens:
             try:
                 role = Role(words[0])
             except ValueError:
-                raise TokenFileError(f"{path}:{number}: unknown role {words[0]!r}; "
+                # A word as long as a token is not quoted: it may be one, written first by mistake.
+                said = repr(words[0]) if len(words[0]) < 16 else f"(a word of {len(words[0])} characters)"
+                raise TokenFileError(f"{path}:{number}: unknown role {said}; "
                                      f"one of {', '.join(r.value for r in Role)}") from None
             if len(words[1]) < 16:
                 raise TokenFileError(f"{path}:{number}: token too short (at least 16 characters)")
