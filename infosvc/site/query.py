@@ -169,6 +169,8 @@ class HostFilter:
             if key not in PARAMETERS:
                 raise QueryError(key, f"unknown; expected one of {', '.join(PARAMETERS)}")
             if key == "state":
+                if not split_features(value):  # else `?state=` lists every host, as if no filter were given
+                    raise QueryError(key, f"names no state; one of {', '.join(s.value for s in NodeState)}")
                 for word in split_features(value):
                     try:
                         states.add(NodeState(word.capitalize()))

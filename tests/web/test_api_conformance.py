@@ -199,3 +199,10 @@ def test_an_admin_names_a_host_that_is_not_empty(serve_app: ServerFactory) -> No
         reply = server.get(f"/v1/executor/tasks{query}", token=server.tokens["admin"])
         assert reply.is_error(400), (query, reply)
     assert server.get("/v1/executor/tasks?host=a.example.org", token=server.tokens["admin"]).status == 200
+
+
+@pytest.mark.parametrize("query", ["state=", "state=,", "state=Ready&state="])
+def test_an_empty_state_is_refused_not_read_as_no_filter(serve_app: ServerFactory, query: str) -> None:
+    """`?state=` listed every host, as if no filter were given; the document allows only states."""
+    reply = serve_app().get(f"/v1/nodes?{query}")
+    assert reply.is_error(400) and reply.json()["detail"] == {"parameter": "state"}, reply
