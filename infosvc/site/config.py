@@ -17,6 +17,7 @@ from ClusterShell.NodeSet import NodeSet, NodeSetException
 # The config's CE policy is GLUE's own Policy object (minutes; 0 means not specified).
 from infosvc.model.glue import CEPolicy as Policy
 from infosvc.site.configtable import ConfigError, Setting, TomlTable
+from infosvc.site.federation_config import FederationConfig, parse_federation
 from infosvc.site.resources import ResourceEntry, consumables_of, licenses_of
 
 DEFAULT_LISTEN: Final = "127.0.0.1:8080"
@@ -177,6 +178,8 @@ class SiteConfig:
     #: licenses and consumables of hosts (infosvc.site.resources), in file order
     resources: tuple[ResourceEntry, ...] = ()
 
+    #: the upstream sites of a top level (infosvc.site.federation_config); none: a site
+    federation: FederationConfig = field(default_factory=FederationConfig)
     def cluster_of(self, host: str) -> ClusterConfig:
         """The first cluster whose NodeSet names `host`, else the first cluster without `nodes`
         (it takes every host no other cluster claims, wherever it stands in the file); hosts no
@@ -262,8 +265,9 @@ def parse_config(data: dict[str, Any]) -> SiteConfig:
         t.done()
     resources = [_resources(t, cluster_ids) for t in top.tables("resources")]
     top.done()
+    federation = parse_federation(top)
     return SiteConfig(service, store, lifecycle, tuple(clusters), tuple(ces), tuple(benchmarks), tuple(software),
-                      prometheus=prometheus, scheduler=scheduler, resources=tuple(resources))
+                      prometheus=prometheus, scheduler=scheduler, resources=tuple(resources), federation=federation)
 
 
 def _resources(t: TomlTable, cluster_ids: set[str]) -> ResourceEntry:

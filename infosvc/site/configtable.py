@@ -108,7 +108,8 @@ class TomlTable:
         value = self.data.pop(key, [])
         if not isinstance(value, list):
             raise ConfigError(f"{key}: expected an array of tables ([[{key}]])")
-        return [TomlTable(item, f"{key}[{i}]") for i, item in enumerate(value)]
+        where = f"{self.where}.{key}" if self.where else key  # [[federation.upstreams]] names its parent
+        return [TomlTable(item, f"{where}[{i}]") for i, item in enumerate(value)]
 
     def nodeset(self, key: str, required: bool = True) -> NodeSet | None:
         text = self.text(key)

@@ -29,6 +29,8 @@ class Role(StrEnum):
     ADMIN = "admin"
     #: runs the tasks placed on one host and reports their start and end (infosvc-agent --run-jobs)
     EXECUTOR = "executor"
+    #: reads and nothing else, where service.read_token_required: what a site gives a top level
+    READ = "read"
 
 
 class TokenFileError(ValueError):
@@ -82,8 +84,8 @@ class Tokens:
                                      f"one of {', '.join(r.value for r in Role)}") from None
             if len(words[1]) < 16:
                 raise TokenFileError(f"{path}:{number}: token too short (at least 16 characters)")
-            if len(words) == 3 and role is Role.ADMIN:
-                raise TokenFileError(f"{path}:{number}: an admin token is bound to no host or user")
+            if len(words) == 3 and role in (Role.ADMIN, Role.READ):
+                raise TokenFileError(f"{path}:{number}: an {role.value} token is bound to no host or user")
             if len(words) == 3 and role is Role.SUBMIT:
                 if not USER_NAME.match(words[2]):
                     raise TokenFileError(f"{path}:{number}: {words[2][:40]!r} is not a user name "

@@ -24,6 +24,7 @@ from infosvc.site.tokens import Tokens
 from infosvc.store import Store
 from infosvc.web.auth import authorize
 from infosvc.web.errors import errors_as_json
+from infosvc.web.federation import federate
 from infosvc.web.pretty import readable
 from infosvc.web.keys import AGGREGATOR, CONFIG, GLUE, JOB_QUEUE, MATCH_GATE, METRICS, PAST_VIEWS
 from infosvc.web.match import MatchGate
@@ -103,5 +104,8 @@ def make_app(config: SiteConfig, *, db: str | Path | None = None, tokens: Tokens
     app[MATCH_GATE] = MatchGate()
     app[PAST_VIEWS] = asyncio.Semaphore(1)
     app.cleanup_ctx.append(_metrics_ctx)
-    add_routes(app)
+    if config.federation.upstreams:  # a top level over site aggregators (docs/grid.md)
+        federate(app)
+    else:
+        add_routes(app)
     return app

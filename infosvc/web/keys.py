@@ -14,6 +14,7 @@ from infosvc.site.config import SiteConfig
 from infosvc.site.queue import JobQueue
 
 if TYPE_CHECKING:
+    from infosvc.federation.pull import Federation
     from infosvc.web.match import MatchGate
     from infosvc.web.routes import Route
 
@@ -23,6 +24,8 @@ METRICS = web.AppKey("metrics", Metrics)
 GLUE = web.AppKey("glue", Glue)
 JOB_QUEUE = web.AppKey("job_queue", JobQueue)
 MATCH_GATE: web.AppKey["MatchGate"] = web.AppKey("match_gate")
+#: a top level's upstreams and their union (infosvc/web/federation.py)
+FEDERATION: web.AppKey["Federation"] = web.AppKey("federation")
 #: past views of the site being built now (GET /v1/glue?at=), by their one slot
 PAST_VIEWS = web.AppKey("past_views", asyncio.Semaphore)
 #: handler -> its entry in the route table, for the authorizing middleware

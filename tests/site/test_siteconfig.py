@@ -15,6 +15,7 @@ from support.configspy import ONE_OF_EACH, Accepted, keys_of, path_of
 from infosvc.site.config import (DEFAULT_CLUSTER, DEFAULT_LISTEN, Benchmark, ClusterConfig, ComputingElementConfig,
                                 ConfigError, LifecycleConfig, Policy, PrometheusConfig, SchedulerConfig, ServiceConfig,
                                 SiteConfig, Software, StoreConfig, load_config, parse_config)
+from infosvc.site.federation_config import FederationConfig, Upstream
 from infosvc.site.resources import ResourceEntry
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
@@ -474,10 +475,12 @@ def test_accepted_keys_are_what_the_dataclasses_hold(accepted: Accepted) -> None
         "benchmarks": fields(Benchmark), "software": fields(Software), "prometheus": fields(PrometheusConfig),
         "scheduler": fields(SchedulerConfig), "resources": fields(ResourceEntry),
     }
+        "federation": fields(FederationConfig, "upstreams"), "federation.upstreams": fields(Upstream),
     assert accepted.tables == {"service", "store", "lifecycle", "clusters", "computing_elements",
                                "computing_elements.policy", "benchmarks", "software", "prometheus", "scheduler",
-                               "resources"}
-    assert accepted.tables == {f.name for f in dataclasses.fields(SiteConfig)} | {"computing_elements.policy"}
+                               "resources", "federation", "federation.upstreams"}
+    assert accepted.tables == {f.name for f in dataclasses.fields(SiteConfig)} | {"computing_elements.policy",
+                                                                                "federation.upstreams"}
 
 
 def test_every_key_is_documented(accepted: Accepted) -> None:
@@ -493,7 +496,8 @@ def _value(config: SiteConfig, table: str, key: str) -> Any:
                   "computing_elements.policy": config.computing_elements[0].policy,
                   "benchmarks": config.benchmarks[0], "software": config.software[0],
                   "prometheus": config.prometheus, "scheduler": config.scheduler,
-                  "resources": config.resources[0]}[table]
+                  "resources": config.resources[0], "federation": config.federation,
+                  "federation.upstreams": config.federation.upstreams[0]}[table]
     return getattr(owner, key)
 
 

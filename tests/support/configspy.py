@@ -15,7 +15,8 @@ from infosvc.site.config import parse_config
 #: A config with one of each array table, so that parse_config, reading it, reads every key it
 #: knows (each getter runs whether the key is present or not).
 ONE_OF_EACH = {"clusters": [{"id": "c"}], "computing_elements": [{"id": "ce"}],
-               "benchmarks": [{"nodes": "n1"}], "software": [{"nodes": "n1"}], "resources": [{}]}
+               "benchmarks": [{"nodes": "n1"}], "software": [{"nodes": "n1"}], "resources": [{}],
+               "federation": {"upstreams": [{"url": "http://site.example.org:8080"}]}}
 #: Tables whose keys are names the site chooses (license features, consumables), not config keys.
 NAMED_BY_THE_SITE = {"resources.licenses", "resources.consumables"}
 
