@@ -1,8 +1,9 @@
 """GLUE for readers: the kind lookup and the cache of host renderings, once, over any GLUE tree
 (the model's `GlueTree` Protocol, which the site's roll-up keeps), for every format.
 
-A format is a codec's documents object (`XmlDocuments`, `JsonDocuments`, and LDIF or GLUE 2.0
-when they come: one module each, and one line in FORMATS). A site's documents are mostly its
+A format is a codec's documents object (`XmlDocuments`, `JsonDocuments`; the grid's GLUE 1.3 and
+2.0 LDIF and GLUE 2.0 XML and JSON, made with the reader's options: one module each, and one line
+in GRID_FORMATS). A site's documents are mostly its
 hosts, so each host's rendering is kept while the tree still holds that very Host object in the
 same subcluster (Host is frozen, and the roll-up replaces it on every change), and dropped when
 the host goes. Subclusters, clusters and computing elements are few and rendered on every read.
@@ -12,12 +13,18 @@ the report.
 
 from __future__ import annotations
 
-from typing import Iterable, Protocol
+from typing import Callable, Iterable, Protocol
 
 from infosvc.codec.glue_json import JsonDocuments
+from infosvc.codec.glue13_ldif import Glue13Ldif
+from infosvc.codec.glue2_json import Glue2Json
+from infosvc.codec.glue2_ldif import Glue2Ldif, GlueLdif
+from infosvc.codec.glue2_xml import Glue2Xml
 from infosvc.codec.glue_xml import Fragment, XmlDocuments
+from infosvc.codec.gridformat import GridOptions
 from infosvc.model import glue
 from infosvc.model.glue import GlueTree, Host, SubCluster
+from infosvc.model.snapshot import Snapshot, SnapshotView, take
 
 #: The kinds of GET /v1/glue/{kind}/{id}.
 KINDS = ("computing-elements", "clusters", "subclusters", "hosts")
@@ -46,6 +53,11 @@ class Documents(Protocol):
     def computing_element_document(self, tree: GlueTree, ce: glue.ComputingElement) -> bytes: ...
 
 
+#: The grid's formats (they publish the whole tree only, with the CE figures of one snapshot), by name.
+GRID_FORMATS: dict[str, Callable[[GridOptions], Documents]] = {
+    "ldif-1.3": Glue13Ldif, "ldif-2.0": Glue2Ldif, "ldif": GlueLdif, "glue2-xml": Glue2Xml, "glue2-json": Glue2Json}
+
+
 def find(tree: GlueTree, kind: str, ident: str) -> Entity | None:
     """The entity of `kind` (one of KINDS) with this id, or None."""
     if kind == "hosts":
@@ -62,9 +74,12 @@ def find(tree: GlueTree, kind: str, ident: str) -> Entity | None:
 class Rendering:
     """One format's documents of one tree, with each host's rendering cached."""
 
-    def __init__(self, tree: GlueTree, documents: Documents) -> None:
+    def __init__(self, tree: GlueTree, documents: Documents,
+                 snapshot: Callable[[], Snapshot] | None = None) -> None:
         self.source = tree
         self.documents = documents
+        #: where the whole tree's CE figures come from (the `Glue` it belongs to); None: the tree
+        self.snapshot = snapshot
         self.media_type = documents.media_type
         #: host id -> (the Host rendered, the subcluster it was shown in, its rendering)
         self._cache: dict[str, tuple[Host, str | None, bytes]] = {}
@@ -90,7 +105,8 @@ class Rendering:
 
     def tree(self) -> bytes:
         """The whole tree."""
-        body = self.documents.tree(self.source, self.fragment)
+        view = self.source if self.snapshot is None else SnapshotView(self.source, self.snapshot())
+        body = self.documents.tree(view, self.fragment)
         self._prune()
         return body
 
@@ -130,10 +146,24 @@ class Glue:
 
     def __init__(self, tree: GlueTree) -> None:
         self.tree = tree
-        self.xml = Rendering(tree, XmlDocuments())
-        self.json = Rendering(tree, JsonDocuments())
+        self._snapshot: Snapshot | None = None
+        self.xml = Rendering(tree, XmlDocuments(), self.snapshot)
+        self.json = Rendering(tree, JsonDocuments(), self.snapshot)
         #: the formats by the name `?format=` gives them
         self.formats: dict[str, Rendering] = {"json": self.json, "xml": self.xml}
+
+    def snapshot(self) -> Snapshot:
+        """The CE figures now, as one snapshot (infosvc.model.snapshot): the previous one while
+        they have not changed, so every rendering of the same figures names the same id and time."""
+        self._snapshot = take(self.tree, self._snapshot)
+        return self._snapshot
+
+    def rendering(self, name: str, options: GridOptions = GridOptions()) -> Rendering:
+        """The format `name`: one of `formats`, or a grid format (GRID_FORMATS) with these options."""
+        found = self.formats.get(name)
+        if found is not None:
+            return found
+        return Rendering(self.tree, GRID_FORMATS[name](options), self.snapshot)
 
     def warm(self, hosts: Iterable[Host]) -> None:
         hosts = list(hosts)

@@ -1,0 +1,94 @@
+"""The computing elements' state figures as of one moment: a snapshot with an id and a time, so that
+every rendering of the site (GLUE 1.1 XML and JSON, GLUE 1.3 and 2.0 LDIF, GLUE 2.0 XML and JSON)
+publishes the same free CPUs, running and waiting jobs and response times, and says which snapshot
+they are.
+
+The id is a digest of the figures: two renderings that carry the same id carry the same numbers,
+whichever process or tree made them. The time is when these figures were first read (a keeper of
+snapshots passes the previous one back, so figures that have not moved keep their time).
+`SnapshotView` is a GLUE tree whose computing elements are the snapshot's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time as _time
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+from infosvc.model.glue import Cluster, ComputingElement, GlueTree, Host, SubCluster
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    id: str  # 12 hex digits
+    time: str  # ISO 8601 UTC, whole seconds
+    computing_elements: tuple[ComputingElement, ...]
+
+
+def _digest(ces: Sequence[ComputingElement]) -> str:
+    h = hashlib.blake2b(digest_size=6)
+    for ce in ces:
+        s = ce.state
+        h.update(repr((ce.unique_id, s.status, ce.info.total_cpus, s.free_cpus, s.running_jobs, s.waiting_jobs,
+                       s.estimated_response_time, s.worst_response_time)).encode())
+    return h.hexdigest()
+
+
+def iso(seconds: float) -> str:
+    return _time.strftime("%Y-%m-%dT%H:%M:%SZ", _time.gmtime(seconds))
+
+
+def take(tree: GlueTree, previous: Snapshot | None = None, now: float | None = None) -> Snapshot:
+    """The tree's CE figures now; `previous` itself when they have not changed since it."""
+    ces = tuple(tree.computing_elements())
+    ident = _digest(ces)
+    if previous is not None and previous.id == ident:
+        return previous
+    return Snapshot(ident, iso(_time.time() if now is None else now), ces)
+
+
+class SnapshotView:
+    """A GLUE tree whose computing elements are those of one snapshot; the rest is the tree's."""
+
+    def __init__(self, tree: GlueTree, snapshot: Snapshot) -> None:
+        self.source = tree
+        self.snapshot = snapshot
+
+    @property
+    def hosts(self) -> Mapping[str, Host]:
+        return self.source.hosts
+
+    @property
+    def subclusters(self) -> Mapping[str, SubCluster]:
+        return self.source.subclusters
+
+    @property
+    def information_service_url(self) -> str | None:
+        return self.source.information_service_url
+
+    def clusters(self) -> Sequence[Cluster]:
+        return self.source.clusters()
+
+    def cluster(self, cluster_id: str) -> Cluster | None:
+        return self.source.cluster(cluster_id)
+
+    def subclusters_of(self, cluster_id: str) -> Sequence[SubCluster]:
+        return self.source.subclusters_of(cluster_id)
+
+    def hosts_of(self, sub_id: str) -> Iterable[Host]:
+        return self.source.hosts_of(sub_id)
+
+    def subcluster_of(self, host_id: str) -> SubCluster | None:
+        return self.source.subcluster_of(host_id)
+
+    def computing_elements(self) -> Sequence[ComputingElement]:
+        return self.snapshot.computing_elements
+
+    def computing_element(self, ce_id: str) -> ComputingElement | None:
+        return next((ce for ce in self.snapshot.computing_elements if ce.unique_id == ce_id), None)
+
+
+def snapshot_of(tree: GlueTree) -> Snapshot:
+    """The snapshot a view carries, or one taken of the tree now."""
+    return tree.snapshot if isinstance(tree, SnapshotView) else take(tree)

@@ -1,0 +1,299 @@
+"""The grid's renderings of a site against the public schemas vendored in schemas/glue1.3 and
+schemas/glue2: GLUE 2.0 XML against OGF's glue2.xsd (lxml, through safexml's schema loader), GLUE
+2.0 JSON against OGF's Glue2.json as patched (jsonschema, draft 4, every referenced file from the
+vendored directory), GLUE 1.3 and 2.0 LDIF against the OpenLDAP schema files (every object class
+and attribute defined, every MUST present, every GLUE 1.3 value IA5). The CE figures are the same
+numbers in every rendering, under one snapshot id and time. The LDIF writer and the diff are
+checked on their own. slapd itself: tests/publish/test_slapd.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft4Validator
+from jsonschema.exceptions import UnknownType
+from referencing import Registry
+from referencing.jsonschema import DRAFT4
+
+from infosvc.codec import ldif, safexml
+from infosvc.codec.gridformat import GridOptions
+from infosvc.model.snapshot import SnapshotView, take
+from infosvc.publish.glue import Glue
+from infosvc.site.cestate import CEFigures, CEQueues
+from infosvc.site.rollup import Rollup
+from support import ROOT
+from support.gridsite import site_config, site_rollup
+
+NS = "{http://schemas.ogf.org/glue/2009/03/spec_2.0_r1}"
+CE = "ce.example.org:2119/jobmanager-infosvc-all"
+
+
+def _schemas() -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted((ROOT / "schemas/glue2/json").glob("*.json"))]
+
+
+def glue2_validator(schemas: list[dict[str, Any]] | None = None) -> Draft4Validator:
+    schemas = schemas or _schemas()
+    registry: Registry[Any] = Registry().with_resources((s["id"], DRAFT4.create_resource(s)) for s in schemas)
+    top = next(s for s in schemas if s["id"].endswith("/Glue2.json"))
+    Draft4Validator.check_schema(top)
+    return Draft4Validator(top, registry=registry)
+
+
+def xml_valid(document: bytes) -> Any:
+    root = safexml.parse(document, max_bytes=1 << 28, what="GLUE 2.0 document")
+    safexml.validate(root, safexml.schema("glue2/glue2.xsd"))
+    return root
+
+
+# --- the LDAP schemas, read from the vendored files ------------------------------------------
+
+_DEFINITION = re.compile(r"^(attributetype|objectclass)\s*\((.*?)(?=^\s*(?:attributetype|objectclass)\b|\Z)",
+                         re.S | re.M | re.I)
+
+
+def ldap_schema(*files: str) -> tuple[set[str], dict[str, set[str]]]:
+    """The attribute names and each object class's MUST attributes (lower case), as the files define them."""
+    attributes: set[str] = set()
+    classes: dict[str, set[str]] = {}
+    for name in files:
+        text = re.sub(r"#[^\n]*", "", (ROOT / "schemas" / name).read_text())
+        for kind, body in _DEFINITION.findall(text):
+            body = re.sub(r"DESC\s+'[^']*'", "", body)
+            names = [n.lower() for n in re.findall(r"'([^']+)'", re.search(r"NAME\s*(\([^)]*\)|'[^']*')", body).group(1))]
+            if kind.lower() == "attributetype":
+                attributes.update(names)
+            else:
+                must = re.search(r"MUST\s*(\([^)]*\)|[\w-]+)", body)
+                musts = {m.lower() for m in re.findall(r"[\w-]+", must.group(1))} if must else set()
+                for n in names:
+                    classes[n] = musts
+    return attributes, classes
+
+
+GLUE13 = ldap_schema("glue1.3/Glue-CORE.schema", "glue1.3/Glue-CE.schema", "glue1.3/Glue-MDS.schema")
+GLUE20 = ldap_schema("glue2/GLUE20.schema")
+CORE = ({"o", "objectclass"}, {"organization": {"o"}})
+
+
+def check_ldif(text: str, schema: tuple[set[str], dict[str, set[str]]]) -> dict[str, ldif.Attributes]:
+    """Every entry's classes and attributes defined, its MUSTs present; the entries."""
+    attributes, classes = schema[0] | CORE[0], {**schema[1], **CORE[1]}
+    entries = ldif.parse(text)
+    assert entries
+    for dn, attrs in entries.items():
+        names = {name.lower() for name, _ in attrs}
+        assert names <= attributes, (dn, names - attributes)
+        own = [v.lower() for n, v in attrs if n.lower() == "objectclass"]
+        assert own and set(own) <= classes.keys(), (dn, own)
+        for cls in own:
+            assert classes[cls] <= names, (dn, cls, classes[cls] - names)
+    return entries
+
+
+@pytest.fixture
+def rollup() -> Rollup:
+    r = site_rollup()
+    r.ce_queues = CEQueues(clock=lambda: 1000.0)
+    r.ce_queues.figures = {CE: CEFigures(running_jobs=3, waiting_jobs=5, held_cpus=24, estimated_start=1600.0,
+                                         worst_start=4600.0)}
+    return r
+
+
+def render(rollup: Rollup, fmt: str, **options: Any) -> bytes:
+    return Glue(rollup).rendering(fmt, GridOptions(**options)).tree()
+
+
+# --- GLUE 2.0 XML and JSON against OGF's schemas -------------------------------------------------
+
+def test_glue2_xml_is_valid_against_ogf_xsd(rollup: Rollup) -> None:
+    root = xml_valid(render(rollup, "glue2-xml"))
+    kinds = [e.tag.replace(NS, "") for e in root if isinstance(e.tag, str)]
+    assert kinds[:4] == ["AdminDomain", "ComputingService", "ComputingEndpoint", "ComputingShare"]
+    assert kinds.count("ExecutionEnvironment") == len(rollup.subclusters)
+    assert kinds.count("ComputingShare") == 3 and "Benchmark" in kinds and "ApplicationEnvironment" in kinds
+    ee_mem = sorted(int(e.findtext(f"{NS}MainMemorySize")) for e in root.iter(f"{NS}ExecutionEnvironment"))
+    assert ee_mem[-1] == 256000
+
+
+def test_a_broken_glue2_xml_is_refused(rollup: Rollup) -> None:
+    document = render(rollup, "glue2-xml")
+    with pytest.raises(Exception):
+        xml_valid(document.replace(b"<OSFamily>", b"<OSFamilyX>", 1).replace(b"</OSFamily>", b"</OSFamilyX>", 1))
+    with pytest.raises(Exception):
+        xml_valid(document.replace(b"<ServingState>production", b"<ServingState>open", 1))
+
+
+def test_glue2_json_is_valid_against_ogf_json_schema(rollup: Rollup) -> None:
+    document = json.loads(render(rollup, "glue2-json"))
+    glue2_validator().validate(document)
+    assert [len(document[k]) for k in ("AdminDomain", "ComputingService", "ComputingEndpoint",
+                                       "ComputingManager")] == [1, 1, 1, 1]
+    broken = json.loads(json.dumps(document))
+    broken["ExecutionEnvironment"][0]["MainMemorySize"] = "16 GB"
+    assert not glue2_validator().is_valid(broken)
+    del document["Benchmark"][0]["Associations"]
+    assert not glue2_validator().is_valid(document)
+
+
+def test_ogf_json_schema_needs_its_patch(rollup: Rollup) -> None:
+    """As published, ExecutionEnvironment types two properties "float", which is no JSON Schema type."""
+    schemas = _schemas()
+    ee = next(s for s in schemas if s["id"].endswith("/ExecutionEnvironment.json"))
+    assert ee["properties"]["CPUTimeScalingFactor"]["type"] == "number"
+    assert "float" in (ROOT / "schemas/glue2/README.md").read_text()
+    ee["properties"]["CPUTimeScalingFactor"]["type"] = "float"
+    document = json.loads(render(rollup, "glue2-json"))
+    document["ExecutionEnvironment"][0]["CPUTimeScalingFactor"] = 1.5
+    glue2_validator().validate(document)
+    with pytest.raises(UnknownType):
+        glue2_validator(schemas).validate(document)
+
+
+# --- LDIF against the LDAP schemas ---------------------------------------------------------
+
+def test_glue13_ldif_fits_the_schema(rollup: Rollup) -> None:
+    text = render(rollup, "ldif-1.3", base=True).decode()
+    assert text.isascii()  # GLUE 1.3 types every string IA5
+    entries = check_ldif(text, GLUE13)
+    assert list(entries)[:2] == ["o=grid", "mds-vo-name=resource,o=grid"]
+    dns = list(entries)
+    assert sum(dn.startswith("GlueCEUniqueID=") for dn in dns) == 3
+    assert sum(dn.startswith("GlueSubClusterUniqueID=") for dn in dns) == len(rollup.subclusters)
+    assert "GlueClusterUniqueID=beta\\=2,mds-vo-name=resource,o=grid" in entries
+    assert all(dn.endswith("mds-vo-name=resource,o=grid") for dn in dns[1:])
+    sub = next(a for dn, a in entries.items() if dn.startswith("GlueSubClusterUniqueID=alpha"))
+    assert ("GlueHostApplicationSoftwareRunTimeEnvironment", "R 4.3 <beta>, \\xe9t\\xe9") in sub
+    assert not any(n.lower() == "gluecesebindgroupceuniqueid" for a in entries.values() for n, _ in a)
+
+
+def test_glue2_ldif_fits_the_schema(rollup: Rollup) -> None:
+    entries = check_ldif(render(rollup, "ldif-2.0", base=True).decode(), GLUE20)
+    dns = list(entries)
+    assert dns[:2] == ["o=glue", "GLUE2GroupID=resource,o=glue"]
+    assert all(dn.endswith("GLUE2GroupID=resource,o=glue") for dn in dns[1:])
+    assert not any("GLUE2Domain" in dn for dn in dns)  # the site BDII's
+    kinds = [v for a in entries.values() for n, v in a if n == "objectClass"]
+    for kind in ("GLUE2ComputingService", "GLUE2ComputingEndpoint", "GLUE2ComputingShare", "GLUE2ComputingManager",
+                 "GLUE2ExecutionEnvironment", "GLUE2Benchmark", "GLUE2ApplicationEnvironment"):
+        assert kind in kinds
+    assert b"\ndn: GLUE2GroupID=resource,o=glue\n" not in render(rollup, "ldif-2.0")  # base entries on request
+
+
+def test_without_schema_both_come_in_one_snapshot(rollup: Rollup) -> None:
+    both = render(rollup, "ldif").decode()
+    entries = ldif.parse(both)
+    assert any(dn.endswith(",o=grid") for dn in entries) and any(dn.endswith(",o=glue") for dn in entries)
+    ids = set(re.findall(r"snapshot ([0-9a-f]{12})", both))
+    assert len(ids) == 1
+
+
+# --- one snapshot, the same numbers ---------------------------------------------------------
+
+def figures_of_every_rendering(glue: Glue) -> dict[str, tuple[object, ...]]:
+    """(snapshot id, time, free CPUs, running, waiting, estimated response) of the first CE, per format."""
+    out: dict[str, tuple[object, ...]] = {}
+    g13 = ldif.parse(glue.rendering("ldif-1.3").tree().decode())
+    ce = dict((n, v) for n, v in g13[f"GlueCEUniqueID={CE},mds-vo-name=resource,o=grid"]
+              if n != "GlueCECapability")
+    caps = dict(v.split("=", 1) for n, v in g13[f"GlueCEUniqueID={CE},mds-vo-name=resource,o=grid"]
+                if n == "GlueCECapability")
+    out["ldif-1.3"] = (caps["InfosvcSnapshot"], caps["InfosvcSnapshotTime"], int(ce["GlueCEStateFreeCPUs"]),
+                       int(ce["GlueCEStateRunningJobs"]), int(ce["GlueCEStateWaitingJobs"]),
+                       int(ce["GlueCEStateEstimatedResponseTime"]))
+    g2 = ldif.parse(glue.rendering("ldif-2.0").tree().decode())
+    share = dict(next(a for dn, a in g2.items() if dn.startswith("GLUE2ShareID=") and ("GLUE2EntityName", "All") in a))
+    out["ldif-2.0"] = (share["GLUE2EntityOtherInfo"].split("=")[1], share["GLUE2EntityCreationTime"],
+                       int(share["GLUE2ComputingShareFreeSlots"]), int(share["GLUE2ComputingShareRunningJobs"]),
+                       int(share["GLUE2ComputingShareWaitingJobs"]),
+                       int(share["GLUE2ComputingShareEstimatedAverageWaitingTime"]))
+    x = xml_valid(glue.rendering("glue2-xml").tree())
+    s = next(e for e in x.iter(f"{NS}ComputingShare") if e.findtext(f"{NS}Name") == "All")
+    out["glue2-xml"] = (s.findtext(f"{NS}OtherInfo").split("=")[1], s.get("CreationTime"),
+                        *(int(s.findtext(f"{NS}{k}")) for k in ("FreeSlots", "RunningJobs", "WaitingJobs",
+                                                                "EstimatedAverageWaitingTime")))
+    j = json.loads(glue.rendering("glue2-json").tree())
+    js = next(e for e in j["ComputingShare"] if e["Name"] == "All")
+    out["glue2-json"] = (js["OtherInfo"][0].split("=")[1], js["CreationTime"], js["FreeSlots"], js["RunningJobs"],
+                         js["WaitingJobs"], js["EstimatedAverageWaitingTime"])
+    return out
+
+
+def test_ce_figures_are_one_snapshot_in_every_rendering(rollup: Rollup) -> None:
+    glue = Glue(rollup)
+    figures = figures_of_every_rendering(glue)
+    assert len(set(figures.values())) == 1, figures
+    snapshot_id, _, free, running, waiting, estimated = figures["ldif-1.3"]
+    assert (running, waiting, estimated) == (3, 5, 600)
+    ce = rollup.computing_element(CE)
+    assert ce is not None and free == ce.state.free_cpus
+    xml_ce = glue.xml.tree()  # the GLUE 1.1 renderings read the same snapshot
+    assert f"<FreeCPUs>{free}</FreeCPUs>".encode() in xml_ce
+    # the figures move: a new snapshot, in every rendering alike
+    rollup.ce_queues.figures = {CE: CEFigures(running_jobs=4, waiting_jobs=1, held_cpus=24, estimated_start=1000.0,
+                                              worst_start=1000.0)}
+    moved = figures_of_every_rendering(glue)
+    assert len(set(moved.values())) == 1, moved
+    assert moved["glue2-json"][0] != snapshot_id and moved["glue2-json"][3:5] == (4, 1)
+
+
+def test_a_snapshot_keeps_its_id_and_time_while_figures_stand(rollup: Rollup) -> None:
+    first = take(rollup, now=100.0)
+    again = take(rollup, first, now=200.0)
+    assert again is first
+    other = take(site_rollup(site_config()), None, now=300.0)  # another tree, the figures of its own
+    assert other.id != first.id and other.time.endswith("00:05:00Z")
+    view = SnapshotView(rollup, first)
+    assert view.computing_elements() is first.computing_elements and view.hosts is rollup.hosts
+
+
+# --- the LDIF writer and the diff -----------------------------------------------------------
+
+def test_unsafe_values_are_base64_and_long_lines_folded() -> None:
+    text = ldif.entry("cn=x,o=grid", [("a", " leading"), ("b", "trailing "), ("c", ":colon"), ("d", "<lt"),
+                                      ("e", "line\nbreak"), ("f", "\u00e9t\u00e9"), ("g", "x" * 200), ("h", "")])
+    lines = text.split("\n")
+    assert all(len(x) <= ldif.WIDTH for x in lines)
+    for name in "abcdef":
+        assert any(x.startswith(f"{name}:: ") for x in lines), name
+    assert not any(x.startswith("h:") for x in lines)  # empty values are left out
+    assert ldif.parse(text)["cn=x,o=grid"][-1] == ("g", "x" * 200)
+
+
+@settings(max_examples=200)
+@given(st.text(min_size=1, max_size=300).filter(lambda v: "\r" not in v),
+       st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x2fff), min_size=1, max_size=120))
+def test_ldif_round_trips(value: str, rdn: str) -> None:
+    dn = f"cn={ldif.dn_value(rdn)},o=grid"
+    assert ldif.parse(ldif.entry(dn, [("description", value)])) == {dn: [("description", value)]}
+
+
+def test_changes_are_deletes_adds_and_modifies() -> None:
+    old = {"o=grid": [("o", "grid")], "cn=a,o=grid": [("n", "1"), ("m", "x")], "cn=b,o=grid": [("n", "1")],
+           "cn=c,cn=b,o=grid": [("n", "1")]}
+    new = {"o=grid": [("o", "grid")], "cn=a,o=grid": [("n", "2")], "cn=d,o=grid": [("n", "1")],
+           "cn=e,cn=d,o=grid": [("n", "1")]}
+    text = ldif.changes(old, new)
+    records = text.strip().split("\n\n")
+    heads = [r.split("\n")[:2] for r in records]
+    assert heads == [["dn: cn=c,cn=b,o=grid", "changetype: delete"], ["dn: cn=b,o=grid", "changetype: delete"],
+                     ["dn: cn=d,o=grid", "changetype: add"], ["dn: cn=e,cn=d,o=grid", "changetype: add"],
+                     ["dn: cn=a,o=grid", "changetype: modify"]]
+    assert records[-1].split("\n")[2:] == ["replace: n", "n: 2", "-", "delete: m", "-"]
+    assert ldif.changes(new, new) == ""
+
+
+def test_ldif_of_a_site_changes_by_a_diff(rollup: Rollup) -> None:
+    before = ldif.parse(render(rollup, "ldif-1.3").decode())
+    for host in [h for h in rollup.hosts if h.startswith("b")]:
+        rollup.remove(host)  # beta's one subcluster goes; the CEs' figures move
+    after = ldif.parse(render(rollup, "ldif-1.3").decode())
+    text = ldif.changes(before, after)
+    assert "changetype: delete" in text and "changetype: modify" in text and "changetype: add" not in text
+    assert "GlueCEStateFreeCPUs" in text

@@ -1,0 +1,65 @@
+"""A site for the grid renderings' tests (GLUE 1.3 / 2.0 LDIF, GLUE 2.0 XML and JSON): clusters,
+computing elements of every status, benchmarks, software with awkward names, hosts of three kinds
+and every life-cycle state, built through the real SSS -> GLUE roll-up."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from infosvc.model.glue import Host
+from infosvc.site.config import SiteConfig, parse_config
+from infosvc.site.rollup import Rollup, host_from_node
+from support.documents import make_node
+
+WHEN = "2024-05-01T12:00:00Z"
+
+CONFIG: dict[str, Any] = {
+    "service": {"information_service_url": "https://glue.example.org:8443/v1/glue"},
+    "clusters": [
+        {"id": "alpha", "name": "Alpha, the main one", "nodes": "a[001-100]"},
+        {"id": "beta=2", "nodes": "b[01-10]"},
+        {"id": "empty", "name": "Nothing here yet", "nodes": "z[1-4]"},
+    ],
+    "computing_elements": [
+        {"id": "ce.example.org:2119/jobmanager-infosvc-all", "name": "All", "queue": "all",
+         "clusters": ["alpha", "beta=2", "empty"], "lrms_version": "1.0", "gram_version": "2",
+         "host_name": "ce.example.org", "gatekeeper_port": 2119, "access_control": ["VO:atlas", "VOMS:/dteam/Role=x"],
+         "policy": {"max_wall_clock_time": 2880, "max_cpu_time": 1440, "max_total_jobs": 1000,
+                    "max_running_jobs": 500, "priority": -5}},
+        {"id": "ce-beta", "clusters": ["beta=2"], "status": "Draining"},
+        {"id": "ce-none", "status": "Closed"},
+    ],
+    "benchmarks": [{"nodes": "a[001-020]", "si00": 1500, "sf00": 1400}],
+    "software": [{"nodes": "a[001-100]", "runtime_environment": ["LCG-2", "R 4.3 <beta>, \u00e9t\u00e9"]},
+                 {"nodes": "b[01-10]", "runtime_environment": ["MPI"]}],
+}
+
+STATES = ("Ready", "Ready", "Ready", "Pending", "Paused", "Unreachable")
+
+
+def site_config(**service: Any) -> SiteConfig:
+    raw = json.loads(json.dumps(CONFIG))
+    raw["service"].update(service)
+    return parse_config(raw)
+
+
+def site_hosts(config: SiteConfig, big_memory: int = 5) -> list[Host]:
+    """40 hosts a001.. of 16 GB, of which 20 benchmarked; `big_memory` hosts b01.. of 256 GB."""
+    hosts = []
+    for i in range(1, 41):
+        node = make_node(f"a{i:03d}", processors=8, free_processors=4, memory_mb=16000, os_name="Debian GNU/Linux",
+                         os_release="12")
+        hosts.append(host_from_node(node, STATES[i % len(STATES)], config, WHEN))
+    for i in range(1, big_memory + 1):
+        node = make_node(f"b{i:02d}", processors=64, free_processors=60, memory_mb=256000, model="EPYC 7302")
+        hosts.append(host_from_node(node, "Ready", config, WHEN))
+    return hosts
+
+
+def site_rollup(config: SiteConfig | None = None, big_memory: int = 5) -> Rollup:
+    config = config or site_config()
+    rollup = Rollup(config)
+    for host in site_hosts(config, big_memory):
+        rollup.update(host)
+    return rollup
