@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import io
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Final, Iterator
@@ -24,6 +25,9 @@ FIELDS: Final = ("job", "submit", "wait", "run_time", "allocated_processors", "a
                  "executable", "queue", "partition", "preceding_job", "think_time")
 #: Malformed lines kept for the report (the count is exact).
 MAX_REPORTED: Final = 50
+#: A longer line is malformed, and is read in pieces of this size rather than held whole (18
+#: numbers take a few hundred characters; a gzipped trace may unpack to one line of gigabytes).
+MAX_LINE: Final = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,14 +88,37 @@ def read_swf(path: str | Path) -> SwfTrace:
         stream: IO[bytes] = gzip.GzipFile(fileobj=raw) if start == b"\x1f\x8b" else raw  # type: ignore[assignment]
         try:
             return parse_swf(io.TextIOWrapper(stream, encoding="utf-8", errors="replace"))
-        except (gzip.BadGzipFile, EOFError) as exc:
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:  # zlib.error: damaged compressed data
             raise OSError(f"{path}: not a readable gzip file: {exc}") from None
+
+
+def _bounded_lines(lines: Iterator[str] | IO[str]) -> Iterator[tuple[int, str | None]]:
+    """(number, line) of each line; None for a line longer than MAX_LINE, skipped in pieces."""
+    if not hasattr(lines, "readline"):
+        for number, line in enumerate(lines, 1):
+            yield number, (line if len(line) <= MAX_LINE else None)
+        return
+    number = 0
+    while line := lines.readline(MAX_LINE):
+        number += 1
+        if len(line) < MAX_LINE or line.endswith("\n"):
+            yield number, line
+            continue
+        while (rest := lines.readline(MAX_LINE)) and not rest.endswith("\n"):
+            pass
+        yield number, None
 
 
 def parse_swf(lines: Iterator[str] | IO[str]) -> SwfTrace:
     trace = SwfTrace()
     key: str | None = None
-    for number, line in enumerate(lines, 1):
+    for number, line in _bounded_lines(lines):
+        if line is None:
+            key = None
+            trace.malformed += 1
+            if len(trace.problems) < MAX_REPORTED:
+                trace.problems.append(f"line {number}: longer than {MAX_LINE} characters")
+            continue
         text = line.strip()
         if not text:
             continue
