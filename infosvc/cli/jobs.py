@@ -225,6 +225,10 @@ def why(job: dict[str, Any], now: float) -> str:
     limit = job.get("run_time_limit_seconds")
     lines.append(f"  asks {wanted} processor(s), {'exclusive' if job.get('exclusive') else 'shared'} hosts, "
                  f"run time limit {'none' if limit is None else clock(limit)}, priority {job.get('priority')}")
+    predicted = job.get("predicted_run_seconds")
+    if predicted is not None:
+        lines.append(f"  planned to run {clock(predicted)} (predicted from its owner's last jobs; the limit still "
+                     "ends it)")
     depends = job.get("depends_on") or []
     if depends:
         lines.append("  depends on: " + ", ".join(depends))

@@ -39,6 +39,8 @@ def job_json(job: JobRecord, *, detail: bool = False) -> dict[str, Any]:
         "processors": {"min": request.min_processors, "max": request.max_processors,
                        "held": sum(job.hosts.values())},
         "run_time_limit_seconds": None if math.isinf(request.estimate) else request.estimate,
+        # the `predictive` policy's plan for it, from its owner's ended jobs: never above the limit
+        "predicted_run_seconds": job.predicted if job.predicted is not None and math.isfinite(job.predicted) else None,
         "exclusive": request.exclusive,
         "read_as_requested": list(request.read_as_requested),
         "hosts": fold(job.hosts) if job.hosts else None,

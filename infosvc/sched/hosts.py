@@ -67,6 +67,7 @@ class WaitingJob:
     request: JobRequest
     eligible: Mask | None = None
     admin: bool = False
+    predicted: float = float("nan")  # the run time `predictive` plans with (NaN: the estimate)
 
     @property
     def processors(self) -> int:

@@ -87,6 +87,8 @@ class JobRecord:
     reserved_at: float | None = None
     reserved_hosts: tuple[str, ...] = ()
     rejected: tuple[str, ...] = ()  # hosts its requirements rule out, with why, for `why`
+    #: the run time the `predictive` policy plans it with, from its owner's ended jobs (None: not predicted)
+    predicted: float | None = None
 
     def __post_init__(self) -> None:
         if not self.tasks:

@@ -55,8 +55,9 @@ SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
         Setting("require_approval", False, "whether a new host is Pending until an admin approves it"),
     ),
     "scheduler": (
-        Setting("policy", "easy", "the job queue's policy: `easy` (priority FCFS with EASY backfilling) or `fcfs` "
-                "(priority FCFS only)", choices=("easy", "fcfs")),
+        Setting("policy", "easy", "the job queue's policy: `easy` (priority FCFS with EASY backfilling), `fcfs` "
+                "(priority FCFS only) or `predictive` (run times predicted from each user's history, short jobs "
+                "first within a priority, EASY's guarantee kept)", choices=("easy", "fcfs", "predictive")),
     ),
     "prometheus": (
         Setting("exporter_port", DEFAULT_EXPORTER_PORT, "the port of the exporter on every host, in GET "

@@ -14,6 +14,8 @@ from infosvc.model.glue import ComputingElement
 from infosvc.sched import Plan, Policy, Running, schedule
 from infosvc.sched.hosts import Allocation, HostPool, WaitingJob
 from infosvc.sched.jobs import JobRecord
+from infosvc.sched.ordering import slack_key
+from infosvc.sched.policy import predicted
 from infosvc.site.cestate import SERVED, CEFigures, figures_of, full_clusters, running_per_ce
 from infosvc.site.eligibility import Eligibility
 from infosvc.site.hosts import iso_time
@@ -55,7 +57,11 @@ class PassPlan:
                          if self.cluster_of.get(host) in full and pool.free[row] > 0 and not pool.exclusive[row])
             if rows:
                 pool.take(Allocation(rows, tuple(int(pool.free[r]) for r in rows), 0.0, False))
-        ordered = sorted(self.queued, key=lambda item: (-item[0].priority, item[0].submitted, item[0].id))
+        if self.policy is Policy.PREDICTIVE:  # within a priority group, the slack order (sched/ordering.py)
+            ordered = sorted(self.queued, key=lambda item: (-item[0].priority, slack_key(item[0].submitted, predicted(
+                item[0])), item[0].submitted, item[0].id))
+        else:
+            ordered = sorted(self.queued, key=lambda item: (-item[0].priority, item[0].submitted, item[0].id))
         plan = schedule(pool, self.running, [w for w, _, may in ordered if may], self.now, self.policy, when=iso_time)
         kept, started = [], []
         records = {w.id: record for w, record, _ in ordered}

@@ -35,6 +35,7 @@ from infosvc.sched.request import After, JobRequest
 from infosvc.site.cestate import SERVED, CEQueues, limit_on, refusal, run_time_ratio, serving_clusters
 from infosvc.site.eligibility import Eligibility, pool_of
 from infosvc.site.planning import PassPlan, allocation_of, could_start
+from infosvc.site.predictions import predict_queued
 from infosvc.site.resources import LicensePools
 from infosvc.site.submissions import prepare, requirements_again
 from infosvc.site.upkeep import upkeep
@@ -324,9 +325,12 @@ class JobQueue:
                         pool.take(allocation)
                     except ValueError:
                         continue  # a host shrank under it: the pool holds what it can
-                    running.append(Running(job.id, job.started or 0.0, job.estimate, allocation))
+                    running.append(Running(job.id, job.started or 0.0, job.estimate, allocation,
+                                           job.predicted or math.nan))
                 elif job.state is JobState.FINISHED:
                     finished.append(job)
+            if self.policy is Policy.PREDICTIVE:
+                predict_queued(self.jobs.values())
             queued = self._waiting()
         now = self.clock()
         work = PassPlan(pool, running, holders, queued, now, ces, self._cluster_of, run_time_ratio(finished[-1000:]),
@@ -412,7 +416,8 @@ class JobQueue:
                 requirements = self.requirements.get(job.id)
                 mask = self.eligibility.mask(job.request, requirements, base, rollup.hosts, node_of, site)
                 job.rejected = self.eligibility.rejected_for(job.request, requirements)
-                made = WaitingJob(job.id, job.priority, job.submitted, job.estimate, job.request, mask, job.admin)
+                made = WaitingJob(job.id, job.priority, job.submitted, job.estimate, job.request, mask, job.admin,
+                                  job.predicted or math.nan)
             kept[job.id] = made
             waiting.append((made, job, not job.held))
         self._waiting_jobs, self._waiting_pool = kept, base

@@ -406,7 +406,8 @@ def test_resources_bounded() -> None:
 def test_scheduler_policy() -> None:
     assert parse("").scheduler.policy == "easy"
     assert parse('[scheduler]\npolicy = "fcfs"').scheduler.policy == "fcfs"
-    assert error_of('[scheduler]\npolicy = "sjf"') == "scheduler.policy: one of easy, fcfs, got 'sjf'"
+    assert parse('[scheduler]\npolicy = "predictive"').scheduler.policy == "predictive"
+    assert error_of('[scheduler]\npolicy = "sjf"') == "scheduler.policy: one of easy, fcfs, predictive, got 'sjf'"
     assert error_of('[scheduler]\npolicy = 1') == "scheduler.policy: expected a string, got 1"
 
 

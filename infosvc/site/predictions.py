@@ -1,0 +1,35 @@
+"""The `predictive` policy's run time predictions in the service: each queued job predicted once,
+when a pass first sees it, from its owner's ended jobs that ran (the queue keeps the newest ended
+jobs in memory, read back from the store at start), as the simulator predicts a trace's job at its
+submission (infosvc/sched/prediction.py)."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from infosvc.sched.jobs import JobRecord, JobState
+from infosvc.sched.prediction import UserHistory
+
+__all__ = ["history_of", "predict_queued"]
+
+
+def history_of(jobs: Iterable[JobRecord]) -> UserHistory:
+    """Each owner's run times, from the jobs that started and ended, in the order they ended."""
+    ran = sorted((job.ended, job.owner, job.ended - job.started) for job in jobs
+                 if job.started is not None and job.ended is not None)
+    history = UserHistory()
+    for _, owner, seconds in ran:
+        history.record(owner, seconds)
+    return history
+
+
+def predict_queued(jobs: Iterable[JobRecord]) -> int:
+    """Predict every queued job that has no prediction yet; how many were. The owners' history is
+    read only when there is one to predict."""
+    jobs = list(jobs)
+    new = [job for job in jobs if job.state is JobState.QUEUED and job.predicted is None]
+    if new:
+        history = history_of(jobs)
+        for job in new:
+            job.predicted = history.predict(job.owner, job.estimate)
+    return len(new)

@@ -1,0 +1,110 @@
+"""The job queue under `[scheduler] policy = "predictive"` (infosvc/site/queue.py,
+site/predictions.py, site/planning.py): predictions from each owner's ended jobs, the slack order
+within a CCS priority, the priorities still first; a real Aggregator and SQLite store on a clock the
+test moves, as tests/site/test_queue.py."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Iterator
+
+import pytest
+
+from infosvc.matching import Site
+from infosvc.publish.jobs import job_json
+from infosvc.sched import Policy
+from infosvc.sched.jobs import JobState
+from infosvc.site.aggregator import Aggregator
+from infosvc.site.config import parse_config
+from infosvc.site.queue import JobQueue
+from infosvc.site.tokens import Role, Tokens, new_token
+from infosvc.store import Store
+
+from support.documents import node_document
+
+START = 1_800_000_000.0
+
+
+class PredictiveSite:
+    """One host of one processor, and a queue by `predictive`, on a clock the test moves."""
+
+    def __init__(self, path: Path) -> None:
+        self.now = START
+        self.store = Store(path)
+        self.tokens = Tokens()
+        self.agg = Aggregator(parse_config({"scheduler": {"policy": "predictive"}}), self.store, self.tokens,
+                              clock=lambda: self.now, monotonic=lambda: self.now)
+        self.queue = JobQueue(self.store, self.agg.table, site=lambda: Site.of(self.agg.table.rollup),
+                              clock=lambda: self.now, policy=Policy.PREDICTIVE)
+        self.agg.on_change.append(self.queue.hosts_changed)
+        self.loop = asyncio.new_event_loop()
+        key = self.tokens.add(new_token(), Role.AGENT)
+        self.run(lambda: self.agg.ingest(key, node_document("h1", processors=1)))
+
+    def run(self, work: Callable[[], Awaitable[Any]]) -> Any:
+        return self.loop.run_until_complete(work())
+
+    def submit(self, name: str, owner: str, limit: int, priority: int | None = None) -> str:
+        rank = "" if priority is None else f"<Priority>{priority}</Priority>"
+        body = (f"<Job><Id>{name}</Id><Name>{name}</Name><Executable>/bin/true</Executable>{rank}"
+                f"<Requested><Processors>1</Processors><Duration>{limit}</Duration></Requested></Job>")
+        records, _ = self.run(lambda: self.queue.submit(body.encode(), "application/xml", owner=owner,
+                                                         submitter="s", admin=False))
+        return str(records[0].id)
+
+    def end(self, job_id: str) -> None:
+        self.run(lambda: self.queue.task_report(job_id, 0, host="h1", began=True))
+        self.run(lambda: self.queue.task_report(job_id, 0, host="h1", began=False, exit_code=0))
+
+    def schedule(self) -> None:
+        self.run(self.queue.pass_once)
+
+    def state(self, job_id: str) -> JobState:
+        return self.queue.get(job_id).state
+
+    def close(self) -> None:
+        self.loop.close()
+        self.store.close()
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[PredictiveSite]:
+    made = PredictiveSite(tmp_path / "q.sqlite")
+    yield made
+    made.close()
+
+
+def test_a_short_job_by_its_owner_s_history_goes_ahead_of_a_long_one_submitted_before(site: PredictiveSite) -> None:
+    first = site.submit("first", "alice", 1000)
+    site.schedule()
+    assert site.state(first) is JobState.RUNNING
+    site.now += 100
+    site.end(first)  # alice's jobs take 100 s, whatever they ask
+    blocker = site.submit("blocker", "carol", 5000)
+    site.schedule()
+    assert site.state(blocker) is JobState.RUNNING
+    bob = site.submit("bob", "bob", 1000)  # no history: predicted by its limit
+    site.now += 10
+    alice = site.submit("alice", "alice", 1000)  # predicted 100 s: slack 1,000 s, bob's 10,000 s
+    site.schedule()
+    assert [job_json(site.queue.get(j))["predicted_run_seconds"] for j in (bob, alice)] == [1000, 100]
+    assert "expected at" in site.queue.get(alice).reason  # alice's is the head now: both its times
+    site.now += 50
+    site.end(blocker)
+    site.schedule()
+    assert (site.state(alice), site.state(bob)) == (JobState.RUNNING, JobState.QUEUED)
+
+
+def test_the_ccs_priorities_still_come_first(site: PredictiveSite) -> None:
+    first = site.submit("first", "alice", 1000)
+    site.schedule()
+    site.now += 100
+    site.end(first)
+    blocker = site.submit("blocker", "carol", 5000)
+    site.schedule()
+    urgent = site.submit("urgent", "bob", 1000, priority=3)  # AboveNormal, predicted by its limit
+    short = site.submit("short", "alice", 1000)  # Normal, predicted 100 s
+    site.end(blocker)
+    site.schedule()
+    assert (site.state(urgent), site.state(short)) == (JobState.RUNNING, JobState.QUEUED)
