@@ -4,7 +4,8 @@
 and says what is wrong and where (infosvc/cli/validate.py); `infosvc status` prints a server's
 hosts, subclusters and CEs (infosvc/cli/status.py); `submit`, `jobs`, `cancel` and `why` use its
 job queue (infosvc/cli/jobs.py); `hosts` and `match` an admin's decisions and the dry run
-(infosvc/cli/hosts.py); `simulate` replays a workload trace (infosvc/cli/simulate.py).
+(infosvc/cli/hosts.py); `ldif` prints the site as GLUE LDIF for a BDII (infosvc/cli/ldif.py);
+`simulate` replays a workload trace (infosvc/cli/simulate.py).
 """
 
 from __future__ import annotations
@@ -61,10 +62,12 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--ca-file", metavar="FILE", help="CA certificates to verify an https server with")
     from infosvc.cli.hosts import add_commands as add_host_commands
     from infosvc.cli.jobs import add_commands
+    from infosvc.cli.ldif import add_command as add_ldif_command
     from infosvc.cli.status import add_command as add_status_command
     from infosvc.cli.simulate import add_command
 
     add_status_command(commands, common)
+    add_ldif_command(commands, common)
     add_commands(commands, common)
     add_host_commands(commands, common)
     add_command(commands, common)
@@ -265,6 +268,10 @@ def _run(args: argparse.Namespace) -> int:
                                                  ("nodes", args.nodes)) if value}
         return run(args.server, args.json, token_file=args.token_file, ca_file=args.ca_file, filters=filters,
                    per_host=args.hosts)
+    if args.command == "ldif":
+        from infosvc.cli.ldif import run as run_ldif
+
+        return run_ldif(args)
     if args.command == "simulate":
         from infosvc.cli.simulate import run as run_simulation
 

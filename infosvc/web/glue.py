@@ -13,6 +13,7 @@ from infosvc.site.errors import NotFound
 from infosvc.site.history import parse_time, site_at
 from infosvc.site.rollup import Rollup
 from infosvc.web.errors import HttpError
+from infosvc.web.gridquery import GRID_PARAMETERS, glue_format
 from infosvc.site.query import HostFilter, QueryError
 from infosvc.web.keys import AGGREGATOR, GLUE, PAST_VIEWS
 from infosvc.web.negotiate import format_of
@@ -21,25 +22,25 @@ from infosvc.web.pretty import PRETTY, filters_of
 
 async def get_glue(request: web.Request) -> web.Response:
     if "at" in request.query:
-        if set(request.query) - {"at", "format", PRETTY}:
+        if set(request.query) - {"at", "format", PRETTY, *GRID_PARAMETERS}:
             raise QueryError("at", "a past view takes no host filter (only format)")
         return await _glue_at(request, parse_time(request.query["at"], "at"))
-    rendering = request.app[GLUE].formats[format_of(request)]
-    chosen = HostFilter.parse(filters_of(request, "at"))
+    fmt, options = glue_format(request)
+    rendering = request.app[GLUE].rendering(fmt, options)
+    chosen = HostFilter.parse(filters_of(request, "at", *GRID_PARAMETERS))
     if chosen.empty:
         return web.Response(body=rendering.tree(), content_type=rendering.media_type)
     # The tree of the chosen hosts alone: rolled up afresh (subclusters, totals, CEs of them), off
     # the loop, as a past view is: a site's worth of hosts is work for a thread.
     table = request.app[AGGREGATOR].table
     hosts = [h for e in chosen.select(table) if (h := table.rollup.hosts.get(e.id)) is not None]
-    fmt = format_of(request)
 
     def build() -> bytes:
         part = Rollup(table.config)
         for host in hosts:
             part.update(host)
         part.ce_queues = table.rollup.ce_queues
-        return Glue(part).formats[fmt].tree()
+        return Glue(part).rendering(fmt, options).tree()
 
     return web.Response(body=await asyncio.to_thread(build), content_type=rendering.media_type)
 
@@ -51,16 +52,16 @@ async def _glue_at(request: web.Request, at: float) -> web.Response:
     if gate.locked():
         raise HttpError(503, "a past view of the site is being built", "try again shortly")
     agg = request.app[AGGREGATOR]
-    fmt = format_of(request)
+    fmt, options = glue_format(request)
 
     def build() -> bytes:
         past = site_at(agg.config, agg.store, at, lambda h: (e.approved if (e := agg.table.get(h)) else None),
                        max_hosts=max(len(agg.table) * 2, 1000))
-        return Glue(past).formats[fmt].tree()
+        return Glue(past).rendering(fmt, options).tree()
 
     async with gate:
         body = await asyncio.to_thread(build)
-    return web.Response(body=body, content_type=request.app[GLUE].formats[fmt].media_type)
+    return web.Response(body=body, content_type=request.app[GLUE].rendering(fmt, options).media_type)
 
 
 async def get_glue_hosts(request: web.Request) -> web.Response:

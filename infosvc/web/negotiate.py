@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from aiohttp import web
 
 from infosvc.publish.negotiation import choose
@@ -10,8 +12,8 @@ JSON = "application/json"
 XML = "application/xml"
 
 
-def format_of(request: web.Request) -> str:
-    return choose(request.query.get("format"), request.headers.get("Accept", ""))
+def format_of(request: web.Request, offered: Sequence[str] = ("json", "xml")) -> str:
+    return choose(request.query.get("format"), request.headers.get("Accept", ""), offered)
 
 
 def wants_xml(request: web.Request) -> bool:

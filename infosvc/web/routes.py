@@ -11,6 +11,7 @@ from aiohttp import web
 from infosvc.site.query import PARAMETERS
 from infosvc.web import admin, glue, jobs, match, meta, nodes, page, prometheus
 from infosvc.web.auth import Access, Handler
+from infosvc.web.gridquery import GRID_PARAMETERS
 from infosvc.web.pretty import PRETTY
 from infosvc.web.keys import ROUTE_TABLE
 
@@ -55,7 +56,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/nodes", nodes.get_nodes, Access.READ, HOSTS),
     Route("GET", "/v1/nodes/{id}", nodes.get_node, Access.READ, FORMAT),
     Route("GET", "/v1/nodes/{id}/history", nodes.get_node_history, Access.READ, nodes.HISTORY_PARAMETERS),
-    Route("GET", "/v1/glue", glue.get_glue, Access.READ, (*HOSTS, "at")),
+    Route("GET", "/v1/glue", glue.get_glue, Access.READ, (*HOSTS, "at", *GRID_PARAMETERS)),
     Route("GET", "/v1/glue/hosts", glue.get_glue_hosts, Access.READ, HOSTS),
     # after /v1/glue/hosts, though aiohttp tries a plain path before a pattern whatever the order
     Route("GET", "/v1/glue/{kind}/{id}", glue.get_glue_entity, Access.READ, FORMAT, rest=True),

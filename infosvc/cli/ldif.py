@@ -1,0 +1,77 @@
+"""`infosvc ldif --server URL [--schema 1.3|2.0] [--site NAME] [--base]`: the site as GLUE LDIF on
+standard output, so a resource BDII runs it as an information provider (a script in its provider
+directory, docs/grid.md). One GET of /v1/glue?format=ldif with the command line's token and CA
+file. A provider's output is loaded as it is, so on any failure nothing is printed on standard
+output: the reason goes to standard error and the exit status is 1 (the BDII then keeps what it
+had).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from infosvc.cli.client import MAX_ANSWER_BYTES, Client, ClientError, error_of
+from infosvc.codec.gridformat import valid_site
+
+
+def add_command(commands: Any, common: Any) -> None:
+    ldif = commands.add_parser("ldif", parents=[common], help="the site as GLUE 1.3 and 2.0 LDIF, as a BDII "
+                               "information provider prints it")
+    ldif.add_argument("--schema", choices=("1.3", "2.0"), help="only GLUE 1.3 (o=grid) or 2.0 (o=glue); both "
+                      "when not given")
+    ldif.add_argument("--site", metavar="NAME", help="the site's id (GlueSiteUniqueID, GLUE 2.0 AdminDomain); "
+                      "else the host of the server's information service URL")
+    ldif.add_argument("--base", action="store_true", help="print the BDII's base entries too (for a bare slapd)")
+
+
+def query_of(schema: str | None, site: str | None, base: bool) -> str:
+    params = [("format", "ldif")]
+    if schema:
+        params.append(("schema", schema))
+    if site:
+        params.append(("site", site))
+    if base:
+        params.append(("base", "1"))
+    return urllib.parse.urlencode(params)
+
+
+def fetch(client: Client, path: str) -> bytes:
+    """The body of GET server/path; ClientError as Client.call raises it."""
+    url = client.server + path
+    headers = {"Authorization": f"Bearer {client.token}"} if client.token else {}
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=client.timeout, context=client.context) as response:  # noqa: S310 - the operator's URL
+            answer: bytes = response.read(MAX_ANSWER_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        raise ClientError(f"{url}: {exc.code} {error_of(exc.read(64 * 1024))}") from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        said = str(reason).replace(client.token, "[token]") if client.token else str(reason)
+        raise ClientError(f"cannot reach {client.server}: {said}") from None
+    if len(answer) > MAX_ANSWER_BYTES:
+        raise ClientError(f"{url}: the answer is larger than {MAX_ANSWER_BYTES // 2**20} MB")
+    return answer
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.site is not None and not valid_site(args.site):
+        print("infosvc ldif: --site: letters, digits, '_', '.', '-', at most 100", file=sys.stderr)
+        return 2
+    try:
+        client = Client.of(args.server, token_file=args.token_file, ca_file=args.ca_file)
+        body = fetch(client, "/v1/glue?" + query_of(args.schema, args.site, args.base))
+    except ClientError as exc:
+        print(f"infosvc ldif: {exc}", file=sys.stderr)
+        return 1
+    if not body.startswith(b"# GLUE"):
+        print(f"infosvc ldif: {args.server} did not answer with LDIF", file=sys.stderr)
+        return 1
+    sys.stdout.buffer.write(body)
+    sys.stdout.flush()
+    return 0
