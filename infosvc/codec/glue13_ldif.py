@@ -29,7 +29,7 @@ _VERSION: Final = [("GlueSchemaVersionMajor", "1"), ("GlueSchemaVersionMinor", "
 def base_entries() -> str:
     """The BDII's own entries above the providers' (written only on request)."""
     return (ldif.entry(SUFFIX, [("objectClass", "organization"), ("o", "grid")])
-            + ldif.entry(BASE, [("objectClass", "MDS"), ("Mds-Vo-name", "resource")]))
+            + ldif.entry(BASE, [("objectClass", "Mds"), ("Mds-Vo-name", "resource")]))
 
 
 def _entry(dn: str, attributes: ldif.Attributes) -> str:
