@@ -75,7 +75,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _check_config(path: str) -> int:
-    from infosvc.site.config import ConfigError, load_config
+    from infosvc.site.config import load_config
+    from infosvc.site.configtable import ConfigError
 
     try:
         config = load_config(path)
@@ -122,7 +123,8 @@ def _serve(args: argparse.Namespace) -> int:
     from infosvc.web import connections, server
     from infosvc.web.app import make_app
     from infosvc.store import StoreError
-    from infosvc.site.config import ConfigError, load_config
+    from infosvc.site.config import load_config
+    from infosvc.site.configtable import ConfigError
     from infosvc.model.hostid import HostIdError, host_id
     from infosvc.site.tokens import Role, TokenFileError, Tokens
 
