@@ -43,8 +43,8 @@ SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
                 "valid token"),
         Setting("header_timeout_seconds", 10.0, "the time a client has to send a request's line and headers "
                 "(also the TLS handshake's, and the longest a client may leave an answer unread)"),
-        Setting("max_pending_reports", 1000, "reports waiting for the store at once; more are answered 503 with "
-                "Retry-After (load shedding)", minimum=1),
+        Setting("max_pending_reports", 256, "agents' reports under way at once (being read, parsed, stored); "
+                "more are answered 503 with Retry-After (load shedding)", minimum=1),
     ),
     "store": (
         Setting("history_per_host", 100, "reports kept per host, the newest", minimum=1),

@@ -17,6 +17,7 @@ from infosvc.site.hosts import HostEntry
 from infosvc.site.query import HostFilter, QueryError
 from infosvc.web.auth import caller_of
 from infosvc.web.bodies import read_body
+from infosvc.web.errors import HttpError
 from infosvc.web.keys import AGGREGATOR, METRICS
 from infosvc.web.pretty import filters_of
 from infosvc.web.negotiate import JSON, XML, wants_xml
@@ -27,8 +28,20 @@ async def post_node(request: web.Request) -> web.Response:
     agg = request.app[AGGREGATOR]
     caller = caller_of(request)
     assert caller is not None  # the route's access is AGENT
-    body = await read_body(request, agg.config.service, agg.count_refused)
-    entry = await agg.ingest(caller.key, body)
+    if agg.pending >= agg.config.service.max_pending_reports:
+        # Shed before reading the body: a report queued behind this many (each being read, waiting
+        # for the event loop to parse it, or for the store) would wait longer than its agent should,
+        # and the queue would grow without bound. 503 says nothing was stored; the agent keeps the
+        # sample and tries again after Retry-After.
+        agg.count_refused("overloaded")
+        raise HttpError(503, "too many reports under way",
+                        f"{agg.pending} reports are being taken; nothing was stored, try again after Retry-After")
+    agg.pending += 1
+    try:
+        body = await read_body(request, agg.config.service, agg.count_refused)
+        entry = await agg.ingest(caller.key, body)
+    finally:
+        agg.pending -= 1
     request.app[METRICS].ingest_seconds.observe(time.perf_counter() - started)
     return web.Response(body=json.dumps({"host": entry.id, "state": entry.state.value}).encode(), content_type=JSON)
 
