@@ -4,12 +4,15 @@ While the server cannot be reached, samples are kept (the newest `max_kept`; old
 dropped and counted) and retried with exponential back-off; when it answers again they are
 delivered oldest first, so the server's history has no holes it could have had filled. A
 sample the server refuses for what it is (4xx other than 408 and 429) is dropped with an
-error: sending it again would be refused again. Uses the standard library's HTTP client only,
+error: sending it again would be refused again. A server that answers 503 or 429 with
+Retry-After (it sheds load) is left alone at least that long, the sample kept; a 503 means it
+stored nothing. Uses the standard library's HTTP client only,
 which keeps the agent free of any web framework.
 """
 
 from __future__ import annotations
 
+import email.utils
 import http.client
 import json
 import logging
@@ -28,11 +31,27 @@ RETRYABLE = frozenset({408, 429})
 
 
 class PushError(Exception):
-    """A delivery that failed; `retry` says whether sending the same sample again may succeed."""
+    """A delivery that failed; `retry` says whether sending the same sample again may succeed,
+    `retry_after` how many seconds the server asked to be left alone (its Retry-After), if it did."""
 
-    def __init__(self, message: str, *, retry: bool) -> None:
+    def __init__(self, message: str, *, retry: bool, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry = retry
+        self.retry_after = retry_after
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """A Retry-After header's wait in seconds: delay-seconds or an HTTP-date; None if absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 def acknowledges(body: bytes) -> bool:
@@ -78,7 +97,7 @@ class Sender:
             self._context.minimum_version = ssl.TLSVersion.TLSv1_2
 
     def send(self, document: bytes) -> None:
-        status, body = self.call("POST", "/v1/nodes", document, "application/xml")
+        status, body, retry_after = self._exchange("POST", "/v1/nodes", document, "application/xml", 4096)
         if 200 <= status < 300:
             if acknowledges(body):
                 return
@@ -87,12 +106,19 @@ class Sender:
             raise PushError(f"server answered {status} without an acknowledgement: "
                             f"{body[:100].decode('utf-8', 'replace')!r}", retry=True)
         retry = status >= 500 or status in RETRYABLE
-        raise PushError(f"server answered {status}: {body[:300].decode('utf-8', 'replace')}", retry=retry)
+        raise PushError(f"server answered {status}: {body[:300].decode('utf-8', 'replace')}", retry=retry,
+                        retry_after=retry_after_seconds(retry_after) if retry else None)
 
     def call(self, method: str, path: str, body: bytes | None = None, content_type: str | None = None,
              limit: int = 4096) -> tuple[int, bytes]:
         """One request to the server with the bearer token: (status, at most `limit` bytes of the
         answer); PushError (retry) when the server cannot be reached."""
+        status, answer, _ = self._exchange(method, path, body, content_type, limit)
+        return status, answer
+
+    def _exchange(self, method: str, path: str, body: bytes | None, content_type: str | None,
+                  limit: int) -> tuple[int, bytes, str | None]:
+        """`call`, and the answer's Retry-After header."""
         parts = urlsplit(self.server)
         connection: http.client.HTTPConnection
         if self._context is not None:
@@ -111,7 +137,7 @@ class Sender:
             raise PushError(f"cannot reach {self.server}: {exc}", retry=True) from None
         finally:
             connection.close()
-        return response.status, answer
+        return response.status, answer, response.getheader("Retry-After")
 
 
 @dataclass(slots=True)
@@ -146,6 +172,13 @@ class PushLoop:
             try:
                 self.sender.send(self.kept[0])
             except PushError as exc:
+                if exc.retry and exc.retry_after is not None:
+                    # The server answered and said when to come back (it sheds load): at least that
+                    # long, spread a little so that the agents it turned away do not return at once.
+                    wait = min(self.backoff_max, exc.retry_after) * random.uniform(1.0, 1.2)
+                    self._retry_at = self.clock() + wait
+                    log.warning("%s; %d sample(s) kept, retrying in %.1f s as asked", exc, len(self.kept), wait)
+                    return False
                 if exc.retry:
                     self._backoff = min(self.backoff_max, self._backoff * 2 if self._backoff else self.backoff_initial)
                     self._retry_at = self.clock() + self._backoff * random.uniform(0.8, 1.2)

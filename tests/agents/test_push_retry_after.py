@@ -1,0 +1,150 @@
+"""The agent honours Retry-After: a server that sheds load (503 or 429 with Retry-After) is left
+alone at least that long, and the sample is kept and delivered once afterwards; against the real
+server overloaded, nothing the agent saw acknowledged is missing."""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Iterator
+
+import pytest
+
+from support.documents import node_document
+from support.server import ServerFactory
+from infosvc_agents.push import PushError, PushLoop, Sender, retry_after_seconds
+
+pytestmark = pytest.mark.serial  # times a wait from outside
+
+
+def test_retry_after_values() -> None:
+    assert retry_after_seconds("3") == 3.0
+    assert retry_after_seconds(" 0 ") == 0.0
+    later = email.utils.formatdate(1_000_000 + 30, usegmt=True)
+    assert retry_after_seconds(later, now=1_000_000) == pytest.approx(30, abs=1)
+    assert retry_after_seconds(email.utils.formatdate(5, usegmt=True), now=1_000_000) == 0.0  # past: now
+    for junk in (None, "", "soon", "-1", "1.5e9x"):
+        assert retry_after_seconds(junk) is None
+
+
+class Shedding:
+    """An HTTP server that answers the first `shed` POSTs `status` with `Retry-After`, then 200."""
+
+    def __init__(self, shed: int, retry_after: str | None, status: int = 503) -> None:
+        self.received: list[tuple[float, bytes]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                outer.received.append((time.monotonic(), body))
+                refuse = len(outer.received) <= shed
+                answer = b'{"error": "too many reports under way", "detail": null}' if refuse else b'{"host": "x"}'
+                self.send_response(status if refuse else 200)
+                if refuse and retry_after is not None:
+                    self.send_header("Retry-After", retry_after)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def shedding() -> Iterator[type[Shedding]]:
+    made: list[Shedding] = []
+
+    class Made(Shedding):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            made.append(self)
+
+    yield Made
+    for server in made:
+        server.close()
+
+
+@pytest.mark.parametrize("status", [503, 429])
+def test_the_agent_waits_at_least_retry_after_and_keeps_the_sample(shedding: type[Shedding], status: int) -> None:
+    server = shedding(1, "2", status)
+    document = node_document("retry.example.org", sequence=7)
+    loop = PushLoop(lambda: document, Sender(server.url, "t"), interval=3600, backoff_initial=0.05)
+    thread = threading.Thread(target=loop.run, kwargs={"samples": 1}, daemon=True)
+    thread.start()
+    thread.join(timeout=15)
+    assert not thread.is_alive()
+    assert loop.delivered == 1 and loop.refused == 0 and not loop.kept
+    (first, sent), (second, again) = server.received
+    assert sent == again == document  # kept, and sent again as it was
+    # Retry-After 2, not the 0.05 s back-off: at least that long, at most 1.2 times.
+    assert 2.0 <= second - first < 2.0 * 1.2 + 1.0
+
+
+def test_a_huge_retry_after_is_capped_at_the_longest_back_off(shedding: type[Shedding]) -> None:
+    server = shedding(1, "86400")
+    loop = PushLoop(lambda: b"", Sender(server.url, "t"), backoff_max=5.0)
+    loop.keep(node_document("cap.example.org"))
+    started = loop.clock()
+    assert loop.deliver() is False
+    assert len(loop.kept) == 1
+    assert 5.0 <= loop._retry_at - started <= 5.0 * 1.2 + 0.5
+
+
+def test_without_retry_after_the_back_off_applies(shedding: type[Shedding]) -> None:
+    server = shedding(1, None)
+    loop = PushLoop(lambda: b"", Sender(server.url, "t"), backoff_initial=0.5)
+    loop.keep(node_document("plain.example.org"))
+    started = loop.clock()
+    assert loop.deliver() is False
+    assert 0.4 <= loop._retry_at - started <= 0.6 + 0.5
+
+
+def test_the_sender_reads_retry_after_only_when_the_answer_may_be_retried(shedding: type[Shedding]) -> None:
+    refused = shedding(1, "9", status=400)
+    with pytest.raises(PushError) as caught:
+        Sender(refused.url, "t").send(node_document("bad.example.org"))
+    assert not caught.value.retry and caught.value.retry_after is None
+    shed = shedding(1, "9")
+    with pytest.raises(PushError) as caught:
+        Sender(shed.url, "t").send(node_document("shed.example.org"))
+    assert caught.value.retry and caught.value.retry_after == 9.0
+
+
+def test_agents_against_an_overloaded_real_server_lose_nothing_acknowledged(serve: ServerFactory) -> None:
+    """Twelve agents push to a server allowed one report under way: some are shed, and every
+    sample each agent counts as delivered is stored, each once."""
+    server = serve(config={"service": {"max_pending_reports": 1}}, agents=12)
+    loops = []
+    for i in range(12):
+        host = f"pushed{i:02d}.example.org"
+        loop = PushLoop(lambda host=host: node_document(host, sequence=14), Sender(server.url, server.agent_token()),
+                        interval=3600)
+        for n in range(14):  # an agent back from an outage: 14 samples kept, a 15th taken now
+            loop.keep(node_document(host, sequence=n))
+        loops.append(loop)
+    threads = [threading.Thread(target=loop.run, kwargs={"samples": 1}, daemon=True) for loop in loops]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads)
+    assert sum(loop.delivered for loop in loops) == 12 * 15 and not any(loop.dropped or loop.refused for loop in loops)
+    rows = server.sql("SELECT host_id, count(*) FROM reports GROUP BY host_id")
+    assert sorted(rows) == [(f"pushed{i:02d}.example.org", 15) for i in range(12)]
+    counted = re.search(r'^infosvc_reports_rejected_total\{reason="overloaded"\} (\S+)$',
+                        server.get("/metrics").body.decode(), re.M)
+    assert counted is not None and float(counted[1]) > 0, "no report was shed: the test proved nothing"
