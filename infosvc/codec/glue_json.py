@@ -102,9 +102,11 @@ def _load(key: str, load: glue.Load | None) -> str:
 
 
 def _admin_json(host: Host) -> str:
-    """The agent's own State and an admin's pause and reason, each when present."""
+    """The agent's own State, its clock skew, and an admin's pause and reason, each when present."""
     said = f',"reported_state":{_string(host.reported_state)}' if host.reported_state else ""
     said += ',"paused":true' if host.paused else ""
+    if host.clock_skew_seconds is not None:
+        said += f',"clock_skew_seconds":{round(host.clock_skew_seconds, 3)!r}'
     return said + (f',"reason":{_string(host.reason)}' if host.reason else "")
 
 

@@ -135,6 +135,8 @@ class Host:
     reason: str | None = None
     #: licenses and consumables from the site config (infosvc addition); None: none
     resources: Resources | None = None
+    #: the agent's clock less the server's, in seconds (infosvc addition, site/clockskew.py); None: unknown
+    clock_skew_seconds: float | None = None
 
     @property
     def live(self) -> bool:

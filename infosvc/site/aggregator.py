@@ -20,6 +20,7 @@ from infosvc.model.hostid import HostIdError, canonical, host_id
 from infosvc.model.glue import Host
 from infosvc.model.node import Node
 from infosvc.model.nodeset import NameSet
+from infosvc.site.clockskew import ClockSkew
 from infosvc.site.hosts import HostEntry, HostTable
 from infosvc.site.config import SiteConfig
 from infosvc.store import HostEvent, Report, Store
@@ -60,6 +61,8 @@ class Aggregator:
         self.repeated = 0
         #: (host, SampleId) of the reports waiting for the store
         self._storing: set[tuple[str, str]] = set()
+        #: each host's agent clock against ours, from its reports' SampleTime
+        self.clock_skew = ClockSkew()
         self.rejected: Counter[str] = Counter()
         #: stored bindings the tokens file overrides: dropped from the store by `start()`
         self.stale_bindings: list[str] = []
@@ -149,7 +152,7 @@ class Aggregator:
         if carries:
             self._claims.pop(key, None)  # the claim is durable
         self.accepted += 1
-        entry = self.table.report(node, body, now)
+        entry = self.table.report(node, body, now, self.clock_skew.observe(node.id, node, now))
         if entry.state.value != before:
             audit.info("host %s: %s -> %s (a report)", entry.id, before, entry.state.value)
         self._warm((entry,))
@@ -229,6 +232,7 @@ class Aggregator:
         await self.store.remove_host(HostEvent(host_id, self.clock(), "remove", reason), purge=purge)
         entry = self.table.remove(host_id)
         assert entry is not None
+        self.clock_skew.forget(host_id)
         audit.info("host %s removed (an admin), history %s", host_id, "purged" if purge else "kept")
         for listener in self.on_remove:
             listener(host_id)

@@ -46,6 +46,8 @@ class HostEntry:
     #: when the host was last heard from, for its liveness: reported_at, moved with any step of
     #: the wall clock since (HostTable.shift_liveness), so a step neither kills nor revives hosts
     heard: float = 0.0
+    #: the agent's clock less the server's, in seconds (site/clockskew.py); None: unknown
+    clock_skew: float | None = None
     _json: bytes | None = field(default=None, repr=False)
     _xml: bytes | None = field(default=None, repr=False)
     #: this host's lines of the per-host families of GET /metrics (infosvc.publish.prometheus.host_lines)
@@ -72,6 +74,8 @@ class HostEntry:
             body["paused"] = self.paused
             if self.reason is not None:
                 body["reason"] = self.reason
+            if self.clock_skew is not None:
+                body["clock_skew_seconds"] = round(self.clock_skew, 3)
             self._json = json.dumps(body, separators=(",", ":")).encode()
         return self._json
 
@@ -100,7 +104,7 @@ class HostTable:
     def _publish(self, entry: HostEntry) -> None:
         entry.forget_renderings()
         self.rollup.update(host_from_node(entry.node, entry.state.value, self.config, iso_time(entry.reported_at),
-                                          entry.paused, entry.reason))
+                                          entry.paused, entry.reason, entry.clock_skew))
 
     def load(self, records: Iterable[HostRecord], now: float | None = None) -> int:
         """Rebuild from the store; a stored document that no longer parses is skipped and logged."""
@@ -124,14 +128,15 @@ class HostTable:
     def new_host_approved(self) -> bool:
         return not self.config.lifecycle.require_approval
 
-    def report(self, node: Node, document: bytes, now: float) -> HostEntry:
-        """Apply a report that the store has committed."""
+    def report(self, node: Node, document: bytes, now: float, clock_skew: float | None = None) -> HostEntry:
+        """Apply a report that the store has committed; `clock_skew`: its host's, with it counted."""
         entry = self.entries.get(node.id)
         if entry is None:
             entry = HostEntry(node.id, node, document, now, now, self.new_host_approved(), False, heard=now)
             self.entries[node.id] = entry
         else:
             entry.node, entry.document, entry.reported_at, entry.heard = node, document, now, now
+        entry.clock_skew = clock_skew
         entry.state = self._state(entry, now)
         self._publish(entry)
         return entry

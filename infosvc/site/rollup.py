@@ -117,7 +117,7 @@ _NONE: dict[str, str] = {}  # the Extensions of a context the node does not have
 
 
 def host_from_node(node: Node, state: str, config: SiteConfig, last_report: str, paused: bool = False,
-                   reason: str | None = None) -> Host:
+                   reason: str | None = None, clock_skew: float | None = None) -> Host:
     """The GLUE Host of an SSS Node as the agent writes it (docs/node-mapping.md).
 
     It runs for every report ingested and for every host at start, so it reads each list of the
@@ -220,7 +220,7 @@ def host_from_node(node: Node, state: str, config: SiteConfig, last_report: str,
         tuple(adapters),
         cpus, max(0, int(free.value)) if free is not None else 0,  # total_cpus, available_cpus
         node.state, paused, reason,  # reported_state, paused, reason
-        resources=resources_of(config.resources, node.id, cluster.id),
+        resources=resources_of(config.resources, node.id, cluster.id), clock_skew_seconds=clock_skew,
     )
 
 

@@ -22,6 +22,7 @@ from infosvc.site.config import SiteConfig
 from infosvc.site.queue import JobQueue
 from infosvc.site.tokens import Tokens
 from infosvc.store import Store
+from infosvc.publish.faultmetrics import FaultCollector
 from infosvc.web.auth import authorize
 from infosvc.web.errors import errors_as_json
 from infosvc.web.federation import federate
@@ -35,9 +36,12 @@ log = logging.getLogger("infosvc.web")
 
 async def _metrics_ctx(app: web.Application) -> AsyncIterator[None]:
     app[METRICS].watch(app[AGGREGATOR])  # after aggregator_ctx, which made it
+    faults = FaultCollector(app[AGGREGATOR])
+    app[METRICS].registry.register(faults)
     try:
         yield
     finally:
+        app[METRICS].registry.unregister(faults)
         app[METRICS].unwatch()
 
 
