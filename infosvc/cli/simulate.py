@@ -57,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
     if trace.malformed > len(trace.problems):
         print(f"infosvc simulate: {args.trace}: {trace.malformed - len(trace.problems)} more malformed lines left out",
               file=sys.stderr)
+    if trace.malformed and not trace.records:  # else a summary of no jobs, as if the trace were empty
+        return fail(f"{args.trace}: no line of the trace is a job record ({trace.malformed} malformed)")
     processors = args.processors
     if args.site:
         try:

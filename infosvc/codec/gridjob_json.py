@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import sys
 from datetime import datetime, timezone
 from functools import cache
 from typing import Any, Iterable
@@ -150,8 +151,10 @@ def load_json(data: bytes | str, *, max_bytes: int = MAX_DOCUMENT_BYTES, what: s
                             line=exc.lineno) from None
     except RecursionError:
         raise DocumentError(f"{what} nests objects and arrays more than {MAX_DEPTH} deep") from None
-    except ValueError as exc:  # e.g. an integer with more digits than Python converts
-        raise DocumentError(f"{what} cannot be read: {exc}") from None
+    except ValueError as exc:  # an integer with more digits than Python converts: said in the client's terms
+        digits = sys.get_int_max_str_digits()
+        said = f"a number has more than {digits} digits" if "digits" in str(exc) else str(exc)
+        raise DocumentError(f"{what} cannot be read: {said}") from None
     if (problem := _tree_problem(value, MAX_DEPTH)) is not None:
         raise DocumentError(f"{what} {problem}")
     return value
