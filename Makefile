@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 LISTEN ?= 127.0.0.1:8080
 
-.PHONY: run test bench clean
+.PHONY: run test bench soak clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,17 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run.py
+
+# AGENTS simulated agents report every INTERVAL s for MINUTES to one `infosvc serve` on loopback;
+# then every acknowledged report is looked for in the store and as served (bench/soak.py,
+# docs/reliability.md). CONNECTIONS: short (one per report, as the agent), pool, or own (one kept
+# open per agent: needs `ulimit -n` above AGENTS).
+AGENTS      ?= 10000
+MINUTES     ?= 10
+INTERVAL    ?= 60
+CONNECTIONS ?= short
+soak: $(STAMP)
+	$(PY) bench/soak.py --agents $(AGENTS) --minutes $(MINUTES) --interval $(INTERVAL) --connections $(CONNECTIONS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis var
