@@ -37,6 +37,8 @@ class GlueDocument:
     #: subcluster -> the ids of its hosts, in the site's order
     subclusters: list[tuple[SubCluster, list[str]]] = field(default_factory=list)
     hosts: dict[str, Host] = field(default_factory=dict)
+    #: the site's InformationServiceURL, as its subclusters publish it
+    information_service_url: str | None = None
     #: host id -> its JSON object, to keep an unchanged host's Host object next time
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -59,6 +61,8 @@ def _list(value: Any, where: str) -> list[Any]:
 
 def _str(o: Mapping[str, Any], key: str, where: str, required: bool = False) -> Any:
     value = o.get(key)
+    if type(value) is str:  # the common case first: ~40 members a host
+        return value
     if value is None:
         if required:
             raise _fail(where, f"{key!r} is required")
@@ -70,6 +74,8 @@ def _str(o: Mapping[str, Any], key: str, where: str, required: bool = False) -> 
 
 def _int(o: Mapping[str, Any], key: str, where: str, required: bool = False, minimum: int | None = 0) -> Any:
     value = o.get(key)
+    if type(value) is int and (minimum is None or value >= minimum):  # not a bool: its type is bool
+        return value
     if value is None:
         if required:
             raise _fail(where, f"{key!r} is required")
@@ -241,7 +247,9 @@ def read_glue(body: bytes, previous: GlueDocument | None = None, max_hosts: int 
             raise GlueReadError(f"hosts[{i}]: host {host.unique_id!r} is listed twice")
         found.hosts[host.unique_id], found.raw[host.unique_id] = host, o
     for i, value in enumerate(_list(top.get("subclusters"), "subclusters")):
-        found.subclusters.append(_subcluster(_obj(value, f"subclusters[{i}]"), f"subclusters[{i}]"))
+        where = f"subclusters[{i}]"
+        found.subclusters.append(_subcluster(_obj(value, where), where))
+        found.information_service_url = found.information_service_url or _str(value, "information_service_url", where)
     for i, value in enumerate(_list(top.get("clusters"), "clusters")):
         found.clusters.append(_cluster(_obj(value, f"clusters[{i}]"), f"clusters[{i}]"))
     for i, value in enumerate(_list(top.get("computing_elements"), "computing_elements")):

@@ -4,9 +4,9 @@ glue_xml.py) over the union tree, with what a top level adds.
 JSON: every entity names its `site` (the upstream's name, or `local` for the top's own hosts),
 and the whole tree ends with `sites`, each upstream's status (url, last good pull, stale), as
 schemas/glue.schema.json describes. XML is GLUE 1.1 as the schema has it, with nothing added.
-Both keep the whole tree's rendering until the union changes (`Federation.version`): a top level
-is read far more often than its sites change, and 20,000 hosts' fragments are then joined once
-per change, not per read. The `sites` part, which moves with the clock, is written per read.
+Both keep the whole tree's rendering until the union changes (`Federation.version`; for JSON,
+also until a pull ends, which moves `sites`): a top level is read far more often than its sites
+change, and 20,000 hosts' fragments are then joined once per change, not per read.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from json.encoder import encode_basestring_ascii as _string
 from typing import Any
 
 from infosvc.codec.glue_json import JsonDocuments, cluster_json, computing_element_json, subcluster_json
-from infosvc.codec.glue_xml import Fragment, XmlDocuments
+from infosvc.codec.glue_xml import Fragment, XmlDocuments, subcluster_head
 from infosvc.model import glue
 from infosvc.model.glue import GlueTree, Host, SubCluster
 from infosvc.site.federation_config import LOCAL_SITE
@@ -35,9 +35,9 @@ def site_status(federation: Federation) -> list[dict[str, Any]]:
     """Each site of the top level: the top's own first (when it has hosts), then each upstream."""
     found: list[dict[str, Any]] = []
     local_hosts = len(federation.local.hosts)
-    if local_hosts:
+    if local_hosts:  # current, not pulled: no last_success
         found.append({"name": LOCAL_SITE, "url": federation.url, "state": "ok", "stale": False,
-                      "last_success": iso(federation.clock()), "hosts": local_hosts})
+                      "last_success": None, "hosts": local_hosts})
     for site in federation.sites:
         entry: dict[str, Any] = {
             "name": site.name, "url": site.upstream.url,
@@ -48,6 +48,11 @@ def site_status(federation: Federation) -> list[dict[str, Any]]:
             entry["error"] = site.error
         found.append(entry)
     return found
+
+
+def _url_of(union: UnionTree, site: str | None) -> str | None:
+    """The InformationServiceURL a site's subclusters publish: the site's own, in the union too."""
+    return union.urls.get(site) if site is not None else None
 
 
 def _with_site(body: bytes, site: str | None) -> bytes:
@@ -62,7 +67,7 @@ class FederatedJson(JsonDocuments):
         self.federation = federation
         #: a fixed union to name the sites from (a rendering in a worker thread), else the current one
         self.fixed = union
-        self._kept: tuple[int, bytes] | None = None
+        self._kept: tuple[tuple[int, int], bytes] | None = None
 
     def _site(self, kind: str, ident: str) -> str | None:
         return (self.fixed or self.federation.union).site_of[kind].get(ident)
@@ -71,8 +76,8 @@ class FederatedJson(JsonDocuments):
         return _with_site(super().host(host, sub_id), self._site("hosts", host.unique_id))
 
     def _subcluster(self, tree: GlueTree, sub: SubCluster, ids: list[str]) -> bytes:
-        return _with_site(subcluster_json(sub, tree.information_service_url, ids),
-                          self._site("subclusters", sub.unique_id))
+        site = self._site("subclusters", sub.unique_id)
+        return _with_site(subcluster_json(sub, _url_of(self.fixed or self.federation.union, site), ids), site)
 
     def _cluster(self, tree: GlueTree, cluster: glue.Cluster) -> dict[str, Any]:
         out = cluster_json(cluster, [s.unique_id for s in tree.subclusters_of(cluster.unique_id)])
@@ -84,8 +89,9 @@ class FederatedJson(JsonDocuments):
         site = self._site("computing-elements", ce.unique_id)
         return {**out, "site": site} if site is not None else out
 
-    def whole(self, tree: GlueTree, fragment: Fragment) -> bytes:
-        clusters, subclusters, hosts = [], [], []
+    def whole(self, tree: GlueTree, fragment: Fragment, sites: list[dict[str, Any]]) -> bytes:
+        """The tree and these `sites`, joined once (the union's document is tens of megabytes)."""
+        clusters, subclusters, hosts = [], [], [b""]
         for cluster in tree.clusters():
             clusters.append(self._cluster(tree, cluster))
             for sub in tree.subclusters_of(cluster.unique_id):
@@ -93,18 +99,21 @@ class FederatedJson(JsonDocuments):
                 for host in tree.hosts_of(sub.unique_id):
                     ids.append(host.unique_id)
                     hosts.append(fragment(host, sub.unique_id))
+                    hosts.append(b",")
                 subclusters.append(self._subcluster(tree, sub, ids))
+        hosts[-1] = b""  # the last comma, or the empty first part
         ces = [self._computing_element(ce) for ce in tree.computing_elements()]
         return b"".join((b'{"computing_elements":', _dumps(ces).encode(), b',"clusters":', _dumps(clusters).encode(),
-                         b',"subclusters":[', b",".join(subclusters), b'],"hosts":[', b",".join(hosts), b"]"))
+                         b',"subclusters":[', b",".join(subclusters), b'],"hosts":[', *hosts,
+                         b'],"sites":', _dumps(sites).encode(), b"}"))
 
     def tree(self, tree: GlueTree, fragment: Fragment) -> bytes:
-        """The union's tree (kept until it changes) and `sites`, as of now."""
+        """The union's tree and `sites`, kept until the union or a site's status changes."""
         self.federation.union  # rebuilt first if a site changed, so the version is current
-        version = self.federation.version
-        if self._kept is None or self._kept[0] != version:
-            self._kept = (version, self.whole(tree, fragment))
-        return self._kept[1] + b',"sites":' + _dumps(site_status(self.federation)).encode() + b"}"
+        key = (self.federation.version, self.federation.pulls)
+        if self._kept is None or self._kept[0] != key:
+            self._kept = (key, self.whole(tree, fragment, site_status(self.federation)))
+        return self._kept[1]
 
     def subcluster_document(self, tree: GlueTree, sub: SubCluster, fragment: Fragment) -> bytes:
         return self._subcluster(tree, sub, [h.unique_id for h in tree.hosts_of(sub.unique_id)])
@@ -123,6 +132,14 @@ class KeptXml(XmlDocuments):
         super().__init__()
         self.federation = federation
         self._kept: tuple[int, bytes] | None = None
+
+    def _subcluster(self, tree: GlueTree, sub: SubCluster, fragment: Fragment, out: list[bytes],
+                    namespace: str = "") -> None:
+        union = self.federation.union  # each subcluster with its own site's InformationServiceURL
+        url = _url_of(union, union.site_of["subclusters"].get(sub.unique_id))
+        out.append(subcluster_head(sub, url, namespace).encode())
+        out.extend(fragment(host, sub.unique_id) for host in tree.hosts_of(sub.unique_id))
+        out.append(b"</SubCluster>")
 
     def tree(self, tree: GlueTree, fragment: Fragment) -> bytes:
         self.federation.union

@@ -93,6 +93,8 @@ class Federation:
         self.clock = clock
         self.sites = [SiteState(up) for up in config.upstreams]
         self.version = 0
+        #: pulls ended (each moves a site's status)
+        self.pulls = 0
         self._union: UnionTree | None = None
         self._local_tree: SiteTree | None = None
         self._dirty = True
@@ -231,6 +233,7 @@ class Federation:
             site.pulls_ok += 1
         finally:
             site.last_duration = time.perf_counter() - started
+            self.pulls += 1
         self.expire()
 
     def expire(self) -> None:

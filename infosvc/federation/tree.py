@@ -58,7 +58,7 @@ class SiteTree:
         """A site's tree from its JSON, read (infosvc.codec.glue_read)."""
         hosts = doc.hosts
         subs = [(sub, [hosts[h] for h in ids if h in hosts]) for sub, ids in doc.subclusters]
-        return cls(doc.clusters, subs, doc.computing_elements, loose_hosts=hosts.values())
+        return cls(doc.clusters, subs, doc.computing_elements, doc.information_service_url, hosts.values())
 
     @classmethod
     def of_tree(cls, tree: GlueTree) -> SiteTree:
@@ -144,6 +144,8 @@ class UnionTree(SiteTree):
         #: whose tree and clashes did not change keeps its renamed objects (and their renderings)
         self.renamed_trees: dict[str, tuple[SiteTree, frozenset[tuple[str, str]], SiteTree]] = {}
         self.site_of: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
+        #: site -> its InformationServiceURL, which its subclusters publish
+        self.urls = {name: tree.information_service_url for name, tree in sites}
         self.clashes = sorted((kind, ident) for kind, ids in clashing.items() for ident in ids)
         parts: list[SiteTree] = []
         for name, tree in sites:

@@ -99,12 +99,12 @@ async def get_glue(request: web.Request) -> web.Response:
         return await glue.get_glue(request)  # the union, through the site's own handler
     federation, fmt = request.app[FEDERATION], format_of(request)
     part = _part(federation, hosts)
-    sites = json.dumps(site_status(federation), separators=(",", ":")).encode()
+    sites = site_status(federation)
     documents = FederatedJson(federation, federation.union)  # the union as of now: the thread reads only
 
     def build() -> bytes:
         if fmt == "json":
-            return documents.whole(part, Rendering(part, documents).fragment) + b',"sites":' + sites + b"}"
+            return documents.whole(part, Rendering(part, documents).fragment, sites)
         return Glue(part).formats[fmt].tree()
 
     return web.Response(body=await asyncio.to_thread(build), content_type=request.app[GLUE].formats[fmt].media_type)

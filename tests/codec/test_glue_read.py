@@ -1,0 +1,149 @@
+"""GLUE JSON read back into the model (infosvc/codec/glue_read.py), as a top level reads a site,
+and the union of sites' trees (infosvc/federation/tree.py): a site's tree read from its JSON
+renders the very same JSON and XML; what is no GLUE JSON is refused, saying where; clashing
+ids become SITE/ID whatever the order of the sites."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import replace
+
+import pytest
+
+from infosvc.codec.glue_read import GlueReadError, read_glue
+from infosvc.federation.tree import SiteTree, UnionTree
+from infosvc.publish.glue import Glue
+from infosvc.site.config import SiteConfig, parse_config
+from infosvc.site.rollup import Rollup, host_from_node
+from support.documents import make_node
+
+CONFIG = """
+[service]
+information_service_url = "https://site.example.org/v1/glue"
+[[clusters]]
+id = "gpu"
+nodes = "g[1-3].example.org"
+[[clusters]]
+id = "rest"
+[[computing_elements]]
+id = "ce.example.org:2119/jobmanager-pbs-long"
+queue = "long"
+clusters = ["gpu", "rest"]
+gatekeeper_port = 2119
+access_control = ["VO:atlas"]
+[computing_elements.policy]
+priority = -5
+max_wall_clock_time = 2880
+[[benchmarks]]
+nodes = "g[1-3].example.org"
+si00 = 1500
+[[software]]
+nodes = "g[1-2].example.org"
+runtime_environment = ["CUDA-12.4", "MPI"]
+[[resources]]
+clusters = ["gpu"]
+licenses = { matlab = 4 }
+consumables = { gpu = 2.5 }
+"""
+
+
+def site(prefix: str = "", config: SiteConfig | None = None) -> Rollup:
+    config = config or parse_config(tomllib.loads(CONFIG))
+    rollup = Rollup(config)
+    for i, state in enumerate(("Ready", "Paused", "Unreachable", "Pending", "Ready")):
+        host = f"{prefix}g{i + 1}.example.org" if i < 3 else f"{prefix}n{i}.example.org"
+        node = make_node(host, processors=8 * (i + 1), free_processors=i, model="EPYC" if i % 2 else "Xeon",
+                         state="Offline" if i == 4 else "Idle")
+        rollup.update(host_from_node(node, state, config, "2026-01-02T03:04:05Z", paused=state == "Paused",
+                                     reason="maintenance <tonight>" if i == 1 else None))
+    return rollup
+
+
+def test_a_site_read_back_renders_the_same_documents() -> None:
+    rollup = site()
+    body = Glue(rollup).json.tree()
+    tree = SiteTree.of_document(read_glue(body))
+    again = Glue(tree)
+    assert again.json.tree() == body
+    assert again.xml.tree() == Glue(rollup).xml.tree()
+    assert tree.information_service_url == "https://site.example.org/v1/glue"
+    for host in rollup.hosts.values():
+        assert tree.hosts[host.unique_id] == host
+
+
+def test_an_unchanged_host_keeps_its_object() -> None:
+    body = Glue(site()).json.tree()
+    first = read_glue(body)
+    data = json.loads(body)
+    data["hosts"][0]["state"] = "Unreachable"
+    second = read_glue(json.dumps(data).encode(), first)
+    changed = data["hosts"][0]["unique_id"]
+    assert second.hosts[changed] is not first.hosts[changed] and second.hosts[changed].state == "Unreachable"
+    assert all(second.hosts[h] is first.hosts[h] for h in first.hosts if h != changed)
+
+
+@pytest.mark.parametrize(("change", "where"), [
+    (lambda d: d.update(hosts={}), "hosts: expected an array"),
+    (lambda d: d["hosts"][0].update(state="Up"), "hosts[0]: 'state'"),
+    (lambda d: d["hosts"][1].update(total_cpus=True), "hosts[1]: 'total_cpus': expected an integer"),
+    (lambda d: d["hosts"][1].update(total_cpus=-1), "hosts[1]: 'total_cpus'"),
+    (lambda d: d["hosts"][2].pop("unique_id"), "hosts[2]: 'unique_id' is required"),
+    (lambda d: d["hosts"][2]["file_systems"].append({"root": 7}), "hosts[2].file_systems: 'root'"),
+    (lambda d: d["hosts"].append(d["hosts"][0]), "is listed twice"),
+    (lambda d: d["subclusters"][0].update(states=[]), "subclusters[0].states: expected an object"),
+    (lambda d: d["computing_elements"][0]["state"].update(status="Open"), "computing_elements[0].state: 'status'"),
+    (lambda d: d["clusters"][0].update(licenses={"matlab": 0}), "clusters[0].licenses"),
+])
+def test_what_is_no_glue_json_is_refused_saying_where(change: object, where: str) -> None:
+    data = json.loads(Glue(site()).json.tree())
+    change(data)  # type: ignore[operator]
+    with pytest.raises(GlueReadError) as info:
+        read_glue(json.dumps(data).encode())
+    assert where in str(info.value)
+
+
+@pytest.mark.parametrize("body", [b"", b"[", b"[]", b"\xff\xfe", b"[" * 100_000 + b"]" * 100_000])
+def test_no_json_is_refused(body: bytes) -> None:
+    with pytest.raises(GlueReadError):
+        read_glue(body)
+
+
+def test_too_many_hosts_are_refused() -> None:
+    with pytest.raises(GlueReadError, match="more than the 3"):
+        read_glue(Glue(site()).json.tree(), max_hosts=3)
+
+
+def tree_of(rollup: Rollup) -> SiteTree:
+    return SiteTree.of_document(read_glue(Glue(rollup).json.tree()))
+
+
+def test_the_union_renames_every_clashing_id_whatever_the_order() -> None:
+    a, b, c = tree_of(site()), tree_of(site()), tree_of(site("c-", SiteConfig()))
+    one, two = UnionTree([("a", a), ("b", b), ("c", c)]), UnionTree([("c", c), ("b", b), ("a", a)])
+    assert set(one.hosts) == set(two.hosts)
+    # a and b publish the same hosts, clusters, subclusters and CE: each is SITE/ID; c's hosts are its own
+    assert "a/g1.example.org" in one.hosts and "b/g1.example.org" in one.hosts and "g1.example.org" not in one.hosts
+    assert "c-g1.example.org" in one.hosts and one.site_of["hosts"]["c-g1.example.org"] == "c"
+    assert one.hosts["a/g1.example.org"].cluster == "a/gpu" and one.cluster("a/gpu") is not None
+    assert one.computing_element("b/ce.example.org:2119/jobmanager-pbs-long").clusters == ("b/gpu", "b/rest")
+    # `default` is c's alone: kept; its subclusters clash with no one (another config, other hosts)
+    assert one.cluster("default") is not None and one.site_of["clusters"]["default"] == "c"
+    for sub in one.subclusters.values():
+        assert all(one.subcluster_of(h.unique_id) is sub for h in one.hosts_of(sub.unique_id))
+        assert sub in one.subclusters_of(sub.cluster)
+    assert len(one.hosts) == 15 and sum(s.host_count for s in one.subclusters.values()) == 15
+
+
+def test_a_union_without_clashes_keeps_the_sites_objects() -> None:
+    a, c = tree_of(site()), tree_of(site("c-", SiteConfig()))
+    union = UnionTree([("a", a), ("c", c)])
+    assert union.clashes == []
+    assert all(union.hosts[h] is a.hosts[h] for h in a.hosts)
+    # a clash renames; when it is gone again, the ids come back as they were
+    b = tree_of(site())
+    clashing = UnionTree([("a", a), ("b", b), ("c", c)], renamed_before=union.renamed_trees)
+    again = UnionTree([("a", a), ("b", b), ("c", c)], renamed_before=clashing.renamed_trees)
+    assert again.hosts["a/g1.example.org"] is clashing.hosts["a/g1.example.org"]  # kept: nothing changed
+    assert UnionTree([("a", a), ("c", c)]).hosts["g1.example.org"] is a.hosts["g1.example.org"]
+    assert replace(a.hosts["g1.example.org"]) == a.hosts["g1.example.org"]
