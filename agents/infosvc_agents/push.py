@@ -17,6 +17,7 @@ import http.client
 import json
 import logging
 import random
+import socket
 import ssl
 import threading
 import time
@@ -28,6 +29,8 @@ from urllib.parse import urlsplit
 log = logging.getLogger("infosvc_agents.push")
 
 RETRYABLE = frozenset({408, 429})
+#: one exchange with the server takes at most this many `Sender.timeout`s in all
+DEADLINES = 3
 
 
 class PushError(Exception):
@@ -70,7 +73,8 @@ class Sender:
 
     An https server's certificate is verified, host name included: against `ca_file` (a private
     CA's certificates, PEM) when given, else against the system's CAs. A certificate that does not
-    verify is a delivery failure like any other, so the samples are kept and retried.
+    verify is a delivery failure like any other, so the samples are kept and retried. `timeout`
+    bounds each read and write, DEADLINES times it the whole exchange.
     """
 
     server: str
@@ -129,15 +133,32 @@ class Sender:
         headers = {"Authorization": f"Bearer {self.token}"}
         if content_type is not None:
             headers["Content-Type"] = content_type
+        # `timeout` bounds each read and write; a server that answers a byte at a time, each in time,
+        # would hold the agent (and its sampling) for ever: the whole exchange is cut at DEADLINES
+        # timeouts by shutting the socket under the reader.
+        watchdog = threading.Timer(self.timeout * DEADLINES, _cut, (connection,))
+        watchdog.daemon = True
+        watchdog.start()
         try:
             connection.request(method, parts.path.rstrip("/") + path, body=body, headers=headers)
             response = connection.getresponse()
             answer = response.read(limit)
-        except (OSError, http.client.HTTPException) as exc:
+        except (OSError, http.client.HTTPException, ValueError) as exc:  # ValueError: a socket cut mid-TLS
             raise PushError(f"cannot reach {self.server}: {exc}", retry=True) from None
         finally:
+            watchdog.cancel()
             connection.close()
         return response.status, answer, response.getheader("Retry-After")
+
+
+def _cut(connection: http.client.HTTPConnection) -> None:
+    """End an exchange past its deadline: the blocked read returns, and the exchange fails."""
+    sock = connection.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 @dataclass(slots=True)

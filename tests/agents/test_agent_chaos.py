@@ -1,7 +1,7 @@
 """Chaos in the agent's path (docs/reliability.md, Faults): a fake aggregator in front of the real
-one that misbehaves connection by connection: answers past the agent's timeout, resets, 5xx,
-garbage, a 200 that is no acknowledgement, a cut body, a TLS certificate that changes (to another
-of the site's CA, or to an impostor's). Some acts pass the report on before misbehaving, so the
+one that misbehaves connection by connection: answers past the agent's timeout or a byte at a
+time, resets, 5xx, garbage, a 200 that is no acknowledgement, a cut body, a TLS certificate that
+changes (to another of the site's CA, or to an impostor's). Some acts pass the report on before misbehaving, so the
 agent sends again a sample the aggregator has stored. The agent never loses a kept sample it has
 not seen acknowledged, the aggregator stores each sample once (SampleId), and the agent's memory
 stays bounded (the oldest kept dropped and counted)."""
@@ -32,7 +32,7 @@ from support.server import Server, ServerFactory, wait_for
 TIMEOUT = 0.4
 #: What the fake aggregator may do with one connection; "stored-" acts pass the report on first.
 ACTS = ("pass", "reset", "stored-reset", "stored-slow", "5xx", "stored-5xx", "garbage", "stored-garbage",
-        "html-200", "stored-html-200", "cut-body")
+        "html-200", "stored-html-200", "cut-body", "stored-trickle")
 
 
 def sample_ids(server: Server, host: str) -> list[str]:
@@ -108,6 +108,10 @@ class Chaos:
                 conn.sendall(bytes(random.getrandbits(8) for _ in range(300)))
             elif act == "html-200":
                 conn.sendall(response(200, b"<html><body>Welcome to the portal</body></html>", "text/html"))
+            elif act == "trickle":  # a byte at a time, each within the agent's timeout, never done
+                for byte in response(status, answer) * 100:
+                    conn.sendall(bytes([byte]))
+                    time.sleep(TIMEOUT / 2)
             elif act == "cut-body":  # the real answer's head, and half its body
                 whole = response(status, answer)
                 conn.sendall(whole[:len(whole) - len(answer) // 2])
@@ -225,7 +229,7 @@ def test_a_changing_certificate(serve_app: ServerFactory, chaos: list[Chaos], tm
         context.load_cert_chain(issued.cert, issued.key)
         contexts.append(context)
     server = serve_app({"store": {"history_per_host": 10000}}, agents=1)
-    proxy = Chaos(server, ["pass", "stored-reset", "pass", "stored-5xx"], tls=contexts).start()
+    proxy = Chaos(server, ["pass", "stored-reset", "pass", "stored-5xx", "stored-trickle"], tls=contexts).start()
     chaos.append(proxy)
     loop = agent_loop(f"https://127.0.0.1:{proxy.port}", server.agent_token(), "chaos02", ca_file=str(ca.cert))
     run_through(loop, proxy, ["pass"], samples=30)
@@ -276,3 +280,5 @@ def test_the_aggregator_stores_a_sample_sent_again_once(serve_app: ServerFactory
     server.report("again", token)
     server.report("again", token)
     assert sample_ids(server, "again") == ["run-1", "run-2", "", ""]
+    metrics = server.get("/metrics").body.decode().splitlines()
+    assert "infosvc_reports_repeated_total 2.0" in metrics and "infosvc_reports_accepted_total 4.0" in metrics
