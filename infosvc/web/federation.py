@@ -25,7 +25,7 @@ from infosvc.model import glue as model
 from infosvc.model.glue import Host, SubCluster
 from infosvc.publish.glue import Glue, Rendering
 from infosvc.site.federation_config import LOCAL_SITE
-from infosvc.site.query import HostFilter, QueryError, nodeset_order
+from infosvc.site.query import PARAMETERS, HostFilter, QueryError, nodeset_order
 from infosvc.web import glue, meta, prometheus
 from infosvc.web.keys import AGGREGATOR, CONFIG, FEDERATION, GLUE
 from infosvc.web.negotiate import format_of
@@ -55,7 +55,8 @@ def _matches(chosen: HostFilter, host: Host) -> bool:
 
 def _select(request: web.Request) -> list[Host] | None:
     """The union's hosts the query's filters choose (NodeSet order with `nodes`), or None: no filter."""
-    chosen = HostFilter.parse(filters_of(request, "at"))
+    # the route's other parameters (format, and the grid formats' options) are no filters
+    chosen = HostFilter.parse([(k, v) for k, v in filters_of(request, "at") if k in PARAMETERS])
     if chosen.features:
         raise QueryError("feature", "a top level publishes GLUE, which has no SSS Features: ask the site")
     if chosen.empty:
@@ -98,6 +99,8 @@ async def get_glue(request: web.Request) -> web.Response:
     if hosts is None:
         return await glue.get_glue(request)  # the union, through the site's own handler
     federation, fmt = request.app[FEDERATION], format_of(request)
+    if fmt not in ("json", "xml"):
+        raise QueryError("format", "a top level filters hosts in json and xml; the grid formats publish the whole union")
     part = _part(federation, hosts)
     sites = site_status(federation)
     documents = FederatedJson(federation, federation.union)  # the union as of now: the thread reads only

@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator
 
 from infosvc.codec import safexml
 from infosvc.site.tokens import new_token
-from support.server import Server, ServerFactory, wait_for
+from support.server import Server, ServerFactory, free_port, wait_for
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 GLUE_SCHEMA = Draft202012Validator(json.loads((SCHEMAS / "glue.schema.json").read_text()))
@@ -30,11 +30,11 @@ def _site(serve: ServerFactory, read_token: bool) -> tuple[Server, str | None]:
 
 
 def _top(serve: ServerFactory, upstreams: list[tuple[str, str, str | None]], *, delete_delay: float = 3.0,
-         extra_args: tuple[str, ...] = ()) -> Server:
+         extra_args: tuple[str, ...] = (), max_body_bytes: int = 1 << 26) -> Server:
     """A top level over (name, url, read token) upstreams, pulling every 0.3 s."""
     top = serve(start=False, extra_args=extra_args)
     lines = ["[federation]", "interval_seconds = 0.3", f"delete_delay_seconds = {delete_delay}",
-             "timeout_seconds = 2"]
+             "timeout_seconds = 2", f"max_body_bytes = {max_body_bytes}"]
     for name, url, token in upstreams:
         lines += ["[[federation.upstreams]]", f'url = "{url}"', f'name = "{name}"']
         if token is not None:
@@ -150,3 +150,19 @@ def test_a_wrong_read_token_is_a_failing_site_not_a_crash(serve: ServerFactory, 
     assert top.get("/healthz").status == 200
     assert "refused the read token" in top.log.read_text()
     assert top.process is not None and top.process.poll() is None
+
+
+def test_a_site_too_large_or_away_is_failing_with_the_reason(serve: ServerFactory) -> None:
+    (site, _) = _site(serve, False)
+    for i in range(3):
+        site.report(f"big{i}.example.org", site.agent_token())
+    top = _top(serve, [("big", site.url, None), ("away", f"http://127.0.0.1:{free_port()}", None)],
+               max_body_bytes=2048)
+    tree = wait_for(lambda: (t := _glue(top)) and all(s.get("error") for s in t["sites"]) and t, timeout=20,
+                    message="both upstreams failing")
+    sites = _sites(tree)
+    assert "max_body_bytes" in sites["big"]["error"] and sites["away"]["state"] == "failing"
+    assert tree["hosts"] == [] and not any(s["stale"] or s["last_success"] for s in tree["sites"])
+    metrics = top.get("/metrics").body.decode()
+    assert 'infosvc_federation_pulls_total{site="away",url="' in metrics and 'result="failed"} ' in metrics
+    assert "infosvc_federation_site_last_success_timestamp_seconds{" not in metrics  # no good pull yet
