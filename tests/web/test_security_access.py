@@ -16,13 +16,15 @@ import pytest
 
 from support import FIXTURES
 from support.server import Reply, Server, ServerFactory
-from infosvc.site.tokens import TokenFileError, Tokens, digest, new_token
+from infosvc.site.tokens import Role, TokenFileError, Tokens, digest, new_token
 from infosvc.web.auth import ROLES, Access
 from infosvc.web.routes import ROUTES, Route
 
 EXECUTOR_HOST = "ex0.example.org"
-#: who calls: a token name of the server (None: no token; "unknown": a token it does not know)
-CALLERS = ("none", "unknown", "agent", "submit", "admin", "executor")
+#: who calls: no token, a token the server does not know, or a token of each role
+CALLERS = ("none", "unknown", *(role.value for role in Role))
+#: roles tests/support/server.py makes no token of, added to the tokens file here (they bind nothing)
+EXTRA_ROLES = tuple(role.value for role in Role if role.value not in ("agent", "submit", "admin", "executor"))
 WRITES = [route for route in ROUTES if route.access not in (Access.PUBLIC, Access.READ)]
 
 
@@ -45,9 +47,18 @@ def body_for(route: Route) -> bytes:
     return b'{"event": "started"}' if route.path.endswith("/events") else b""
 
 
+def with_every_role(server: Server) -> Server:
+    """`server` (not started) with a token of each role, started."""
+    with server.tokens_file.open("a", encoding="utf-8") as tokens:
+        for role in EXTRA_ROLES:
+            server.tokens[role] = new_token()
+            tokens.write(f"{role} {server.tokens[role]}\n")
+    return server.start()
+
+
 @pytest.fixture(scope="module")
 def site(module_serve: ServerFactory) -> Server:
-    return module_serve(agents=2, executors={"exec0": EXECUTOR_HOST})
+    return with_every_role(module_serve(agents=2, executors={"exec0": EXECUTOR_HOST}, start=False))
 
 
 def test_every_write_route_is_in_the_matrix() -> None:
@@ -184,7 +195,8 @@ READS = [route for route in ROUTES if route.access is Access.READ]
 
 
 def test_reads_need_a_token_when_configured(serve: ServerFactory) -> None:
-    server = serve({"service": {"read_token_required": True}}, agents=2, executors={"exec0": EXECUTOR_HOST})
+    server = with_every_role(serve({"service": {"read_token_required": True}}, agents=2,
+                                   executors={"exec0": EXECUTOR_HOST}, start=False))
     server.report("r1.example.org", server.agent_token())
     failures = []
     for route in READS:
@@ -194,7 +206,7 @@ def test_reads_need_a_token_when_configured(serve: ServerFactory) -> None:
             reply = server.request(route.method, path, body, token=token_of(server, caller))
             if not reply.is_error(401):
                 failures.append(f"{route.method} {path} {caller}: {reply.status}")
-        for caller in ("agent", "submit", "admin", "executor"):
+        for caller in CALLERS[2:]:
             reply = server.request(route.method, path, body, token=token_of(server, caller))
             if reply.status in (401, 403):
                 failures.append(f"{route.method} {path} {caller}: {reply.status} {reply.body[:120]!r}")
