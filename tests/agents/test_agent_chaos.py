@@ -214,6 +214,8 @@ def test_chaos_in_the_agents_path_loses_nothing_and_stores_each_sample_once(
     assert set(ACTS) <= acted, set(ACTS) - acted
     bodies = [body for _, body, _ in proxy.seen]
     assert len(bodies) > len(set(bodies)), "no sample was sent again"
+    print(f"\nchaos: {len(bodies)} deliveries of {loop.taken} samples over {proxy.connections} connections, "
+          f"{len(bodies) - len(set(bodies))} of them a sample sent again; {len(ids)} stored, each once, 0 lost")
 
 
 def test_a_changing_certificate(serve_app: ServerFactory, chaos: list[Chaos], tmp_path: Path) -> None:
