@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -284,3 +284,31 @@ def test_the_aggregator_stores_a_sample_sent_again_once(serve_app: ServerFactory
     assert sample_ids(server, "again") == ["run-1", "run-2", "", ""]
     metrics = server.get("/metrics").body.decode().splitlines()
     assert "infosvc_reports_repeated_total 2.0" in metrics and "infosvc_reports_accepted_total 4.0" in metrics
+
+
+def test_the_same_sample_while_it_is_being_stored_is_refused_for_now(serve_app: ServerFactory) -> None:
+    """A sample sent again while its first copy still waits for the store (the agent timed out on
+    a slow commit) is a 503: it comes again, and is then acknowledged as the stored one."""
+    import asyncio
+
+    from infosvc.model.node import Extension
+    from infosvc.web.keys import AGGREGATOR
+    from support.documents import node_document
+
+    server: Any = serve_app(agents=1)
+    token = server.agent_token()
+    server.report("busy", token)
+    store = server._runner.app[AGGREGATOR].store
+    document = node_document("busy", extra=(Extension("SampleId", "run-7", "Agent"),))
+    # the writer thread busy for a while: the first copy waits behind it
+    blocker = asyncio.run_coroutine_threadsafe(store.write(lambda conn: time.sleep(1.5)), server._loop)
+    answers: list[int] = []
+    first = threading.Thread(target=lambda: answers.append(server.post_node(document, token).status))
+    first.start()
+    time.sleep(0.4)
+    assert server.post_node(document, token).status == 503
+    first.join(timeout=10)
+    blocker.result(10)
+    assert answers == [200]
+    assert server.post_node(document, token).status == 200
+    assert sample_ids(server, "busy") == ["", "run-7"]
