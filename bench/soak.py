@@ -128,7 +128,8 @@ async def agent(i: int, args: argparse.Namespace, session: aiohttp.ClientSession
                     status, retry_after = answer.status, answer.headers.get("Retry-After")
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
                 tally.undecided.add((i, n))
-                tally.statuses[type(exc).__name__] += 1
+                errno = getattr(exc, "errno", None)  # ECONNRESET, ECONNREFUSED, ...
+                tally.statuses[type(exc).__name__ + (f" {os.strerror(errno)}" if errno else "")] += 1
                 backoff = min(60.0, backoff * 2 or 1.0)
                 retry_at = loop.time() + backoff * rnd.uniform(0.8, 1.2)
                 continue
