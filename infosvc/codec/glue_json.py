@@ -21,6 +21,7 @@ from typing import Any, Final, Iterable
 from infosvc.codec.glue_xml import HOST_STATES, SHARED_CACHE_MAX, Fragment, availability, count, port
 from infosvc.model import glue
 from infosvc.model.glue import GlueTree, Host, SubCluster
+from infosvc.model.snapshot import Snapshot, SnapshotView
 
 _dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 _shared_cache: dict[tuple[object, ...], str] = {}
@@ -157,7 +158,7 @@ def cluster_json(cluster: glue.Cluster, subclusters: list[str]) -> dict[str, Any
     return out
 
 
-def computing_element_json(ce: glue.ComputingElement) -> dict[str, Any]:
+def computing_element_json(ce: glue.ComputingElement, snapshot: Snapshot | None = None) -> dict[str, Any]:
     info, policy, state = ce.info, ce.policy, ce.state
     out = _present(unique_id=ce.unique_id, name=ce.name, queue=ce.queue,
                    information_service_url=ce.information_service_url)
@@ -172,6 +173,8 @@ def computing_element_json(ce: glue.ComputingElement) -> dict[str, Any]:
                     "worst_response_time": max(0, state.worst_response_time),
                     "estimated_response_time": max(0, state.estimated_response_time),
                     "free_cpus": max(0, state.free_cpus)}
+    if snapshot is not None:
+        out["state"].update(snapshot=snapshot.id, snapshot_time=snapshot.time)
     out["access_control_base"] = {"rules": list(ce.access_control_rules)}
     out["jobs"] = [_present(local_id=job.local_id, status=job.status, local_owner=job.local_owner,
                             global_owner=job.global_owner, global_id=job.global_id,
@@ -204,7 +207,8 @@ class JsonDocuments:
                     ids.append(host.unique_id)
                     hosts.append(fragment(host, sub_id))
                 subclusters.append(subcluster_json(sub, url, ids))
-        ces = [computing_element_json(ce) for ce in tree.computing_elements()]
+        snap = tree.snapshot if isinstance(tree, SnapshotView) else None
+        ces = [computing_element_json(ce, snap) for ce in tree.computing_elements()]
         return b"".join((b'{"computing_elements":', _dump(ces), b',"clusters":', _dump(clusters),
                          b',"subclusters":[', b",".join(subclusters), b'],"hosts":[', b",".join(hosts), b"]}"))
 
@@ -222,4 +226,4 @@ class JsonDocuments:
         return _dump(cluster_json(cluster, [s.unique_id for s in tree.subclusters_of(cluster.unique_id)]))
 
     def computing_element_document(self, tree: GlueTree, ce: glue.ComputingElement) -> bytes:
-        return _dump(computing_element_json(ce))
+        return _dump(computing_element_json(ce, tree.snapshot if isinstance(tree, SnapshotView) else None))

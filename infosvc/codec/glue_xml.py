@@ -21,6 +21,7 @@ from typing import Callable, Final, Iterable
 
 from infosvc.model import glue
 from infosvc.model.glue import GlueTree, Host, SubCluster
+from infosvc.model.snapshot import Snapshot, SnapshotView
 
 NAMESPACE: Final = "urn:infosvc:glue:ce:1.1"
 SCHEMA_FILE: Final = "glue-ce-1.1.xsd"
@@ -180,8 +181,8 @@ def host_fragment(host: Host) -> bytes:
     return "".join(parts).encode()
 
 
-def computing_element_xml(ce: glue.ComputingElement, namespace: str = "") -> str:
-    """One <ComputingElement> element."""
+def computing_element_xml(ce: glue.ComputingElement, namespace: str = "", snapshot: Snapshot | None = None) -> str:
+    """One <ComputingElement> element; its State names `snapshot` when given."""
     parts = [f"<ComputingElement{namespace}><UniqueID>{_text(ce.unique_id)}</UniqueID><Name>{_text(ce.name)}</Name>"]
     _opt(parts, "InformationServiceURL", ce.information_service_url)
     info, policy, state = ce.info, ce.policy, ce.state
@@ -201,7 +202,9 @@ def computing_element_xml(ce: glue.ComputingElement, namespace: str = "") -> str
         f"<Status>{_text(state.status)}</Status><WaitingJobs>{max(0, state.waiting_jobs)}</WaitingJobs>"
         f"<WorstResponseTime>{max(0, state.worst_response_time)}</WorstResponseTime>"
         f"<EstimatedResponseTime>{max(0, state.estimated_response_time)}</EstimatedResponseTime>"
-        f"<FreeCPUs>{max(0, state.free_cpus)}</FreeCPUs></State><AccessControlBase>")
+        f"<FreeCPUs>{max(0, state.free_cpus)}</FreeCPUs>"
+        + (f"<Snapshot>{snapshot.id}</Snapshot><SnapshotTime>{snapshot.time}</SnapshotTime>" if snapshot else "")
+        + "</State><AccessControlBase>")
     parts.extend(f"<Rule>{_text(rule)}</Rule>" for rule in ce.access_control_rules)
     parts.append("</AccessControlBase>")
     for job in ce.jobs:
@@ -269,7 +272,8 @@ class XmlDocuments:
     def tree(self, tree: GlueTree, fragment: Fragment) -> bytes:
         """The whole tree: a <Glue> document with every computing element, then every cluster."""
         out = [_DECLARATION, f"<Glue{self._xmlns}>".encode()]
-        out.append("".join(computing_element_xml(ce) for ce in tree.computing_elements()).encode())
+        snap = tree.snapshot if isinstance(tree, SnapshotView) else None
+        out.append("".join(computing_element_xml(ce, snapshot=snap) for ce in tree.computing_elements()).encode())
         for cluster in tree.clusters():
             self._cluster(tree, cluster, fragment, out)
         out.append(b"</Glue>\n")
@@ -298,4 +302,5 @@ class XmlDocuments:
 
     def computing_element_document(self, tree: GlueTree, ce: glue.ComputingElement) -> bytes:
         """A computing element as a document of its own: it names its clusters by ClusterRef."""
-        return b"".join((_DECLARATION, computing_element_xml(ce, self._xmlns).encode(), b"\n"))
+        snap = tree.snapshot if isinstance(tree, SnapshotView) else None
+        return b"".join((_DECLARATION, computing_element_xml(ce, self._xmlns, snap).encode(), b"\n"))

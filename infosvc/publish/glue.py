@@ -84,6 +84,10 @@ class Rendering:
         #: host id -> (the Host rendered, the subcluster it was shown in, its rendering)
         self._cache: dict[str, tuple[Host, str | None, bytes]] = {}
 
+    def _view(self) -> GlueTree:
+        """The tree, with its CE figures of the current snapshot when this rendering has a keeper."""
+        return self.source if self.snapshot is None else SnapshotView(self.source, self.snapshot())
+
     def fragment(self, host: Host, sub_id: str | None) -> bytes:
         entry = self._cache.get(host.unique_id)
         if entry is not None and entry[0] is host and entry[1] == sub_id:
@@ -105,17 +109,17 @@ class Rendering:
 
     def tree(self) -> bytes:
         """The whole tree."""
-        view = self.source if self.snapshot is None else SnapshotView(self.source, self.snapshot())
-        body = self.documents.tree(view, self.fragment)
+        body = self.documents.tree(self._view(), self.fragment)
         self._prune()
         return body
 
     def entity(self, kind: str, ident: str) -> bytes | None:
         """One entity as a document of its own, or None when there is no such kind or id."""
-        found = find(self.source, kind, ident)
+        tree = self._view() if kind == "computing-elements" else self.source  # only a CE has figures
+        found = find(tree, kind, ident)
         if found is None:
             return None
-        documents, tree = self.documents, self.source
+        documents = self.documents
         if isinstance(found, Host):
             body = documents.host_document(self._fragment_in_tree(found))
         elif isinstance(found, SubCluster):
