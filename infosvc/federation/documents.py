@@ -22,9 +22,11 @@ from infosvc.model import glue
 from infosvc.model.glue import GlueTree, Host, SubCluster
 from infosvc.site.federation_config import LOCAL_SITE
 from infosvc.federation.pull import Federation
-from infosvc.federation.tree import UnionTree
+from infosvc.federation.tree import SiteTree, UnionTree
 
 _dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+#: a site's share of the union's JSON: its CEs and clusters (objects), subclusters, hosts (joined)
+_Part = tuple[list[dict[str, Any]], list[dict[str, Any]], list[bytes], bytes]
 
 
 def iso(when: float | None) -> str | None:
@@ -68,6 +70,8 @@ class FederatedJson(JsonDocuments):
         #: a fixed union to name the sites from (a rendering in a worker thread), else the current one
         self.fixed = union
         self._kept: tuple[tuple[int, int], bytes] | None = None
+        #: site -> (its tree in the union, its share of the document)
+        self._parts: dict[str, tuple[SiteTree, _Part]] = {}
 
     def _site(self, kind: str, ident: str) -> str | None:
         return (self.fixed or self.federation.union).site_of[kind].get(ident)
@@ -107,12 +111,42 @@ class FederatedJson(JsonDocuments):
                          b',"subclusters":[', b",".join(subclusters), b'],"hosts":[', *hosts,
                          b'],"sites":', _dumps(sites).encode(), b"}"))
 
+    def _site_part(self, part: SiteTree, fragment: Fragment) -> _Part:
+        """One site's share of the union's document, from its tree as the union publishes it."""
+        ces = [self._computing_element(ce) for ce in part.computing_elements()]
+        clusters, subclusters, hosts = [], [], []
+        for cluster in part.clusters():
+            clusters.append(self._cluster(part, cluster))
+            for sub in part.subclusters_of(cluster.unique_id):
+                ids = []
+                for host in part.hosts_of(sub.unique_id):
+                    ids.append(host.unique_id)
+                    hosts.append(fragment(host, sub.unique_id))
+                subclusters.append(self._subcluster(part, sub, ids))
+        return ces, clusters, subclusters, b",".join(hosts)
+
     def tree(self, tree: GlueTree, fragment: Fragment) -> bytes:
-        """The union's tree and `sites`, kept until the union or a site's status changes."""
-        self.federation.union  # rebuilt first if a site changed, so the version is current
+        """The union's tree and `sites`, kept until the union or a site's status changes; each
+        site's share kept until that site changes, so a change of one site renders its hosts alone."""
+        union = self.federation.union  # rebuilt first if a site changed, so the version is current
         key = (self.federation.version, self.federation.pulls)
         if self._kept is None or self._kept[0] != key:
-            self._kept = (key, self.whole(tree, fragment, site_status(self.federation)))
+            parts: dict[str, tuple[SiteTree, _Part]] = {}
+            for name, part in union.parts:
+                kept = self._parts.get(name)
+                parts[name] = kept if kept is not None and kept[0] is part else (part, self._site_part(part, fragment))
+            self._parts = parts
+            shares = [share for _, share in parts.values()]
+            hosts: list[bytes] = []
+            for share in shares:
+                if share[3]:
+                    hosts += (share[3], b",")
+            body = b"".join((  # one copy of the whole: the sites' host lists are joined here, not before
+                b'{"computing_elements":', _dumps([ce for share in shares for ce in share[0]]).encode(),
+                b',"clusters":', _dumps([c for share in shares for c in share[1]]).encode(),
+                b',"subclusters":[', b",".join(s for share in shares for s in share[2]), b'],"hosts":[',
+                *hosts[:-1], b'],"sites":', _dumps(site_status(self.federation)).encode(), b"}"))
+            self._kept = (key, body)
         return self._kept[1]
 
     def subcluster_document(self, tree: GlueTree, sub: SubCluster, fragment: Fragment) -> bytes:

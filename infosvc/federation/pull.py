@@ -1,7 +1,7 @@
 """Pulling the upstream sites and keeping the union: `Federation`.
 
 Each upstream is pulled on its own schedule (every `interval_seconds`, the first pulls at
-start), all concurrently on one aiohttp client session: GET URL/v1/glue?format=json
+start, the later ones spread over the interval), all concurrently on one aiohttp client session: GET URL/v1/glue?format=json
 with the site's read token, no redirects followed, within `timeout_seconds`, the answer read to at
 most `max_body_bytes`. An answer whose bytes are those of the last good one changes nothing;
 another is read into the model in a worker thread (a 1,000-host site is tens of milliseconds of
@@ -247,20 +247,25 @@ class Federation:
                 site.tree = site.document = site.digest = None
                 self.changed()
 
-    async def _pull_forever(self, session: aiohttp.ClientSession, site: SiteState, delay: float) -> None:
+    async def _pull_forever(self, session: aiohttp.ClientSession, site: SiteState, offset: float) -> None:
+        """The first pull at once, so that the union is whole within a pull's time; the next ones
+        `offset` later in each interval, so that the sites' pulls (and the union's changes) are
+        spread over it rather than all at the same moment."""
         interval = self.config.interval_seconds
-        await asyncio.sleep(delay)
+        delay = offset
         while True:
             started = time.monotonic()
             await self.pull(session, site)
-            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+            await asyncio.sleep(max(0.0, interval + delay - (time.monotonic() - started)))
+            delay = 0.0
 
     async def run(self) -> None:
         """Pull every upstream forever (until cancelled); the top's own tree is read afresh each interval."""
         timeout = aiohttp.ClientTimeout(total=self.config.timeout_seconds)
         async with aiohttp.ClientSession(timeout=timeout, raise_for_status=False) as session:
-            # the first pull of each at once, so a top level has its union within one pull's time
-            tasks = [asyncio.create_task(self._pull_forever(session, site, 0.0)) for site in self.sites]
+            spread = self.config.interval_seconds / max(1, len(self.sites))
+            tasks = [asyncio.create_task(self._pull_forever(session, site, i * spread))
+                     for i, site in enumerate(self.sites)]
             try:
                 while True:
                     await asyncio.sleep(self.config.interval_seconds * random.uniform(0.9, 1.1))

@@ -148,6 +148,8 @@ class UnionTree(SiteTree):
         self.urls = {name: tree.information_service_url for name, tree in sites}
         self.clashes = sorted((kind, ident) for kind, ids in clashing.items() for ident in ids)
         parts: list[SiteTree] = []
+        #: each site's tree as published in the union (renamed or its own), in order
+        self.parts: list[tuple[str, SiteTree]] = []
         for name, tree in sites:
             own = frozenset((kind, i) for kind, ids in tree.ids().items() for i in ids if i in clashing[kind])
             if own:
@@ -160,6 +162,7 @@ class UnionTree(SiteTree):
             else:
                 part = tree
             parts.append(part)
+            self.parts.append((name, part))
             for kind, ids in part.ids().items():
                 self.site_of[kind].update(dict.fromkeys(ids, name))
         super().__init__([], [], [], url)

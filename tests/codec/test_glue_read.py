@@ -147,3 +147,34 @@ def test_a_union_without_clashes_keeps_the_sites_objects() -> None:
     assert again.hosts["a/g1.example.org"] is clashing.hosts["a/g1.example.org"]  # kept: nothing changed
     assert UnionTree([("a", a), ("c", c)]).hosts["g1.example.org"] is a.hosts["g1.example.org"]
     assert replace(a.hosts["g1.example.org"]) == a.hosts["g1.example.org"]
+
+
+def test_the_unions_document_kept_by_site_is_the_document_of_the_whole() -> None:
+    """The union's JSON, composed of each site's kept share, is the JSON of the union as one tree,
+    after a site changed too; and it validates against schemas/glue.schema.json."""
+    from pathlib import Path
+
+    from jsonschema import Draft202012Validator
+
+    from infosvc.federation.documents import FederatedJson, site_status
+    from infosvc.federation.pull import Federation
+    from infosvc.publish.glue import Rendering
+    from infosvc.site.federation_config import FederationConfig, upstream
+
+    config = FederationConfig(tuple(upstream(f"http://{n}.example.org", n) for n in ("a", "b", "c")))
+    federation = Federation(config, Rollup(SiteConfig()))
+    for state, rollup in zip(federation.sites, (site(), site(), site("c-", SiteConfig()))):
+        state.tree, state.last_success = tree_of(rollup), 1.7e9
+    documents = FederatedJson(federation)
+    rendering = Rendering(federation, documents)
+    schema = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "glue.schema.json").read_text())
+    for _ in range(2):
+        body = rendering.tree()
+        assert body == documents.whole(federation.union, rendering.fragment, site_status(federation))
+        Draft202012Validator(schema).validate(json.loads(body))
+        changed = site()
+        changed.update(replace(changed.hosts["g1.example.org"], state="Unreachable"))
+        federation.sites[1].tree = tree_of(changed)
+        federation.changed()
+    hosts = {h["unique_id"]: h for h in json.loads(body)["hosts"]}
+    assert hosts["b/g1.example.org"]["state"] == "Unreachable" and hosts["a/g1.example.org"]["state"] == "Ready"
