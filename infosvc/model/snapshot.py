@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import time as _time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
 from infosvc.model.glue import Cluster, ComputingElement, GlueTree, Host, SubCluster
@@ -87,6 +87,42 @@ class SnapshotView:
 
     def computing_element(self, ce_id: str) -> ComputingElement | None:
         return next((ce for ce in self.snapshot.computing_elements if ce.unique_id == ce_id), None)
+
+
+class FrozenTree:
+    """A copy of what the grid's renderings read of a tree (its clusters, its subclusters in order,
+    their totals, its CEs), taken on the event loop in O(subclusters), so that a worker thread can
+    render it while the live tree changes. It holds no hosts: those formats publish none."""
+
+    def __init__(self, tree: GlueTree) -> None:
+        self._clusters = list(tree.clusters())
+        self._subs = {c.unique_id: [replace(s, states=dict(s.states)) for s in tree.subclusters_of(c.unique_id)]
+                      for c in self._clusters}
+        self.subclusters: dict[str, SubCluster] = {s.unique_id: s for subs in self._subs.values() for s in subs}
+        self.hosts: dict[str, Host] = {}
+        self.information_service_url = tree.information_service_url
+        self._ces = list(tree.computing_elements())
+
+    def clusters(self) -> Sequence[Cluster]:
+        return self._clusters
+
+    def cluster(self, cluster_id: str) -> Cluster | None:
+        return next((c for c in self._clusters if c.unique_id == cluster_id), None)
+
+    def subclusters_of(self, cluster_id: str) -> Sequence[SubCluster]:
+        return self._subs.get(cluster_id, [])
+
+    def hosts_of(self, sub_id: str) -> Iterable[Host]:
+        return ()
+
+    def subcluster_of(self, host_id: str) -> SubCluster | None:
+        return None
+
+    def computing_elements(self) -> Sequence[ComputingElement]:
+        return self._ces
+
+    def computing_element(self, ce_id: str) -> ComputingElement | None:
+        return next((ce for ce in self._ces if ce.unique_id == ce_id), None)
 
 
 def snapshot_of(tree: GlueTree) -> Snapshot:

@@ -8,12 +8,12 @@ import asyncio
 from aiohttp import web
 
 from infosvc.model.hostid import canonical
-from infosvc.publish.glue import KINDS, Glue
+from infosvc.publish.glue import GRID_FORMATS, KINDS, Glue
 from infosvc.site.errors import NotFound
 from infosvc.site.history import parse_time, site_at
 from infosvc.site.rollup import Rollup
 from infosvc.web.errors import HttpError
-from infosvc.web.gridquery import GRID_PARAMETERS, glue_format
+from infosvc.web.gridquery import GRID_PARAMETERS, glue_format, grid_tree
 from infosvc.site.query import HostFilter, QueryError
 from infosvc.web.keys import AGGREGATOR, GLUE, PAST_VIEWS
 from infosvc.web.negotiate import format_of
@@ -29,6 +29,9 @@ async def get_glue(request: web.Request) -> web.Response:
     rendering = request.app[GLUE].rendering(fmt, options)
     chosen = HostFilter.parse(filters_of(request, "at", *GRID_PARAMETERS))
     if chosen.empty:
+        if fmt in GRID_FORMATS:
+            body = await grid_tree(request.app[GLUE], fmt, options)
+            return web.Response(body=body, content_type=rendering.media_type)
         return web.Response(body=rendering.tree(), content_type=rendering.media_type)
     # The tree of the chosen hosts alone: rolled up afresh (subclusters, totals, CEs of them), off
     # the loop, as a past view is: a site's worth of hosts is work for a thread.

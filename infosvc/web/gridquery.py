@@ -2,15 +2,19 @@
 `format=ldif` with `schema=1.3|2.0` (both, 1.3 first, when not given: what a resource BDII's
 provider prints), `format=glue2-xml`, `format=glue2-json`; `site=` names the site (GlueSiteUniqueID,
 the GLUE 2.0 AdminDomain) and `base=1` adds the BDII's base entries to LDIF
-(infosvc/publish/glue.py, GRID_FORMATS)."""
+(infosvc/publish/glue.py, GRID_FORMATS). The whole tree in a grid format is rendered off the
+event loop, from a copy (`grid_tree`)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Final
 
 from aiohttp import web
 
 from infosvc.codec.gridformat import GridOptions, valid_site
+from infosvc.model.snapshot import FrozenTree
+from infosvc.publish.glue import GRID_FORMATS, Glue, Rendering
 from infosvc.site.query import QueryError
 from infosvc.web.negotiate import format_of
 
@@ -44,3 +48,12 @@ def glue_format(request: web.Request) -> tuple[str, GridOptions]:
     if base not in ("0", "1"):
         raise QueryError("base", "1 or 0")
     return _SCHEMAS.get(schema or "", "ldif"), GridOptions(site=site, base=base == "1")
+
+
+async def grid_tree(glue: Glue, fmt: str, options: GridOptions) -> bytes:
+    """The whole tree in the grid format `fmt`, of the current snapshot: the part of the tree it
+    reads copied on the loop (O(subclusters)), rendered in a worker thread (a site of a thousand
+    subclusters is tens of milliseconds of work)."""
+    snapshot = glue.snapshot()
+    frozen = FrozenTree(glue.tree)
+    return await asyncio.to_thread(Rendering(frozen, GRID_FORMATS[fmt](options), lambda: snapshot).tree)

@@ -20,8 +20,8 @@ from jsonschema.exceptions import UnknownType
 
 from infosvc.codec import ldif, safexml
 from infosvc.codec.gridformat import GridOptions
-from infosvc.model.snapshot import SnapshotView, take
-from infosvc.publish.glue import Glue
+from infosvc.model.snapshot import FrozenTree, SnapshotView, take
+from infosvc.publish.glue import GRID_FORMATS, Glue, Rendering
 from infosvc.site.cestate import CEFigures, CEQueues
 from infosvc.site.rollup import Rollup
 from support import ROOT
@@ -193,6 +193,21 @@ def test_a_snapshot_keeps_its_id_and_time_while_figures_stand(rollup: Rollup) ->
     assert other.id != first.id and other.time.endswith("00:05:00Z")
     view = SnapshotView(rollup, first)
     assert view.computing_elements() is first.computing_elements and view.hosts is rollup.hosts
+
+
+def test_a_frozen_copy_renders_as_the_live_tree_and_stays_put(rollup: Rollup) -> None:
+    """What GET /v1/glue renders in a worker thread (infosvc/web/gridquery.py): a copy taken on the loop."""
+    glue = Glue(rollup)
+    snapshot = glue.snapshot()
+    frozen = FrozenTree(rollup)
+    for fmt in GRID_FORMATS:
+        live = Rendering(rollup, GRID_FORMATS[fmt](GridOptions()), lambda: snapshot).tree()
+        assert Rendering(frozen, GRID_FORMATS[fmt](GridOptions()), lambda: snapshot).tree() == live, fmt
+    before = Rendering(frozen, GRID_FORMATS["ldif-1.3"](GridOptions()), lambda: snapshot).tree()
+    for host in [h for h in rollup.hosts if h.startswith("a0")][:10]:
+        rollup.remove(host)  # the live tree moves on; the copy does not
+    assert Rendering(frozen, GRID_FORMATS["ldif-1.3"](GridOptions()), lambda: snapshot).tree() == before
+    assert Rendering(rollup, GRID_FORMATS["ldif-1.3"](GridOptions()), lambda: snapshot).tree() != before
 
 
 # --- the LDIF writer and the diff -----------------------------------------------------------

@@ -51,7 +51,9 @@ def ldap_schema(*files: str) -> tuple[set[str], dict[str, set[str]]]:
         text = re.sub(r"#[^\n]*", "", (ROOT / "schemas" / name).read_text())
         for kind, body in _DEFINITION.findall(text):
             body = re.sub(r"DESC\s+'[^']*'", "", body)
-            names = [n.lower() for n in re.findall(r"'([^']+)'", re.search(r"NAME\s*(\([^)]*\)|'[^']*')", body).group(1))]
+            named = re.search(r"NAME\s*(\([^)]*\)|'[^']*')", body)
+            assert named is not None, body[:200]
+            names = [n.lower() for n in re.findall(r"'([^']+)'", named.group(1))]
             if kind.lower() == "attributetype":
                 attributes.update(names)
             else:
