@@ -51,7 +51,7 @@ def line(attribute: str, value: str) -> str:
     """One `attribute: value` line, base64 when the value is not safe, folded at WIDTH."""
     if _SAFE(value) is not None and not value.endswith(" "):
         return _fold(f"{attribute}: {value}")
-    return _fold(f"{attribute}:: {base64.b64encode(value.encode()).decode()}")
+    return _fold(f"{attribute}:: {base64.b64encode(value.encode(errors='replace')).decode()}")
 
 
 def ia5(text: str) -> str:
