@@ -13,6 +13,7 @@ from jsonschema import Draft202012Validator
 
 from infosvc.codec import safexml
 from infosvc.site.tokens import new_token
+from support.documents import node_document
 from support.server import Server, ServerFactory, free_port, wait_for
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
@@ -62,6 +63,7 @@ def test_the_union_of_three_sites_and_a_site_that_dies(serve: ServerFactory) -> 
     for site, hosts in ((a, ["a1", "a2", "dup"]), (b, ["b1"]), (c, ["c1", "c2", "dup"])):
         for host in hosts:
             site.report(f"{host}.example.org", site.agent_token())
+    assert a.post_node(node_document("x.example.org"), a_token).is_error(403)  # a read token reads, no more
     top = _top(serve, [("site-a", a.url, a_token), ("site-b", b.url, b_token), ("site-c", c.url, None)])
 
     def union() -> Any:
