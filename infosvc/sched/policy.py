@@ -244,8 +244,8 @@ def _shadow(free: Machine[A], ending: list[tuple[float, A]], head: Queued,
 
 def predicted(job: Queued) -> float:
     """The run time `predictive` plans `job` with: its `predicted` if it has one, else its estimate."""
-    value = getattr(job, "predicted", None)
-    return job.estimate if value is None or math.isnan(value) else min(float(value), job.estimate)
+    value: float = getattr(job, "predicted", math.nan)
+    return value if value < job.estimate else job.estimate  # NaN is not less: the estimate
 
 
 def _backfill_predictive(free: Machine[A], running: Sequence[Running[A]], plan: Plan[A], head: Queued,
@@ -257,6 +257,10 @@ def _backfill_predictive(free: Machine[A], running: Sequence[Running[A]], plan: 
     estimate, cannot delay the guaranteed start (EASY's rule), and, by its prediction, is not
     expected to delay the expected one (ends by it, or fits in what is expected to be left)."""
     reservation, extra = _reserve(free, running, plan.starts, head, now)
+    room = free.room()
+    if room <= 0 and not explain:
+        plan.reservation = reservation  # nothing can be backfilled: the expected start is not needed
+        return
     ending = sorted([(planned_end(r.started, r.estimate if math.isnan(r.predicted) else r.predicted, r.estimate, now),
                       r.allocation) for r in running]
                     + [(now + predicted(s.job), s.allocation) for s in plan.starts], key=lambda pair: pair[0])
@@ -267,17 +271,17 @@ def _backfill_predictive(free: Machine[A], running: Sequence[Running[A]], plan: 
         held = ("no running job's end frees enough" if math.isinf(reservation.at)
                 else f"reserved to start by {when(reservation.at)}, expected at {when(reservation.predicted_at or now)}")
         plan.waiting[head.id] = f"first in the queue: {free.describe_shortfall(head)}; {held}"
-    room = free.room()
     extra_room = 0 if extra is None else extra.room()
     expected_room = 0 if expected_extra is None else expected_extra.room()
     for job in rest:
-        if room <= 0 and not explain:
-            break
+        if not explain and (room <= 0 or job.processors > room):
+            if room <= 0:
+                break
+            continue  # refused by the bound alone: most of a long queue is
         safe = now + job.estimate <= reservation.at
         wanted = now + predicted(job) <= expected.at
-        if not explain and (job.processors > room or (not safe and job.processors > extra_room)
-                            or (not wanted and job.processors > expected_room)):
-            continue  # refused by the bounds alone
+        if not explain and ((not safe and job.processors > extra_room) or (not wanted and job.processors > expected_room)):
+            continue
         allocation = free.place(job) if job.processors <= room else None
         if allocation is None:
             if explain:

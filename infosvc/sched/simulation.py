@@ -81,11 +81,13 @@ class Summary:
     makespan_seconds: float
     processors: int
     policy: str
+    max_wait_seconds: float = 0.0
 
     def as_json(self) -> dict[str, object]:
         return {"jobs": self.jobs, "utilization": self.utilization, "mean_wait_seconds": self.mean_wait_seconds,
-                "mean_bounded_slowdown": self.mean_bounded_slowdown, "makespan_seconds": self.makespan_seconds,
-                "skipped": self.skipped, "processors": self.processors, "policy": self.policy}
+                "mean_bounded_slowdown": self.mean_bounded_slowdown, "max_wait_seconds": self.max_wait_seconds,
+                "makespan_seconds": self.makespan_seconds, "skipped": self.skipped, "processors": self.processors,
+                "policy": self.policy}
 
 
 @dataclass(slots=True)
@@ -210,7 +212,8 @@ def simulate_predictive(jobs: Sequence[SimJob], processors: int, options: Option
     reserved head and its guaranteed start."""
     pool = ProcessorPool.empty(processors)
     history = UserHistory()
-    queue: list[tuple[tuple[float, float, str], Waiting]] = []  # by key
+    keys: list[tuple[float, float, str]] = []  # the queue's keys, sorted ...
+    queue: list[Waiting] = []  # ... and its jobs, in the same order (the pass reads this list as it is)
     timed = options.order in TIMED
     asking = [0] * (processors + 1)
     narrowest = processors + 1
@@ -229,16 +232,19 @@ def simulate_predictive(jobs: Sequence[SimJob], processors: int, options: Option
             job = jobs[arrival]
             guess = history.predict(job.user, job.estimate) if options.predictions else job.estimate
             waiting = Waiting(job.id, job.priority, job.submitted, job.estimate, job.processors, guess, job)
-            bisect.insort(queue, (order_key(options.order, waiting, now, options.slack_factor, options.max_slack),
-                                  waiting))
+            key = order_key(options.order, waiting, now, options.slack_factor, options.max_slack)
+            at = bisect.bisect(keys, key)
+            keys.insert(at, key)
+            queue.insert(at, waiting)
             asking[job.processors] += 1
             narrowest = min(narrowest, job.processors)
             arrival += 1
         if not queue or pool.free < narrowest:
             continue
         if timed:
-            queue.sort(key=lambda entry: order_key(options.order, entry[1], now))
-        plan = schedule(pool, list(running.values()), (w for _, w in queue), now, Policy.PREDICTIVE, explain=False)
+            queue.sort(key=lambda w: order_key(options.order, w, now))
+            keys = [order_key(options.order, w, now) for w in queue]
+        plan = schedule(pool, list(running.values()), queue, now, Policy.PREDICTIVE, explain=False)
         if observe is not None and plan.reservation is not None:
             observe(now, plan.reservation.job, plan.reservation.at)  # type: ignore[arg-type]
         if not plan.starts:
@@ -252,7 +258,8 @@ def simulate_predictive(jobs: Sequence[SimJob], processors: int, options: Option
             heapq.heappush(ends, (now + job.run, job.id, job.user, job.run))
             outcomes.append(Outcome(job, now, waiting.predicted))
         started = {s.job.id for s in plan.starts}
-        queue = [entry for entry in queue if entry[1].id not in started]
+        kept = [at for at, w in enumerate(queue) if w.id not in started]
+        keys, queue = [keys[at] for at in kept], [queue[at] for at in kept]
         while narrowest <= processors and not asking[narrowest]:
             narrowest += 1
         if progress is not None and time.monotonic() - clock >= every:
@@ -271,4 +278,5 @@ def summarize(outcomes: Sequence[Outcome], skipped: int, processors: int, policy
     waits = [o.wait for o in outcomes]
     slowdowns = [max(1.0, (o.wait + o.job.run) / max(o.job.run, BOUND_SECONDS)) for o in outcomes]
     return Summary(len(outcomes), skipped, work / (processors * makespan) if makespan > 0 else 0.0,
-                   sum(waits) / len(waits), sum(slowdowns) / len(slowdowns), makespan, processors, policy.value)
+                   sum(waits) / len(waits), sum(slowdowns) / len(slowdowns), makespan, processors, policy.value,
+                   max(waits))
