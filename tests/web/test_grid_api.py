@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -137,3 +138,16 @@ def test_the_provider_command_prints_nothing_when_it_fails(site: Server) -> None
     assert gone.returncode == 1 and gone.stdout == b"" and b"cannot reach" in gone.stderr
     bad = infosvc("ldif", "--server", site.url, "--site", "no spaces")
     assert bad.returncode == 2 and bad.stdout == b""
+
+
+def test_the_provider_command_presents_its_read_token(serve: ServerFactory, tmp_path: Path) -> None:
+    server = serve({"service": {"read_token_required": True}})
+    server.report("cn01", server.agent_token())
+    refused = infosvc("ldif", "--server", server.url, "--schema", "2.0")
+    assert refused.returncode == 1 and refused.stdout == b"" and b"401" in refused.stderr
+    token = tmp_path / "bdii.token"
+    token.write_text(server.tokens["admin"] + "\n")
+    done = infosvc("ldif", "--server", server.url, "--schema", "2.0", "--token-file", str(token))
+    assert done.returncode == 0, done.stderr
+    check_ldif(done.stdout.decode(), GLUE20)
+    assert server.tokens["admin"].encode() not in done.stdout + done.stderr
