@@ -1,0 +1,88 @@
+"""What each part of the `predictive` policy buys (infosvc/sched/policy.py, prediction.py,
+ordering.py), on SWF traces: fcfs and easy; predictions alone (EASY's order, run times predicted
+from each user's last two jobs); the slack order alone (estimates for run times); both (the
+policy); and the published queue orders (WFP3, UNICEF, Carastan-Santos and de Camargo's F1) in the
+slack order's place, with predictions and the same guarantee. Each row: mean wait, mean bounded
+slowdown, utilization, maximum wait, and, against easy, the change in mean bounded slowdown and
+the ratio of maximum waits (the targets: at least 20 % lower, at most 1.25 x, wherever easy's mean
+bounded slowdown is above 2).
+
+Run: `python bench/predictive.py [TRACE.swf[.gz] ...]` (the vendored traces when none); prints a
+table per trace and writes bench/results/predictive.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from infosvc.codec.swf import read_swf  # noqa: E402
+from infosvc.sched import Policy  # noqa: E402
+from infosvc.sched.ordering import Order  # noqa: E402
+from infosvc.sched.simulation import Options, Outcome, SimJob, simulate, simulate_predictive, summarize, trace_jobs  # noqa: E402
+
+TRACES = ROOT / "tests" / "fixtures" / "traces"
+VARIANTS: dict[str, Options | Policy] = {
+    "fcfs": Policy.FCFS,
+    "easy": Policy.EASY,
+    "predictions only": Options(order=Order.FCFS),
+    "slack order only": Options(predictions=False),
+    "predictive": Options(),
+    "wfp3 order": Options(order=Order.WFP3),
+    "unicef order": Options(order=Order.UNICEF),
+    "f1 order": Options(order=Order.F1),
+}
+
+
+def run(jobs: list[SimJob], processors: int, variant: Options | Policy) -> list[Outcome]:
+    if isinstance(variant, Policy):
+        return simulate(jobs, processors, variant)
+    return simulate_predictive(jobs, processors, variant)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("traces", nargs="*", type=Path)
+    p.add_argument("--only", action="append", choices=list(VARIANTS), help="these variants only (repeatable)")
+    args = p.parse_args()
+    traces = args.traces or [TRACES / "NASA-iPSC-1993-3.1-cln.swf.gz", TRACES / "lublin_256.swf.gz"]
+    results: dict[str, object] = {}
+    for path in traces:
+        trace = read_swf(path)
+        processors = trace.header_int("MaxProcs") or trace.header_int("MaxNodes") or 0
+        read = trace_jobs(trace.records, processors)
+        print(f"\n{path.name}: {len(read.jobs)} jobs ({read.skipped} skipped), {processors} processors")
+        print(f"{'variant':<18} {'mean wait':>11} {'mean bsld':>10} {'util':>6} {'max wait':>11} {'bsld vs easy':>13} "
+              f"{'max wait / easy':>16} {'seconds':>8}")
+        rows: dict[str, dict[str, float]] = {}
+        for name, variant in VARIANTS.items():
+            if args.only and name not in args.only and name != "easy":
+                continue
+            started = time.perf_counter()
+            outcomes = run(read.jobs, processors, variant)
+            seconds = time.perf_counter() - started
+            s = summarize(outcomes, read.skipped, processors, Policy.EASY)
+            rows[name] = {"mean_wait_seconds": s.mean_wait_seconds, "mean_bounded_slowdown": s.mean_bounded_slowdown,
+                          "utilization": s.utilization, "max_wait_seconds": s.max_wait_seconds, "seconds": seconds}
+            easy = rows.get("easy")
+            versus = ratio = ""
+            if easy is not None and name != "easy":
+                versus = f"{100 * (s.mean_bounded_slowdown / easy['mean_bounded_slowdown'] - 1):+.0f} %"
+                ratio = f"{s.max_wait_seconds / easy['max_wait_seconds']:.2f}" if easy["max_wait_seconds"] else "-"
+            print(f"{name:<18} {s.mean_wait_seconds:11,.0f} {s.mean_bounded_slowdown:10.2f} {s.utilization:6.3f} "
+                  f"{s.max_wait_seconds:11,.0f} {versus:>13} {ratio:>16} {seconds:8.2f}", flush=True)
+        results[path.name] = {"jobs": len(read.jobs), "processors": processors, "variants": rows}
+    out = ROOT / "bench" / "results" / "predictive.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
