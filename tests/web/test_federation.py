@@ -168,3 +168,10 @@ def test_a_site_too_large_or_away_is_failing_with_the_reason(serve: ServerFactor
     metrics = top.get("/metrics").body.decode()
     assert 'infosvc_federation_pulls_total{site="away",url="' in metrics and 'result="failed"} ' in metrics
     assert "infosvc_federation_site_last_success_timestamp_seconds{" not in metrics  # no good pull yet
+    # the top's own hosts are a site of the union too: `local`, first
+    top.report("own.example.org", top.agent_token())
+    tree = wait_for(lambda: (t := _glue(top)) and t["hosts"] and t, message="the top's own host in the union")
+    assert [(h["unique_id"], h["site"]) for h in tree["hosts"]] == [("own.example.org", "local")]
+    assert tree["sites"][0] == {"name": "local", "url": None, "state": "ok", "stale": False, "last_success": None,
+                                "hosts": 1}
+    assert [c["unique_id"] for c in tree["clusters"]] == ["default"] and tree["clusters"][0]["site"] == "local"
