@@ -23,6 +23,7 @@ import hashlib
 import json
 import logging
 import random
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -100,6 +101,7 @@ class Federation:
         self._dirty = True
         self._clashes_logged: set[tuple[str, str]] = set()
         self._tokens: dict[str, str | None] = {}
+        self._contexts: dict[str, ssl.SSLContext] = {}
 
     # --- the union ---
 
@@ -177,6 +179,18 @@ class Federation:
                 raise PullError(str(exc)) from None
         return self._tokens[up.label]
 
+    def _tls(self, up: Upstream) -> ssl.SSLContext | bool:
+        """How an https site is verified: against its ca_file (loaded once, again after a failure),
+        else the system's CAs."""
+        if up.ca_file is None:
+            return True
+        if up.label not in self._contexts:
+            try:
+                self._contexts[up.label] = ssl.create_default_context(cafile=up.ca_file)
+            except (OSError, ssl.SSLError) as exc:
+                raise PullError(f"cannot use ca_file {up.ca_file}: {exc}") from None
+        return self._contexts[up.label]
+
     async def _fetch(self, session: aiohttp.ClientSession, up: Upstream) -> bytes:
         headers = {"Accept": "application/json"}
         token = self._token(up)
@@ -184,7 +198,7 @@ class Federation:
             headers["Authorization"] = f"Bearer {token}"
         limit = self.config.max_body_bytes
         async with session.get(f"{up.url}/v1/glue", params={"format": "json"}, headers=headers,
-                               allow_redirects=False) as answer:
+                               allow_redirects=False, ssl=self._tls(up)) as answer:
             if answer.status != 200:
                 raise PullError(_error_of(answer.status, await answer.content.read(4096)))
             if answer.content_length is not None and answer.content_length > limit:

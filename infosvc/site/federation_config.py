@@ -35,6 +35,8 @@ class Upstream:
     #: a file holding the read token the site asks of its readers (service.read_token_required),
     #: read when the top level starts (infosvc.federation.pull)
     token_file: str | None = None
+    #: CA certificates (PEM) to verify an https site with, in place of the system's
+    ca_file: str | None = None
 
     @property
     def label(self) -> str:
@@ -67,7 +69,8 @@ class FederationConfig:
     max_body_bytes: int = int(_default("max_body_bytes"))
 
 
-def upstream(url: str, name: str | None = None, token_file: str | None = None, where: str = "--upstream") -> Upstream:
+def upstream(url: str, name: str | None = None, token_file: str | None = None, where: str = "--upstream",
+             ca_file: str | None = None) -> Upstream:
     """An upstream checked: an http(s) URL with a host and nothing after the path, a usable name.
     ValueError names `where`."""
     parts = urlsplit(url.strip())
@@ -76,7 +79,7 @@ def upstream(url: str, name: str | None = None, token_file: str | None = None, w
     if parts.username or parts.password:
         raise ValueError(f"{where}: no credentials in the URL: give a token_file")
     base = f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
-    found = Upstream(base, name, token_file)
+    found = Upstream(base, name, token_file, ca_file)
     if not _NAME.fullmatch(found.label) or found.label == LOCAL_SITE:
         raise ValueError(f"{where}: the site name {found.label!r} is not lower-case letters, digits and . _ : - "
                          f"(at most 63, not {LOCAL_SITE!r}): give another name")
@@ -114,7 +117,8 @@ def parse_federation(top: TomlTable) -> FederationConfig:
         if url is None:
             raise ConfigError(f"{u.where}.url: required, the site aggregator's base URL")
         try:
-            upstreams.append(upstream(url, u.text("name"), u.text("token_file"), where=u.where))
+            upstreams.append(upstream(url, u.text("name"), u.text("token_file"), where=u.where,
+                                      ca_file=u.text("ca_file")))
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         u.done()

@@ -175,3 +175,25 @@ def test_a_site_too_large_or_away_is_failing_with_the_reason(serve: ServerFactor
     assert tree["sites"][0] == {"name": "local", "url": None, "state": "ok", "stale": False, "last_success": None,
                                 "hosts": 1}
     assert [c["unique_id"] for c in tree["clusters"]] == ["default"] and tree["clusters"][0]["site"] == "local"
+
+
+def test_an_https_site_verified_with_its_ca_file(serve: ServerFactory, tmp_path: Path) -> None:
+    from support.pki import make_ca, make_server_cert
+
+    ca, ca_cert, ca_key = make_ca(tmp_path, "site-ca")
+    cert = make_server_cert(tmp_path, ca_cert, ca_key)
+    site = serve(extra_args=("--tls-cert", str(cert.cert), "--tls-key", str(cert.key)), ca_file=ca.cert)
+    site.report("tls1.example.org", site.agent_token())
+    top = serve(start=False)
+    top.config_file.write_text("\n".join([
+        "[federation]", "interval_seconds = 0.3", "timeout_seconds = 2",
+        "[[federation.upstreams]]", f'url = "{site.url}"', 'name = "verified"', f'ca_file = "{ca.cert}"',
+        "[[federation.upstreams]]", f'url = "{site.url.replace("127.0.0.1", "localhost")}/"', 'name = "system-cas"',
+    ]) + "\n")
+    top.start()
+    tree = wait_for(lambda: (t := _glue(top)) and all(s["last_success"] or s.get("error") for s in t["sites"]) and t,
+                    timeout=20, message="both upstreams pulled once")
+    sites = _sites(tree)
+    assert sites["verified"]["state"] == "ok" and tree["hosts"][0]["unique_id"] == "tls1.example.org"
+    # the same site, verified against the system's CAs, which did not sign its certificate
+    assert sites["system-cas"]["state"] == "failing" and "certificate" in sites["system-cas"]["error"].lower()
