@@ -14,6 +14,11 @@ simulator with a simulated machine and simulated time, and both get the same dec
   job that does not fit is passed over and the scan goes on. CCS's own rule, a job that completes
   within the backfill window, is the first clause. A job of Infinite run time never ends by a
   shadow time, so it is never backfilled past a reservation, only into the extra resources.
+- Predictive (`predictive`): EASY over the caller's order (the slack order of
+  infosvc/sched/ordering.py), each job planned with a predicted run time (`predicted`, from
+  infosvc/sched/prediction.py). EASY's reservation by estimates is kept as the head's guaranteed
+  start; a second, expected one by predictions is what a backfilled job must not be expected to
+  delay as well (docs/simulation.md: what it guarantees).
 
 What "resources" are is the machine's (`Machine`): a pool of processors for a trace
 (infosvc/sched/pool.py), a site's hosts with their exclusive use and resource sorting for the
