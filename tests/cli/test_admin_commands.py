@@ -32,7 +32,7 @@ def test_check_config(tmp_path: Path) -> None:
     bad.write_text('[scheduler]\npolicy = "sjf"\n')
     done = run("infosvc", "check-config", str(bad))
     assert done.returncode == 1 and done.stdout == ""
-    assert done.stderr == f"infosvc check-config: {bad}: scheduler.policy: one of easy, fcfs, got 'sjf'\n"
+    assert done.stderr == f"infosvc check-config: {bad}: scheduler.policy: one of easy, fcfs, predictive, got 'sjf'\n"
     missing = run("infosvc", "check-config", str(tmp_path / "nope.toml"))
     assert missing.returncode == 1 and "cannot read" in missing.stderr and "Traceback" not in missing.stderr
 
