@@ -65,6 +65,8 @@ class Store:
             raise
         #: What SQLite said when it first found the file damaged since it opened, else None.
         self.damage: str | None = None
+        #: Why the last group of writes failed (a full disk, say), until a write commits again.
+        self.failing: str | None = None
         self._damage_lock = threading.Lock()
         self._damage_logged_at: float | None = None
         self._damage_unlogged = 0
@@ -95,6 +97,7 @@ class Store:
         if not whole_group:
             return exc
         log.error("store write failed: %s", exc)
+        self.failing = f"writes fail: {exc}"  # until one commits (write)
         failure = StoreError(f"store write failed: {exc}")
         failure.__cause__ = exc
         return failure
@@ -194,9 +197,11 @@ class Store:
     async def write(self, operation: Operation) -> Any:
         """Run `operation(conn)` inside the next write transaction; returns after it commits."""
         try:
-            return await self._writer.write(operation)
+            done = await self._writer.write(operation)
         except WriterStopped as exc:
             raise StoreError(str(exc)) from None
+        self.failing = None
+        return done
 
     async def add_report(self, report: Report, *, bind_token: str | None = None) -> None:
         """Store a report; with `bind_token`, also bind that token digest to the host, atomically."""

@@ -125,6 +125,10 @@ class GroupWriter:
                     results.append((pending, pending.operation(conn), None))
                     conn.execute("RELEASE op")
                 except sqlite3.Error as exc:
+                    if not conn.in_transaction:
+                        # SQLite rolled the whole transaction back itself (a full disk, an I/O
+                        # error): the group fails, with that cause rather than a missing savepoint.
+                        raise
                     conn.execute("ROLLBACK TO op")
                     conn.execute("RELEASE op")
                     results.append((pending, None, self._failure(exc, False)))

@@ -47,9 +47,11 @@ async def get_schema(request: web.Request) -> web.Response:
 
 async def healthz(request: web.Request) -> web.Response:
     agg = request.app[AGGREGATOR]
-    if not agg.store.writing:  # reports could not be stored: say so to whoever watches the service
-        error = (f"the database file is damaged ({agg.store.damage}); restore it from a backup"
-                 if agg.store.damage else "the store's writer has stopped")
+    store = agg.store
+    if not store.writing or store.failing:  # reports are not stored: say so to whoever watches
+        error = (f"the database file is damaged ({store.damage}); restore it from a backup" if store.damage
+                 else f"the store takes no writes now ({store.failing}); free space on its disk"
+                 if store.failing else "the store's writer has stopped")
         return web.json_response({"status": "failing", "error": error,
                                   "version": __version__, "hosts": len(agg.table)}, status=503)
     return web.json_response({"status": "ok", "version": __version__, "hosts": len(agg.table)})

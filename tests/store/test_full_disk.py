@@ -128,6 +128,7 @@ def test_a_full_disk_is_503_and_recovers(tmpfs: Path, serve: ServerFactory) -> N
     assert len(writes.reports) > stored_before  # some went in before the disk was full
     assert server.process is not None and server.process.poll() is None, "the server died"
     writes.check_refusals()
+    assert server.get("/healthz").json()["status"] == "failing"
     assert server.get("/v1/nodes/full01").status == 200  # reads go on
     filler.unlink()  # space returns: writes are taken again, no restart
     wait_for(lambda: writes.report() == 200 and writes.submit() == 201, timeout=30,
@@ -159,9 +160,14 @@ def test_a_store_that_refuses_writes_is_503_and_recovers(serve_app: ServerFactor
     on_writer(lambda conn: conn.execute(f"PRAGMA max_page_count = {pages + 8}").fetchone())
     writes.until_refused()
     writes.check_refusals()
+    # whoever watches /healthz is told, not only the senders: failing, and why
+    health = server.get("/healthz")
+    assert health.status == 503 and health.json()["status"] == "failing", health.body
+    assert "full" in health.json()["error"]
     on_writer(lambda conn: conn.execute("PRAGMA max_page_count = 1073741823").fetchone())
     for _ in range(5):
         assert writes.report() == 200 and writes.submit() == 201
+    assert server.get("/healthz").status == 200  # the next write that commits clears it
     check_store(server, writes)
     server.restart()
     check_store(server, writes)
