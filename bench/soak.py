@@ -93,10 +93,13 @@ class Tally:
         #: (agent, sample) -> when (Unix time) it was last refused: a later copy may be stored, not that one
         self.refused_at: dict[tuple[int, int], float] = {}
         self.latencies = array("d")
+        #: when each acknowledged report was sent (loop time), beside its latency
+        self.sent = array("d")
         self.statuses: Counter[str] = Counter()
         self.taken = 0
         self.unsent_at_end = 0
         self.retry_after_waits = 0
+        self.started = 0.0
 
 
 async def agent(i: int, args: argparse.Namespace, session: aiohttp.ClientSession, url: str, token: str,
@@ -136,6 +139,7 @@ async def agent(i: int, args: argparse.Namespace, session: aiohttp.ClientSession
             tally.statuses[str(status)] += 1
             if 200 <= status < 300:
                 tally.latencies.append(loop.time() - sent)
+                tally.sent.append(sent)
                 tally.acked[i].append(n)
                 kept.popleft()
                 backoff = 0.0
@@ -181,6 +185,7 @@ async def load(args: argparse.Namespace, port: int, tokens: list[str], docs: lis
                monitor: Monitor) -> tuple[Tally, float]:
     loop = asyncio.get_running_loop()
     tally = Tally(args.agents)
+    tally.started = loop.time()
     url = f"http://127.0.0.1:{port}/v1/nodes"
     timeout = aiohttp.ClientTimeout(total=args.timeout)
     keep = args.interval * 2 + 10
@@ -278,6 +283,16 @@ async def check_served(port: int, agents: int, tally: Tally) -> dict[str, Any]:
             "not_newest": len(wrong), "examples": wrong[:5]}
 
 
+def slow_by_minute(tally: Tally) -> list[dict[str, float]]:
+    """Per minute of the run: answers over the p99 target, and the slowest, to tell a steady cost
+    from stalls now and then."""
+    minutes: dict[int, list[float]] = {}
+    for sent, latency in zip(tally.sent, tally.latencies):
+        minutes.setdefault(int((sent - tally.started) // 60), []).append(latency)
+    return [{"minute": m, "answers": len(v), "over_target": sum(x * 1e3 >= TARGET_P99_MS for x in v),
+             "max_ms": max(v) * 1e3} for m, v in sorted(minutes.items())]
+
+
 def raise_open_files(needed: int) -> int:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
@@ -301,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=30.0, help="seconds an agent waits for an answer (30)")
     p.add_argument("--profile", metavar="FILE", help="run the server under cProfile (its event-loop thread), "
                    "stats to FILE, the top printed")
+    p.add_argument("--sample", metavar="FILE", help="run the server under bench/stacksampler.py: where its event-loop "
+                   "and writer threads spend wall-clock time, and what held the loop in each stall, to FILE")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (server log, SQLite file)")
     args = p.parse_args(argv)
     if not 1 <= args.agents <= MAX_AGENTS or not 0 < args.minutes <= MAX_MINUTES or args.interval <= 0:
@@ -332,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     db = workdir / "soak.sqlite"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     command = [sys.executable, *(["-m", "cProfile", "-o", args.profile] if args.profile else []),
-               "-m", "infosvc", "serve", "--listen", f"127.0.0.1:{port}", "--db", str(db),
+               *([str(HERE / "stacksampler.py"), args.sample, "--"] if args.sample else ["-m", "infosvc"]), "serve", "--listen", f"127.0.0.1:{port}", "--db", str(db),
                "--tokens", str(workdir / "tokens"), "--config", str(workdir / "site.toml")]
     with open(workdir / "server.log", "wb") as log:
         server = subprocess.Popen(command, env=env, cwd=workdir, stdout=log, stderr=subprocess.STDOUT)
@@ -354,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(workdir, ignore_errors=True)
     lat = sorted(tally.latencies)
+    results["slow_by_minute"] = slow_by_minute(tally)
     results |= {"seconds": elapsed, "samples_taken": tally.taken, "acknowledged": len(lat),
                 "rate": len(lat) / elapsed, "answers": dict(tally.statuses), "unsent_at_end": tally.unsent_at_end,
                 "undecided": len(tally.undecided), "retry_after_waits": tally.retry_after_waits,
@@ -384,6 +402,8 @@ def report(r: dict[str, Any]) -> bool:
     print(f"latency of acknowledged reports: p50 {lat['p50']:.1f} ms, p90 {lat['p90']:.1f} ms, p99 {lat['p99']:.1f} ms, "
           f"p99.9 {lat['p999']:.1f} ms, max {lat['max']:.1f} ms; p99 target {TARGET_P99_MS:.0f} ms: "
           + ("ok" if lat["p99"] < TARGET_P99_MS else "MISSED"))
+    print("answers over " + f"{TARGET_P99_MS:.0f} ms by minute: " + ", ".join(
+        f"{m['over_target']}/{m['answers']} (max {m['max_ms']:.0f} ms)" for m in r["slow_by_minute"]))
     print(f"answers: {r['answers']}; waits for Retry-After: {r['retry_after_waits']}; undecided (no answer): "
           f"{r['undecided']}")
     print(f"server: CPU {srv['start']['cpu_cores']:.2f} cores at start, {srv['end']['cpu_cores']:.2f} at the end, "
