@@ -41,11 +41,11 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-cert", metavar="FILE",
                        help="serve https: the server's certificate chain (PEM); needs --tls-key")
     serve.add_argument("--tls-key", metavar="FILE", help="the private key (PEM) of --tls-cert")
-    serve.add_argument("-v", "--verbose", action="store_true")
     serve.add_argument("--upstream", action="append", default=[], metavar="URL",
                        help="be a top level: pull this site aggregator's GLUE (repeatable; config: "
                             "[[federation.upstreams]]; docs/grid.md)")
     serve.add_argument("--upstream-token-file", metavar="FILE", help="the read token the --upstream sites ask for")
+    serve.add_argument("-v", "--verbose", action="store_true")
     serve.add_argument("--log-format", choices=("text", "json"), default="text",
                        help="log lines as text, or one JSON object each (time, level, logger, message)")
     check = commands.add_parser("check-config", help="check a site config (TOML): exit 0, or 1 with the error")
@@ -125,10 +125,10 @@ def _serve(args: argparse.Namespace) -> int:
     from infosvc.store import StoreError
     from infosvc.site.config import load_config
     from infosvc.site.configtable import ConfigError
+    from infosvc.site.federation_config import with_upstreams
     from infosvc.model.hostid import HostIdError, host_id
     from infosvc.site.tokens import Role, TokenFileError, Tokens
 
-    from infosvc.site.federation_config import with_upstreams
     # The host table holds ~100 objects per host, all long-lived; the default thresholds (a young
     # collection every 700 allocations) made the collector ~15% of ingest time (bench/ingest.py).
     gc.set_threshold(50_000, 20, 100)
@@ -137,11 +137,11 @@ def _serve(args: argparse.Namespace) -> int:
     configure(logging.DEBUG if args.verbose else logging.INFO, args.log_format)
     try:
         config = load_config(args.config)
+        if args.upstream or args.upstream_token_file:
+            config = with_upstreams(config, args.upstream, args.upstream_token_file)
         tokens = Tokens.load(args.tokens)
         host, port = split_listen(args.listen or config.service.listen)
         tls = tls_context(args.tls_cert, args.tls_key)
-        if args.upstream or args.upstream_token_file:
-            config = with_upstreams(config, args.upstream, args.upstream_token_file)
     except (ConfigError, TokenFileError, ValueError) as exc:
         print(f"infosvc: {exc}", file=sys.stderr)
         return 2

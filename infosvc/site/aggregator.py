@@ -52,10 +52,10 @@ class Aggregator:
         self.on_remove: list[Callable[[str], None]] = []
         #: token digest -> reports in flight carrying its first claim on a host (see ingest)
         self._claims: dict[str, int] = {}
-        #: reports accepted, and refused by reason (for /metrics)
         #: reports taken by the HTTP layer and not answered yet (read, parsed, waiting for the
         #: store): it counts them, and sheds load beyond service.max_pending_reports
         self.pending = 0
+        #: reports accepted, and refused by reason (for /metrics)
         self.accepted = 0
         #: samples delivered again and acknowledged without a second row (see _repeat_of)
         self.repeated = 0

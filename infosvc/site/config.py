@@ -178,9 +178,9 @@ class SiteConfig:
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     #: licenses and consumables of hosts (infosvc.site.resources), in file order
     resources: tuple[ResourceEntry, ...] = ()
-
     #: the upstream sites of a top level (infosvc.site.federation_config); none: a site
     federation: FederationConfig = field(default_factory=FederationConfig)
+
     def cluster_of(self, host: str) -> ClusterConfig:
         """The first cluster whose NodeSet names `host`, else the first cluster without `nodes`
         (it takes every host no other cluster claims, wherever it stands in the file); hosts no
@@ -265,8 +265,8 @@ def parse_config(data: dict[str, Any]) -> SiteConfig:
         software.append(Software(nodes, runtime_environment=t.strings("runtime_environment")))
         t.done()
     resources = [_resources(t, cluster_ids) for t in top.tables("resources")]
-    top.done()
     federation = parse_federation(top)
+    top.done()
     return SiteConfig(service, store, lifecycle, tuple(clusters), tuple(ces), tuple(benchmarks), tuple(software),
                       prometheus=prometheus, scheduler=scheduler, resources=tuple(resources), federation=federation)
 

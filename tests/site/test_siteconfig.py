@@ -475,8 +475,8 @@ def test_accepted_keys_are_what_the_dataclasses_hold(accepted: Accepted) -> None
         "computing_elements.policy": fields(Policy),
         "benchmarks": fields(Benchmark), "software": fields(Software), "prometheus": fields(PrometheusConfig),
         "scheduler": fields(SchedulerConfig), "resources": fields(ResourceEntry),
-    }
         "federation": fields(FederationConfig, "upstreams"), "federation.upstreams": fields(Upstream),
+    }
     assert accepted.tables == {"service", "store", "lifecycle", "clusters", "computing_elements",
                                "computing_elements.policy", "benchmarks", "software", "prometheus", "scheduler",
                                "resources", "federation", "federation.upstreams"}
