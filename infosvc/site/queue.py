@@ -32,11 +32,11 @@ from infosvc.sched import Plan, Policy, Running
 from infosvc.sched.hosts import NO_HOST, Allocation, HostPool, WaitingJob
 from infosvc.sched.jobs import ENDED, Event, JobRecord, JobState
 from infosvc.sched.request import After, JobRequest
-from infosvc.site.cestate import SERVED, CEQueues, limit_on, refusal, run_time_ratio, serving_clusters
-from infosvc.site.eligibility import Eligibility, pool_of
+from infosvc.site.cestate import SERVED, CEQueues, limit_on, refusal, run_time_ratio
+from infosvc.site.eligibility import Eligibility
 from infosvc.site.planning import PassPlan, allocation_of, could_start
 from infosvc.site.predictions import predict_queued
-from infosvc.site.resources import LicensePools
+from infosvc.site.machine import SiteMachine
 from infosvc.site.submissions import prepare, requirements_again
 from infosvc.site.upkeep import upkeep
 from infosvc.site.errors import Forbidden, Invalid, NotFound, Unavailable
@@ -75,7 +75,7 @@ class JobQueue:
         self._next_id = 1
         self._lock = asyncio.Lock()
         self._poked = asyncio.Event()
-        self._pool: HostPool | None = None
+        self.machine = SiteMachine(table)
         #: what the last pass left free (its starts taken), and the priority of the job it reserved for
         self._room: HostPool | None = None
         self._head_priority: int | None = None
@@ -83,7 +83,6 @@ class JobQueue:
         self._waiting_jobs: dict[str, WaitingJob] = {}
         self._waiting_pool: HostPool | None = None
         self._frozen_at = 0  # jobs in memory at the last gc.freeze()
-        self._cluster_of: dict[str, str] = {}
         #: the CEs' figures of the last pass; the roll-up renders them (the app shares this object)
         self.ce_queues = CEQueues(clock=clock)
         table.rollup.ce_queues = self.ce_queues  # the roll-up renders the CEs with the queue's figures
@@ -178,8 +177,8 @@ class JobQueue:
                 self.requirements[job.id] = self._shared.setdefault(item.signature, item.requirements)
             if job.request.name:
                 self.names[job.request.name] = job.id
-        if self._room is None or self._pool is None or could_start(
-                records, self._room, self._pool, self.eligibility, self.requirements, self._head_priority):
+        if self._room is None or self.machine.pool is None or could_start(
+                records, self._room, self.machine.pool, self.eligibility, self.requirements, self._head_priority):
             self.poke()
         elif self._refresh is None:
             self._refresh = asyncio.get_running_loop().call_later(REFRESH_SECONDS, self.poke)
@@ -257,21 +256,12 @@ class JobQueue:
 
     def hosts_changed(self, hosts: Iterable[Host]) -> None:
         """The roll-up's listener: a pass only if what the scheduler reads of a host changed."""
-        pool = self._pool
-        if pool is None:
-            return
-        for host in hosts:
-            row = pool.row.get(host.unique_id)
-            usable = host.live and not host.offline
-            if (row is None or pool.size[row] != host.total_cpus or bool(pool.usable[row]) != usable
-                    or bool(pool.paused[row]) != (host.state == "Paused")):
-                self._pool = None
-                self.poke()
-                return
+        if self.machine.hosts_changed(hosts):
+            self.poke()
 
     def host_removed(self, host_id: str) -> None:
         """An admin removed a host: the next pass builds the machine without it."""
-        self._pool = None
+        self.machine.host_removed()
         self.poke()
 
     async def run_forever(self, debounce: float = 0.02) -> None:
@@ -293,13 +283,7 @@ class JobQueue:
 
     def pool(self) -> HostPool:
         """The site's hosts as the scheduler's machine, kept until a host changes what it reads."""
-        if self._pool is None:
-            rollup = self.table.rollup
-            served = serving_clusters(rollup.computing_elements())
-            self._pool = pool_of(rollup.hosts.values(), lambda host: bool((e := self.table.get(host)) and e.paused),
-                                 served, LicensePools(rollup.config.resources))
-            self._cluster_of = {host_id: host.cluster for host_id, host in rollup.hosts.items()}
-        return self._pool
+        return self.machine.current()
 
     async def pass_once(self) -> None:
         """Limits, lost hosts and dependencies first; then one scheduling pass and the CEs' figures,
@@ -308,6 +292,7 @@ class JobQueue:
         if self._refresh is not None:
             self._refresh.cancel()
             self._refresh = None
+        await self.machine.ready()
         async with self._lock:
             await self._housekeeping(self.clock())
             pool = self.pool().copy()
@@ -333,7 +318,7 @@ class JobQueue:
                 predict_queued(self.jobs.values())
             queued = self._waiting()
         now = self.clock()
-        work = PassPlan(pool, running, holders, queued, now, ces, self._cluster_of, run_time_ratio(finished[-1000:]),
+        work = PassPlan(pool, running, holders, queued, now, ces, self.machine.cluster_of, run_time_ratio(finished[-1000:]),
                      self.policy)
         plan, figures = await asyncio.to_thread(work.run)
         async with self._lock:
@@ -362,7 +347,7 @@ class JobQueue:
                 continue
             allocation = start.allocation
             hosts = {pool.ids[r]: p for r, p in zip(allocation.rows, allocation.processors)}
-            limit = limit_on(ces, {self._cluster_of.get(host, "") for host in hosts}, found.estimate,
+            limit = limit_on(ces, {self.machine.cluster_of.get(host, "") for host in hosts}, found.estimate,
                              found.request.min_processors)
             trial = _copy(found)
             events.extend(trial.start(hosts, allocation.exclusive, allocation.memory_mb, now, limit))

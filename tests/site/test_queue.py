@@ -20,7 +20,7 @@ from infosvc.site.queue import JobQueue
 from infosvc.site.tokens import Role, Tokens, new_token
 from infosvc.store import Store
 
-from support.documents import node_document
+from support.documents import make_node, node_document
 
 START = 1_800_000_000.0
 
@@ -328,3 +328,28 @@ def test_the_spec_s_simple_example_waits_for_its_unenveloped_16_processors(site:
     site.schedule()
     job = site.queue.get(job_id)
     assert job.state is JobState.RUNNING and job.hosts == {"h1": 8, "h2": 8}
+
+
+def test_the_machine_is_built_off_the_loop_and_misses_no_change_made_meanwhile(site: Site_) -> None:
+    """A build in a thread while hosts change on the loop: the pool it installs holds every host as
+    the table has it, or is built again; never a pool that misses a change made meanwhile."""
+    table = site.agg.table
+    for number in range(3000):  # enough that a build takes a while
+        table.report(make_node(f"h{number:04d}", processors=2), b"", site.now)
+    machine = site.queue.machine
+    built: list[int] = []
+
+    async def build_while_hosts_change() -> None:
+        building = asyncio.ensure_future(machine.ready())
+        await asyncio.sleep(0)  # the build has taken the hosts and is in its thread
+        await asyncio.sleep(0)
+        changed = [table.report(make_node("h3000", processors=2), b"", site.now),
+                   table.report(make_node("h0000", processors=2, state="Offline"), b"", site.now)]
+        machine.hosts_changed([table.rollup.hosts[e.id] for e in changed])
+        await building
+        built.append(0 if machine.pool is None else len(machine.pool.ids))
+
+    site.run(build_while_hosts_change)
+    assert built == [3001]  # built again off the loop, with the changes
+    pool = machine.current()
+    assert not pool.usable[pool.row["h0000"]] and pool.usable[pool.row["h3000"]]
