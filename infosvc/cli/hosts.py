@@ -14,6 +14,7 @@ import sys
 import urllib.parse
 from typing import Any
 
+from infosvc.cli.tables import table
 from infosvc.cli.client import Client, ClientError
 from infosvc.cli.jobs import content_type_of, read_document
 
@@ -69,15 +70,10 @@ def decided(answer: dict[str, Any]) -> str:
     return "\n".join(f"{h['host']}: {h['state']}" + (f" ({h['reason']})" if h.get("reason") else "") for h in hosts)
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in [header, *rows]]
-
-
 def match_table(answer: dict[str, Any]) -> str:
     """The fitting hosts best first, then each group of the others with its reasons."""
     matches = answer.get("matches") or []
-    lines = _table(["HOST", "CE", "SUBCLUSTER", "FREE CPUS", "MEMORY", "SCORE"], [
+    lines = table(["HOST", "CE", "SUBCLUSTER", "FREE CPUS", "MEMORY", "SCORE"], [
         [m["host"], m.get("computing_element") or "-", m.get("subcluster") or "-", str(m.get("free_cpus", "-")),
          "-" if m.get("memory_mb") is None else f"{m['memory_mb'] / 1024:.1f}G", f"{m.get('score', 0):g}"]
         for m in matches]) if matches else ["no host fits"]

@@ -15,6 +15,7 @@ import time
 import urllib.parse
 from typing import Any, Iterable
 
+from infosvc.cli.tables import table
 from infosvc.cli.client import Client, ClientError, epoch_of
 
 __all__ = ["add_commands", "clock", "content_type_of", "jobs_table", "read_document", "run", "submitted", "why"]
@@ -190,9 +191,7 @@ def jobs_table(jobs: list[dict[str, Any]], now: float) -> str:
                      _processors(job), where or ""])
     if not rows:
         return "(no jobs)"
-    widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip()
-                     for line in [header, *rows])
+    return "\n".join(table(header, rows))
 
 
 def why(job: dict[str, Any], now: float) -> str:

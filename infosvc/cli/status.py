@@ -18,6 +18,7 @@ import urllib.parse
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from infosvc.cli.tables import table
 from infosvc.cli.client import Client, ClientError, epoch_of
 from infosvc.model.folding import fold
 
@@ -146,11 +147,6 @@ def _memory(mb: int | None) -> str:
     return "-" if mb is None else f"{mb / 1024:.1f}G"
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in [header, *rows]]
-
-
 def _state_of(row: HostRow) -> str:
     """The life-cycle state, with what else holds the host back: `Unreachable(paused)`, `Ready(Offline)`."""
     marks = [word for word, on in (("paused", row.paused and row.state != "Paused"),
@@ -163,7 +159,7 @@ def summary(status: Status) -> list[str]:
     groups: dict[tuple[str, str, str], list[HostRow]] = {}
     for row in status.hosts:
         groups.setdefault((row.cluster, row.subcluster_name, _state_of(row)), []).append(row)
-    lines = _table(["CLUSTER", "SUBCLUSTER", "STATE", "HOSTS", "CPUS(F/T)", "NODELIST"], [
+    lines = table(["CLUSTER", "SUBCLUSTER", "STATE", "HOSTS", "CPUS(F/T)", "NODELIST"], [
         [cluster, name, state, str(len(rows)), f"{sum(r.cpus_free for r in rows)}/{sum(r.cpus_total for r in rows)}",
          fold(r.host for r in rows)] for (cluster, name, state), rows in sorted(groups.items())])
     reasons: dict[str, list[str]] = {}
@@ -172,13 +168,13 @@ def summary(status: Status) -> list[str]:
             reasons.setdefault(row.reason, []).append(row.host)
     if reasons:
         lines.append("")
-        lines += _table(["REASON", "NODELIST"], [[reason, fold(hosts)] for reason, hosts in sorted(reasons.items())])
+        lines += table(["REASON", "NODELIST"], [[reason, fold(hosts)] for reason, hosts in sorted(reasons.items())])
     return lines
 
 
 def host_lines(status: Status) -> list[str]:
     """A line per host."""
-    return _table(["HOST", "STATE", "CPUS(F/T)", "MEMORY(F/T)", "LOAD1", "AGE", "REASON"], [
+    return table(["HOST", "STATE", "CPUS(F/T)", "MEMORY(F/T)", "LOAD1", "AGE", "REASON"], [
         [h.host, _state_of(h), f"{h.cpus_free}/{h.cpus_total}",
          f"{_memory(h.memory_free_mb)}/{_memory(h.memory_total_mb)}",
          "-" if h.load_1min is None else f"{h.load_1min:.2f}", age(h.age_seconds), h.reason or ""]
@@ -190,11 +186,11 @@ def render(status: Status, per_host: bool = False) -> str:
     if not status.hosts:
         lines = ["(no hosts have reported)"]
     lines.append("")
-    lines += _table(["SUBCLUSTER", "CLUSTER", "HOSTS", "LIVE", "CPUS(F/T)"], [
+    lines += table(["SUBCLUSTER", "CLUSTER", "HOSTS", "LIVE", "CPUS(F/T)"], [
         [s.name, s.cluster, str(s.hosts), str(s.live_hosts), f"{s.cpus_free}/{s.cpus_total}"]
         for s in status.subclusters])
     lines.append("")
-    lines += _table(["CE", "QUEUE", "STATUS", "CLUSTERS", "HOSTS", "CPUS(F/T)"], [
+    lines += table(["CE", "QUEUE", "STATUS", "CLUSTERS", "HOSTS", "CPUS(F/T)"], [
         [c.computing_element, c.queue, c.status, ",".join(c.clusters) or "-", str(c.hosts),
          f"{c.cpus_free}/{c.cpus_total}"] for c in status.computing_elements])
     return "\n".join(lines)

@@ -95,23 +95,12 @@ class FederatedJson(JsonDocuments):
 
     def whole(self, tree: GlueTree, fragment: Fragment, sites: list[dict[str, Any]]) -> bytes:
         """The tree and these `sites`, joined once (the union's document is tens of megabytes)."""
-        clusters, subclusters, hosts = [], [], [b""]
-        for cluster in tree.clusters():
-            clusters.append(self._cluster(tree, cluster))
-            for sub in tree.subclusters_of(cluster.unique_id):
-                ids = []
-                for host in tree.hosts_of(sub.unique_id):
-                    ids.append(host.unique_id)
-                    hosts.append(fragment(host, sub.unique_id))
-                    hosts.append(b",")
-                subclusters.append(self._subcluster(tree, sub, ids))
-        hosts[-1] = b""  # the last comma, or the empty first part
-        ces = [self._computing_element(ce) for ce in tree.computing_elements()]
+        ces, clusters, subclusters, hosts = self._site_part(tree, fragment)
         return b"".join((b'{"computing_elements":', _dumps(ces).encode(), b',"clusters":', _dumps(clusters).encode(),
-                         b',"subclusters":[', b",".join(subclusters), b'],"hosts":[', *hosts,
+                         b',"subclusters":[', b",".join(subclusters), b'],"hosts":[', hosts,
                          b'],"sites":', _dumps(sites).encode(), b"}"))
 
-    def _site_part(self, part: SiteTree, fragment: Fragment) -> _Part:
+    def _site_part(self, part: GlueTree, fragment: Fragment) -> _Part:
         """One site's share of the union's document, from its tree as the union publishes it."""
         ces = [self._computing_element(ce) for ce in part.computing_elements()]
         clusters, subclusters, hosts = [], [], []

@@ -306,6 +306,14 @@ class Rollup:
         self._account(sub, host, +1)
         return sub
 
+    def of_hosts(self, hosts: Iterable[Host]) -> Rollup:
+        """A roll-up of these hosts alone, with this one's config and queue figures (a filtered view)."""
+        part = Rollup(self.config)
+        for host in hosts:
+            part.update(host)
+        part.ce_queues = self.ce_queues
+        return part
+
     def set_state(self, host_id: str, state: str, paused: bool | None = None, reason: str | None = None) -> Host | None:
         """The host's life-cycle state changed, or what an admin decided (`paused`, `reason`)."""
         old = self.hosts.get(host_id)

@@ -11,7 +11,6 @@ from infosvc.model.hostid import canonical
 from infosvc.publish.glue import GRID_FORMATS, KINDS, Glue
 from infosvc.site.errors import NotFound
 from infosvc.site.history import parse_time, site_at
-from infosvc.site.rollup import Rollup
 from infosvc.web.errors import HttpError
 from infosvc.web.gridquery import GRID_PARAMETERS, glue_format, grid_tree
 from infosvc.site.query import HostFilter, QueryError
@@ -39,11 +38,7 @@ async def get_glue(request: web.Request) -> web.Response:
     hosts = [h for e in chosen.select(table) if (h := table.rollup.hosts.get(e.id)) is not None]
 
     def build() -> bytes:
-        part = Rollup(table.config)
-        for host in hosts:
-            part.update(host)
-        part.ce_queues = table.rollup.ce_queues
-        return Glue(part).rendering(fmt, options).tree()
+        return Glue(table.rollup.of_hosts(hosts)).rendering(fmt, options).tree()
 
     return web.Response(body=await asyncio.to_thread(build), content_type=rendering.media_type)
 
