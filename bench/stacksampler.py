@@ -14,6 +14,7 @@ when the server stops (SIGTERM).
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 import threading
 import time
@@ -44,15 +45,23 @@ class Sampler:
         self.main = threading.main_thread().ident
         #: the cyclic collector's passes: generation -> their durations
         self.collections: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        #: (when, generation, seconds, objects collected, gc.get_count() at its start, frozen objects)
+        self.long_collections: list[tuple[float, int, float, int, tuple[int, int, int], int]] = []
         self._gc_started = 0.0
+        self._gc_counts = (0, 0, 0)
         #: the writer thread's stacks seen during stalls
         self.writer_during: Counter[str] = Counter()
 
     def on_gc(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._gc_started = time.perf_counter()
+            self._gc_counts = gc.get_count()
         else:
-            self.collections[info["generation"]].append(time.perf_counter() - self._gc_started)
+            took = time.perf_counter() - self._gc_started
+            self.collections[info["generation"]].append(took)
+            if took > self.stall:  # what a long pass had to look at, and what it found
+                self.long_collections.append((time.monotonic(), info["generation"], took, info["collected"],
+                                              self._gc_counts, gc.get_freeze_count()))
 
     def heartbeat(self) -> None:
         """Called on the event loop every few milliseconds: a late call is a stall."""
@@ -90,6 +99,9 @@ class Sampler:
             if took:
                 lines.append(f"generation {generation}: {len(took)} passes, {sum(took):.2f} s in all, longest "
                              f"{max(took) * 1e3:.0f} ms, {sum(t > self.stall for t in took)} over {self.stall * 1e3:.0f} ms")
+        for when, gen, seconds, collected, young, frozen in self.long_collections[:40]:
+            lines.append(f"  at {when:.0f}: generation {gen} took {seconds * 1e3:.0f} ms, collected {collected}, "
+                         f"counts at start {young}, frozen {frozen}")
         lines.append("\n== the writer thread during the stalls")
         for stack, n in self.writer_during.most_common(5):
             lines.append(f"{n} samples:\n    {stack}")
@@ -117,7 +129,6 @@ def main() -> int:
     if rest[:1] == ["--"]:
         rest = rest[1:]
     sampler = Sampler(stall)
-    import gc
     gc.callbacks.append(sampler.on_gc)
     thread = threading.Thread(target=sampler.run, name="stack-sampler", daemon=True)
     thread.start()

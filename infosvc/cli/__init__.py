@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import gc
 import logging
 import os
 import sqlite3
@@ -129,9 +128,6 @@ def _serve(args: argparse.Namespace) -> int:
     from infosvc.model.hostid import HostIdError, host_id
     from infosvc.site.tokens import Role, TokenFileError, Tokens
 
-    # The host table holds ~100 objects per host, all long-lived; the default thresholds (a young
-    # collection every 700 allocations) made the collector ~15% of ingest time (bench/ingest.py).
-    gc.set_threshold(50_000, 20, 100)
     from infosvc.cli.logs import configure
 
     configure(logging.DEBUG if args.verbose else logging.INFO, args.log_format)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import gc
 import logging
 import math
 import time
@@ -55,8 +54,6 @@ INLINE_BYTES = 4096
 #: While the only news is submissions that cannot start now, a pass (for the reasons, the head's
 #: reservation and the CEs' figures) runs at most this long after the first of them.
 REFRESH_SECONDS = 2.0
-#: Jobs added since the last gc.freeze() that call for another (see pass_once).
-FREEZE_AFTER = 2000
 
 
 class JobQueue:
@@ -82,7 +79,6 @@ class JobQueue:
         self._refresh: asyncio.TimerHandle | None = None
         self._waiting_jobs: dict[str, WaitingJob] = {}
         self._waiting_pool: HostPool | None = None
-        self._frozen_at = 0  # jobs in memory at the last gc.freeze()
         #: the CEs' figures of the last pass; the roll-up renders them (the app shares this object)
         self.ce_queues = CEQueues(clock=clock)
         table.rollup.ce_queues = self.ce_queues  # the roll-up renders the CEs with the queue's figures
@@ -328,12 +324,6 @@ class JobQueue:
         self._head_priority = plan.reservation.job.priority if plan.reservation is not None else None
         self.passes += 1
         self.last_pass_seconds = time.perf_counter() - started
-        if len(self.jobs) - self._frozen_at >= FREEZE_AFTER:
-            # The jobs are long-lived: each full collection would scan them all again (100 ms and
-            # more at 10,000), a pause every request in flight waits out. As at start (web/app.py),
-            # what has lived this long is moved out of the collector's way.
-            gc.freeze()
-            self._frozen_at = len(self.jobs)
 
     async def _apply(self, plan: Plan[Allocation], pool: HostPool, ces: list[ComputingElement], now: float) -> None:
         changed: list[JobRecord] = []

@@ -1,6 +1,6 @@
 """The HTTP API's app factory: the routes of the route table (infosvc/web/routes.py) behind two
 middlewares, errors as JSON outermost, then authorization; and the app's life: the store and
-the aggregator built at start, the liveness sweeper, the metrics' watch. JSON by default;
+the aggregator built at start, the liveness sweeper, the metrics' watch, the garbage collector's schedule. JSON by default;
 `Accept: application/xml` or `?format=xml` for XML. Routes are listed in docs/api.md."""
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from infosvc.publish.faultmetrics import FaultCollector
 from infosvc.web.auth import authorize
 from infosvc.web.errors import errors_as_json
 from infosvc.web.federation import federate
+from infosvc.web.garbage import scheduled_collection
 from infosvc.web.pretty import readable
 from infosvc.web.keys import AGGREGATOR, CONFIG, GLUE, JOB_QUEUE, MATCH_GATE, METRICS, PAST_VIEWS
 from infosvc.web.match import MatchGate
@@ -48,15 +49,10 @@ async def _metrics_ctx(app: web.Application) -> AsyncIterator[None]:
 async def _aggregator_ctx(app: web.Application, store_path: str, tokens: Tokens) -> AsyncIterator[None]:
     config = app[CONFIG]
     store = await asyncio.to_thread(Store, store_path, history_per_host=config.store.history_per_host)
-    # The rebuild allocates hundreds of thousands of long-lived objects: collecting while it runs
-    # only rescans them. Once built, they are frozen out of every later collection.
-    gc.disable()
-    try:
-        app[AGGREGATOR] = await asyncio.to_thread(Aggregator, config, store, tokens)
-    finally:
-        gc.enable()
+    # The rebuild allocates hundreds of thousands of long-lived objects, with the collector's own
+    # trigger off (scheduled_collection): one full pass once they are built.
+    app[AGGREGATOR] = await asyncio.to_thread(Aggregator, config, store, tokens)
     gc.collect()
-    gc.freeze()
     agg = app[AGGREGATOR]
     await agg.start()
     # Every host's GLUE rendered at start, not in the first reader's request; then as hosts change.
@@ -81,6 +77,11 @@ async def _aggregator_ctx(app: web.Application, store_path: str, tokens: Tokens)
         await asyncio.to_thread(store.close)
 
 
+async def _collection_ctx(app: web.Application) -> AsyncIterator[None]:
+    async for _ in scheduled_collection():
+        yield
+
+
 async def _sweep_forever(agg: Aggregator, config: SiteConfig) -> None:
     # Often enough that a host turns Unreachable within a few seconds of its deadline.
     interval = max(0.05, min(config.lifecycle.heartbeat_seconds / 4, 5.0))
@@ -103,6 +104,7 @@ def make_app(config: SiteConfig, *, db: str | Path | None = None, tokens: Tokens
         async for _ in _aggregator_ctx(app, store_path, known):
             yield
 
+    app.cleanup_ctx.append(_collection_ctx)  # first: before the store's rebuild
     app.cleanup_ctx.append(aggregator_ctx)
     app[METRICS] = Metrics()
     app[MATCH_GATE] = MatchGate()
