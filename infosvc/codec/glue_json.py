@@ -210,7 +210,7 @@ class JsonDocuments:
         snap = tree.snapshot if isinstance(tree, SnapshotView) else None
         ces = [computing_element_json(ce, snap) for ce in tree.computing_elements()]
         return b"".join((b'{"computing_elements":', _dump(ces), b',"clusters":', _dump(clusters),
-                         b',"subclusters":[', b",".join(subclusters), b'],"hosts":[', b",".join(hosts), b"]}"))
+                         b',"subclusters":[', b",".join(subclusters), b'],"hosts":[', b",".join(hosts), b"]}\n"))
 
     def hosts(self, fragments: Iterable[bytes]) -> bytes:
         """{"hosts": [...]}: these hosts' objects, in the order given."""

@@ -98,7 +98,7 @@ class FederatedJson(JsonDocuments):
         ces, clusters, subclusters, hosts = self._site_part(tree, fragment)
         return b"".join((b'{"computing_elements":', _dumps(ces).encode(), b',"clusters":', _dumps(clusters).encode(),
                          b',"subclusters":[', b",".join(subclusters), b'],"hosts":[', hosts,
-                         b'],"sites":', _dumps(sites).encode(), b"}"))
+                         b'],"sites":', _dumps(sites).encode(), b"}\n"))
 
     def _site_part(self, part: GlueTree, fragment: Fragment) -> _Part:
         """One site's share of the union's document, from its tree as the union publishes it."""
@@ -134,7 +134,7 @@ class FederatedJson(JsonDocuments):
                 b'{"computing_elements":', _dumps([ce for share in shares for ce in share[0]]).encode(),
                 b',"clusters":', _dumps([c for share in shares for c in share[1]]).encode(),
                 b',"subclusters":[', b",".join(s for share in shares for s in share[2]), b'],"hosts":[',
-                *hosts[:-1], b'],"sites":', _dumps(site_status(self.federation)).encode(), b"}"))
+                *hosts[:-1], b'],"sites":', _dumps(site_status(self.federation)).encode(), b"}\n"))
             self._kept = (key, body)
         return self._kept[1]
 

@@ -64,6 +64,10 @@ async def readable(request: web.Request,
     if pretty:
         body = await asyncio.to_thread(_indent, body, xml) if len(body) > OFF_LOOP_BYTES else _indent(body, xml)
     elif not body.endswith(b"\n"):
+        # A copy of the body: the large documents (GLUE trees, a top level's union) are rendered
+        # with their newline, so only small answers take this path.
         body += b"\n"
+    else:
+        return response
     response.body = body
     return response
