@@ -27,6 +27,7 @@ from infosvc.model.glue import CEJob, ComputingElement
 from infosvc.sched.forecast import DEPTH, Demand, first_start, whole_hosts
 from infosvc.sched.hosts import HostPool, Mask
 from infosvc.sched.jobs import JobRecord
+from infosvc.site.config import ComputingElementConfig
 
 __all__ = ["MAX_CE_JOBS", "UNKNOWN_SECONDS", "CEFigures", "CEQueues", "Holding", "figures_of", "run_time_ratio"]
 
@@ -196,23 +197,24 @@ def full_clusters(ces: Sequence[ComputingElement], running: Counter[str]) -> set
     return limited - open_
 
 
-def refusal(ces: Sequence[ComputingElement], figures: Mapping[str, CEFigures], estimate: float) -> str | None:
+def refusal(ces: Sequence[ComputingElementConfig], figures: Mapping[str, CEFigures], estimate: float) -> str | None:
     """Why no CE takes a new job of run time limit `estimate`, or None when one does: every CE
-    Closed or Draining, at its MaxTotalJobs, or allowing less wall-clock time than the job asks."""
+    Closed or Draining, at its MaxTotalJobs, or allowing less wall-clock time than the job asks.
+    The config's CEs: what it reads of one is all there (a submission need not roll the CEs up)."""
     if not ces:
         return None
     reasons = []
     for ce in ces:
         policy = ce.policy
-        here = figures.get(ce.unique_id)
+        here = figures.get(ce.id)
         total = 0 if here is None else here.running_jobs + here.waiting_jobs
-        if ce.state.status not in ACCEPTING:
-            reasons.append(f"{ce.unique_id} is {ce.state.status}")
+        if ce.status not in ACCEPTING:
+            reasons.append(f"{ce.id} is {ce.status}")
         elif policy.max_total_jobs > 0 and total >= policy.max_total_jobs:
-            reasons.append(f"{ce.unique_id} holds its maximum of {policy.max_total_jobs} jobs")
+            reasons.append(f"{ce.id} holds its maximum of {policy.max_total_jobs} jobs")
         elif policy.max_wall_clock_time > 0 and math.isfinite(estimate) and estimate > policy.max_wall_clock_time * 60:
             # a job that asks no limit is given the CE's when it starts (limit_on)
-            reasons.append(f"{ce.unique_id} allows at most {policy.max_wall_clock_time} minutes of wall-clock time")
+            reasons.append(f"{ce.id} allows at most {policy.max_wall_clock_time} minutes of wall-clock time")
         else:
             return None
     return "no computing element takes the job: " + "; ".join(reasons)

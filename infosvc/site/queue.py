@@ -142,7 +142,7 @@ class JobQueue:
             prepared, warnings = prepare(body, content_type, owner)
         else:
             prepared, warnings = await asyncio.to_thread(prepare, body, content_type, owner)
-        ces = self.table.rollup.computing_elements()
+        ces = self.table.rollup.config.computing_elements
         for item in prepared:
             refused = refusal(ces, self.ce_queues.figures, item.request.estimate)
             if refused is not None:
