@@ -74,6 +74,8 @@ def main() -> int:
     p.add_argument("--queued", type=int, default=10_000, help="jobs waiting at the end of the submit phase (10,000)")
     p.add_argument("--profile", metavar="FILE", help="run the server under cProfile, its stats to FILE (the event "
                    "loop's thread only)")
+    p.add_argument("--sample", metavar="FILE", help="run the server under bench/stacksampler.py: where its event loop "
+                   "was during each stall, and the collector's passes, to FILE")
     args = p.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="infosvc-bench-submit-"))
     results: dict[str, Any] = {"hosts": args.hosts, "rate": args.rate, "cpus": os.cpu_count()}
@@ -88,7 +90,8 @@ def main() -> int:
         port = free_port()
         server = subprocess.Popen(
             [sys.executable, *(["-m", "cProfile", "-o", str(Path(args.profile).resolve())] if args.profile else []),
-             "-m", "infosvc", "serve", "--listen", f"127.0.0.1:{port}", "--db",
+             *([str(HERE / "stacksampler.py"), str(Path(args.sample).resolve()), "--"] if args.sample else ["-m", "infosvc"]),
+             "serve", "--listen", f"127.0.0.1:{port}", "--db",
              str(workdir / "bench.sqlite"), "--tokens", str(workdir / "tokens"), "--config", str(workdir / "site.toml")],
             env=env, cwd=workdir, stdout=subprocess.DEVNULL, stderr=(workdir / "server.log").open("wb"))
         try:
