@@ -1,8 +1,9 @@
 """`infosvc-agent`: describe this host as an SSS Node.
 
 `--once` prints one document and exits; `--server URL --token-file F` pushes a sample every
-`--interval` seconds to the aggregator until stopped (SIGTERM or SIGINT); with `--run-jobs` it also
-runs the tasks the aggregator places on this host (infosvc_agents/executor.py).
+`--interval` seconds to the aggregator until stopped (SIGTERM or SIGINT), keeping what is not
+acknowledged yet (in `--spool DIR` too, to outlive a restart: infosvc_agents/spool.py); with
+`--run-jobs` it also runs the tasks the aggregator places on this host (infosvc_agents/executor.py).
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--token-file", metavar="FILE", help="file holding this agent's token (with --server)")
     p.add_argument("--interval", type=float, default=60.0, metavar="SECONDS", help="seconds between samples (60)")
     p.add_argument("--max-kept", type=int, default=1000, metavar="N",
-                   help="samples kept while the server is unreachable (1000)")
+                   help="samples kept while the server is unreachable, the newest (1000; in --spool too)")
+    p.add_argument("--spool", metavar="DIR",
+                   help="keep the samples not yet acknowledged in DIR as well, a file each, so that a restart "
+                        "sends them instead of losing them (made 0700 if missing; one agent per DIR)")
     p.add_argument("--backoff-max", type=float, default=300.0, metavar="SECONDS",
                    help="longest wait between retries while the server is unreachable (300)")
     p.add_argument("--ca-file", metavar="FILE", help="CA certificates to verify an https server with")
@@ -72,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.server and not args.token_file:
         print("infosvc-agent: --server needs --token-file", file=sys.stderr)
         return 2
+    if args.spool and not args.server:
+        print("infosvc-agent: --spool keeps samples for --server: not without it", file=sys.stderr)
+        return 2
     if args.run_jobs and (not args.server or not args.executor_token_file):
         print("infosvc-agent: --run-jobs needs --server and --executor-token-file", file=sys.stderr)
         return 2
@@ -107,14 +114,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def _push(agent: "HostAgent", args: argparse.Namespace) -> int:
     from infosvc_agents.push import PushLoop, Sender, read_token
+    from infosvc_agents.spool import Spool, SpoolError
 
     try:
         sender = Sender(args.server, read_token(args.token_file), ca_file=args.ca_file)
-    except (OSError, ValueError) as exc:
+        spool = Spool(args.spool) if args.spool else None
+    except (OSError, ValueError, SpoolError) as exc:
         print(f"infosvc-agent: {exc}", file=sys.stderr)
         return 2
+    # From here on: what the spool held at start is said as it is read.
+    logging.getLogger().setLevel(logging.DEBUG if args.verbose else logging.INFO)
     loop = PushLoop(agent.document, sender, interval=args.interval, max_kept=args.max_kept,
-                    backoff_initial=min(1.0, args.backoff_max), backoff_max=args.backoff_max)
+                    backoff_initial=min(1.0, args.backoff_max), backoff_max=args.backoff_max, spool=spool)
     if args.metrics_listen and not _serve_metrics(agent, args.metrics_listen, loop):
         return 2
     executor = None
@@ -130,8 +141,8 @@ def _push(agent: "HostAgent", args: argparse.Namespace) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, stop)
-    logging.getLogger().setLevel(logging.DEBUG if args.verbose else logging.INFO)
-    logging.info("pushing to %s every %.3g s", args.server, args.interval)
+    logging.info("pushing to %s every %.3g s%s", args.server, args.interval,
+                 f", keeping what is not acknowledged in {args.spool}" if spool else "")
     if executor:
         import threading
 
@@ -142,8 +153,11 @@ def _push(agent: "HostAgent", args: argparse.Namespace) -> int:
     if executor:
         executor.stop()
         runner.join(timeout=30)
-    logging.info("stopped: %d delivered, %d dropped, %d refused, %d kept undelivered, of %d taken",
-                 loop.delivered, loop.dropped, loop.refused, len(loop.kept), loop.taken)
+    logging.info("stopped: %d delivered, %d dropped, %d refused, %d kept undelivered, of %d taken%s",
+                 loop.delivered, loop.dropped, loop.refused, len(loop.kept), loop.taken,
+                 f" (the spool: {loop.resumed} from the last run, {loop.spooled()} left for the next)" if spool else "")
+    if spool:
+        spool.close()
     return 0
 
 

@@ -6,8 +6,9 @@ delivered oldest first, so the server's history has no holes it could have had f
 sample the server refuses for what it is (4xx other than 408 and 429) is dropped with an
 error: sending it again would be refused again. A server that answers 503 or 429 with
 Retry-After (it sheds load) is left alone at least that long, the sample kept; a 503 means it
-stored nothing. Uses the standard library's HTTP client only,
-which keeps the agent free of any web framework.
+stored nothing. With a spool (infosvc_agents/spool.py) every kept sample is also a file, so
+that what was not acknowledged outlives a restart of the agent. Uses the standard library's HTTP
+client only, which keeps the agent free of any web framework.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 from urllib.parse import urlsplit
+
+from infosvc_agents.spool import Spool
 
 log = logging.getLogger("infosvc_agents.push")
 
@@ -171,21 +174,59 @@ class PushLoop:
     backoff_initial: float = 1.0
     backoff_max: float = 300.0
     clock: Callable[[], float] = time.monotonic
+    #: where kept samples are also written (--spool); what it holds at start is kept first
+    spool: Spool | None = None
     kept: deque[bytes] = field(default_factory=deque)
     taken: int = 0
     delivered: int = 0
     dropped: int = 0
     refused: int = 0
+    #: samples an earlier run left in the spool, read at start
+    resumed: int = 0
+    #: each kept sample's file in the spool (None: in memory only), beside `kept`
+    _files: deque[str | None] = field(default_factory=deque)
     _backoff: float = 0.0
     _retry_at: float = 0.0
     _stop: threading.Event = field(default_factory=threading.Event)
 
+    def __post_init__(self) -> None:
+        if self.spool is None:
+            return
+        left = self.spool.load()
+        over = max(0, len(left) - self.max_kept)  # --max-kept lowered since: the oldest go
+        for name, _ in left[:over]:
+            self.spool.remove(name)
+            self.dropped += 1
+        if over:
+            log.warning("spool %s: dropped the %d oldest samples, over --max-kept %d", self.spool.directory,
+                        over, self.max_kept)
+        for name, document in left[over:]:
+            self.kept.append(document)
+            self._files.append(name)
+        self.resumed = len(self.kept)
+        if self.resumed:
+            log.info("spool %s: %d sample(s) left by the last run, sent first", self.spool.directory, self.resumed)
+
     def keep(self, document: bytes) -> None:
         if len(self.kept) >= self.max_kept:
-            self.kept.popleft()
+            self._forget_oldest()
             self.dropped += 1
             log.warning("server unreachable for long: dropped the oldest kept sample (%d dropped so far)", self.dropped)
+        # On disk before it is first sent: a restart from here on sends it again, not never.
+        self._files.append(self.spool.add(document) if self.spool is not None else None)
         self.kept.append(document)
+
+    def spooled(self) -> int:
+        """How many kept samples are in the spool (those it could not write are in memory only)."""
+        return sum(1 for name in self._files if name is not None)
+
+    def _forget_oldest(self) -> None:
+        """The oldest kept sample is done with (acknowledged, refused or dropped): out of memory
+        and out of the spool."""
+        self.kept.popleft()
+        name = self._files.popleft() if self._files else None
+        if name is not None and self.spool is not None:
+            self.spool.remove(name)
 
     def deliver(self) -> bool:
         """Send kept samples oldest first; False when the server could not take them (back off)."""
@@ -205,11 +246,11 @@ class PushLoop:
                     self._retry_at = self.clock() + self._backoff * random.uniform(0.8, 1.2)
                     log.warning("%s; %d sample(s) kept, retrying in %.1f s", exc, len(self.kept), self._backoff)
                     return False
-                self.kept.popleft()
+                self._forget_oldest()
                 self.refused += 1
                 log.error("sample refused, dropped: %s", exc)
                 continue
-            self.kept.popleft()
+            self._forget_oldest()
             self.delivered += 1
             if self._backoff:
                 log.info("server reachable again")
@@ -222,6 +263,10 @@ class PushLoop:
     def run(self, samples: int | None = None) -> None:
         """Sample and deliver until stop() (or until `samples` samples were taken)."""
         taken = 0  # by this call
+        if self.kept:
+            # Left by the last run (the spool): one try before the first sample, which would push the
+            # oldest out of a full spool before the server was even asked.
+            self.deliver()
         next_sample = self.clock()
         while not self._stop.is_set():
             now = self.clock()

@@ -1,0 +1,177 @@
+"""The agent's spool: the samples it has not seen acknowledged, one file each, so that they
+outlive the agent (`infosvc-agent --spool DIR`).
+
+Without it the kept samples live in the agent's memory, and an agent restarted during an outage
+of the aggregator (an upgrade, a crash, the host rebooted) loses them. With it every sample is on
+disk before it is first sent, and its file goes once the server has answered for it; the next
+start reads what is left, oldest first, and sends it before anything new.
+
+The order is the whole point. The aggregator stores a sample sent again once only when it is the
+host's newest (infosvc/site/aggregator.py, `_repeat_of`). The agent sends one sample at a time,
+oldest first, and each file's removal is on disk before the next sample is sent, so after any
+crash the oldest file is at most the newest sample the server holds: the one sample that may go
+out again is one the server recognises.
+
+A file is written whole or not at all: to a temporary name, synced, renamed, and the directory
+synced. Names are a zero-padded sequence number, so that they sort oldest first; a crash
+mid-write leaves only a temporary file, removed at the next start. The directory is locked
+(flock) while an agent uses it: two agents sending from one spool would each send the other's
+samples. Stdlib only, as the whole agent package.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import re
+
+log = logging.getLogger("infosvc_agents.spool")
+
+#: a sample's file, and its temporary name while it is written
+SAMPLE = re.compile(r"^(\d{20})\.sample$")
+TEMPORARY = re.compile(r"^(\d{20})\.tmp$")
+
+
+class SpoolError(Exception):
+    """The spool directory cannot be used (made, written, locked): the agent does not start."""
+
+
+class Spool:
+    """The spool in `directory`, opened: made (0700) if missing, locked, checked writable, its
+    temporary files removed. `load()` returns what an earlier run left; `add` and `remove` keep
+    the files as the samples come and go."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        try:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            self._fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileExistsError:  # makedirs' word for a file of that name
+            raise SpoolError(f"spool {directory}: not a directory") from None
+        except OSError as exc:
+            raise SpoolError(f"spool {directory}: {exc.strerror or exc}") from None
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(self._fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise SpoolError(f"spool {directory} is in use by another agent") from None
+            raise SpoolError(f"spool {directory}: cannot lock it: {exc.strerror or exc}") from None
+        self._next = 1
+        try:
+            self._sweep()
+            self._probe()
+        except OSError as exc:
+            os.close(self._fd)
+            raise SpoolError(f"spool {directory}: {exc.strerror or exc}") from None
+
+    def _sweep(self) -> None:
+        """Remove what a crash mid-write left; note the highest number in use, so that new names
+        sort after every file there."""
+        for name in os.listdir(self._fd):
+            match = SAMPLE.match(name) or TEMPORARY.match(name)
+            if match is None:
+                continue
+            self._next = max(self._next, int(match[1]) + 1)
+            if TEMPORARY.match(name):
+                try:
+                    os.unlink(name, dir_fd=self._fd)
+                    log.warning("spool %s: removed %s, a sample a crash left half-written", self.directory, name)
+                except OSError as exc:  # a directory of that name, say: not ours to remove
+                    log.warning("spool %s: cannot remove %s (%s): left alone", self.directory, name,
+                                exc.strerror or exc)
+
+    def _probe(self) -> None:
+        """A directory that cannot be written is an error now, not a warning with every sample:
+        write and remove a file as `add` would."""
+        name = self._write(b"")
+        os.unlink(name, dir_fd=self._fd)
+        os.fsync(self._fd)
+
+    def load(self) -> list[tuple[str, bytes]]:
+        """The samples an earlier run left, (name, document), oldest first. A file that cannot be
+        read is left where it is, an empty one (no sample is) removed, files that are not ours
+        left alone: each with a log line."""
+        found: list[tuple[str, bytes]] = []
+        try:
+            names = sorted(os.listdir(self._fd))
+        except OSError as exc:  # listed a moment ago at the start: a failing disk
+            log.error("spool %s: cannot list it (%s): what it holds is not sent", self.directory, exc.strerror or exc)
+            return found
+        for name in names:
+            if not SAMPLE.match(name):
+                if not TEMPORARY.match(name):
+                    log.warning("spool %s: %s is not a sample of this agent's: left alone", self.directory, name)
+                continue
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=self._fd)
+                try:
+                    with os.fdopen(fd, "rb", closefd=False) as handle:
+                        document = handle.read()
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                log.warning("spool %s: cannot read %s (%s): left alone, not sent", self.directory, name,
+                            exc.strerror or exc)
+                continue
+            if not document:
+                log.warning("spool %s: %s is empty: removed", self.directory, name)
+                self.remove(name)
+                continue
+            found.append((name, document))
+        return found
+
+    def add(self, document: bytes) -> str | None:
+        """Write a sample before it is first sent; its file's name, or None when it could not be
+        written (a full disk): then the sample is kept in memory only, as without a spool, which
+        is better than not keeping it."""
+        try:
+            return self._write(document)
+        except OSError as exc:
+            log.warning("spool %s: cannot write a sample (%s): kept in memory only", self.directory,
+                        exc.strerror or exc)
+            return None
+
+    def _write(self, document: bytes) -> str:
+        number = self._next
+        self._next += 1
+        temporary, name = f"{number:020d}.tmp", f"{number:020d}.sample"
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600, dir_fd=self._fd)
+        try:
+            try:
+                view = memoryview(document)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(temporary, name, src_dir_fd=self._fd, dst_dir_fd=self._fd)
+        except OSError:
+            try:
+                os.unlink(temporary, dir_fd=self._fd)
+            except OSError:
+                pass
+            raise
+        os.fsync(self._fd)  # the rename itself on disk: the sample is there before it is sent
+        return name
+
+    def remove(self, name: str) -> None:
+        """The sample is acknowledged (or dropped): its file goes, and the removal is on disk before
+        the next sample is sent (see the module's docstring)."""
+        try:
+            os.unlink(name, dir_fd=self._fd)
+            os.fsync(self._fd)
+        except FileNotFoundError:
+            pass  # removed by hand: nothing left to send again
+        except OSError as exc:
+            # It would be sent again at the next start, after newer ones the server stored.
+            log.error("spool %s: cannot remove %s (%s): remove it by hand before the agent's next start",
+                      self.directory, name, exc.strerror or exc)
+
+    def close(self) -> None:
+        """Release the directory (and its lock); the files stay for the next start."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
