@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from infosvc.codec.node_xml import parse_node
+from support import ROOT
 from support.server import Server, ServerFactory, free_port, wait_for
 
 pytestmark = pytest.mark.serial  # agents killed and started against a server that comes and goes
@@ -186,3 +187,12 @@ def test_a_spool_it_cannot_use_is_a_one_line_error(agents: Agents, tmp_path: Pat
     assert len(lines) == 1 and lines[0].startswith(f"infosvc-agent: spool {spool}"), lines
     assert {"file": "not a directory", "under-a-file": "Not a directory",
             "in-use": "in use by another agent"}[where] in lines[0]
+
+
+def test_the_packaged_unit_gives_the_agent_a_spool_of_its_own() -> None:
+    """deploy/infosvc-agent.service: the spool in the agent's state directory, which systemd makes
+    for the agent's user, private (tests/product/test_deploy.py verifies the unit)."""
+    lines = (ROOT / "deploy" / "infosvc-agent.service").read_text(encoding="utf-8").splitlines()
+    assert "StateDirectory=infosvc-agent" in lines and "StateDirectoryMode=0700" in lines
+    (start,) = [line for line in lines if line.startswith("ExecStart=")]
+    assert " --spool ${STATE_DIRECTORY}/spool " in start
