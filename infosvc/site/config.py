@@ -7,6 +7,8 @@ the key, so a typo cannot silently change behaviour. docs/configuration.md lists
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +30,58 @@ CE_STATUSES: Final = ("Queueing", "Production", "Closed", "Draining")
 #: node_exporter's port: what Prometheus scrapes on each host unless the config says otherwise.
 DEFAULT_EXPORTER_PORT: Final = 9100
 
+#: service.cors_origins' one entry that lets every origin read (infosvc/web/cors.py)
+ANY_ORIGIN: Final = "*"
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+#: scheme://host[:port]: a DNS name or IPv4 address, or an IPv6 address in brackets
+_ORIGIN: Final = re.compile(r"(?P<scheme>[a-z]+)://(?P<host>[a-z0-9-]+(?:\.[a-z0-9-]+)*|\[[0-9a-f:.]+\])"
+                            r"(?::(?P<port>[0-9]{1,5}))?", re.IGNORECASE)
+
+
+def check_origins(origins: tuple[str, ...]) -> None:
+    """service.cors_origins: `*` alone, or origins each written as a browser sends its `Origin`
+    header (lower case, no default port, no path), since the header is compared to them as text:
+    any other spelling would never match, and the site would not know why."""
+    if ANY_ORIGIN in origins and len(origins) > 1:
+        raise ValueError(f"{ANY_ORIGIN!r} (any origin) must be the only entry, got {list(origins)!r}")
+    seen: set[str] = set()
+    for origin in origins:
+        if origin in seen:
+            raise ValueError(f"{origin!r} is listed twice")
+        seen.add(origin)
+        if origin != ANY_ORIGIN:
+            problem = _origin_problem(origin)
+            if problem is not None:
+                raise ValueError(f"{origin!r}: {problem}")
+
+
+def _origin_problem(origin: str) -> str | None:
+    if "*" in origin:
+        return f"no wildcards in an origin: list each one, or {ANY_ORIGIN!r} alone for any origin"
+    found = _ORIGIN.fullmatch(origin)
+    if found is None:
+        if re.match(r"[a-z]+://[^/?#]+[/?#]", origin, re.IGNORECASE):
+            return "an origin has no path, query or fragment (not even a final '/'): scheme://host[:port]"
+        return "not an origin: expected http:// or https://, a host and an optional port"
+    scheme, port = found["scheme"].lower(), found["port"]
+    if scheme not in _DEFAULT_PORTS:
+        return "not an origin: expected http:// or https://, a host and an optional port"
+    if port is not None and not 1 <= int(port) <= 65535:
+        return f"the port must be 1 to 65535, got {port}"
+    host = found["host"].lower()
+    if host.startswith("["):
+        try:
+            host = f"[{ipaddress.IPv6Address(host[1:-1]).compressed}]"
+        except ValueError:
+            return f"{host} is no IPv6 address"
+    spelled = f"{scheme}://{host}"
+    if port is not None and int(port) != _DEFAULT_PORTS[scheme]:
+        spelled += f":{int(port)}"
+    if spelled != origin:
+        return f"a browser sends it as {spelled!r}, and the header is compared as written: write that"
+    return None
+
+
 #: The tables of plain values, key by key.
 SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
     "service": (
@@ -45,6 +99,8 @@ SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
                 "(also the TLS handshake's, and the longest a client may leave an answer unread)"),
         Setting("max_pending_reports", 256, "agents' reports under way at once (being read, parsed, stored); "
                 "more are answered 503 with Retry-After (load shedding)", minimum=1),
+        Setting("cors_origins", (), "the origins whose pages may read the API across origins (CORS), each "
+                "scheme://host[:port], or \"*\" alone for any; none: no CORS", check=check_origins),
     ),
     "store": (
         Setting("history_per_host", 100, "reports kept per host, the newest", minimum=1),
@@ -83,6 +139,7 @@ class ServiceConfig:
     keepalive_seconds: float = default("service", "keepalive_seconds")
     header_timeout_seconds: float = default("service", "header_timeout_seconds")
     max_pending_reports: int = default("service", "max_pending_reports")
+    cors_origins: tuple[str, ...] = default("service", "cors_origins")
 
 
 @dataclass(frozen=True, slots=True)

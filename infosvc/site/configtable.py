@@ -5,7 +5,7 @@ membership test is a set lookup; `ConfigError`. infosvc.site.config builds the c
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Callable, Final
 
 from ClusterShell.NodeSet import NodeSet, NodeSetException, NodeSetParseError
 
@@ -24,12 +24,15 @@ class Setting:
     docs/configuration.md says at more length; a test checks the docs list every one."""
 
     key: str
-    default: str | int | float | bool
+    #: a tuple is a list of strings in the TOML
+    default: str | int | float | bool | tuple[str, ...]
     help: str
     minimum: int | float | None = None
     maximum: int | None = None
     #: the values a text setting may take
     choices: tuple[str, ...] = ()
+    #: what the type cannot say of a value: raises ValueError, its message after the key's name
+    check: Callable[[Any], None] | None = None
 
 
 #: A config NodeSet of at most this many names is written out once, at load.
@@ -135,10 +138,17 @@ class TomlTable:
                                            maximum=setting.maximum if setting.maximum is not None else (1 << 63) - 1)
             elif isinstance(value, float):
                 values[key] = self.number(key, value, minimum=float(setting.minimum or 0.0))
+            elif isinstance(value, tuple):
+                values[key] = self.strings(key)
             else:
                 values[key] = self.text(key, value)
                 if setting.choices and values[key] not in setting.choices:
                     raise ConfigError(f"{self.where}.{key}: one of {', '.join(setting.choices)}, got {values[key]!r}")
+            if setting.check is not None:
+                try:
+                    setting.check(values[key])
+                except ValueError as exc:
+                    raise ConfigError(f"{self.where}.{key}: {exc}") from None
         self.done()
         return values
 

@@ -28,6 +28,7 @@ max_body_bytes = 524288
 body_timeout_seconds = 2.5
 read_token_required = true
 information_service_url = "https://info.example.org/v1/glue"
+cors_origins = ["https://portal.example.org", "http://localhost:3000"]
 
 [store]
 history_per_host = 7
@@ -110,7 +111,8 @@ def test_full_example() -> None:
     config = parse(FULL)
     assert config.service == ServiceConfig(listen="0.0.0.0:9000", db="/var/lib/infosvc/infosvc.sqlite",
                                            max_body_bytes=524288, body_timeout_seconds=2.5, read_token_required=True,
-                                           information_service_url="https://info.example.org/v1/glue")
+                                           information_service_url="https://info.example.org/v1/glue",
+                                           cors_origins=("https://portal.example.org", "http://localhost:3000"))
     assert config.store == StoreConfig(history_per_host=7)
     assert config.lifecycle == LifecycleConfig(heartbeat_seconds=30.0, missed_heartbeats=5, require_approval=True)
     assert isinstance(config.lifecycle.heartbeat_seconds, float)
@@ -192,6 +194,7 @@ def test_defaults() -> None:
         assert config.service.db == "infosvc.sqlite"
         assert config.service.max_body_bytes == 256 * 1024 and config.service.body_timeout_seconds == 10.0
         assert not config.service.read_token_required and config.service.information_service_url == ""
+        assert config.service.cors_origins == ()  # no CORS
         assert config.store.history_per_host == 100
         assert config.lifecycle == LifecycleConfig(60.0, 3, False)
         assert config.clusters == (ClusterConfig(DEFAULT_CLUSTER, DEFAULT_CLUSTER, None),)
@@ -258,6 +261,8 @@ def test_unknown_keys_are_named(text: str, message: str) -> None:
     ('[store]\nhistory_per_host = "10"', "store.history_per_host: expected an integer, got '10'"),
     ('[service]\nlisten = 8080', "service.listen: expected a string, got 8080"),
     ('[service]\nread_token_required = 1', "service.read_token_required: expected true or false, got 1"),
+    ('[service]\ncors_origins = "*"', "service.cors_origins: expected a list of strings, got '*'"),
+    ('[service]\ncors_origins = ["https://a.example.org", 443]', "service.cors_origins: expected a list of strings"),
     ('[service]\nread_token_required = "yes"', "service.read_token_required: expected true or false, got 'yes'"),
     ('[service]\nbody_timeout_seconds = "5"', "service.body_timeout_seconds: expected a number, got '5'"),
     ('[[clusters]]\nid = 7', "clusters[0].id: expected a string, got 7"),
@@ -296,6 +301,53 @@ def test_wrong_types_are_named(text: str, message: str) -> None:
 ])
 def test_out_of_range_values(text: str, message: str) -> None:
     assert error_of(text) == message
+
+
+@pytest.mark.parametrize("origins", [
+    [], ["*"], ["https://portal.example.org"], ["http://localhost:3000", "https://portal.example.org:8443"],
+    ["http://127.0.0.1:5500", "http://[::1]:8080", "https://[2001:db8::1]", "https://xn--bcher-kva.example"],
+])
+def test_cors_origins(origins: list[str]) -> None:
+    config = parse(f"[service]\ncors_origins = {origins!r}".replace("'", '"'))
+    assert config.service.cors_origins == tuple(origins)
+
+
+@pytest.mark.parametrize("origin, problem", [
+    ("https://portal.example.org/", "an origin has no path, query or fragment (not even a final '/')"),
+    ("https://portal.example.org/app", "an origin has no path, query or fragment"),
+    ("https://portal.example.org?x=1", "an origin has no path, query or fragment"),
+    ("https://*.example.org", "no wildcards in an origin: list each one, or '*' alone for any origin"),
+    ("https://portal.*", "no wildcards in an origin"),
+    ("portal.example.org", "not an origin: expected http:// or https://, a host and an optional port"),
+    ("ftp://portal.example.org", "not an origin"),
+    ("null", "not an origin"),
+    (" https://portal.example.org", "not an origin"),
+    ("https://user@portal.example.org", "not an origin"),
+    ("https://portal..example.org", "not an origin"),
+    ("https://portal.example.org:0", "the port must be 1 to 65535, got 0"),
+    ("https://portal.example.org:65536", "the port must be 1 to 65535, got 65536"),
+    ("https://Portal.example.org", "a browser sends it as 'https://portal.example.org', and the header is "
+                                   "compared as written: write that"),
+    ("HTTPS://portal.example.org", "a browser sends it as 'https://portal.example.org'"),
+    ("https://portal.example.org:443", "a browser sends it as 'https://portal.example.org'"),
+    ("http://portal.example.org:80", "a browser sends it as 'http://portal.example.org'"),
+    ("http://portal.example.org:08080", "a browser sends it as 'http://portal.example.org:8080'"),
+    ("http://[0:0::1]:8080", "a browser sends it as 'http://[::1]:8080'"),
+    ("http://[::g]", "not an origin"),
+    ("http://[1:2]", "[1:2] is no IPv6 address"),
+])
+def test_bad_cors_origins_are_named(origin: str, problem: str) -> None:
+    message = error_of(f'[service]\ncors_origins = ["https://ok.example.org", "{origin}"]')
+    assert message.startswith(f"service.cors_origins: {origin!r}: {problem}"), message
+
+
+@pytest.mark.parametrize("origins, message", [
+    ('["*", "https://a.example.org"]', "'*' (any origin) must be the only entry, got ['*', 'https://a.example.org']"),
+    ('["https://a.example.org", "*"]', "'*' (any origin) must be the only entry"),
+    ('["https://a.example.org", "https://a.example.org"]', "'https://a.example.org' is listed twice"),
+])
+def test_cors_origins_as_a_whole(origins: str, message: str) -> None:
+    assert error_of(f"[service]\ncors_origins = {origins}").startswith(f"service.cors_origins: {message}")
 
 
 def test_negative_priority_is_allowed() -> None:
@@ -550,4 +602,8 @@ def test_each_setting_is_declared_once_with_its_default_and_help() -> None:
             field = next(f for f in dataclasses.fields(owners[table]) if f.name == setting.key)
             assert field.default == setting.default and setting.help.strip(), (table, setting.key)
             cell = re.fullmatch(r"`(.*)`", docs[table][setting.key])
-            assert cell is not None and tomllib.loads(f"v = {cell.group(1)}")["v"] == setting.default, setting
+            assert cell is not None, setting
+            documented_default = tomllib.loads(f"v = {cell.group(1)}")["v"]
+            if isinstance(setting.default, tuple):  # a TOML array, read as a tuple
+                documented_default = tuple(documented_default)
+            assert documented_default == setting.default, setting
