@@ -24,6 +24,7 @@ from infosvc.site.tokens import Tokens
 from infosvc.store import Store
 from infosvc.publish.faultmetrics import FaultCollector
 from infosvc.web.auth import authorize
+from infosvc.web.cors import cors
 from infosvc.web.errors import errors_as_json
 from infosvc.web.federation import federate
 from infosvc.web.garbage import scheduled_collection
@@ -95,7 +96,8 @@ async def _sweep_forever(agg: Aggregator, config: SiteConfig) -> None:
 
 def make_app(config: SiteConfig, *, db: str | Path | None = None, tokens: Tokens | None = None) -> web.Application:
     """The one app factory. `db` overrides the config's store path."""
-    app = web.Application(client_max_size=config.service.max_body_bytes, middlewares=[readable, errors_as_json, authorize])
+    app = web.Application(client_max_size=config.service.max_body_bytes,
+                          middlewares=[*cors(config.service.cors_origins), readable, errors_as_json, authorize])
     app[CONFIG] = config
     store_path = str(db if db is not None else config.service.db)
     known = tokens if tokens is not None else Tokens()
