@@ -1,6 +1,7 @@
-"""The HTTP API's app factory: the routes of the route table (infosvc/web/routes.py) behind two
-middlewares, errors as JSON outermost, then authorization; and the app's life: the store and
-the aggregator built at start, the liveness sweeper, the metrics' watch, the garbage collector's schedule. JSON by default;
+"""The HTTP API's app factory: the routes of the route table (infosvc/web/routes.py) behind the
+middlewares, outermost first: CORS (only with service.cors_origins), readable answers, errors as
+JSON, authorization; and the app's life: the store and the aggregator built at start, the
+liveness sweeper, the metrics' watch, the garbage collector's schedule. JSON by default;
 `Accept: application/xml` or `?format=xml` for XML. Routes are listed in docs/api.md."""
 
 from __future__ import annotations
