@@ -37,20 +37,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from predictive import VARIANTS as ALL_VARIANTS, run  # noqa: E402  (bench/ is sys.path[0])
+
 from infosvc.codec.swf import read_swf  # noqa: E402
 from infosvc.sched import Policy  # noqa: E402
-from infosvc.sched.ordering import Order  # noqa: E402
-from infosvc.sched.simulation import Options, Outcome, SimJob, simulate, simulate_predictive, summarize, trace_jobs  # noqa: E402
+from infosvc.sched.simulation import Options, SimJob, summarize, trace_jobs  # noqa: E402
 
 TRACE = ROOT / "tests" / "fixtures" / "traces" / "lublin_256.swf.gz"
-VARIANTS: dict[str, Options | Policy] = {
-    "fcfs": Policy.FCFS,
-    "easy": Policy.EASY,
-    "predictive": Options(),
-    "wfp3 order": Options(order=Order.WFP3),
-    "unicef order": Options(order=Order.UNICEF),
-    "f1 order": Options(order=Order.F1),
-}
+#: bench/predictive.py's variants but its two half-policies (predictions only, slack order only)
+VARIANTS: dict[str, Options | Policy] = {name: variant for name, variant in ALL_VARIANTS.items() if "only" not in name}
 
 
 def gym_rng(seed: int) -> np.random.RandomState:
@@ -72,12 +67,6 @@ def starts(seed: int, windows: int, length: int, jobs: int) -> list[int]:
 def window(jobs: list[SimJob], start: int, length: int) -> list[SimJob]:
     first = jobs[start].submitted
     return [dataclasses.replace(job, submitted=job.submitted - first) for job in jobs[start:start + length]]
-
-
-def run(jobs: list[SimJob], processors: int, variant: Options | Policy) -> list[Outcome]:
-    if isinstance(variant, Policy):
-        return simulate(jobs, processors, variant)
-    return simulate_predictive(jobs, processors, variant)
 
 
 def main() -> int:
