@@ -111,6 +111,8 @@ def test_killed_during_an_outage_and_restarted_it_delivers_every_kept_sample_onc
     assert later[0].rsplit("-", 1)[0] != run
     assert f"{len(kept)} sample(s) left by the last run, sent first" in log.read_text()
     assert spooled(spool) == []  # each file removed once acknowledged
+    print(f"\nspool: {len(kept)} samples kept on disk by an agent killed (-9) during the outage, all delivered "
+          f"by the next run before its own {taken}: {len(ids)} stored, each once, in order, 0 lost")
 
 
 def test_a_sample_stored_just_before_the_agent_died_is_not_stored_twice(
