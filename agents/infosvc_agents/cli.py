@@ -117,7 +117,7 @@ def _push(agent: "HostAgent", args: argparse.Namespace) -> int:
     from infosvc_agents.spool import Spool, SpoolError
 
     try:
-        sender = Sender(args.server, read_token(args.token_file), ca_file=args.ca_file)
+        sender = Sender(args.server, read_token(args.token_file), ca_file=args.ca_file, token_file=args.token_file)
         spool = Spool(args.spool) if args.spool else None
     except (OSError, ValueError, SpoolError) as exc:
         print(f"infosvc-agent: {exc}", file=sys.stderr)

@@ -3,8 +3,10 @@
 While the server cannot be reached, samples are kept (the newest `max_kept`; older ones are
 dropped and counted) and retried with exponential back-off; when it answers again they are
 delivered oldest first, so the server's history has no holes it could have had filled. A
-sample the server refuses for what it is (4xx other than 408 and 429) is dropped with an
-error: sending it again would be refused again. A server that answers 503 or 429 with
+sample the server refuses for what it is (4xx other than 401, 408 and 429) is dropped with an
+error: sending it again would be refused again. A 401 refuses the token, not the sample (a
+rotation half done: the aggregator has the new token and this host the old, or the reverse): the
+sample is kept, the token file is read again before each retry, and back-off applies. A server that answers 503 or 429 with
 Retry-After (it sheds load) is left alone at least that long, the sample kept; a 503 means it
 stored nothing. With a spool (infosvc_agents/spool.py) every kept sample is also a file, so
 that what was not acknowledged outlives a restart of the agent. Uses the standard library's HTTP
@@ -84,6 +86,8 @@ class Sender:
     token: str
     timeout: float = 10.0
     ca_file: str | None = None
+    #: where `token` came from: read again when the server refuses it (401)
+    token_file: str | None = None
     _context: ssl.SSLContext | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -112,9 +116,24 @@ class Sender:
             # may not be stored, so it is kept and sent again; the aggregator stores it once.
             raise PushError(f"server answered {status} without an acknowledgement: "
                             f"{body[:100].decode('utf-8', 'replace')!r}", retry=True)
+        if status == 401:
+            raise PushError(f"server refused the token (401){self._reread_token()}; the sample is kept", retry=True)
         retry = status >= 500 or status in RETRYABLE
         raise PushError(f"server answered {status}: {body[:300].decode('utf-8', 'replace')}", retry=retry,
                         retry_after=retry_after_seconds(retry_after) if retry else None)
+
+    def _reread_token(self) -> str:
+        """Read the token file again (a rotation); what happened, for the log line."""
+        if self.token_file is None:
+            return ""
+        try:
+            token = read_token(self.token_file)
+        except (OSError, ValueError) as exc:
+            return f"; token file unreadable: {exc}"
+        if token == self.token:
+            return "; the token file holds the same token"
+        self.token = token
+        return "; the token file holds a new one, sent next"
 
     def call(self, method: str, path: str, body: bytes | None = None, content_type: str | None = None,
              limit: int = 4096) -> tuple[int, bytes]:
