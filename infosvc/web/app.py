@@ -51,8 +51,8 @@ async def _metrics_ctx(app: web.Application) -> AsyncIterator[None]:
 async def _aggregator_ctx(app: web.Application, store_path: str, tokens: Tokens) -> AsyncIterator[None]:
     config = app[CONFIG]
     store = await asyncio.to_thread(Store, store_path, history_per_host=config.store.history_per_host)
-    # The rebuild allocates hundreds of thousands of long-lived objects, with the collector's own
-    # trigger off (scheduled_collection): one full pass once they are built.
+    # The rebuild allocates hundreds of thousands of long-lived objects: young passes move them to
+    # the old generation as they come (scheduled_collection), one full pass once they are built.
     app[AGGREGATOR] = await asyncio.to_thread(Aggregator, config, store, tokens)
     gc.collect()
     agg = app[AGGREGATOR]

@@ -45,8 +45,10 @@ async def _serve(app: web.Application, host: str, port: int, ssl_context: SSLCon
     loop.set_exception_handler(connections.loop_exception_handler)
     # SIGINT and SIGTERM raise GracefulExit; access_log=None: no line per request.
     runner = web.AppRunner(app, handle_signals=True, access_log=None)
-    await runner.setup()  # the app's start-up: the store is opened here
     try:
+        # The app's start-up: the store is opened here. Should it fail, the contexts it entered
+        # (the collector's schedule, an open store) are left by the cleanup below.
+        await runner.setup()
         assert runner.server is not None
         factory = connections.protocol_factory(runner.server, tls=ssl_context,
                                                keepalive_timeout=policy.keepalive_seconds, access_log=None)
