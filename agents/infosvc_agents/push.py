@@ -117,23 +117,28 @@ class Sender:
             raise PushError(f"server answered {status} without an acknowledgement: "
                             f"{body[:100].decode('utf-8', 'replace')!r}", retry=True)
         if status == 401:
-            raise PushError(f"server refused the token (401){self._reread_token()}; the sample is kept", retry=True)
+            changed, note = self._reread_token()
+            if changed:  # a rotation finished on this side: the new token at once, not after a back-off
+                return self.send(document)
+            raise PushError(f"server refused the token (401){note}; the sample is kept", retry=True)
         retry = status >= 500 or status in RETRYABLE
         raise PushError(f"server answered {status}: {body[:300].decode('utf-8', 'replace')}", retry=retry,
                         retry_after=retry_after_seconds(retry_after) if retry else None)
 
-    def _reread_token(self) -> str:
-        """Read the token file again (a rotation); what happened, for the log line."""
+    def _reread_token(self) -> tuple[bool, str]:
+        """Read the token file again (a rotation): whether the token changed, and what happened
+        for the log line."""
         if self.token_file is None:
-            return ""
+            return False, ""
         try:
             token = read_token(self.token_file)
         except (OSError, ValueError) as exc:
-            return f"; token file unreadable: {exc}"
+            return False, f"; token file unreadable: {exc}"
         if token == self.token:
-            return "; the token file holds the same token"
+            return False, "; the token file holds the same token"
         self.token = token
-        return "; the token file holds a new one, sent next"
+        log.info("the token file holds a new token: sent from now on")
+        return True, ""
 
     def call(self, method: str, path: str, body: bytes | None = None, content_type: str | None = None,
              limit: int = 4096) -> tuple[int, bytes]:

@@ -154,7 +154,13 @@ class Spool:
             except OSError:
                 pass
             raise
-        os.fsync(self._fd)  # the rename itself on disk: the sample is there before it is sent
+        try:
+            os.fsync(self._fd)  # the rename itself on disk: the sample is there before it is sent
+        except OSError as exc:
+            # The file is there (it may or may not survive a crash): tracked by its name, so that
+            # it is removed once acknowledged, not sent again at the next start after newer ones.
+            log.warning("spool %s: cannot sync the directory (%s): %s may not outlive a crash", self.directory,
+                        exc.strerror or exc, name)
         return name
 
     def remove(self, name: str) -> None:

@@ -20,7 +20,7 @@ from support.documents import node_document
 
 from support.server import Server, ServerFactory, free_port, wait_for
 from infosvc.codec.node_xml import parse_node
-from infosvc_agents.push import PushLoop, Sender
+from infosvc_agents.push import PushError, PushLoop, Sender
 
 # Latency and timeouts measured from outside: run alone, not beside other tests (make test).
 pytestmark = pytest.mark.serial
@@ -298,6 +298,18 @@ def test_a_refused_token_keeps_the_sample_and_a_rotated_token_file_delivers_it(s
     assert loop.refused == 0 and loop.dropped == 0
     numbers = [sequence_of(d) for d in stored(server, "rotated")]
     assert numbers == list(range(len(numbers))) and len(numbers) >= 6  # each once, in order, from the first
+
+
+def test_a_token_file_already_rotated_is_used_at_the_first_401_without_a_back_off(
+        scripted: Callable[[list[int]], Scripted], tmp_path: Path) -> None:
+    server = scripted([401, 200, 401])
+    token_file = tmp_path / "token"
+    token_file.write_text("n" * 32 + "\n")
+    sender = Sender(server.url, "o" * 32, timeout=5, token_file=str(token_file))
+    sender.send(node_document("h", sequence=0))  # 401 with the old token, then the new one at once: 200
+    with pytest.raises(PushError, match=r"401.*same token.*kept"):
+        sender.send(node_document("h", sequence=1))  # no new token: kept, back-off
+    assert sender.token == "n" * 32 and len(server.received) == 3
 
 
 def test_refusals_from_the_real_server(serve: ServerFactory) -> None:
