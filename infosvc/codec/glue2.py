@@ -5,8 +5,10 @@ One ComputingService (infosvc's aggregator) with one ComputingEndpoint (its job 
 ComputingShare per computing element (its queue, policy and state figures), one ComputingManager
 (the scheduler), one ExecutionEnvironment per subcluster (homogeneous hosts: TotalInstances is its
 host count), a Benchmark per benchmark value of a subcluster, one ApplicationEnvironment per
-runtime environment, and the AdminDomain (the site) for the documents that stand alone (XML and
-JSON; a resource BDII leaves the AdminDomain to the site BDII). docs/glue-mapping.md maps them.
+runtime environment, a MappingPolicy per share whose CE has access rules and one AccessPolicy on
+the endpoint with every CE's rules (how grid clients find by VO what a site offers), and the
+AdminDomain (the site) for the documents that stand alone (XML and JSON; a resource BDII leaves
+the AdminDomain to the site BDII). docs/glue-mapping.md maps them.
 
 Ids are URNs of the site id made only of the characters GLUE's LocalID_t admits, since a Service
 names its shares by LocalID. Every entity carries the snapshot's time as CreationTime; the
@@ -18,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import Final, Union
+from typing import Final, Iterable, Union
 from urllib.parse import urlsplit
 
 from infosvc.codec.glue_xml import count
@@ -31,7 +33,11 @@ GROUP: Final = "GLUE2GroupID=resource,o=glue"
 SERVICE_TYPE: Final = "org.infosvc"
 INTERFACE: Final = "org.infosvc.jobs"
 CAPABILITY: Final = "executionmanagement.jobexecution"
+#: the scheme of GLUE 1.3's GlueCEAccessControlBaseRule syntax (VO:name, VOMS:/fqan, ...) in GLUE 2.0,
+#: as gLite's CE providers name it and the EGI profile's validator admits; the CE's rules are in it
+POLICY_SCHEME: Final = "org.glite.standard"
 _NOT_LOCAL = re.compile(r"[^A-Za-z0-9_.:\-]")
+_VO_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +85,32 @@ def local(text: str) -> str:
     """`text` in LocalID_t's characters; a digest keeps two texts that differ only elsewhere apart."""
     clean = _NOT_LOCAL.sub("_", text)
     return clean if clean == text else f"{clean}.{hashlib.blake2b(text.encode(), digest_size=3).hexdigest()}"
+
+
+def policy_rules(rules: Iterable[str]) -> list[str]:
+    """The rules as a policy publishes them: white space trimmed and runs of it one space (LDAP's
+    matching ignores the difference, so two such rules would be one value twice), no empty rule, no
+    repeat, in the order given."""
+    return list(dict.fromkeys(text for text in (" ".join(rule.split()) for rule in rules) if text))
+
+
+def user_domain(rule: str, urn: str) -> str:
+    """The UserDomain a rule admits: the VO of `VO:name` and `VOMS:/name/...` (what providers put in
+    GLUE2PolicyUserDomainForeignKey); for any other rule (a DN, ...) an id of the site's making, since
+    XML and JSON need one and a rule names no VO to take it from."""
+    kind, sep, rest = rule.partition(":")
+    kind = kind.upper()
+    name = rest if kind == "VO" else rest.split("/")[1] if kind == "VOMS" and rest.startswith("/") else ""
+    return name if sep and _VO_NAME.fullmatch(name) else f"{urn}:userdomain:{local(rule)}"
+
+
+def _policy(kind: str, pid: str, parent_dn: str, rules: list[str], urn: str, target: Assoc,
+            key: tuple[str, str]) -> Entity:
+    domains = tuple(dict.fromkeys(user_domain(rule, urn) for rule in rules))
+    return Entity(kind, "Policy", pid, f"GLUE2PolicyID={pid},{parent_dn}",
+                  base_attrs=[("Scheme", POLICY_SCHEME), ("Rule", rules)],
+                  assoc=[target, Assoc("DomainID", "UserDomainID", domains)],
+                  keys=[key, *(("GLUE2PolicyUserDomainForeignKey", d) for d in domains)])
 
 
 def _platform(arch: str | None) -> str:
@@ -191,12 +223,20 @@ def build(tree: GlueTree, options: GridOptions) -> Glue2Site:
                    Assoc("ManagerID", "ComputingManagerID", (manager_id,), True)],
             keys=[("GLUE2ApplicationEnvironmentComputingManagerForeignKey", manager_id),
                   *(("GLUE2ApplicationEnvironmentExecutionEnvironmentForeignKey", o) for o in owners)]))
-    shares = []
+    shares, mappings = [], []
     for ce in ces:
         sid, state, policy = share_of[ce.unique_id], ce.state, ce.policy
+        share_dn = f"GLUE2ShareID={sid},{service_dn}"
         resources = tuple(ee_of[s.unique_id] for cid in ce.clusters for s in tree.subclusters_of(cid))
+        rules = policy_rules(ce.access_control_rules)
+        # the share's own local part under a kind of its own: a suffix (a provider's SHARE_policy)
+        # could equal the id of the share of a CE whose id ends so
+        pid = f"{urn}:mappingpolicy:{local(ce.unique_id)}"
+        if rules:
+            mappings.append(_policy("MappingPolicy", pid, share_dn, rules, urn, Assoc("ShareID", "ShareID", (sid,), True),
+                                    ("GLUE2MappingPolicyShareForeignKey", sid)))
         shares.append(Entity(
-            "ComputingShare", "Share", sid, f"GLUE2ShareID={sid},{service_dn}", ce.name, [mark],
+            "ComputingShare", "Share", sid, share_dn, ce.name, [mark],
             base_attrs=[("Description", f"computing element {ce.unique_id}")],
             attrs=_opt([("MappingQueue", ce.queue), ("MaxWallTime", _minutes(policy.max_wall_clock_time)),
                         ("MaxCPUTime", _minutes(policy.max_cpu_time)),
@@ -208,7 +248,8 @@ def build(tree: GlueTree, options: GridOptions) -> Glue2Site:
                         ("EstimatedWorstWaitingTime", max(0, state.worst_response_time)),
                         ("FreeSlots", max(0, state.free_cpus))]),
             assoc=[Assoc("EndpointID", "EndpointID", (endpoint_id,)), Assoc("ResourceID", "ResourceID", resources),
-                   Assoc("ServiceID", "ServiceID", (service_id,), True)],
+                   Assoc("ServiceID", "ServiceID", (service_id,), True),
+                   Assoc("PolicyID", "MappingPolicyID", (pid,) if rules else ())],
             keys=[("GLUE2ShareServiceForeignKey", service_id), ("GLUE2ShareEndpointForeignKey", endpoint_id),
                   *(("GLUE2ShareResourceForeignKey", r) for r in resources)]))
     first = ces[0] if ces else None
@@ -217,14 +258,22 @@ def build(tree: GlueTree, options: GridOptions) -> Glue2Site:
     base_url = f"{parts.scheme}://{parts.netloc}" if parts is not None and parts.netloc else f"https://{site}"
     states = [ce.state.status for ce in ces]
     serving = next((_serving(s) for s in ("Production", "Queueing", "Draining") if s in states), "closed")
+    endpoint_dn = f"GLUE2EndpointID={endpoint_id},{service_dn}"
+    # the job API takes jobs for every share, so it admits whom any share maps (as a gLite CE's
+    # endpoint lists every VO of its queues): what `ginfo --service --vo` reads
+    every_rule = policy_rules(rule for ce in ces for rule in ce.access_control_rules)
+    access = [_policy("AccessPolicy", f"{urn}:accesspolicy", endpoint_dn, every_rule, urn,
+                      Assoc("EndpointID", "EndpointID", (endpoint_id,), True),
+                      ("GLUE2AccessPolicyEndpointForeignKey", endpoint_id))] if every_rule else []
     endpoint = Entity(
-        "ComputingEndpoint", "Endpoint", endpoint_id, f"GLUE2EndpointID={endpoint_id},{service_dn}",
+        "ComputingEndpoint", "Endpoint", endpoint_id, endpoint_dn,
         "infosvc job API",
         base_attrs=[("URL", f"{base_url}/v1/jobs"), ("Capability", [CAPABILITY]), ("Technology", "rest"),
                     ("InterfaceName", INTERFACE), ("InterfaceVersion", "1"), ("ImplementationName", "infosvc"),
                     ("QualityLevel", "production"), ("HealthState", "ok"), ("ServingState", serving)],
         assoc=[Assoc("ServiceID", "ServiceID", (service_id,), True),
-               Assoc("ShareID", "ShareID", tuple(share_of.values()))],
+               Assoc("ShareID", "ShareID", tuple(share_of.values())),
+               Assoc("PolicyID", "AccessPolicyID", tuple(a.id for a in access))],
         keys=[("GLUE2EndpointServiceForeignKey", service_id)])
     total = sum(max(0, s.total_cpus) for s in subs)
     manager = Entity(
@@ -248,4 +297,5 @@ def build(tree: GlueTree, options: GridOptions) -> Glue2Site:
         "AdminDomain", "Domain", site, f"GLUE2DomainID={site},{SUFFIX}", site,
         assoc=[Assoc("ServiceID", "ComputingServiceID", (service_id,)), Assoc("ContactID", "ContactID", ()),
                Assoc("LocationID", "LocationID", (), True), Assoc("ParentDomainID", "ParentDomainID", (), True)])
-    return Glue2Site(site, snapshot, domain, [service, endpoint, *shares, manager, *ees, *benchmarks, *apps])
+    return Glue2Site(site, snapshot, domain,
+                     [service, endpoint, *shares, manager, *ees, *access, *mappings, *benchmarks, *apps])

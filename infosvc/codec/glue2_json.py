@@ -1,7 +1,8 @@
 """The site as GLUE 2.0 JSON, valid against OGF's schemas/glue2/json/Glue2.json (with its one patch,
 schemas/glue2/README.md): an object of arrays by entity kind ("AdminDomain", "ComputingService",
-"ComputingEndpoint", "ComputingShare", "ComputingManager", "ExecutionEnvironment", "Benchmark",
-"ApplicationEnvironment"), each entity with its "Associations" as OGF's JSON names them.
+"ComputingEndpoint", "ComputingShare", "ComputingManager", "ExecutionEnvironment", "AccessPolicy",
+"MappingPolicy", "Benchmark", "ApplicationEnvironment"; a policy kind only when a CE has access
+rules), each entity with its "Associations" as OGF's JSON names them.
 ExtendedBoolean "undefined" is JSON null, as the schema types it.
 """
 

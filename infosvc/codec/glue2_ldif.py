@@ -1,7 +1,9 @@
 """The site as GLUE 2.0 LDIF (schemas/glue2/GLUE20.schema), where a resource BDII's providers put
 it: below `GLUE2GroupID=resource,o=glue`, the service's endpoint, shares, manager and execution
 environments below the service, benchmarks below their execution environment, application
-environments below the manager. The AdminDomain is the site BDII's, so it is not written here.
+environments below the manager, a share's MappingPolicy below the share and the endpoint's
+AccessPolicy below the endpoint (as gLite's CE providers place them). The AdminDomain is the site
+BDII's, so it is not written here.
 
 Attribute names follow the schema's LDAP rendering: an entity's own attributes carry its class
 (GLUE2ComputingShareRunningJobs), inherited ones the class that defines them (GLUE2ShareID,

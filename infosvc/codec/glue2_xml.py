@@ -1,6 +1,7 @@
 """The site as GLUE 2.0 XML, valid against OGF's schemas/glue2/glue2.xsd: one <GLUE2> document, its
 entities flat in the schema's order (domain, service, endpoint, shares, manager, execution
-environments, benchmarks, application environments), each naming the others in <Associations>.
+environments, policies, benchmarks, application environments), each naming the others in
+<Associations>.
 The entities are infosvc.codec.glue2's; every one has the snapshot's time as CreationTime.
 """
 
