@@ -3,13 +3,16 @@ its own (o=grid and o=glue, the vendored GLUE schemas; tests/support/slapd.py), 
 and 2.0 LDIF loaded with ldapadd, the queries grid clients make answered by ldapsearch, and a
 second run after hosts change applied as bdii-update applies it: a diff of the old and new entries
 (infosvc.codec.ldif.changes) fed to ldapmodify, after which slapd holds exactly the new rendering
-and the entries that stayed are the same entries (entryUUID), not a reload.
+and the entries that stayed are the same entries (entryUUID), not a reload. The VO discovery a grid
+client makes in GLUE 2.0 (the MappingPolicy whose rule names the VO, then its share) is answered,
+and still is after the CEs' access rules change and the change is applied as a diff.
 
 Without slapd and ldap-utils the tests skip locally; under CI (.ci/run installs both) they fail.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Iterator
@@ -17,17 +20,26 @@ from typing import Iterator
 import pytest
 
 from infosvc.codec import ldif
+from infosvc.codec.glue2 import local
 from infosvc.codec.gridformat import GridOptions
 from infosvc.publish.glue import Glue
 from infosvc.site.cestate import CEFigures, CEQueues
+from infosvc.site.config import SiteConfig, parse_config
 from infosvc.site.rollup import Rollup, host_from_node
 from support.documents import make_node
-from support.gridsite import WHEN, site_config, site_rollup
-from support.slapd import SUFFIXES, Slapd, by_suffix, find, normal
+from support.gridsite import CONFIG, WHEN, site_config, site_rollup
+from support.slapd import SUFFIXES, Slapd, by_suffix, find, normal, normal_dn
 
 CE = "ce.example.org:2119/jobmanager-infosvc-all"
 PRODUCTION_CES = "(&(objectClass=GlueCE)(GlueCEStateStatus=Production))"
 BIG_MEMORY = "(&(objectClass=GLUE2ExecutionEnvironment)(GLUE2ExecutionEnvironmentMainMemorySize>=8192))"
+GLUE2 = "GLUE2GroupID=resource,o=glue"
+SITE_URN = "urn:infosvc:EXAMPLE-SITE"
+
+
+def vo_policies(vo: str) -> str:
+    """What ginfo (`--ce --vo`) and DIRAC ask a BDII for a VO's shares, before asking for the shares."""
+    return f"(&(objectClass=GLUE2MappingPolicy)(GLUE2PolicyRule=VO:{vo}))"
 
 
 def binary(name: str) -> str:
@@ -49,9 +61,9 @@ def slapd(tmp_path: Path) -> Iterator[Slapd]:
         server.stop()
 
 
-def site() -> Rollup:
+def site(config: SiteConfig | None = None) -> Rollup:
     """The test site, with small hosts (4 GB) beside the big ones, and CE figures from a queue."""
-    config = site_config()
+    config = config or site_config()
     rollup = site_rollup(config)
     for i in range(50, 54):
         rollup.update(host_from_node(make_node(f"a{i:03d}", memory_mb=4096, model="Atom"), "Ready", config, WHEN))
@@ -125,3 +137,68 @@ def test_a_second_run_is_applied_as_a_diff_not_a_reload(slapd: Slapd) -> None:
                                                                                                       65536]
     # and a run that changes nothing changes nothing
     assert all(ldif.changes(ldif.parse(new[s]), ldif.parse(new[s])) == "" for s in SUFFIXES)
+
+
+def config_with_rules(rules: dict[str, list[str]]) -> SiteConfig:
+    raw = json.loads(json.dumps(CONFIG))
+    for ce in raw["computing_elements"]:
+        ce["access_control"] = rules.get(ce["id"], [])
+    return parse_config(raw)
+
+
+def shares_for(slapd: Slapd, vo: str) -> list[str]:
+    """A VO's shares as a client finds them: the policies naming the VO, then each policy's share."""
+    names = []
+    for dn, attrs in slapd.search(GLUE2, vo_policies(vo), "GLUE2MappingPolicyShareForeignKey").items():
+        (key,) = [v for n, v in attrs if n == "GLUE2MappingPolicyShareForeignKey"]
+        assert normal_dn(dn).endswith(normal_dn(f"GLUE2ShareID={key},GLUE2ServiceID={SITE_URN}:service,{GLUE2}"))
+        (found,) = slapd.search(GLUE2, f"(&(objectClass=GLUE2ComputingShare)(GLUE2ShareID={key}))",
+                                "GLUE2ComputingShareMappingQueue").values()
+        names.append(dict(found)["GLUE2ComputingShareMappingQueue"])
+    return sorted(names)
+
+
+def test_a_client_finds_a_vos_shares_by_their_mapping_policy(slapd: Slapd) -> None:
+    slapd.add(rendering(site()))  # the test site: CE "all" admits VO:atlas and VOMS:/dteam/Role=x, the others none
+    assert shares_for(slapd, "atlas") == ["all"]
+    assert shares_for(slapd, "cms") == []
+    policies = slapd.search(GLUE2, "(objectClass=GLUE2MappingPolicy)", "GLUE2MappingPolicyShareForeignKey",
+                            "GLUE2PolicyRule", "GLUE2PolicyUserDomainForeignKey")
+    (only,) = policies.values()  # ce-beta and ce-none have no rules, so no policy
+    assert sorted(v for n, v in only if n == "GLUE2PolicyRule") == ["VO:atlas", "VOMS:/dteam/Role=x"]
+    assert sorted(v for n, v in only if n == "GLUE2PolicyUserDomainForeignKey") == ["atlas", "dteam"]
+    # the endpoint's access policy, what `ginfo --service --vo` reads
+    access = slapd.search(GLUE2, "(&(objectClass=GLUE2AccessPolicy)(GLUE2PolicyRule=VO:atlas))",
+                          "GLUE2AccessPolicyEndpointForeignKey")
+    assert [dict(a)["GLUE2AccessPolicyEndpointForeignKey"] for a in access.values()] == [f"{SITE_URN}:endpoint"]
+
+
+def test_changed_rules_are_applied_as_a_diff(slapd: Slapd) -> None:
+    before_rules = {CE: ["VO:atlas"], "ce-none": ["VO:ops"]}
+    after_rules = {CE: ["VO:atlas", "VO:cms"], "ce-beta": ["VO:cms", "VOMS:/cms/Role=production"]}
+    first, second = (rendering(site(config_with_rules(r))) for r in (before_rules, after_rules))
+    slapd.add(first)
+    assert (shares_for(slapd, "ops"), shares_for(slapd, "cms")) == (["ce-none"], [])
+    atlas_policy = normal_dn(f"GLUE2PolicyID={SITE_URN}:mappingpolicy:{local(CE)},GLUE2ShareID={SITE_URN}:share:"
+                             f"{local(CE)},GLUE2ServiceID={SITE_URN}:service,{GLUE2}")
+    before = normal(slapd.search(GLUE2, "(objectClass=GLUE2Policy)", "entryUUID"))
+    assert atlas_policy in before
+    old, new = (ldif.parse(by_suffix(ldif.parse(text))["o=glue"]) for text in (first, second))
+    changes = ldif.changes(old, new)
+    # ce-none's policy goes, ce-beta's comes, the atlas CE's and the endpoint's change in place
+    unfolded = changes.replace("\n ", "")
+    records = [r.split("\n")[:2] for r in unfolded.strip().split("\n\n") if r.startswith("dn: GLUE2PolicyID=")]
+    assert sorted(kind for _, kind in records) == ["changetype: add", "changetype: delete", "changetype: modify",
+                                                   "changetype: modify"]
+    slapd.modify("o=glue", changes)
+    held = {dn: {k: v for k, v in a.items() if k != "entryuuid"} for dn, a in normal(
+        slapd.search("o=glue", "(objectClass=*)", "*", "entryUUID")).items()}
+    assert held == normal(new)
+    assert shares_for(slapd, "ops") == [] and shares_for(slapd, "cms") == ["all", "ce-beta"]
+    assert shares_for(slapd, "atlas") == ["all"]
+    after = normal(slapd.search(GLUE2, "(objectClass=GLUE2Policy)", "entryUUID"))
+    assert after[atlas_policy]["entryuuid"] == before[atlas_policy]["entryuuid"]  # the same entry, modified
+    access = slapd.search(GLUE2, "(objectClass=GLUE2AccessPolicy)", "GLUE2PolicyRule")
+    assert [sorted(v for n, v in a if n == "GLUE2PolicyRule") for a in access.values()] == [
+        ["VO:atlas", "VO:cms", "VOMS:/cms/Role=production"]]
+
