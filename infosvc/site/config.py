@@ -297,7 +297,7 @@ def parse_config(data: dict[str, Any]) -> SiteConfig:
             id=cid, name=t.text("name", cid), queue=t.text("queue", cid), lrms_type=t.text("lrms_type", "infosvc"),
             lrms_version=t.text("lrms_version", ""), gram_version=t.text("gram_version", ""),
             host_name=t.text("host_name", ""), gatekeeper_port=t.integer("gatekeeper_port", 0, maximum=65535),
-            status=status, policy=policy, access_control=t.strings("access_control"),
+            status=status, policy=policy, access_control=_access_rules(t.where, t.strings("access_control")),
             clusters=t.strings("clusters"))
         t.done()
         _unique(f"{t.where}.clusters", list(ce.clusters))  # twice would count its CPUs twice
@@ -352,6 +352,22 @@ def _id(t: TomlTable) -> str:
     if not value or not value.strip():
         raise ConfigError(f"{t.where}.id: required, a non-blank string")
     return str(value).strip()
+
+
+def _access_rules(where: str, rules: tuple[str, ...]) -> tuple[str, ...]:
+    """A CE's AccessControlBase rules, published as given; refused when LDAP would refuse them: a
+    directory compares them ignoring case and runs of spaces, and an entry holding one value twice
+    so compared (`VO:atlas`, `vo:atlas`) is refused whole by ldapadd, the CE gone from a BDII."""
+    seen: dict[str, str] = {}
+    for rule in rules:
+        if not rule.strip() or rule != rule.strip() or not rule.isprintable():
+            raise ConfigError(f"{where}.access_control: {rule!r}: a rule is printable text without spaces at its ends")
+        folded = " ".join(rule.split()).casefold()
+        if folded in seen:
+            raise ConfigError(f"{where}.access_control: {rule!r} repeats {seen[folded]!r} (directories compare "
+                              "rules ignoring case and repeated spaces: a BDII would refuse the CE)")
+        seen[folded] = rule
+    return rules
 
 
 def _unique(what: str, ids: list[str]) -> None:

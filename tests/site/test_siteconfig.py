@@ -271,6 +271,16 @@ def test_unknown_keys_are_named(text: str, message: str) -> None:
      "computing_elements[0].access_control: expected a list of strings, got 'VO:atlas'"),
     ('[[computing_elements]]\nid = "a"\naccess_control = ["VO:atlas", 1]',
      "computing_elements[0].access_control: expected a list of strings"),
+    ('[[computing_elements]]\nid = "a"\naccess_control = ["VO:atlas", "vo:ATLAS"]',
+     "computing_elements[0].access_control: 'vo:ATLAS' repeats 'VO:atlas'"
+     " (directories compare rules ignoring case and repeated spaces: a BDII would refuse the CE)"),
+    ('[[computing_elements]]\nid = "a"\naccess_control = ["VO:a b", "VO:a  b"]',
+     "computing_elements[0].access_control: 'VO:a  b' repeats 'VO:a b'"
+     " (directories compare rules ignoring case and repeated spaces: a BDII would refuse the CE)"),
+    ('[[computing_elements]]\nid = "a"\naccess_control = [" VO:atlas"]',
+     "computing_elements[0].access_control: ' VO:atlas': a rule is printable text without spaces at its ends"),
+    ('[[computing_elements]]\nid = "a"\naccess_control = [""]',
+     "computing_elements[0].access_control: '': a rule is printable text without spaces at its ends"),
     ('[[software]]\nnodes = "n1"\nruntime_environment = [["x"]]',
      "software[0].runtime_environment: expected a list of strings"),
     ('service = 1', "service: expected a table"),
