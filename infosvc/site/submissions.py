@@ -6,6 +6,7 @@ and for cycles. CPU-bound: the queue runs it off the event loop."""
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, replace
 
 from infosvc.codec.submission import parse_submission
@@ -23,6 +24,11 @@ log = logging.getLogger("infosvc.queue")
 
 #: Most jobs one submission (a JobGroup) may hold.
 MAX_GROUP_JOBS = 1000
+#: compiled requirements kept by signature: a site's submissions mostly ask alike, and compiling
+#: was a third of reading a small one (prepare, on the event loop for small documents)
+COMPILED_KEPT = 1024
+_compiled: dict[str, Requirements | None] = {}
+_compiled_lock = threading.Lock()  # prepare also runs in worker threads (large documents)
 
 
 @dataclass(slots=True)
@@ -47,16 +53,30 @@ def prepare(body: bytes, content_type: str, owner: str) -> tuple[list[Prepared],
         # what a level needs but wrote outside Requested is Requested for the matcher too;
         # read_request reads it so itself, and says what it read
         job, _ = read_needs(written)
-        try:
-            requirements = requirements_of(job)
-        except MatchError as exc:
-            raise DocumentError(f"job {excerpt(job.id)!r}: {exc}") from None
-        request = replace(read_request(written, owner), asks_hosts=requirements is not None)
         signature = repr([job.properties.requested] + [(g.properties.requested, [t.properties.requested for t in g.tasks])
                                                        for g in job.effective_task_groups()])
+        requirements = _requirements(job, signature)
+        request = replace(read_request(written, owner), asks_hosts=requirements is not None)
         prepared.append(Prepared(request, requirements, job.id, signature))
     _check_group(parsed, prepared)
     return prepared, warnings
+
+
+def _requirements(job: Job, signature: str) -> Requirements | None:
+    """requirements_of(job), compiled once for the jobs whose Requested terms read `signature`
+    (the queue shares the compiled object between them the same way)."""
+    with _compiled_lock:
+        if signature in _compiled:
+            return _compiled[signature]
+    try:
+        requirements = requirements_of(job)
+    except MatchError as exc:
+        raise DocumentError(f"job {excerpt(job.id)!r}: {exc}") from None
+    with _compiled_lock:
+        if len(_compiled) >= COMPILED_KEPT:
+            del _compiled[next(iter(_compiled))]  # the oldest
+        _compiled[signature] = requirements
+    return requirements
 
 
 def _check_group(parsed: Job | JobGroup, prepared: list[Prepared]) -> None:
