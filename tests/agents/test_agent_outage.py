@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -22,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from infosvc.codec.node_xml import parse_node
-from support.server import Server, ServerFactory, wait_for
+from support.agentrun import figures, stop, stored
+from support.server import ServerFactory, wait_for
 
 pytestmark = pytest.mark.serial  # intervals and back-off measured from outside
 
@@ -30,11 +30,6 @@ OUTAGE = float(os.environ.get("INFOSVC_OUTAGE_SECONDS", "4"))
 INTERVAL = OUTAGE / 20
 BACKOFF_MAX = OUTAGE / 5
 KEPT = re.compile(r"(\d+) sample\(s\) kept")
-STOPPED = re.compile(r"stopped: (\d+) delivered, (\d+) dropped, (\d+) refused, (\d+) kept undelivered, of (\d+) taken")
-
-
-def stored(server: Server, host: str) -> list[bytes]:
-    return [row[0] for row in server.sql("SELECT document FROM reports WHERE host_id = ? ORDER BY seq", host)]
 
 
 def test_an_agent_delivers_what_it_kept_across_an_outage(serve: ServerFactory, tmp_path: Path) -> None:
@@ -62,16 +57,9 @@ def test_an_agent_delivers_what_it_kept_across_an_outage(serve: ServerFactory, t
                  message="the samples kept during the outage")
         caught_up = time.monotonic() - up
     finally:
-        agent.send_signal(signal.SIGTERM)
-        try:
-            agent.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            agent.kill()
-            agent.wait()
+        stop(agent)
     text = log_path.read_text()
-    found = STOPPED.search(text)
-    assert agent.returncode == 0 and found, text
-    delivered, dropped, refused, undelivered, taken = map(int, found.groups())
+    delivered, dropped, refused, undelivered, taken = figures(agent, log_path)
     assert (dropped, refused) == (0, 0), text
     documents = stored(server, "outage01")
     ids = [parse_node(d).extension("SampleId", "Agent") for d in documents]

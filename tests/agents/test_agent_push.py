@@ -4,7 +4,6 @@ every sample taken arrives, in order), bounded keeping, back-off, and what is re
 from __future__ import annotations
 
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -18,7 +17,8 @@ import pytest
 
 from support.documents import node_document
 
-from support.server import Server, ServerFactory, free_port, wait_for
+from support.agentrun import figures, stop, stored
+from support.server import ServerFactory, free_port, wait_for
 from infosvc.codec.node_xml import parse_node
 from infosvc_agents.push import PushError, PushLoop, Sender
 
@@ -30,10 +30,6 @@ def sequence_of(document: bytes) -> int:
     value = parse_node(document).extension("Sequence", "Test")
     assert value is not None
     return int(value)
-
-
-def stored(server: Server, host: str) -> list[bytes]:
-    return [row[0] for row in server.sql("SELECT document FROM reports WHERE host_id = ? ORDER BY seq", host)]
 
 
 class Counter:
@@ -109,7 +105,6 @@ def scripted() -> Iterator[Callable[[list[int]], Scripted]]:
 
 # --- the agent as a subprocess, through an outage -----------------------------------------------
 
-STOPPED = re.compile(r"stopped: (\d+) delivered, (\d+) dropped, (\d+) refused, (\d+) kept undelivered, of (\d+) taken")
 KEPT = re.compile(r"(\d+) sample\(s\) kept")
 
 
@@ -138,17 +133,9 @@ def test_agent_outage_every_sample_arrives_in_order(serve: ServerFactory, tmp_pa
         wait_for(lambda: len(stored(server, "testhost")) >= backlog + 3, timeout=30,
                  message="the kept samples and new ones to arrive")
     finally:
-        agent.send_signal(signal.SIGTERM)
-        try:
-            agent.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            agent.kill()
-            agent.wait()
+        stop(agent, timeout=15)
     text = log_path.read_text()
-    assert agent.returncode == 0, text
-    found = STOPPED.search(text)
-    assert found, text
-    delivered, dropped, refused, undelivered, taken = map(int, found.groups())
+    delivered, dropped, refused, undelivered, taken = figures(agent, log_path)
     assert (dropped, refused, undelivered) == (0, 0, 0), text
     assert delivered == taken >= backlog + 3
 

@@ -7,7 +7,6 @@ spool it cannot use is a one-line error at start."""
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -18,11 +17,11 @@ import pytest
 
 from infosvc.codec.node_xml import parse_node
 from support import ROOT
+from support.agentrun import figures
 from support.server import Server, ServerFactory, free_port, wait_for
 
 pytestmark = pytest.mark.serial  # agents killed and started against a server that comes and goes
 
-STOPPED = re.compile(r"stopped: (\d+) delivered, (\d+) dropped, (\d+) refused, (\d+) kept undelivered, of (\d+) taken")
 
 
 def sample_ids(server: Server, host: str) -> list[str]:
@@ -70,14 +69,6 @@ def agents(tmp_path: Path) -> Any:
     made = Agents(tmp_path)
     yield made
     made.close()
-
-
-def figures(agent: subprocess.Popen[bytes], log: Path) -> tuple[int, ...]:
-    """An ended agent's stop line: delivered, dropped, refused, kept undelivered, taken."""
-    text = log.read_text()
-    found = STOPPED.search(text)
-    assert agent.returncode == 0 and found, text
-    return tuple(map(int, found.groups()))
 
 
 def finished(agent: subprocess.Popen[bytes], log: Path, timeout: float = 60) -> tuple[int, ...]:
