@@ -8,16 +8,14 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 
 from support.documents import node_document
 
 from support.agentrun import figures, stop, stored
+from support.scripted import ScriptedFactory
 from support.server import ServerFactory, free_port, wait_for
 from infosvc.codec.node_xml import parse_node
 from infosvc_agents.push import PushError, PushLoop, Sender
@@ -51,56 +49,6 @@ def run_in_thread(loop: PushLoop, samples: int | None = None) -> threading.Threa
     thread = threading.Thread(target=loop.run, kwargs={"samples": samples}, daemon=True)
     thread.start()
     return thread
-
-
-# --- a scripted HTTP server: answers each POST with the next status of its script ----------------
-
-@dataclass
-class Scripted:
-    statuses: list[int]
-    received: list[tuple[float, bytes]] = field(default_factory=list)
-    port: int = 0
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-
-@pytest.fixture
-def scripted() -> Iterator[Callable[[list[int]], Scripted]]:
-    servers: list[ThreadingHTTPServer] = []
-
-    def start(statuses: list[int]) -> Scripted:
-        script = Scripted(list(statuses))
-        lock = threading.Lock()
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                with lock:
-                    script.received.append((time.monotonic(), body))
-                    status = script.statuses.pop(0) if script.statuses else 200
-                answer = b'{"error": "scripted", "detail": null}' if status >= 300 else b'{"host": "x"}'
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        httpd.daemon_threads = True
-        script.port = httpd.server_address[1]
-        servers.append(httpd)
-        threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        return script
-
-    yield start
-    for httpd in servers:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 # --- the agent as a subprocess, through an outage -----------------------------------------------
@@ -218,7 +166,7 @@ def test_backoff_grows_exponentially_and_is_capped() -> None:
     assert len(loop.kept) == 1 and loop.delivered == 0 and loop.refused == 0
 
 
-def test_retries_back_off_against_a_failing_server(scripted: Callable[[list[int]], Scripted]) -> None:
+def test_retries_back_off_against_a_failing_server(scripted: ScriptedFactory) -> None:
     server = scripted([503] * 6)
     loop = PushLoop(Counter("failing"), Sender(server.url, "t", timeout=5), interval=60.0,
                     backoff_initial=0.05, backoff_max=0.2)
@@ -235,7 +183,7 @@ def test_retries_back_off_against_a_failing_server(scripted: Callable[[list[int]
 
 
 @pytest.mark.parametrize("status", [500, 502, 503, 408, 429])
-def test_server_errors_and_throttling_are_retried(scripted: Callable[[list[int]], Scripted], status: int) -> None:
+def test_server_errors_and_throttling_are_retried(scripted: ScriptedFactory, status: int) -> None:
     server = scripted([status, status])
     sample = Counter("retry")
     loop = PushLoop(sample, Sender(server.url, "t", timeout=5), interval=0.01, backoff_initial=0.02,
@@ -250,7 +198,7 @@ def test_server_errors_and_throttling_are_retried(scripted: Callable[[list[int]]
 
 
 @pytest.mark.parametrize("status", [400, 403, 404, 413])
-def test_refused_sample_is_dropped_not_retried(scripted: Callable[[list[int]], Scripted], status: int) -> None:
+def test_refused_sample_is_dropped_not_retried(scripted: ScriptedFactory, status: int) -> None:
     server = scripted([status])
     sample = Counter("refused")
     loop = PushLoop(sample, Sender(server.url, "t", timeout=5), interval=0.01, backoff_initial=0.02)
@@ -288,7 +236,7 @@ def test_a_refused_token_keeps_the_sample_and_a_rotated_token_file_delivers_it(s
 
 
 def test_a_token_file_already_rotated_is_used_at_the_first_401_without_a_back_off(
-        scripted: Callable[[list[int]], Scripted], tmp_path: Path) -> None:
+        scripted: ScriptedFactory, tmp_path: Path) -> None:
     server = scripted([401, 200, 401])
     token_file = tmp_path / "token"
     token_file.write_text("n" * 32 + "\n")
@@ -321,7 +269,7 @@ def test_refusals_from_the_real_server(serve: ServerFactory) -> None:
     assert server.get("/v1/nodes/not-mine").status == 404
 
 
-def test_samples_come_every_interval_with_jitter(scripted: Callable[[list[int]], Scripted]) -> None:
+def test_samples_come_every_interval_with_jitter(scripted: ScriptedFactory) -> None:
     server = scripted([])
     sample = Counter("jitter")
     interval = 0.1

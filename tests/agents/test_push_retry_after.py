@@ -7,13 +7,11 @@ from __future__ import annotations
 import email.utils
 import re
 import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Iterator
 
 import pytest
 
 from support.documents import node_document
+from support.scripted import ScriptedFactory
 from support.server import ServerFactory
 from infosvc_agents.push import PushError, PushLoop, Sender, retry_after_seconds
 
@@ -30,57 +28,9 @@ def test_retry_after_values() -> None:
         assert retry_after_seconds(junk) is None
 
 
-class Shedding:
-    """An HTTP server that answers the first `shed` POSTs `status` with `Retry-After`, then 200."""
-
-    def __init__(self, shed: int, retry_after: str | None, status: int = 503) -> None:
-        self.received: list[tuple[float, bytes]] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                outer.received.append((time.monotonic(), body))
-                refuse = len(outer.received) <= shed
-                answer = b'{"error": "too many reports under way", "detail": null}' if refuse else b'{"host": "x"}'
-                self.send_response(status if refuse else 200)
-                if refuse and retry_after is not None:
-                    self.send_header("Retry-After", retry_after)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-@pytest.fixture
-def shedding() -> Iterator[type[Shedding]]:
-    made: list[Shedding] = []
-
-    class Made(Shedding):
-        def __init__(self, *args: object, **kwargs: object) -> None:
-            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-            made.append(self)
-
-    yield Made
-    for server in made:
-        server.close()
-
-
 @pytest.mark.parametrize("status", [503, 429])
-def test_the_agent_waits_at_least_retry_after_and_keeps_the_sample(shedding: type[Shedding], status: int) -> None:
-    server = shedding(1, "2", status)
+def test_the_agent_waits_at_least_retry_after_and_keeps_the_sample(scripted: ScriptedFactory, status: int) -> None:
+    server = scripted([status], {"Retry-After": "2"})
     document = node_document("retry.example.org", sequence=7)
     loop = PushLoop(lambda: document, Sender(server.url, "t"), interval=3600, backoff_initial=0.05)
     thread = threading.Thread(target=loop.run, kwargs={"samples": 1}, daemon=True)
@@ -94,8 +44,8 @@ def test_the_agent_waits_at_least_retry_after_and_keeps_the_sample(shedding: typ
     assert 2.0 <= second - first < 2.0 * 1.2 + 1.0
 
 
-def test_a_huge_retry_after_is_capped_at_the_longest_back_off(shedding: type[Shedding]) -> None:
-    server = shedding(1, "86400")
+def test_a_huge_retry_after_is_capped_at_the_longest_back_off(scripted: ScriptedFactory) -> None:
+    server = scripted([503], {"Retry-After": "86400"})
     loop = PushLoop(lambda: b"", Sender(server.url, "t"), backoff_max=5.0)
     loop.keep(node_document("cap.example.org"))
     started = loop.clock()
@@ -104,8 +54,8 @@ def test_a_huge_retry_after_is_capped_at_the_longest_back_off(shedding: type[She
     assert 5.0 <= loop._retry_at - started <= 5.0 * 1.2 + 0.5
 
 
-def test_without_retry_after_the_back_off_applies(shedding: type[Shedding]) -> None:
-    server = shedding(1, None)
+def test_without_retry_after_the_back_off_applies(scripted: ScriptedFactory) -> None:
+    server = scripted([503])
     loop = PushLoop(lambda: b"", Sender(server.url, "t"), backoff_initial=0.5)
     loop.keep(node_document("plain.example.org"))
     started = loop.clock()
@@ -113,12 +63,12 @@ def test_without_retry_after_the_back_off_applies(shedding: type[Shedding]) -> N
     assert 0.4 <= loop._retry_at - started <= 0.6 + 0.5
 
 
-def test_the_sender_reads_retry_after_only_when_the_answer_may_be_retried(shedding: type[Shedding]) -> None:
-    refused = shedding(1, "9", status=400)
+def test_the_sender_reads_retry_after_only_when_the_answer_may_be_retried(scripted: ScriptedFactory) -> None:
+    refused = scripted([400], {"Retry-After": "9"})
     with pytest.raises(PushError) as caught:
         Sender(refused.url, "t").send(node_document("bad.example.org"))
     assert not caught.value.retry and caught.value.retry_after is None
-    shed = shedding(1, "9")
+    shed = scripted([503], {"Retry-After": "9"})
     with pytest.raises(PushError) as caught:
         Sender(shed.url, "t").send(node_document("shed.example.org"))
     assert caught.value.retry and caught.value.retry_after == 9.0
