@@ -170,12 +170,18 @@ class JobRecord:
         task.began = now
         return [Event(self.id, index, JobState.RUNNING, now, "the executor started it")]
 
-    def task_ended(self, index: int, exit_code: int, now: float) -> list[Event]:
+    def task_ended(self, index: int, exit_code: int, now: float, why: str | None = None) -> list[Event]:
+        """Task `index` ended with `exit_code`; `why` is the executor's word for a task that could
+        not start or was stopped ("Stdin /x: permission denied as nobody"), kept as the job's reason."""
         task = self.tasks[index]
         task.ended, task.exit_code = now, exit_code
         task.state = JobState.FINISHED if exit_code == 0 else JobState.FAILED
-        events = [Event(self.id, index, task.state, now, f"exit code {exit_code}")]
-        return events + self.dispatch(now)
+        detail = f"exit code {exit_code}" + (f": {why}" if why else "")
+        events = [Event(self.id, index, task.state, now, detail)]
+        ended = events + self.dispatch(now)
+        if why and self.state is JobState.FAILED:
+            self.reason = f"{self.reason}; task {index}: {why}"
+        return ended
 
     def _maybe_end(self, now: float) -> list[Event]:
         if self.state is not JobState.RUNNING or any(t.state in (JobState.QUEUED, JobState.RUNNING) for t in self.tasks):

@@ -205,9 +205,11 @@ class JobQueue:
         return job
 
     async def task_report(self, job_id: str, task: int, *, host: str | None, began: bool,
-                          exit_code: int | None = None, at_limit: bool = False) -> JobRecord:
+                          exit_code: int | None = None, at_limit: bool = False,
+                          why: str | None = None) -> JobRecord:
         """An executor's report: task `task` of the job began (`began`) or ended with `exit_code`,
-        stopped by the executor at the job's run time limit if `at_limit`. `host` is the executor's
+        stopped by the executor at the job's run time limit if `at_limit`, `why` the executor's reason
+        for an end that is not the program's own (it could not start). `host` is the executor's
         (None for an admin): it must be where the task was placed."""
         async with self._lock:
             job = self.get(job_id)
@@ -233,7 +235,7 @@ class JobQueue:
                         return j.reach_limit(now)
                     await self._commit(job, stopped)
                 else:
-                    await self._commit(job, lambda j: j.task_ended(task, exit_code, now))
+                    await self._commit(job, lambda j: j.task_ended(task, exit_code, now, why))
         if not began:
             self.poke()
         return job

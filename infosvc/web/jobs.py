@@ -24,6 +24,8 @@ MAX_LISTED: Final = 10_000
 LIST_PARAMETERS: Final = ("state", "user", "ce", "limit")
 #: An executor's report is a small JSON object.
 MAX_REPORT_BYTES: Final = 4096
+#: An end report's reason (a task that could not start says which path and why).
+MAX_REASON_CHARS: Final = 1000
 
 
 def _caller(request: web.Request) -> Caller:
@@ -122,11 +124,14 @@ async def post_task_event(request: web.Request) -> web.Response:
         raise Invalid("an end report gives 'exit_code', a whole number")
     if not isinstance(report.get("limit", False), bool):
         raise Invalid("'limit' is true when the executor stopped the task at its run time limit, else false")
+    why = report.get("reason")
+    if why is not None and (not isinstance(why, str) or not 0 < len(why) <= MAX_REASON_CHARS):
+        raise Invalid(f"'reason' is the executor's reason for the end, a string of 1 to {MAX_REASON_CHARS} characters")
     try:
         task = int(request.match_info["task"])
     except ValueError:
         raise Invalid(f"task {excerpt(request.match_info['task'])!r} is not a task number") from None
     job = await request.app[JOB_QUEUE].task_report(
         request.match_info["id"], task, host=_executor_host(request, caller), began=report["event"] == "started",
-        exit_code=exit_code, at_limit=bool(report.get("limit", False)))
+        exit_code=exit_code, at_limit=bool(report.get("limit", False)), why=why)
     return _json(job_json(job))
