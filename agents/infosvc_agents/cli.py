@@ -55,7 +55,27 @@ def parser() -> argparse.ArgumentParser:
                         "--executor-token-file, and --run-as when run as root)")
     p.add_argument("--executor-token-file", metavar="FILE",
                    help="file holding this host's executor token (the server's tokens file: executor TOKEN HOST)")
-    p.add_argument("--run-as", metavar="USER", help="the unprivileged user tasks run as (with --run-jobs)")
+    p.add_argument("--run-as", metavar="USER",
+                   help="the account for the tasks of owners mapped to no account of their own (with --run-jobs; "
+                        "never root)")
+    p.add_argument("--run-as-owner", action="store_true",
+                   help="run a job owner's tasks as the local account of that name, where it exists and its uid "
+                        "is at least --min-uid")
+    p.add_argument("--run-as-map", metavar="FILE", help="owners' accounts, 'OWNER ACCOUNT' a line (never root)")
+    p.add_argument("--min-uid", type=int, default=1000, metavar="UID",
+                   help="the least uid an owner's own account may have with --run-as-owner (1000)")
+    p.add_argument("--task-state", metavar="DIR",
+                   help="where the executor records each task it takes, so that a restart adopts or reports it "
+                        "and never starts it again (made 0700; default: 'tasks' beside --spool; needed with "
+                        "--run-jobs without --spool)")
+    p.add_argument("--work-root", metavar="DIR",
+                   help="make a directory per job in DIR, owned by the task's account, for tasks that name no "
+                        "working directory (default: the account's home)")
+    p.add_argument("--work-keep", type=float, default=86400.0, metavar="SECONDS",
+                   help="remove a job's directory under --work-root this long after its last task ended (86400)")
+    p.add_argument("--containment", choices=("auto", "cgroup", "subreaper"), default="auto",
+                   help="how every process of a task is ended with it: a cgroup v2 of its own where writable "
+                        "(auto) or required (cgroup), else the supervisor as subreaper of the task's processes")
     p.add_argument("--jobs-interval", type=float, default=2.0, metavar="SECONDS",
                    help="seconds between asks for this host's tasks (2)")
     p.add_argument("-v", "--verbose", action="store_true", help="log collector timings")
@@ -82,11 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.run_jobs and (not args.server or not args.executor_token_file):
         print("infosvc-agent: --run-jobs needs --server and --executor-token-file", file=sys.stderr)
         return 2
-    if args.run_jobs and os.geteuid() == 0 and not args.run_as:
-        print("infosvc-agent: --run-jobs as root needs --run-as USER: tasks never run as root", file=sys.stderr)
-        return 2
-    if args.run_as == "root" or (args.run_as is not None and args.run_as.strip() in ("0",)):
-        print("infosvc-agent: --run-as must name an unprivileged user", file=sys.stderr)
+    if args.run_jobs and not args.task_state and not args.spool:
+        print("infosvc-agent: --run-jobs needs --task-state DIR (or --spool DIR, beside which it is kept): "
+              "without it a restart could start a task twice", file=sys.stderr)
         return 2
     if args.interval <= 0 or args.max_kept < 1 or args.backoff_max <= 0:
         print("infosvc-agent: --interval and --backoff-max must be positive and --max-kept at least 1",
@@ -148,7 +166,7 @@ def _push(agent: "HostAgent", args: argparse.Namespace) -> int:
 
         runner = threading.Thread(target=executor.run, name="executor", daemon=True)
         runner.start()
-        logging.info("running the tasks placed on this host%s", f" as {args.run_as}" if args.run_as else "")
+        logging.info("running the tasks placed on this host (task state in %s)", executor.state)
     loop.run(samples=args.samples)
     if executor:
         executor.stop()
@@ -162,15 +180,21 @@ def _push(agent: "HostAgent", args: argparse.Namespace) -> int:
 
 
 def _executor(args: argparse.Namespace) -> "Executor | None":
+    from infosvc_agents.accounts import AccountPolicy, read_map
     from infosvc_agents.executor import Executor
     from infosvc_agents.push import Sender, read_token
 
+    state = args.task_state or os.path.join(os.path.dirname(os.path.abspath(args.spool)), "tasks")
     try:
+        accounts = AccountPolicy(default=args.run_as, own_accounts=args.run_as_owner, min_uid=args.min_uid,
+                                 mapping=read_map(args.run_as_map) if args.run_as_map else {})
+        accounts.check()
         sender = Sender(args.server, read_token(args.executor_token_file, role="executor"), ca_file=args.ca_file)
+        return Executor(sender, state=state, accounts=accounts, interval=args.jobs_interval,
+                        containment=args.containment, work_root=args.work_root, work_keep=args.work_keep)
     except (OSError, ValueError) as exc:
         print(f"infosvc-agent: {exc}", file=sys.stderr)
         return None
-    return Executor(sender, interval=args.jobs_interval, run_as=args.run_as)
 
 
 def _serve_metrics(agent: "HostAgent", listen: str, loop: "PushLoop | None") -> bool:

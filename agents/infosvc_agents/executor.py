@@ -2,68 +2,179 @@
 try the whole path without a batch system.
 
 Every interval the executor asks the aggregator for this host's tasks (GET /v1/executor/tasks, with
-an executor token bound to this host), starts each new one as the configured unprivileged user in
-a process group of its own, with the task's working directory, environment and files, and reports
-its start and its end with the exit code (POST /v1/jobs/{job}/tasks/{task}/events). A task that is
-no longer listed was cancelled, and one past its deadline has reached its run time limit: its
-whole process group is killed (SIGTERM, then SIGKILL after a grace period). Reports the server did
-not take are kept and sent again: an end is never lost to a server restart.
+an executor token bound to this host) and hands each new one to a supervisor of its own
+(infosvc_agents/taskrun.py), which runs it as the account the host maps its owner to
+(infosvc_agents/accounts.py) and contains every process it starts. The executor itself never opens
+a path a task names nor waits on anything a task does: nothing a submitter writes can block it.
+
+Each task has a directory in the task state (`--task-state DIR`, root's, 0700): the order, the
+supervisor's lock, BEGUN once the program runs, RESULT at its end, and which reports the server
+has taken. The directory is made before the task starts, so a task is started once: a restarted
+agent adopts a task whose supervisor still runs, reports one that ended while it was away, and
+never starts a task that has a directory. Reports the server did not take are sent again.
+
+A task that is no longer listed was cancelled: its supervisor gets SIGTERM and ends the whole task
+(SIGTERM, then SIGKILL after the grace period). The supervisor enforces the run time limit itself,
+so the limit holds while the agent is away. A stopping agent stops its tasks and reports them.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
-import shlex
+import re
+import shutil
 import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import IO, Any, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
 
+from infosvc_agents import taskrun
+from infosvc_agents.accounts import Account, AccountError, AccountPolicy
 from infosvc_agents.push import PushError, Sender
 
-__all__ = ["Executor", "Running"]
+__all__ = ["Executor", "TaskRecord"]
 
 log = logging.getLogger("infosvc-agent.executor")
 
-#: Seconds between SIGTERM and SIGKILL for a task being stopped.
-GRACE_SECONDS = 5.0
-#: Exit code reported for a task that could not be started (the shell's "command not found").
-NOT_STARTED = 127
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+#: Seconds after its SIGTERM a supervisor is itself killed, should it hang (it never should).
+SUPERVISOR_KILL_AFTER = 30.0
+#: The server's job ids as a file name: anything else is refused, never joined to a path.
+_JOB_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+STARTED_SENT = "started.sent"
+ENDED_SENT = "ended.sent"
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    temporary = path.with_name(f".{path.name}.tmp")
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 @dataclass(slots=True)
-class Running:
+class TaskRecord:
+    """One task this host took: its directory, and its supervisor while it runs."""
+
     job: str
     task: int
-    process: subprocess.Popen[bytes]
-    deadline: float | None
-    files: list[IO[bytes]] = field(default_factory=list)
-    killed_at: float | None = None
-    at_limit: bool = False  # stopped here at the run time limit, not on a cancel
+    path: Path
+    process: subprocess.Popen[bytes] | None = None  # the supervisor, where this agent started it
+    stop_sent_at: float | None = None
+    result: dict[str, Any] | None = None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.job, self.task)
+
+    def read_result(self) -> dict[str, Any] | None:
+        try:
+            self.result = json.loads((self.path / taskrun.RESULT).read_bytes())
+        except FileNotFoundError:
+            return None
+        return self.result
+
+    def supervisor_pid(self) -> int | None:
+        """The supervisor's pid while it lives (it holds its lock), else None."""
+        if self.process is not None:
+            return self.process.pid if self.process.poll() is None else None
+        try:
+            fd = os.open(self.path / taskrun.LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                text = os.pread(fd, 32, 0).decode().strip()
+                return int(text) if text.isdigit() else None
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
 
 
 class Executor:
-    def __init__(self, sender: Sender, *, interval: float = 2.0, run_as: str | None = None,
+    def __init__(self, sender: Sender, *, state: str | Path, accounts: AccountPolicy | None = None,
+                 interval: float = 2.0, containment: str = "auto", work_root: str | Path | None = None,
+                 work_keep: float = 86400.0, grace: float = taskrun.GRACE_SECONDS,
                  clock: Callable[[], float] = time.time) -> None:
         self.sender = sender
         self.interval = interval
-        self.run_as = run_as
+        self.accounts = accounts or AccountPolicy()
+        self.containment = containment
+        self.work_root = Path(work_root) if work_root else None
+        self.work_keep = work_keep
+        self.grace = grace
         self.clock = clock
-        self.running: dict[tuple[str, int], Running] = {}
-        self.pending: list[tuple[str, int, dict[str, Any]]] = []  # reports not yet taken
-        self.finished: set[tuple[str, int]] = set()  # ended here, report maybe not yet seen by the server
+        self.state = Path(state)
+        self.tasks: dict[tuple[str, int], TaskRecord] = {}
         self._stop = threading.Event()
+        self._last_sweep = 0.0
+        self._prepare_state()
+        self._recover()
 
-    # --- one round ------------------------------------------------------------------------
+    # --- the task state ---------------------------------------------------------------------------
+
+    def _prepare_state(self) -> None:
+        self.state.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = self.state.lstat()
+        if not self.state.is_dir() or self.state.is_symlink() or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+            raise ValueError(f"--task-state {self.state}: must be a directory of this agent's user, "
+                             "writable by it alone")
+        if self.work_root is not None:
+            self.work_root.mkdir(mode=0o755, parents=True, exist_ok=True)
+            info = self.work_root.lstat()
+            if self.work_root.is_symlink() or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+                raise ValueError(f"--work-root {self.work_root}: must be a directory of this agent's user, "
+                                 "writable by it alone (the jobs' directories are made in it)")
+            (self.state / "workdirs").mkdir(mode=0o700, exist_ok=True)
+
+    def _recover(self) -> None:
+        """After a restart: every task directory is a task this host took; none is started again."""
+        for entry in sorted(self.state.iterdir()):
+            job, dot, number = entry.name.rpartition(".")
+            if not dot or not number.isdigit() or not _JOB_ID.fullmatch(job) or not entry.is_dir():
+                continue
+            record = TaskRecord(job, int(number), entry)
+            self.tasks[record.key] = record
+            if (entry / ENDED_SENT).exists():
+                continue
+            if record.read_result() is None:
+                pid = record.supervisor_pid()
+                if pid is not None:
+                    log.info("job %s task %d still runs (supervisor pid %d): adopted", job, record.task, pid)
+                else:
+                    self._ended_unseen(record)
+
+    def _ended_unseen(self, record: TaskRecord) -> None:
+        """The supervisor is gone without a result (killed with the agent, or never got to run)."""
+        began = (record.path / taskrun.BEGUN).exists()
+        result = {"exit_code": 137 if began else taskrun.NOT_STARTED, "began": began, "limit": False,
+                  "reason": "the task's supervisor ended before the task's end was known" if began
+                  else "the agent stopped before the task could start"}
+        _write_atomically(record.path / taskrun.RESULT, json.dumps(result).encode())
+        record.result = result
+        log.warning("job %s task %d: %s", record.job, record.task, result["reason"])
+
+    # --- one round ----------------------------------------------------------------------------------
 
     def tick(self) -> None:
-        self._reap()
-        self._flush()
+        self._collect()
+        self._report()
         try:
             status, body = self.sender.call("GET", "/v1/executor/tasks", limit=16 * 1024 * 1024)
         except PushError as exc:
@@ -74,97 +185,177 @@ class Executor:
             return
         orders = json.loads(body)["tasks"]
         listed = {(order["job"], order["task"]) for order in orders}
-        for key, run in list(self.running.items()):
-            if key not in listed and run.killed_at is None:
+        for key, record in self.tasks.items():
+            if key not in listed and record.result is None and record.stop_sent_at is None:
                 log.info("job %s task %d is no longer placed here (cancelled): stopping it", *key)
-                self._kill(run)
+                self._stop_task(record)
         for order in orders:
-            key = (order["job"], order["task"])
-            if key not in self.running and key not in self.finished:
+            if (order["job"], order["task"]) not in self.tasks:
                 self._start(order)
-        self.finished &= listed  # once the server no longer lists it, its end was taken
-        now = self.clock()
-        for run in self.running.values():
-            if run.deadline is not None and now >= run.deadline and run.killed_at is None:
-                log.info("job %s task %d reached its run time limit: stopping it", run.job, run.task)
-                run.at_limit = True
-                self._kill(run)
-        self._reap()
-        self._flush()
+        self._collect()
+        self._report()
+        self._forget(listed)
+        if self.work_root is not None and self.clock() - self._last_sweep >= 60:
+            self._sweep_workdirs()
 
     def _start(self, order: dict[str, Any]) -> None:
-        job, task = order["job"], order["task"]
-        workdir = order.get("workdir") or os.path.expanduser("~" + (self.run_as or ""))
-        env = {"PATH": DEFAULT_PATH, "HOME": workdir, "INFOSVC_JOB": job, "INFOSVC_TASK": str(task),
-               **order.get("environment", {})}
-        files: list[IO[bytes]] = []
-        try:
-            def opened(name: str | None, mode: str) -> IO[bytes] | int:
-                if not name:
-                    return subprocess.DEVNULL
-                handle = open(os.path.join(workdir, name), mode)  # noqa: SIM115 - closed when the task ends
-                files.append(handle)
-                return handle
-
-            stdin, stdout, stderr = opened(order.get("stdin"), "rb"), opened(order.get("stdout"), "ab"), \
-                opened(order.get("stderr"), "ab")
-            argv = [order["executable"], *shlex.split(order.get("arguments") or "")]
-            process = subprocess.Popen(argv, cwd=workdir, env=env, stdin=stdin, stdout=stdout, stderr=stderr,
-                                       start_new_session=True, user=self.run_as, close_fds=True)
-        except (OSError, ValueError, subprocess.SubprocessError) as exc:
-            for handle in files:
-                handle.close()
-            log.warning("job %s task %d could not start: %s", job, task, exc)
-            self.pending.append((job, task, {"event": "ended", "exit_code": NOT_STARTED}))
-            self.finished.add((job, task))
+        job, task = str(order["job"]), int(order["task"])
+        if not _JOB_ID.fullmatch(job) or task < 0:
+            log.warning("refusing a task with the id %r/%r: not a job id this agent takes", job, task)
             return
-        self.running[(job, task)] = Running(job, task, process, order.get("deadline"), files)
-        self.pending.append((job, task, {"event": "started"}))
-        log.info("job %s task %d started: pid %d", job, task, process.pid)
-
-    def _kill(self, run: Running) -> None:
-        run.killed_at = self.clock()
+        path = self.state / f"{job}.{task}"
         try:
-            os.killpg(run.process.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+            path.mkdir(mode=0o700)  # the durable record that this host took the task: never again
+        except FileExistsError:
+            log.warning("job %s task %d has a directory already: not started again", job, task)
+            self.tasks[(job, task)] = TaskRecord(job, task, path)
+            return
+        record = TaskRecord(job, task, path)
+        self.tasks[record.key] = record
+        try:
+            account = self.accounts.resolve(order.get("owner"))
+            workdir = order.get("workdir") or self._job_directory(job, account)
+        except (AccountError, OSError) as exc:
+            self._not_started(record, str(exc))
+            return
+        supervised = {
+            "job": job, "task": task, "key": f"{job}.{task}", "executable": order["executable"],
+            "arguments": order.get("arguments") or "", "workdir": workdir,
+            "environment": {"PATH": DEFAULT_PATH, "HOME": account.home if account else os.environ.get("HOME", "/"),
+                            "USER": account.name if account else "", "LOGNAME": account.name if account else "",
+                            "INFOSVC_JOB": job, "INFOSVC_TASK": str(task), **order.get("environment", {})},
+            "stdin": order.get("stdin"), "stdout": order.get("stdout"), "stderr": order.get("stderr"),
+            "deadline": order.get("deadline"), "grace": self.grace, "containment": self.containment,
+            "account": None if account is None else {"name": account.name, "uid": account.uid, "gid": account.gid},
+        }
+        try:
+            _write_atomically(path / taskrun.ORDER, json.dumps(supervised).encode())
+            with open(path / "supervisor.log", "ab") as errors:
+                record.process = subprocess.Popen(taskrun.command(path), stdin=subprocess.DEVNULL,
+                                                  stdout=subprocess.DEVNULL, stderr=errors, close_fds=True,
+                                                  start_new_session=True)
+        except OSError as exc:
+            self._not_started(record, f"the task's supervisor could not start: {exc}")
+            return
+        log.info("job %s task %d handed to its supervisor (pid %d)%s", job, task, record.process.pid,
+                 f" as {account.name}" if account else "")
 
-    def _reap(self) -> None:
-        now = self.clock()
-        for key, run in list(self.running.items()):
-            code = run.process.poll()
-            if code is None:
-                if run.killed_at is not None and now - run.killed_at >= GRACE_SECONDS:
-                    try:
-                        os.killpg(run.process.pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                continue
-            for handle in run.files:
-                handle.close()
-            del self.running[key]
-            exit_code = code if code >= 0 else 128 - code  # killed by signal N: 128 + N, as shells say
-            self.pending.append((run.job, run.task, {"event": "ended", "exit_code": exit_code, "limit": run.at_limit}))
-            self.finished.add(key)
-            log.info("job %s task %d ended: exit code %d", run.job, run.task, exit_code)
+    def _job_directory(self, job: str, account: Account | None) -> str:
+        """The job's own directory under --work-root (made for its account, 0700), else the account's home."""
+        if self.work_root is None:
+            return account.home if account else os.getcwd()
+        path = self.work_root / job
+        try:
+            path.mkdir(mode=0o700)
+            if account is not None:
+                os.chown(path, account.uid, account.gid)
+        except FileExistsError:
+            info = path.lstat()  # another task of the job made it: it must be the same account's directory
+            expected = account.uid if account else os.geteuid()
+            if not path.is_dir() or path.is_symlink() or info.st_uid != expected:
+                raise OSError(f"the job's directory {path} exists and is not {expected}'s") from None
+        (self.state / "workdirs" / job).touch()
+        return str(path)
 
-    def _flush(self) -> None:
-        kept = []
-        for job, task, report in self.pending:
+    def _not_started(self, record: TaskRecord, reason: str) -> None:
+        result = {"exit_code": taskrun.NOT_STARTED, "began": False, "limit": False, "reason": reason}
+        _write_atomically(record.path / taskrun.RESULT, json.dumps(result).encode())
+        record.result = result
+        log.warning("job %s task %d could not start: %s", record.job, record.task, reason)
+
+    def _stop_task(self, record: TaskRecord) -> None:
+        record.stop_sent_at = self.clock()
+        pid = record.supervisor_pid()
+        if pid is not None:
             try:
-                status, body = self.sender.call("POST", f"/v1/jobs/{job}/tasks/{task}/events",
-                                                json.dumps(report).encode(), "application/json")
-            except PushError:
-                kept.append((job, task, report))
-                continue
-            if status >= 500 or status in (408, 429, 503):
-                kept.append((job, task, report))
-            elif status != 200:  # cancelled meanwhile, or already ended: nothing to keep
-                log.info("job %s task %d: the server did not take %s (%d): %s", job, task, report["event"], status,
-                         body[:200].decode("utf-8", "replace"))
-        self.pending = kept
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
 
-    # --- the loop ----------------------------------------------------------------------------
+    def _collect(self) -> None:
+        """Take the results of the tasks whose supervisors have ended."""
+        now = self.clock()
+        for record in self.tasks.values():
+            if record.result is not None:
+                continue
+            if record.read_result() is not None:
+                if record.process is not None:
+                    record.process.wait()
+                self._ended(record)
+                continue
+            pid = record.supervisor_pid()
+            if pid is None:
+                if record.read_result() is None:  # it may have written it just before it went
+                    self._ended_unseen(record)
+                self._ended(record)
+            elif record.stop_sent_at is not None and now - record.stop_sent_at > self.grace + SUPERVISOR_KILL_AFTER:
+                log.warning("job %s task %d: its supervisor did not end after SIGTERM: killing it", *record.key)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def _ended(self, record: TaskRecord) -> None:
+        assert record.result is not None
+        if self.work_root is not None and (self.work_root / record.job).exists():
+            (self.state / "workdirs" / record.job).touch()  # the job's directory is kept from its last end
+        log.info("job %s task %d ended: exit code %d%s", record.job, record.task, record.result["exit_code"],
+                 f" ({record.result['reason']})" if record.result.get("reason") else "")
+
+    def _report(self) -> None:
+        for record in self.tasks.values():
+            if (record.path / ENDED_SENT).exists():
+                continue
+            began = (record.path / taskrun.BEGUN).exists()
+            if began and not (record.path / STARTED_SENT).exists():
+                if self._send(record, {"event": "started"}):
+                    (record.path / STARTED_SENT).touch()
+                else:
+                    continue
+            if record.result is not None:
+                report = {"event": "ended", "exit_code": int(record.result["exit_code"]),
+                          "limit": bool(record.result.get("limit"))}
+                if record.result.get("reason"):
+                    report["reason"] = str(record.result["reason"])[:1000]
+                if self._send(record, report):
+                    (record.path / ENDED_SENT).touch()
+
+    def _send(self, record: TaskRecord, report: dict[str, Any]) -> bool:
+        """Whether the report is done with: taken, or refused for good (cancelled meanwhile...)."""
+        try:
+            status, body = self.sender.call("POST", f"/v1/jobs/{record.job}/tasks/{record.task}/events",
+                                            json.dumps(report).encode(), "application/json")
+        except PushError:
+            return False
+        if status >= 500 or status in (401, 408, 429, 503):
+            return False
+        if status != 200:
+            log.info("job %s task %d: the server did not take %s (%d): %s", record.job, record.task, report["event"],
+                     status, body[:200].decode("utf-8", "replace"))
+        return True
+
+    def _forget(self, listed: set[tuple[str, int]]) -> None:
+        """A reported task the server no longer lists is done with: its directory goes."""
+        for key, record in list(self.tasks.items()):
+            if key not in listed and record.result is not None and (record.path / ENDED_SENT).exists():
+                shutil.rmtree(record.path, ignore_errors=True)
+                del self.tasks[key]
+
+    def _sweep_workdirs(self) -> None:
+        """Jobs' directories whose last task ended more than --work-keep seconds ago are removed."""
+        assert self.work_root is not None
+        self._last_sweep = now = self.clock()
+        busy = {record.job for record in self.tasks.values() if record.result is None}
+        for mark in (self.state / "workdirs").iterdir():
+            if mark.name in busy or not _JOB_ID.fullmatch(mark.name) or now - mark.stat().st_mtime < self.work_keep:
+                continue
+            # rmtree on Linux walks by file descriptors and follows no link: the job's own files cannot
+            # point it elsewhere
+            shutil.rmtree(self.work_root / mark.name, ignore_errors=True)
+            mark.unlink()
+            log.info("job %s's directory removed, %d s after its last task ended", mark.name, self.work_keep)
+
+    # --- the loop ----------------------------------------------------------------------------------
 
     def stop(self) -> None:
         self._stop.set()
@@ -176,5 +367,17 @@ class Executor:
             except Exception:  # noqa: BLE001 - one bad answer must not end the executor
                 log.exception("executor round failed")
             self._stop.wait(self.interval)
-        for run in self.running.values():
-            self._kill(run)
+        self.shutdown()
+
+    def shutdown(self, wait: float | None = None) -> None:
+        """The agent stops: stop every running task, wait for their ends, and report them."""
+        running = [record for record in self.tasks.values() if record.result is None]
+        for record in running:
+            log.info("job %s task %d: the agent is stopping: stopping it", *record.key)
+            self._stop_task(record)
+        give_up = time.monotonic() + (self.grace + 5 if wait is None else wait)
+        while any(record.result is None for record in running) and time.monotonic() < give_up:
+            time.sleep(0.05)
+            self._collect()
+        self._collect()
+        self._report()

@@ -4,7 +4,6 @@ the job says; a cancel and a run time limit killing the task's process group."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,40 +13,27 @@ from xml.sax.saxutils import escape
 
 import pytest
 
-from support import ROOT
+from support.executors import reachable_base, start_agent, task_directory
 from support.server import Server, ServerFactory, stop_process, wait_for
 
-FIXTURES = ROOT / "tests" / "fixtures"
 HOSTS = {"exec-a.example": "host1", "exec-b.example": "host2"}
-#: tasks never run as root: the agent refuses it, so a root test run names an unprivileged user
-RUN_AS = ["--run-as", "nobody"] if os.geteuid() == 0 else []
 
 
 @pytest.fixture
 def cluster(serve: ServerFactory, tmp_path: Path) -> Iterator[tuple[Server, Path]]:
     server = serve(agents=2, executors={f"exec{n}": host for n, host in enumerate(HOSTS)})
-    work = tmp_path / "work"
-    work.mkdir()
-    work.chmod(0o777)  # the tasks' user writes its outputs here
-    agents = []
-    for number, (host, fixture) in enumerate(HOSTS.items()):
-        agent_token = tmp_path / f"agent{number}.token"
-        agent_token.write_text(server.agent_token() + "\n")
-        executor_token = tmp_path / f"exec{number}.token"
-        executor_token.write_text(f"executor {server.tokens[f'exec{number}']} {host}\n")
-        root = FIXTURES / fixture
-        agents.append(subprocess.Popen(
-            [sys.executable, "-m", "infosvc_agents", "--server", server.url, "--token-file", str(agent_token),
-             "--id", host, "--interval", "0.5", "--proc-root", str(root / "proc"), "--sys-root", str(root / "sys"),
-             "--etc-root", str(root / "etc"), "--run-jobs", "--executor-token-file", str(executor_token),
-             "--jobs-interval", "0.1", *RUN_AS],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=(tmp_path / f"agent{number}.log").open("wb")))
+    base = reachable_base()
+    work = task_directory(next(base), "work")  # the tasks' account writes its outputs here
+    agents = [start_agent(server, host, server.tokens[f"exec{number}"], tmp_path / f"agent{number}",
+                          tmp_path / f"agent{number}.log", fixture=fixture)
+              for number, (host, fixture) in enumerate(HOSTS.items())]
     try:
         wait_for(lambda: len(server.node_ids()) == 2, timeout=20, message="both agents reporting")
         yield server, work
     finally:
         for agent in agents:
             stop_process(agent)
+        base.close()
 
 
 def job(server: Server, job_id: str) -> Any:

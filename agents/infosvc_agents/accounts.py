@@ -1,0 +1,115 @@
+"""Which local account runs a job owner's tasks on this host (`infosvc-agent --run-jobs`).
+
+As batch systems do, the host decides, not the document: the job's owner is the USER its submit
+token is bound to (the aggregator enforces that), and this host maps it to an account:
+
+1. the site's map (`--run-as-map FILE`: `OWNER ACCOUNT` a line), which may name any account but root;
+2. the owner's own account of the same name (`--run-as-owner`), where it exists and its uid is at
+   least `--min-uid` (1000: system accounts such as daemon or bin are never an owner's own);
+3. the default pool account (`--run-as USER`), for every other owner;
+else the task is refused with a reason. Root, uid 0 or an account whose primary group is root, is
+never an answer, whichever rule names it. An agent not running as root runs every task as itself:
+it cannot switch, so it accepts no other account.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Account", "AccountError", "AccountPolicy", "read_map"]
+
+
+class AccountError(ValueError):
+    """The policy cannot run a task, or the policy itself is wrong; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Account:
+    name: str
+    uid: int
+    gid: int
+    home: str
+
+    @classmethod
+    def of(cls, entry: pwd.struct_passwd) -> Account:
+        return cls(entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
+
+
+def _lookup(name: str) -> Account | None:
+    try:
+        return Account.of(pwd.getpwnam(name))
+    except KeyError:
+        return None
+
+
+def _unprivileged(account: Account, what: str) -> Account:
+    if account.uid == 0 or account.gid == 0:
+        raise AccountError(f"{what} {account.name} is root or in the root group: tasks never run as root")
+    return account
+
+
+def read_map(path: str | Path) -> dict[str, str]:
+    """`OWNER ACCOUNT` a line; '#' comments and blank lines skipped. Errors name the line, not secrets."""
+    mapping: dict[str, str] = {}
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        fields = text.split()
+        if len(fields) != 2:
+            raise AccountError(f"{path}:{number}: want OWNER ACCOUNT, found {len(fields)} fields")
+        if fields[0] in mapping:
+            raise AccountError(f"{path}:{number}: owner {fields[0]} is mapped twice")
+        mapping[fields[0]] = fields[1]
+    return mapping
+
+
+@dataclass(slots=True)
+class AccountPolicy:
+    default: str | None = None
+    own_accounts: bool = False
+    mapping: dict[str, str] = field(default_factory=dict)
+    min_uid: int = 1000
+
+    def check(self) -> None:
+        """At start: every account the policy names exists and is not root; an agent that is not
+        root names none but itself."""
+        if os.geteuid() != 0:
+            me = pwd.getpwuid(os.geteuid()).pw_name
+            others = {name for name in [self.default, *self.mapping.values()] if name and name != me}
+            if others or self.own_accounts:
+                raise AccountError(f"the agent runs as {me}, not root: it can run tasks only as itself")
+            return
+        if self.default is None and not self.mapping and not self.own_accounts:
+            raise AccountError("--run-jobs as root needs --run-as USER, --run-as-owner or --run-as-map: "
+                               "tasks never run as root")
+        for name in [self.default, *self.mapping.values()]:
+            if name is None:
+                continue
+            account = _lookup(name)
+            if account is None:
+                raise AccountError(f"no local account {name}")
+            _unprivileged(account, "account")
+
+    def resolve(self, owner: str | None) -> Account | None:
+        """The account for `owner`'s tasks; None where the agent is not root (tasks run as the agent)."""
+        if os.geteuid() != 0:
+            return None
+        if owner and owner in self.mapping:
+            account = _lookup(self.mapping[owner])
+            if account is None:
+                raise AccountError(f"owner {owner} is mapped to {self.mapping[owner]}, which does not exist here")
+            return _unprivileged(account, f"owner {owner}'s account")
+        if owner and self.own_accounts:
+            account = _lookup(owner)
+            if account is not None and account.uid >= self.min_uid and account.gid != 0:
+                return account
+        if self.default is not None:
+            account = _lookup(self.default)
+            if account is None:
+                raise AccountError(f"the default account {self.default} does not exist here")
+            return _unprivileged(account, "the default account")
+        raise AccountError(f"owner {owner or '(none)'} has no account on this host")

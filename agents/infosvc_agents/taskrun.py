@@ -1,0 +1,414 @@
+"""The supervisor of one task: the process between the executor and the task it runs.
+
+The executor (infosvc_agents/executor.py) writes the task's order into a directory of its own and
+starts `python -I -S taskrun.py DIR` in a new session; from there on this process alone acts for the
+task, so that nothing the task names is ever touched by the agent:
+
+- It forks the task. The child drops to the task's account at once (initgroups: the account's own
+  primary and supplementary groups, nothing of the agent's; then setresgid/setresuid, checked to be
+  irreversible), enters the working directory and opens Stdin/Stdout/Stderr as that account,
+  relative to that directory, with O_NOFOLLOW and O_NONBLOCK (a FIFO cannot block it), accepting
+  only regular files (and /dev/null); then it execs the task. A step that fails ends the task with
+  exit code 127 and a reason that says which path and why ("Stdin /root/x: permission denied as
+  nobody").
+- It contains every process the task starts: it is a child subreaper (PR_SET_CHILD_SUBREAPER), so
+  a process that double-forks or calls setsid is still its descendant and is reaped here; where
+  cgroup v2 is writable the task also runs in a cgroup of its own, killed whole with cgroup.kill
+  (as Slurm's proctrack/cgroup). When the task's main process ends, or on SIGTERM (a cancel, the
+  agent stopping) or at the run time limit, every remaining process gets SIGTERM and, after the
+  grace period, SIGKILL; the supervisor exits only when none is left.
+- It records what happened in the directory (atomically, synced): BEGUN once the task's program
+  runs, RESULT at the end (exit code, whether the limit stopped it, why it did not start). It
+  holds an exclusive lock on LOCK (holding its pid) while alive, which is how a restarted agent
+  tells a live supervisor from a dead one and adopts it instead of starting the task again.
+
+It uses the standard library alone, since it is started with -I -S (no site-packages: quicker and
+blind to the environment).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import json
+import os
+import select
+import shlex
+import signal
+import stat
+import sys
+import time
+from typing import Any
+
+ORDER = "order.json"
+BEGUN = "begun"
+RESULT = "result.json"
+LOCK = "lock"
+#: Exit code of a task that could not be started (the shell's "command not found").
+NOT_STARTED = 127
+#: Seconds between SIGTERM and SIGKILL for what is left of a task.
+GRACE_SECONDS = 5.0
+_PR_SET_CHILD_SUBREAPER = 36
+_STREAM_LABELS = {"stdin": "Stdin", "stdout": "Stdout", "stderr": "Stderr"}
+
+
+def command(directory: str | os.PathLike[str]) -> list[str]:
+    """The command line that supervises the task whose order is in `directory`."""
+    return [sys.executable, "-I", "-S", os.path.abspath(__file__), os.fspath(directory)]
+
+
+# --- cgroup v2 ------------------------------------------------------------------------------------
+
+def _own_cgroup_dir() -> str | None:
+    """This process's cgroup v2 directory, where cgroup2 is mounted; None otherwise."""
+    try:
+        with open("/proc/self/cgroup") as lines:
+            path = next((line.rstrip("\n")[3:] for line in lines if line.startswith("0::")), None)
+        with open("/proc/self/mounts") as mounts:
+            root = next((fields[1] for fields in (line.split() for line in mounts) if fields[2] == "cgroup2"), None)
+    except OSError:
+        return None
+    if path is None or root is None:
+        return None
+    return os.path.join(root, path.lstrip("/"))
+
+
+def available_containments() -> list[str]:
+    """The containments this host allows: always the subreaper; cgroup where cgroup v2 is writable."""
+    found = ["subreaper"]
+    here = _own_cgroup_dir()
+    if here is not None and os.access(here, os.W_OK) and os.access(os.path.join(here, "cgroup.procs"), os.W_OK):
+        found.append("cgroup")
+    return found
+
+
+class Cgroup:
+    """The task's own cgroup: made before the task starts, killed whole, removed at the end."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    @classmethod
+    def make(cls, key: str) -> Cgroup:
+        parent = _own_cgroup_dir()
+        if parent is None:
+            raise OSError(errno.ENOENT, "no cgroup v2 on this host")
+        path = os.path.join(parent, f"infosvc-task-{key}")
+        try:
+            os.mkdir(path, 0o755)
+        except FileExistsError:
+            pass  # left by a supervisor killed before it removed it: reused, it is ours
+        return cls(path)
+
+    def enter(self) -> None:
+        with open(os.path.join(self.path, "cgroup.procs"), "w") as procs:
+            procs.write("0")  # the writing process itself
+
+    def pids(self) -> list[int]:
+        try:
+            with open(os.path.join(self.path, "cgroup.procs")) as procs:
+                return [int(line) for line in procs if line.strip()]
+        except OSError:
+            return []
+
+    def signal(self, signum: int) -> None:
+        if signum == signal.SIGKILL:
+            try:
+                with open(os.path.join(self.path, "cgroup.kill"), "w") as kill:
+                    kill.write("1")
+                return
+            except OSError:
+                pass  # before Linux 5.14: one by one
+        for pid in self.pids():
+            _kill(pid, signum)
+
+    def remove(self) -> None:
+        for _ in range(50):
+            try:
+                os.rmdir(self.path)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.01)  # the last process is still leaving
+
+
+# --- descendants, by the process tree ---------------------------------------------------------------
+
+def _kill(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def descendants(ancestor: int) -> list[int]:
+    """Every process below `ancestor` in the process tree, read from /proc."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                text = handle.read()
+        except OSError:
+            continue  # it ended meanwhile
+        # the command name, in parentheses, may hold spaces and parentheses: fields resume after the last ')'
+        ppid = int(text[text.rindex(b")") + 2:].split(None, 2)[1])
+        children.setdefault(ppid, []).append(int(name))
+    found, todo = [], [ancestor]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+# --- the task's own process, between fork and exec -------------------------------------------------
+
+class Refused(Exception):
+    """A step of starting the task failed; the message is the reason the task reports."""
+
+
+def _why(exc: OSError) -> str:
+    return {errno.ELOOP: "a symbolic link (not followed)", errno.ENXIO: "not a regular file",
+            errno.EACCES: "permission denied", errno.EPERM: "permission denied",
+            errno.ENOENT: "no such file or directory"}.get(exc.errno or 0, (exc.strerror or str(exc)).lower())
+
+
+def _open_stream(which: str, name: str | None, account: str) -> int:
+    if not name:
+        return os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    label = _STREAM_LABELS[which]
+    flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+    flags |= os.O_RDONLY if which == "stdin" else os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    try:
+        fd = os.open(name, flags, 0o644)
+    except OSError as exc:
+        raise Refused(f"{label} {name}: {_why(exc)} as {account}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode) and not (stat.S_ISCHR(mode) and os.path.realpath(name) == os.devnull):
+        os.close(fd)
+        raise Refused(f"{label} {name}: not a regular file")
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    return fd
+
+
+def _become_task(order: dict[str, Any], cgroup: Cgroup | None) -> None:
+    """In the forked child: become the task, or raise Refused. Returns only by raising."""
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.set_wakeup_fd(-1)
+    os.setsid()  # a session and process group of its own, without a terminal
+    if cgroup is not None:
+        try:
+            cgroup.enter()
+        except OSError as exc:
+            raise Refused(f"cannot enter the task's cgroup {cgroup.path}: {_why(exc)}") from None
+    account = order.get("account")
+    name = account["name"] if account else str(os.getuid())
+    if account is not None:
+        uid, gid = account["uid"], account["gid"]
+        if uid == 0 or gid == 0:
+            raise Refused("tasks never run as root or with the root group")
+        try:
+            os.initgroups(account["name"], gid)
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+        except OSError as exc:
+            raise Refused(f"cannot become {account['name']}: {_why(exc)}") from None
+        try:
+            os.setuid(0)
+        except PermissionError:
+            pass
+        else:
+            raise Refused(f"dropping to {account['name']} could be undone: not starting")
+    os.umask(0o022)
+    workdir = order["workdir"]
+    try:
+        os.chdir(workdir)
+    except OSError as exc:
+        raise Refused(f"working directory {workdir}: {_why(exc)} as {name}") from None
+    fds = [_open_stream(which, order.get(which), name) for which in ("stdin", "stdout", "stderr")]
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    env = {str(key): str(value) for key, value in order.get("environment", {}).items()}
+    try:
+        argv = [order["executable"], *shlex.split(order.get("arguments") or "")]
+    except ValueError as exc:
+        raise Refused(f"Arguments: {exc}") from None
+    try:
+        os.execvpe(argv[0], argv, env)
+    except OSError as exc:
+        raise Refused(f"executable {argv[0]}: {_why(exc)} as {name}") from None
+
+
+def _start(order: dict[str, Any], cgroup: Cgroup | None) -> tuple[int | None, str | None]:
+    """Fork the task; (its pid, None) once its program runs, or (None, why it did not start)."""
+    readable, writable = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(readable)
+            _become_task(order, cgroup)
+            reason = "the task's program did not start"
+        except Refused as refused:
+            reason = str(refused)
+        except BaseException as exc:  # noqa: BLE001 - whatever it is, the child must not return
+            reason = f"the task could not start: {exc}"
+        try:
+            os.write(writable, reason.encode("utf-8", "replace")[:4000])
+        finally:
+            os._exit(NOT_STARTED)
+    os.close(writable)
+    said = b""
+    while chunk := os.read(readable, 4096):  # EOF at exec (close-on-exec) or once the child gave up
+        said += chunk
+    os.close(readable)
+    if said:
+        os.waitpid(pid, 0)
+        return None, said.decode("utf-8", "replace")
+    return pid, None
+
+
+# --- the supervisor --------------------------------------------------------------------------------
+
+def _write_atomically(dirfd: int, name: str, data: bytes) -> None:
+    temporary = f".{name}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600,
+                 dir_fd=dirfd)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(temporary, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
+    os.fsync(dirfd)
+
+
+class Supervisor:
+    def __init__(self, order: dict[str, Any], dirfd: int) -> None:
+        self.order = order
+        self.dirfd = dirfd
+        self.grace = float(order.get("grace", GRACE_SECONDS))
+        self.deadline: float | None = order.get("deadline")
+        self.stop_requested = False
+        self.stopping_since: float | None = None  # SIGTERM sent to what is left
+        self.next_kill: float | None = None
+        self.limit = False
+        self.cgroup: Cgroup | None = None
+
+    def _on_term(self, *_: object) -> None:
+        self.stop_requested = True
+
+    def _signal_all(self, signum: int) -> None:
+        if self.cgroup is not None:
+            self.cgroup.signal(signum)
+        for pid in descendants(os.getpid()):
+            _kill(pid, signum)
+
+    def _begin_stop(self, now: float) -> None:
+        if self.stopping_since is None:
+            self.stopping_since = now
+            self.next_kill = now + self.grace
+            self._signal_all(signal.SIGTERM)
+
+    def run(self) -> dict[str, Any]:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            return {"exit_code": NOT_STARTED, "began": False, "limit": False,
+                    "reason": f"cannot contain the task: prctl: {os.strerror(ctypes.get_errno())}"}
+        containment = self.order.get("containment", "auto")
+        if containment in ("cgroup", "auto"):
+            try:
+                self.cgroup = Cgroup.make(self.order["key"])
+            except OSError as exc:
+                if containment == "cgroup":
+                    return {"exit_code": NOT_STARTED, "began": False, "limit": False,
+                            "reason": f"cannot make the task's cgroup: {_why(exc)}"}
+        wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(wake_write)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that the wakeup fd hears it
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, self._on_term)
+        try:
+            main, reason = _start(self.order, self.cgroup)
+            if main is None:
+                return {"exit_code": NOT_STARTED, "began": False, "limit": False, "reason": reason,
+                        "containment": self._containment()}
+            _write_atomically(self.dirfd, BEGUN, str(main).encode())
+            status = self._wait(main, wake_read)
+        finally:
+            if self.cgroup is not None:
+                self.cgroup.remove()
+        exit_code = os.waitstatus_to_exitcode(status)
+        return {"exit_code": exit_code if exit_code >= 0 else 128 - exit_code, "began": True, "limit": self.limit,
+                "stopped": self.stop_requested, "reason": None, "containment": self._containment()}
+
+    def _containment(self) -> str:
+        return "cgroup" if self.cgroup is not None else "subreaper"
+
+    def _wait(self, main: int, wake: int) -> int:
+        status: int | None = None
+        while True:
+            while True:  # reap whatever has ended: the task, and every orphan it left to us
+                try:
+                    pid, code = os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:
+                    assert status is not None
+                    return status
+                if pid == 0:
+                    break
+                if pid == main:
+                    status = code
+            now = time.time()
+            if status is not None or self.stop_requested:
+                self._begin_stop(now)
+            if self.deadline is not None and now >= self.deadline and self.stopping_since is None:
+                self.limit = True
+                self._begin_stop(now)
+            if self.next_kill is not None and now >= self.next_kill:
+                self._signal_all(signal.SIGKILL)
+                self.next_kill = now + 0.5  # again, for anything forked meanwhile
+            wakes = [t for t in (self.next_kill, None if self.stopping_since else self.deadline) if t is not None]
+            timeout = max(0.0, min(wakes) - now) if wakes else None
+            try:
+                select.select([wake], [], [], timeout)
+            except InterruptedError:
+                pass
+            try:
+                while os.read(wake, 512):
+                    pass
+            except BlockingIOError:
+                pass
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: taskrun.py DIRECTORY (started by infosvc-agent --run-jobs)", file=sys.stderr)
+        return 2
+    dirfd = os.open(argv[1], os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    lock = os.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600, dir_fd=dirfd)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"taskrun: another supervisor holds {argv[1]}", file=sys.stderr)
+        return 2
+    os.ftruncate(lock, 0)
+    os.write(lock, str(os.getpid()).encode())
+    try:
+        with open(ORDER, "rb", opener=lambda path, flags: os.open(path, flags | os.O_NOFOLLOW, dir_fd=dirfd)) as f:
+            order = json.load(f)
+    except (OSError, ValueError) as exc:
+        result: dict[str, Any] = {"exit_code": NOT_STARTED, "began": False, "limit": False,
+                                  "reason": f"unreadable order: {exc}"}
+    else:
+        result = Supervisor(order, dirfd).run()
+    result["ended_at"] = time.time()
+    _write_atomically(dirfd, RESULT, json.dumps(result).encode())
+    return int(result["exit_code"]) & 0xFF
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))

@@ -1,0 +1,310 @@
+"""What a submitter can make the executor do on a host (issue 24, items 1-5 and 9): the attacks of
+a job holding a submit token against `infosvc-agent --run-jobs --run-as nobody` run as root, each
+on a real server with a real agent. Everything a task names is opened as the task's account, never
+by the agent; the task has the account's groups alone; every process it starts ends with it; no
+path it names can stall the executor; a restart of the agent never starts a task twice.
+
+They need root (to run tasks as another account) and skip without it."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from support.executors import (AS_ROOT, TASK_ACCOUNT, alive, ended, job, reachable_base, sh_job, start_agent, submit,
+                               task_directory)
+from support.server import Server, ServerFactory, stop_process, wait_for
+
+pytestmark = pytest.mark.skipif(not AS_ROOT, reason="the executor's security tests run tasks as another account: "
+                                                    "run them as root (CI does)")
+
+HOST = "exec-sec.example"
+SECRET = "root-only-secret-7f3a"
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    yield from reachable_base()
+
+
+@pytest.fixture
+def site(serve: ServerFactory, tmp_path: Path, base: Path) -> Iterator[tuple[Server, Path]]:
+    """A server and one agent running jobs as nobody; the directory a task works in, nobody's."""
+    server = serve(agents=2, executors={"exec": HOST})
+    agent = start_agent(server, HOST, server.tokens["exec"], tmp_path / "agent", tmp_path / "agent.log")
+    try:
+        wait_for(lambda: server.node_ids() == [HOST], timeout=30, message="the agent reporting")
+        yield server, task_directory(base, "work")
+    finally:
+        stop_process(agent)
+
+
+def root_file(base: Path, name: str, mode: int = 0o600) -> Path:
+    """A file of root's, in a root directory the task's account can traverse but not write."""
+    folder = base / "rootdir"
+    folder.mkdir(exist_ok=True)
+    path = folder / name
+    path.write_text(SECRET + "\n")
+    path.chmod(mode)
+    return path
+
+
+# --- 1. task files are opened as the task's account ---------------------------------------------
+
+def test_stdin_of_a_root_only_file_fails_the_task_and_leaks_nothing(site: tuple[Server, Path], base: Path) -> None:
+    server, work = site
+    secret = root_file(base, "secret")
+    done = ended(server, submit(server, sh_job("peek", "cat", work, extra=f"<InputFile>{secret}</InputFile>"
+                                               "<OutputFile>peek.out</OutputFile>")))
+    assert done["state"] == "Failed" and done["exit_code"] == 127
+    assert f"Stdin {secret}: permission denied as {TASK_ACCOUNT}" in done["reason"]
+    assert not (work / "peek.out").exists() or SECRET not in (work / "peek.out").read_text()
+
+
+@pytest.mark.parametrize("where", ["absolute", "relative"])
+def test_outputs_cannot_create_files_where_the_account_may_not(site: tuple[Server, Path], base: Path,
+                                                               where: str) -> None:
+    server, work = site
+    root_file(base, "secret")
+    target = base / "rootdir" / "planted"
+    name = str(target) if where == "absolute" else "../rootdir/planted"
+    done = ended(server, submit(server, sh_job("plant", "echo '* * * * * root sh /tmp/x'", work,
+                                               extra=f"<OutputFile>{name}</OutputFile>")))
+    assert done["state"] == "Failed" and f"Stdout {name}: permission denied as {TASK_ACCOUNT}" in done["reason"]
+    assert not target.exists()
+
+
+def test_a_planted_symbolic_link_is_not_followed(site: tuple[Server, Path], base: Path) -> None:
+    server, work = site
+    secret = root_file(base, "secret", 0o644)  # readable: so that only the link rule refuses it
+    ended(server, submit(server, sh_job("plant", f"ln -s {secret} link.in; ln -s {secret} link.out", work)))
+    assert (work / "link.in").is_symlink()
+    read = ended(server, submit(server, sh_job("read", "cat", work, extra="<InputFile>link.in</InputFile>"
+                                               "<OutputFile>read.out</OutputFile>")))
+    assert read["state"] == "Failed" and "Stdin link.in: a symbolic link (not followed)" in read["reason"]
+    write = ended(server, submit(server, sh_job("write", "echo owned", work, extra="<OutputFile>link.out</OutputFile>")))
+    assert write["state"] == "Failed" and "Stdout link.out: a symbolic link (not followed)" in write["reason"]
+    assert secret.read_text() == SECRET + "\n"
+
+
+def test_a_planted_hard_link_gives_the_account_no_more_than_it_had(site: tuple[Server, Path], base: Path) -> None:
+    server, work = site
+    secret = root_file(base, "secret")
+    # the kernel may refuse the link itself (fs.protected_hardlinks); either way nothing is read
+    ended(server, submit(server, sh_job("plant", f"ln {secret} hard.in || true", work)))
+    read = ended(server, submit(server, sh_job("read", "cat", work, extra="<InputFile>hard.in</InputFile>"
+                                               "<OutputFile>read.out</OutputFile>")))
+    assert read["state"] == "Failed"
+    assert "Stdin hard.in: " in read["reason"] and f"as {TASK_ACCOUNT}" in read["reason"]
+    assert not (work / "read.out").exists() or SECRET not in (work / "read.out").read_text()
+
+
+# --- 4. nothing a task names can stall the executor ----------------------------------------------
+
+@pytest.mark.parametrize("stream", ["InputFile", "OutputFile"])
+def test_a_fifo_neither_blocks_the_executor_nor_opens(site: tuple[Server, Path], stream: str) -> None:
+    server, work = site
+    ended(server, submit(server, sh_job("plant", "mkfifo pipe", work)))
+    assert (work / "pipe").exists()
+    began = time.monotonic()
+    stalled = ended(server, submit(server, sh_job("stall", "cat", work, extra=f"<{stream}>pipe</{stream}>")))
+    assert stalled["state"] == "Failed" and "pipe: not a regular file" in stalled["reason"]
+    after = ended(server, submit(server, sh_job("next", "echo on time > next.out", work)))
+    assert after["state"] == "Finished" and (work / "next.out").read_text() == "on time\n"
+    assert time.monotonic() - began < 15
+
+
+# --- 2. the account's own groups, nothing of the agent's ------------------------------------------
+
+def test_a_task_has_its_accounts_groups_alone(site: tuple[Server, Path], base: Path) -> None:
+    server, work = site
+    group_only = root_file(base, "group-only", 0o640)  # root:root 0640
+    done = ended(server, submit(server, sh_job("ids", f"id -u; id -g; id -G; cat {group_only}", work,
+                                               extra="<OutputFile>ids.out</OutputFile><ErrorFile>ids.err</ErrorFile>")))
+    account = pwd.getpwnam(TASK_ACCOUNT)
+    uid, gid, groups = (work / "ids.out").read_text().split("\n")[:3]
+    assert (int(uid), int(gid)) == (account.pw_uid, account.pw_gid)
+    assert sorted(map(int, groups.split())) == sorted(set(os.getgrouplist(TASK_ACCOUNT, account.pw_gid)))
+    assert 0 not in map(int, groups.split())
+    assert SECRET not in (work / "ids.out").read_text() and "Permission denied" in (work / "ids.err").read_text()
+    assert done["state"] == "Failed"  # cat's exit status: it could not read the file
+
+
+# --- 3. every process a task starts ends with it ----------------------------------------------------
+
+#: a task that leaves processes behind every way a shell can: a subshell's background child, setsid,
+#: one that ignores SIGTERM, nohup; each writes its pid to `pids`
+ESCAPES = """(sleep 300 & echo $! >> pids)
+setsid sleep 301 & echo $! >> pids
+sh -c 'trap "" TERM; echo $$ >> pids; while :; do sleep 1; done' &
+nohup sh -c 'echo $$ >> pids; exec sleep 302' >/dev/null 2>&1 &
+sleep 0.5
+"""
+
+
+def escaping(work: Path, then: str) -> str:
+    (work / "escape.sh").write_text(ESCAPES + then + "\n")
+    return "exec sh escape.sh"
+
+
+def _containments() -> list[str]:
+    from infosvc_agents.taskrun import available_containments
+
+    return available_containments()
+
+
+def _pids(work: Path, count: int) -> list[int]:
+    wait_for(lambda: (work / "pids").exists() and len((work / "pids").read_text().split()) >= count, timeout=20,
+             message="the task's processes started")
+    return [int(pid) for pid in (work / "pids").read_text().split()]
+
+
+@pytest.fixture(params=["subreaper", "cgroup"])
+def contained_site(request: pytest.FixtureRequest, serve: ServerFactory, tmp_path: Path,
+                   base: Path) -> Iterator[tuple[Server, Path]]:
+    if request.param not in _containments():
+        if os.environ.get("CI"):
+            pytest.fail(f"containment {request.param} is not available on this host")
+        pytest.skip(f"containment {request.param} is not available on this host")
+    server = serve(agents=2, executors={"exec": HOST})
+    agent = start_agent(server, HOST, server.tokens["exec"], tmp_path / "agent", tmp_path / "agent.log",
+                        more=("--containment", request.param))
+    try:
+        wait_for(lambda: server.node_ids() == [HOST], timeout=30, message="the agent reporting")
+        yield server, task_directory(base, "work")
+    finally:
+        stop_process(agent)
+
+
+def test_no_process_outlives_its_finished_task(contained_site: tuple[Server, Path]) -> None:
+    server, work = contained_site
+    done = ended(server, submit(server, sh_job("escape", escaping(work, "exit 0"), work)))
+    assert done["state"] == "Finished"
+    pids = _pids(work, 4)
+    # the one that ignores SIGTERM lasts the grace period (5 s), then SIGKILL
+    wait_for(lambda: not any(alive(pid) for pid in pids), timeout=15, message="every escaped process ended")
+
+
+def test_no_process_outlives_its_cancel(contained_site: tuple[Server, Path]) -> None:
+    server, work = contained_site
+    job_id = submit(server, sh_job("escape", escaping(work, "trap '' TERM; sleep 600"), work))
+    pids = _pids(work, 4)
+    wait_for(lambda: job(server, job_id)["state"] == "Running", timeout=20)
+    reply = server.request("DELETE", f"/v1/jobs/{job_id}", token=server.tokens["submit"])
+    assert reply.status == 200
+    wait_for(lambda: not any(alive(pid) for pid in pids), timeout=20, message="every process of the cancelled task")
+    assert not subprocess.run(["pgrep", "-u", TASK_ACCOUNT, "-f", "sleep 30[012]"]).returncode == 0
+
+
+# --- 5. which account runs a task; the jobs' own directories -------------------------------------
+
+def test_owners_map_to_accounts_never_root(serve: ServerFactory, tmp_path: Path, base: Path) -> None:
+    server = serve(agents=2, executors={"exec": HOST}, users={"alice": "alice", "bob": "bob", "root": "root"})
+    account_map = tmp_path / "accounts"
+    account_map.write_text("# owner account\nalice daemon\n")
+    agent = start_agent(server, HOST, server.tokens["exec"], tmp_path / "agent", tmp_path / "agent.log",
+                        more=("--run-as-map", str(account_map), "--run-as-owner", "--work-root", str(base / "jobs"),
+                              "--work-keep", "1"))
+    try:
+        wait_for(lambda: server.node_ids() == [HOST], timeout=30, message="the agent reporting")
+        ran = {}
+        for owner in ("alice", "bob", "root"):
+            # no working directory named: each job gets its own under --work-root, its account's
+            job_id = submit(server, sh_job(f"who-{owner}", "id -un > who; pwd >> who; sleep 0.2", None),
+                            token=server.tokens[owner])
+            done = ended(server, job_id)
+            assert done["state"] == "Finished", done
+            directory = base / "jobs" / job_id
+            ran[owner] = (directory / "who").read_text().split("\n")[:2]
+            assert ran[owner][1] == str(directory)
+            assert directory.stat().st_uid == pwd.getpwnam(ran[owner][0]).pw_uid
+            assert directory.stat().st_mode & 0o777 == 0o700
+        # alice by the map; bob and root have no account (root is never one): the pool's
+        assert {owner: name for owner, (name, _) in ran.items()} == {
+            "alice": "daemon", "bob": TASK_ACCOUNT, "root": TASK_ACCOUNT}
+        # removed --work-keep (1 s) after the job's last task ended, at the next sweep
+        wait_for(lambda: not any((base / "jobs").iterdir()), timeout=90, message="the jobs' directories removed")
+    finally:
+        stop_process(agent)
+
+
+def test_the_account_policy() -> None:
+    from infosvc_agents.accounts import AccountError, AccountPolicy
+
+    daemon = pwd.getpwnam("daemon")
+    nobody = pwd.getpwnam(TASK_ACCOUNT)
+    policy = AccountPolicy(default="daemon", own_accounts=True, mapping={"carol": TASK_ACCOUNT, "eve": "root"},
+                           min_uid=1000)
+    assert policy.resolve("carol").name == TASK_ACCOUNT  # the map first
+    assert policy.resolve(TASK_ACCOUNT).uid == nobody.pw_uid  # its own account: uid 65534 >= 1000
+    assert policy.resolve("bin").name == "daemon"  # uid 2 is no owner's own account: the pool's
+    assert policy.resolve("root").name == "daemon"  # root is never an owner's own account
+    assert policy.resolve("no-such-owner").uid == daemon.pw_uid
+    with pytest.raises(AccountError, match="never run as root"):
+        policy.resolve("eve")  # the map cannot name root either
+    with pytest.raises(AccountError, match="never run as root"):
+        AccountPolicy(default="root").check()
+    with pytest.raises(AccountError, match="never run as root"):
+        AccountPolicy(mapping={"x": "root"}).check()
+    with pytest.raises(AccountError, match="no local account"):
+        AccountPolicy(default="no-such-account-here").check()
+    with pytest.raises(AccountError, match="has no account"):
+        AccountPolicy(own_accounts=True).resolve("bin")
+    from infosvc_agents.accounts import Account, _unprivileged
+
+    with pytest.raises(AccountError, match="root group"):
+        _unprivileged(Account("wheel-member", 4242, 0, "/"), "account")  # uid not 0, primary group root
+
+
+def test_run_as_root_is_refused_at_start(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("x\n")
+    for args in (["--run-as", "root"], ["--run-as-map", str(tmp_path / "map")], []):
+        (tmp_path / "map").write_text("alice root\n")
+        done = subprocess.run([sys.executable, "-m", "infosvc_agents", "--server", "http://127.0.0.1:9", "--token-file",
+                               str(token), "--run-jobs", "--executor-token-file", str(token), "--task-state",
+                               str(tmp_path / "tasks"), *args], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and "never run as root" in done.stderr, (args, done.stderr)
+
+
+# --- 9. a restarted agent never starts a started task again ----------------------------------------
+
+def _once_job(work: Path, seconds: float) -> bytes:
+    # not rerunnable (an SSS Job's default): counts its starts, then runs a while
+    return sh_job("once", f"echo start >> starts; sleep {seconds}; echo done >> starts", work)
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+def test_a_restart_never_starts_a_started_task_again(serve: ServerFactory, tmp_path: Path, base: Path,
+                                                     how: str) -> None:
+    server = serve(agents=2, executors={"exec": HOST})
+    work = task_directory(base, "work")
+    state, log = tmp_path / "agent", tmp_path / "agent.log"
+    agent = start_agent(server, HOST, server.tokens["exec"], state, log)
+    try:
+        wait_for(lambda: server.node_ids() == [HOST], timeout=30, message="the agent reporting")
+        job_id = submit(server, _once_job(work, 4 if how == "SIGKILL" else 60))
+        wait_for(lambda: (work / "starts").exists(), timeout=20, message="the task started")
+        agent.send_signal(getattr(signal, how))
+        agent.wait(timeout=30)
+        if how == "SIGTERM":
+            # the stopping agent stopped its task and said so
+            stopped = ended(server, job_id, timeout=5)
+            assert stopped["state"] == "Failed" and stopped["exit_code"] == 128 + signal.SIGTERM, stopped
+        agent = start_agent(server, HOST, server.tokens["exec"], state, log)
+        done = ended(server, job_id)
+        time.sleep(1)  # a few rounds of the restarted executor
+        assert (work / "starts").read_text().count("start") == 1
+        if how == "SIGKILL":
+            # adopted: the task ran on to its end under its supervisor, and that end was reported
+            assert done["state"] == "Finished" and (work / "starts").read_text() == "start\ndone\n", done
+    finally:
+        stop_process(agent)
