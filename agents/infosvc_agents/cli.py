@@ -66,8 +66,8 @@ def parser() -> argparse.ArgumentParser:
                    help="the least uid an owner's own account may have with --run-as-owner (1000)")
     p.add_argument("--task-state", metavar="DIR",
                    help="where the executor records each task it takes, so that a restart adopts or reports it "
-                        "and never starts it again (made 0700; default: 'tasks' beside --spool; needed with "
-                        "--run-jobs without --spool)")
+                        "and never starts it again (made 0700; default: 'tasks' beside --spool, else "
+                        "/var/lib/infosvc-agent/tasks as root, ~/.local/state/infosvc-agent/tasks otherwise)")
     p.add_argument("--work-root", metavar="DIR",
                    help="make a directory per job in DIR, owned by the task's account, for tasks that name no "
                         "working directory (default: the account's home)")
@@ -101,10 +101,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.run_jobs and (not args.server or not args.executor_token_file):
         print("infosvc-agent: --run-jobs needs --server and --executor-token-file", file=sys.stderr)
-        return 2
-    if args.run_jobs and not args.task_state and not args.spool:
-        print("infosvc-agent: --run-jobs needs --task-state DIR (or --spool DIR, beside which it is kept): "
-              "without it a restart could start a task twice", file=sys.stderr)
         return 2
     if args.interval <= 0 or args.max_kept < 1 or args.backoff_max <= 0:
         print("infosvc-agent: --interval and --backoff-max must be positive and --max-kept at least 1",
@@ -179,12 +175,23 @@ def _push(agent: "HostAgent", args: argparse.Namespace) -> int:
     return 0
 
 
+def default_task_state(spool: str | None) -> str:
+    """'tasks' beside the spool; else the agent's state directory: root's /var/lib/infosvc-agent,
+    a user's $XDG_STATE_HOME/infosvc-agent (~/.local/state/infosvc-agent)."""
+    if spool:
+        return os.path.join(os.path.dirname(os.path.abspath(spool)), "tasks")
+    if os.geteuid() == 0:
+        return "/var/lib/infosvc-agent/tasks"
+    state_home = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return os.path.join(state_home, "infosvc-agent", "tasks")
+
+
 def _executor(args: argparse.Namespace) -> "Executor | None":
     from infosvc_agents.accounts import AccountPolicy, read_map
     from infosvc_agents.executor import Executor
     from infosvc_agents.push import Sender, read_token
 
-    state = args.task_state or os.path.join(os.path.dirname(os.path.abspath(args.spool)), "tasks")
+    state = args.task_state or default_task_state(args.spool)
     try:
         accounts = AccountPolicy(default=args.run_as, own_accounts=args.run_as_owner, min_uid=args.min_uid,
                                  mapping=read_map(args.run_as_map) if args.run_as_map else {})

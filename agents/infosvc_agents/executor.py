@@ -47,6 +47,7 @@ DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 SUPERVISOR_KILL_AFTER = 30.0
 #: The server's job ids as a file name: anything else is refused, never joined to a path.
 _JOB_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+_TASK_DIRECTORY = re.compile(r"(?P<job>[A-Za-z0-9_][A-Za-z0-9_.-]{0,63})\.(?P<task>\d{1,9})\.(?P<attempt>\d{1,9})")
 STARTED_SENT = "started.sent"
 ENDED_SENT = "ended.sent"
 
@@ -67,18 +68,20 @@ def _write_atomically(path: Path, data: bytes) -> None:
 
 @dataclass(slots=True)
 class TaskRecord:
-    """One task this host took: its directory, and its supervisor while it runs."""
+    """One placement of a task this host took (an attempt: a requeued task placed here again is
+    another): its directory, and its supervisor while it runs."""
 
     job: str
     task: int
+    attempt: int
     path: Path
     process: subprocess.Popen[bytes] | None = None  # the supervisor, where this agent started it
     stop_sent_at: float | None = None
     result: dict[str, Any] | None = None
 
     @property
-    def key(self) -> tuple[str, int]:
-        return (self.job, self.task)
+    def key(self) -> tuple[str, int, int]:
+        return (self.job, self.task, self.attempt)
 
     def read_result(self) -> dict[str, Any] | None:
         try:
@@ -121,7 +124,7 @@ class Executor:
         self.grace = grace
         self.clock = clock
         self.state = Path(state)
-        self.tasks: dict[tuple[str, int], TaskRecord] = {}
+        self.tasks: dict[tuple[str, int, int], TaskRecord] = {}
         self._stop = threading.Event()
         self._last_sweep = 0.0
         self._prepare_state()
@@ -146,17 +149,18 @@ class Executor:
     def _recover(self) -> None:
         """After a restart: every task directory is a task this host took; none is started again."""
         for entry in sorted(self.state.iterdir()):
-            job, dot, number = entry.name.rpartition(".")
-            if not dot or not number.isdigit() or not _JOB_ID.fullmatch(job) or not entry.is_dir():
+            found = _TASK_DIRECTORY.fullmatch(entry.name)
+            if found is None or not entry.is_dir():
                 continue
-            record = TaskRecord(job, int(number), entry)
-            self.tasks[record.key] = record
             if (entry / ENDED_SENT).exists():
+                shutil.rmtree(entry, ignore_errors=True)  # its end was taken: the server will not list it again
                 continue
+            record = TaskRecord(found["job"], int(found["task"]), int(found["attempt"]), entry)
+            self.tasks[record.key] = record
             if record.read_result() is None:
                 pid = record.supervisor_pid()
                 if pid is not None:
-                    log.info("job %s task %d still runs (supervisor pid %d): adopted", job, record.task, pid)
+                    log.info("job %s task %d still runs (supervisor pid %d): adopted", record.job, record.task, pid)
                 else:
                     self._ended_unseen(record)
 
@@ -184,13 +188,13 @@ class Executor:
             log.warning("the server answered %d to the task list: %s", status, body[:300].decode("utf-8", "replace"))
             return
         orders = json.loads(body)["tasks"]
-        listed = {(order["job"], order["task"]) for order in orders}
+        listed = {(order["job"], order["task"], order.get("attempt", 0)) for order in orders}
         for key, record in self.tasks.items():
             if key not in listed and record.result is None and record.stop_sent_at is None:
-                log.info("job %s task %d is no longer placed here (cancelled): stopping it", *key)
+                log.info("job %s task %d is no longer placed here (cancelled): stopping it", record.job, record.task)
                 self._stop_task(record)
         for order in orders:
-            if (order["job"], order["task"]) not in self.tasks:
+            if (order["job"], order["task"], order.get("attempt", 0)) not in self.tasks:
                 self._start(order)
         self._collect()
         self._report()
@@ -199,18 +203,18 @@ class Executor:
             self._sweep_workdirs()
 
     def _start(self, order: dict[str, Any]) -> None:
-        job, task = str(order["job"]), int(order["task"])
-        if not _JOB_ID.fullmatch(job) or task < 0:
-            log.warning("refusing a task with the id %r/%r: not a job id this agent takes", job, task)
+        job, task, attempt = str(order["job"]), int(order["task"]), int(order.get("attempt", 0))
+        if not _JOB_ID.fullmatch(job) or task < 0 or attempt < 0:
+            log.warning("refusing a task with the id %r/%r/%r: not a job id this agent takes", job, task, attempt)
             return
-        path = self.state / f"{job}.{task}"
+        path = self.state / f"{job}.{task}.{attempt}"
         try:
             path.mkdir(mode=0o700)  # the durable record that this host took the task: never again
         except FileExistsError:
             log.warning("job %s task %d has a directory already: not started again", job, task)
-            self.tasks[(job, task)] = TaskRecord(job, task, path)
+            self.tasks[(job, task, attempt)] = TaskRecord(job, task, attempt, path)
             return
-        record = TaskRecord(job, task, path)
+        record = TaskRecord(job, task, attempt, path)
         self.tasks[record.key] = record
         try:
             account = self.accounts.resolve(order.get("owner"))
@@ -219,7 +223,7 @@ class Executor:
             self._not_started(record, str(exc))
             return
         supervised = {
-            "job": job, "task": task, "key": f"{job}.{task}", "executable": order["executable"],
+            "job": job, "task": task, "key": path.name, "executable": order["executable"],
             "arguments": order.get("arguments") or "", "workdir": workdir,
             "environment": {"PATH": DEFAULT_PATH, "HOME": account.home if account else os.environ.get("HOME", "/"),
                             "USER": account.name if account else "", "LOGNAME": account.name if account else "",
@@ -289,7 +293,8 @@ class Executor:
                     self._ended_unseen(record)
                 self._ended(record)
             elif record.stop_sent_at is not None and now - record.stop_sent_at > self.grace + SUPERVISOR_KILL_AFTER:
-                log.warning("job %s task %d: its supervisor did not end after SIGTERM: killing it", *record.key)
+                log.warning("job %s task %d: its supervisor did not end after SIGTERM: killing it", record.job,
+                            record.task)
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -308,17 +313,21 @@ class Executor:
                 continue
             began = (record.path / taskrun.BEGUN).exists()
             if began and not (record.path / STARTED_SENT).exists():
-                if self._send(record, {"event": "started"}):
+                if self._send(record, {"event": "started", **self._attempt(record)}):
                     (record.path / STARTED_SENT).touch()
                 else:
                     continue
             if record.result is not None:
                 report = {"event": "ended", "exit_code": int(record.result["exit_code"]),
-                          "limit": bool(record.result.get("limit"))}
+                          "limit": bool(record.result.get("limit")), **self._attempt(record)}
                 if record.result.get("reason"):
                     report["reason"] = str(record.result["reason"])[:1000]
                 if self._send(record, report):
                     (record.path / ENDED_SENT).touch()
+
+    @staticmethod
+    def _attempt(record: TaskRecord) -> dict[str, int]:
+        return {"attempt": record.attempt} if record.attempt >= 1 else {}  # 0: a server that does not count them
 
     def _send(self, record: TaskRecord, report: dict[str, Any]) -> bool:
         """Whether the report is done with: taken, or refused for good (cancelled meanwhile...)."""
@@ -334,7 +343,7 @@ class Executor:
                      status, body[:200].decode("utf-8", "replace"))
         return True
 
-    def _forget(self, listed: set[tuple[str, int]]) -> None:
+    def _forget(self, listed: set[tuple[str, int, int]]) -> None:
         """A reported task the server no longer lists is done with: its directory goes."""
         for key, record in list(self.tasks.items()):
             if key not in listed and record.result is not None and (record.path / ENDED_SENT).exists():
@@ -373,7 +382,7 @@ class Executor:
         """The agent stops: stop every running task, wait for their ends, and report them."""
         running = [record for record in self.tasks.values() if record.result is None]
         for record in running:
-            log.info("job %s task %d: the agent is stopping: stopping it", *record.key)
+            log.info("job %s task %d: the agent is stopping: stopping it", record.job, record.task)
             self._stop_task(record)
         give_up = time.monotonic() + (self.grace + 5 if wait is None else wait)
         while any(record.result is None for record in running) and time.monotonic() < give_up:

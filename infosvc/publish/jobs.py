@@ -71,7 +71,7 @@ def task_order_json(job: JobRecord, index: int) -> dict[str, Any]:
     """What an executor needs to run one task, and by when it must end."""
     spec = job.request.tasks[index]
     task = job.tasks[index]
-    return {"job": job.id, "task": index, "name": spec.name, "owner": job.owner,
+    return {"job": job.id, "task": index, "attempt": task.attempts, "name": spec.name, "owner": job.owner,
             "executable": spec.executable, "arguments": spec.arguments, "environment": dict(spec.environment),
             "workdir": spec.workdir, "stdin": spec.stdin, "stdout": spec.stdout, "stderr": spec.stderr,
             "processors": spec.processors, "began": _time(task.began),

@@ -206,10 +206,11 @@ class JobQueue:
 
     async def task_report(self, job_id: str, task: int, *, host: str | None, began: bool,
                           exit_code: int | None = None, at_limit: bool = False,
-                          why: str | None = None) -> JobRecord:
+                          why: str | None = None, attempt: int | None = None) -> JobRecord:
         """An executor's report: task `task` of the job began (`began`) or ended with `exit_code`,
         stopped by the executor at the job's run time limit if `at_limit`, `why` the executor's reason
-        for an end that is not the program's own (it could not start). `host` is the executor's
+        for an end that is not the program's own (it could not start), `attempt` the placement it is
+        about (a report of an earlier one, sent late, must not end a requeued task's new run). `host` is the executor's
         (None for an admin): it must be where the task was placed."""
         async with self._lock:
             job = self.get(job_id)
@@ -220,6 +221,9 @@ class JobQueue:
                 raise Invalid(f"task {task} of job {job_id} is {record.state.value}, not running")
             if host is not None and record.host != host:
                 raise Forbidden(f"task {task} of job {job_id} runs on {record.host}, not on {host}")
+            if attempt is not None and attempt != record.attempts:
+                raise Invalid(f"the report is about attempt {attempt} of task {task} of job {job_id}, "
+                              f"which is at attempt {record.attempts}")
             now = self.clock()
             if began:
                 await self._commit(job, lambda j: j.task_began(task, now))

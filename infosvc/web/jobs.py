@@ -124,6 +124,9 @@ async def post_task_event(request: web.Request) -> web.Response:
         raise Invalid("an end report gives 'exit_code', a whole number")
     if not isinstance(report.get("limit", False), bool):
         raise Invalid("'limit' is true when the executor stopped the task at its run time limit, else false")
+    attempt = report.get("attempt")
+    if attempt is not None and (not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1):
+        raise Invalid("'attempt' is the task's attempt the report is about, a whole number from 1 (the task list's)")
     why = report.get("reason")
     if why is not None and (not isinstance(why, str) or not 0 < len(why) <= MAX_REASON_CHARS):
         raise Invalid(f"'reason' is the executor's reason for the end, a string of 1 to {MAX_REASON_CHARS} characters")
@@ -133,5 +136,5 @@ async def post_task_event(request: web.Request) -> web.Response:
         raise Invalid(f"task {excerpt(request.match_info['task'])!r} is not a task number") from None
     job = await request.app[JOB_QUEUE].task_report(
         request.match_info["id"], task, host=_executor_host(request, caller), began=report["event"] == "started",
-        exit_code=exit_code, at_limit=bool(report.get("limit", False)), why=why)
+        exit_code=exit_code, at_limit=bool(report.get("limit", False)), why=why, attempt=attempt)
     return _json(job_json(job))

@@ -73,6 +73,30 @@ def test_a_job_is_queued_started_and_run_to_its_end(site: InProcessServer) -> No
     assert [e["state"] for e in done["events"] if e["task"] is None] == ["Queued", "Running", "Finished"]
 
 
+def test_an_end_report_names_its_attempt_and_may_say_why(site: InProcessServer) -> None:
+    """A report of an earlier placement (sent late, after a restart) must not end the task's new run;
+    a task that could not start says why where its owner reads the job."""
+    submit(site, sss("one", 1))
+    host = state_becomes(site, "1", "Running")["hosts"]
+    token = site.tokens[f"exec{host[1]}"]
+    orders = site.get("/v1/executor/tasks", token=token).json()["tasks"]
+    assert [order["attempt"] for order in orders] == [1]
+    events = "/v1/jobs/1/tasks/0/events"
+    stale = site.request("POST", events, b'{"event": "ended", "exit_code": 0, "attempt": 2}', token=token)
+    assert stale.status == 400 and "attempt 2" in stale.json()["error"]
+    for bad in (b'"reason": ""', b'"reason": 7', b'"reason": "' + b"x" * 1001 + b'"', b'"attempt": 0',
+                b'"attempt": true'):
+        body = b'{"event": "ended", "exit_code": 127, ' + bad + b"}"
+        assert site.request("POST", events, body, token=token).status == 400, bad
+    assert job(site, "1")["state"] == "Running"
+    why = "Stdin /root/x: permission denied as nobody"
+    reply = site.request("POST", events, json.dumps({"event": "ended", "exit_code": 127, "attempt": 1,
+                                                     "reason": why}).encode(), token=token)
+    assert reply.status == 200 and reply.json()["state"] == "Failed"
+    done = job(site, "1")
+    assert why in done["reason"] and any(why in event["detail"] for event in done["events"] if event["task"] == 0)
+
+
 def test_exclusive_jobs_wait_and_the_reason_says_why(site: InProcessServer) -> None:
     for _ in range(3):
         submit(site, ccs(1))
