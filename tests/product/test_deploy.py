@@ -117,6 +117,35 @@ def test_units_verify(tmp_path: Path) -> None:
     assert complaints == []
 
 
+def test_the_jobs_drop_in_runs_a_valid_agent_command(tmp_path: Path) -> None:
+    """deploy/infosvc-agent-jobs.conf: its command line is one the agent accepts, tasks run as an
+    account that is not root, and the agent keeps only the capabilities the executor uses; with the
+    unit, it verifies."""
+    from infosvc_agents.cli import parser
+
+    d = directives("infosvc-agent-jobs.conf")
+    assert d["ExecStart"][0] == "" and d["Delegate"] == ["yes"]
+    assert set(d["CapabilityBoundingSet"][0].split()) == {"CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_KILL",
+                                                          "CAP_DAC_OVERRIDE", "CAP_FOWNER"}
+    assert "executor:/etc/infosvc/executor.token" in d["LoadCredential"]
+    command = d["ExecStart"][1].replace("$INFOSVC_AGENT_ARGS", "")
+    assert "--executor-token-file ${CREDENTIALS_DIRECTORY}/executor" in command
+    args = parser().parse_args(command.split()[1:])
+    assert args.run_jobs and args.run_as == "nobody" and args.task_state and args.work_root
+    if shutil.which("systemd-analyze") is None:
+        return
+    bin_dir = Path(sys.executable).parent
+    unit = tmp_path / "infosvc-agent.service"
+    unit.write_text(unit_text("infosvc-agent.service").replace("/opt/infosvc/bin/", f"{bin_dir}/"), encoding="utf-8")
+    (tmp_path / "infosvc-agent.service.d").mkdir()
+    (tmp_path / "infosvc-agent.service.d" / "jobs.conf").write_text(
+        unit_text("infosvc-agent-jobs.conf").replace("/opt/infosvc/bin/", f"{bin_dir}/"), encoding="utf-8")
+    done = subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert [line for line in done.stderr.splitlines() if "infosvc-agent" in line] == []
+
+
 def test_units_verify_catches_a_typo(tmp_path: Path) -> None:
     """The check above would see a misspelt directive (verify only warns about those)."""
     if shutil.which("systemd-analyze") is None:
