@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import marshal
 import os
 import shutil
 import statistics
@@ -104,9 +105,10 @@ def launches(count: int, run_as: str, base: Path) -> dict[str, list[float]]:
         for n in range(count):
             directory = base / f"launch-{containment}-{n}"
             directory.mkdir()
-            order = {"job": "bench", "task": n, "executable": "/bin/true", "arguments": "", "environment": {},
-                     "workdir": "/", "account": run_as, "containment": containment, "key": f"bench.{n}"}
-            (directory / taskrun.ORDER).write_text(json.dumps(order))
+            order = {"job": "bench", "task": n, "argv": ["/bin/true"], "environment": {},
+                     "workdir": "/", "containment": containment,
+                     "account": {"name": run_as, "uid": account.pw_uid, "gid": account.pw_gid}, "key": f"bench.{n}"}
+            (directory / taskrun.ORDER).write_bytes(marshal.dumps(order))
             began = time.perf_counter()
             subprocess.Popen(taskrun.command(directory), start_new_session=True, stdin=subprocess.DEVNULL).wait()
             times.append(time.perf_counter() - began)

@@ -23,8 +23,10 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import marshal
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -52,18 +54,24 @@ STARTED_SENT = "started.sent"
 ENDED_SENT = "ended.sent"
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+def _sync_directory(path: Path) -> None:
+    directory = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(directory)
     finally:
         os.close(directory)
+
+
+def _write_atomically(path: Path, data: bytes, *, sync: bool = True) -> None:
+    temporary = path.with_name(f".{path.name}.tmp")
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+        if sync:
+            handle.flush()
+            os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    if sync:
+        _sync_directory(path.parent)
 
 
 @dataclass(slots=True)
@@ -209,7 +217,8 @@ class Executor:
             return
         path = self.state / f"{job}.{task}.{attempt}"
         try:
-            path.mkdir(mode=0o700)  # the durable record that this host took the task: never again
+            path.mkdir(mode=0o700)  # the record that this host took the task: never again
+            _sync_directory(self.state)  # durable before the task starts, a power cut included
         except FileExistsError:
             log.warning("job %s task %d has a directory already: not started again", job, task)
             self.tasks[(job, task, attempt)] = TaskRecord(job, task, attempt, path)
@@ -219,12 +228,15 @@ class Executor:
         try:
             account = self.accounts.resolve(order.get("owner"))
             workdir = order.get("workdir") or self._job_directory(job, account)
+            argv = [str(order["executable"]), *shlex.split(order.get("arguments") or "")]
         except (AccountError, OSError) as exc:
             self._not_started(record, str(exc))
             return
+        except ValueError as exc:
+            self._not_started(record, f"Arguments: {exc}")
+            return
         supervised = {
-            "job": job, "task": task, "key": path.name, "executable": order["executable"],
-            "arguments": order.get("arguments") or "", "workdir": workdir,
+            "job": job, "task": task, "key": path.name, "argv": argv, "workdir": workdir,
             "environment": {"PATH": DEFAULT_PATH, "HOME": account.home if account else os.environ.get("HOME", "/"),
                             "USER": account.name if account else "", "LOGNAME": account.name if account else "",
                             "INFOSVC_JOB": job, "INFOSVC_TASK": str(task), **order.get("environment", {})},
@@ -233,7 +245,8 @@ class Executor:
             "account": None if account is None else {"name": account.name, "uid": account.uid, "gid": account.gid},
         }
         try:
-            _write_atomically(path / taskrun.ORDER, json.dumps(supervised).encode())
+            # not synced: read back by the supervisor at once, and never again after a crash
+            _write_atomically(path / taskrun.ORDER, marshal.dumps(supervised), sync=False)
             with open(path / "supervisor.log", "ab") as errors:
                 record.process = subprocess.Popen(taskrun.command(path), stdin=subprocess.DEVNULL,
                                                   stdout=subprocess.DEVNULL, stderr=errors, close_fds=True,
