@@ -36,7 +36,7 @@ from infosvc.site.eligibility import Eligibility
 from infosvc.site.planning import PassPlan, allocation_of, could_start
 from infosvc.site.predictions import predict_queued
 from infosvc.site.machine import SiteMachine
-from infosvc.site.submissions import prepare, requirements_again
+from infosvc.site.submissions import Filer, prepare, requirements_again
 from infosvc.site.upkeep import upkeep
 from infosvc.site.errors import Forbidden, Invalid, NotFound, Unavailable
 from infosvc.site.hosts import HostTable
@@ -46,6 +46,8 @@ from infosvc.store.jobs import write_jobs
 __all__ = ["JobQueue"]
 
 log = logging.getLogger("infosvc.queue")
+#: the audit trail (infosvc/cli/logs.py): jobs filed for an owner their document named
+audit = logging.getLogger("infosvc.audit")
 
 #: Ended jobs kept in memory for GET /v1/jobs; older ones are read from the store by id.
 KEPT_ENDED = 10_000
@@ -135,13 +137,17 @@ class JobQueue:
     # --- changes ---------------------------------------------------------------------------
 
     async def submit(self, body: bytes, content_type: str, *, owner: str, submitter: str, admin: bool,
-                     ) -> tuple[list[JobRecord], list[str]]:
+                     may_name_owner: bool = False) -> tuple[list[JobRecord], list[str]]:
+        """File the document's jobs as `owner` (the token's user); a document that names another
+        owner is refused (Forbidden) unless `may_name_owner` (a token bound to no user, or an
+        admin's), and then audited."""
+        filer = Filer(owner, may_name_owner or admin)
         # A small document (an authenticated submitter's, ~0.3 ms to read) is read on the loop: the
         # hand-off to a thread and back cost as much again. Big ones are read off it.
         if len(body) <= INLINE_BYTES:
-            prepared, warnings = prepare(body, content_type, owner)
+            prepared, warnings = prepare(body, content_type, filer)
         else:
-            prepared, warnings = await asyncio.to_thread(prepare, body, content_type, owner)
+            prepared, warnings = await asyncio.to_thread(prepare, body, content_type, filer)
         ces = self.table.rollup.config.computing_elements
         for item in prepared:
             refused = refusal(ces, self.ce_queues.figures, item.request.estimate)
@@ -173,6 +179,11 @@ class JobQueue:
                 self.requirements[job.id] = self._shared.setdefault(item.signature, item.requirements)
             if job.request.name:
                 self.names[job.request.name] = job.id
+            if job.owner != owner:
+                # which token, never the token: its role and the first characters of its digest
+                audit.info("job %s filed for owner %r named by its document, by %s token %s%s", job.id,
+                           job.owner, "an admin" if admin else "a submit", submitter[:8],
+                           "" if admin else " (bound to no user)")
         if self._room is None or self.machine.pool is None or could_start(
                 records, self._room, self.machine.pool, self.eligibility, self.requirements, self._head_priority):
             self.poke()

@@ -118,6 +118,10 @@ class Tokens:
         """The owner of the jobs a token submits: its USER, else `token-` and its digest's start."""
         return self._users.get(key) or f"token-{key[:8]}"
 
+    def bound_user(self, key: str) -> str | None:
+        """The USER a submit token is bound to: it files that user's jobs and no one else's."""
+        return self._users.get(key)
+
     def executor_host(self, key: str) -> str | None:
         """The host an executor token acts for."""
         return self._executors.get(key)

@@ -318,7 +318,7 @@ def test_the_spec_s_simple_example_waits_for_its_unenveloped_16_processors(site:
     job needs: on 8 processors it waits, named as 16; with 16 more it starts on them."""
     simple = (Path(__file__).resolve().parents[1] / "fixtures" / "sss-job-examples" / "simple.xml").read_text()
     site.host("h1", processors=8)
-    [job_id] = site.submit(simple)
+    [job_id] = site.submit(simple, owner="scottmo")  # the example's User: its own token files it
     site.schedule()
     job = site.queue.get(job_id)
     assert job.request.min_processors == job.request.max_processors == 16
