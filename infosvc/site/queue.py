@@ -69,7 +69,9 @@ class JobQueue:
         self.jobs: dict[str, JobRecord] = {}
         self.requirements: dict[str, Requirements | None] = {}
         self._shared: dict[str, Requirements] = {}
-        self.names: dict[str, str] = {}  # job names -> the newest job's id, for dependencies by name
+        #: (owner, job name) -> the owner's newest job of that name: a name is looked up only
+        #: among its owner's own jobs, so another user's job named alike is never found
+        self.names: dict[tuple[str, str], str] = {}
         self.eligibility = Eligibility()
         self._next_id = 1
         self._lock = asyncio.Lock()
@@ -97,7 +99,7 @@ class JobQueue:
         for job in [job for job in records if job.state not in ENDED] + ended:
             self.jobs[job.id] = job
             if job.request.name:
-                self.names[job.request.name] = job.id
+                self.names[job.owner, job.request.name] = job.id
             if job.state not in ENDED and job.request.asks_hosts:
                 self.requirements[job.id] = requirements_again(job, self.store.job_document(int(job.id)))
         self._next_id = max((int(job.id) for job in records), default=0) + 1
@@ -168,7 +170,7 @@ class JobQueue:
                 local.setdefault(item.request.name, str(first + number))
         for item in prepared:
             job_id = str(first + len(records))
-            request = replace(item.request, after=self._resolved(item.request, local))
+            request = replace(item.request, after=self._resolved(item.request, local, item.request.owner))
             records.append(JobRecord(job_id, request, now, request.owner, admin, group, submitter,
                                      held=bool(request.after)))
         events = [Event(job.id, None, JobState.QUEUED, now, "submitted") for job in records]
@@ -178,7 +180,7 @@ class JobQueue:
             if item.requirements is not None:  # one compiled Requirements for the jobs that ask alike
                 self.requirements[job.id] = self._shared.setdefault(item.signature, item.requirements)
             if job.request.name:
-                self.names[job.request.name] = job.id
+                self.names[job.owner, job.request.name] = job.id
             if job.owner != owner:
                 # which token, never the token: its role and the first characters of its digest
                 audit.info("job %s filed for owner %r named by its document, by %s token %s%s", job.id,
@@ -191,15 +193,22 @@ class JobQueue:
             self._refresh = asyncio.get_running_loop().call_later(REFRESH_SECONDS, self.poke)
         return records, warnings
 
-    def _resolved(self, request: JobRequest, local: dict[str, str]) -> tuple[After, ...]:
+    def _resolved(self, request: JobRequest, local: dict[str, str], owner: str) -> tuple[After, ...]:
         """The job's dependencies with the queue's ids: a job of the same submission by its Id or
-        Name first, else a queued job by its id, else the newest job of that name."""
+        Name first; else a JobId names a job of the queue by its id (any job its owner may read), and
+        a JobName, or a JobId that is no id, the newest of the owner's own jobs of that name: another
+        user's job of the same name is never found (it would hold the job, or cancel it by failing)."""
         resolved = []
         for after in request.after:
-            job_id = local.get(after.job) or (after.job if after.job in self.jobs else self.names.get(after.job))
+            job_id = local.get(after.job)
+            if job_id is None and not after.by_name and after.job in self.jobs:
+                job_id = after.job
             if job_id is None:
-                raise DocumentError(f"the job depends on {excerpt(after.job)!r}, which is no job of this submission "
-                                    "or of the queue")
+                job_id = self.names.get((owner, after.job))
+            if job_id is None:
+                raise DocumentError(f"the job depends on {excerpt(after.job)!r}, which is no job of this submission, "
+                                    f"{'' if after.by_name else 'no id of the queue, '}nor a job of {excerpt(owner)!r} "
+                                    "by that name (a name is looked up among the owner's own jobs)")
             resolved.append(replace(after, job=job_id, by_name=False, label=after.label or after.job))
         return tuple(resolved)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import pytest
 
-from support.server import InProcessServer, Reply, ServerFactory
+from support.server import InProcessServer, Reply, ServerFactory, wait_for
 
 CCS = "http://www.microsoft.com/ComputeCluster/"
 
@@ -120,3 +120,78 @@ def test_the_owner_is_kept_across_a_restart(site: InProcessServer) -> None:
     site.start()
     assert owners(site) == ["alice", "bob"]
     assert [j["owner"] for j in site.get("/v1/jobs?user=bob").json()["jobs"]] == ["bob"]
+
+
+# --- dependencies between users' jobs --------------------------------------------------------
+
+def named(name: str, depends: str = "", designator: str = "JobName") -> bytes:
+    dependency = f'<Dependency designator="{designator}">{depends}</Dependency>' if depends else ""
+    return (f"<Job><Id>{name}</Id><Name>{name}</Name>{dependency}<Executable>/bin/true</Executable>"
+            f"<Requested><Processors>1</Processors></Requested></Job>").encode()
+
+
+def job_of(site: InProcessServer, job_id: str) -> dict[str, object]:
+    reply = site.get(f"/v1/jobs/{job_id}")
+    assert reply.status == 200, reply.body
+    return reply.json()  # type: ignore[no-any-return]
+
+
+def end(site: InProcessServer, job_id: str, code: int) -> None:
+    host = wait_for(lambda: job_of(site, job_id)["hosts"], message=f"job {job_id} placed")
+    reply = site.request("POST", f"/v1/jobs/{job_id}/tasks/0/events",
+                         json.dumps({"event": "ended", "exit_code": code}).encode(), token=site.tokens[f"exec-{host}"])
+    assert reply.status == 200, reply.body
+
+
+@pytest.fixture
+def busy(serve_app: ServerFactory) -> InProcessServer:
+    server = serve_app(agents=2, users={"alice": "alice", "bob": "bob"}, executors={"exec-n0": "n0", "exec-n1": "n1"})
+    for host in ("n0", "n1"):
+        server.report(host, server.agent_token(), processors=4)
+    return server  # type: ignore[no-any-return]
+
+
+def test_a_name_resolves_within_the_owner_s_own_jobs(busy: InProcessServer) -> None:
+    """bob's job named like alice's neither holds hers nor, failing, cancels it."""
+    assert post(busy, named("prep"), "alice").json()["id"] == "1"
+    assert post(busy, named("prep"), "bob").json()["id"] == "2"  # the newest "prep" is bob's
+    main = post(busy, named("main", "prep"), "alice").json()
+    assert main["id"] == "3"
+    wait_for(lambda: job_of(busy, "3")["reason"], message="job 3's reason")
+    assert job_of(busy, "3")["reason"] == "held: dependency prep not completed (job 1)"
+    end(busy, "2", 1)  # bob's prep fails
+    wait_for(lambda: job_of(busy, "2")["state"] == "Failed", message="bob's job failed")
+    tick = post(busy, named("tick"), "bob").json()  # it starts on bob's freed host: a pass ran after the failure
+    wait_for(lambda: job_of(busy, tick["id"])["state"] == "Running", message="a pass after bob's failure")
+    assert job_of(busy, "3")["state"] == "Queued"  # alice's job is still held on her own prep
+    assert job_of(busy, "3")["reason"] == "held: dependency prep not completed (job 1)"
+    end(busy, "1", 0)
+    wait_for(lambda: job_of(busy, "3")["state"] == "Running", message="alice's main released by her prep")
+    # the portal files for alice: her names, not the portal's nor bob's
+    portal = post(busy, named("after", "main").replace(b"<Name>", b"<User>alice</User><Name>"), "submit").json()
+    wait_for(lambda: job_of(busy, portal["id"])["reason"], message="the portal's job's reason")
+    assert job_of(busy, portal["id"])["reason"] == "held: dependency main not completed (job 3)"
+
+
+def test_another_user_s_name_is_no_job_of_yours_but_an_id_is(busy: InProcessServer) -> None:
+    assert post(busy, named("only-alice"), "alice").status == 201  # job 1
+    for designator in ("JobName", "JobId"):
+        refused = post(busy, named("b", "only-alice", designator), "bob")
+        assert refused.is_error(400) and "only-alice" in refused.json()["error"], refused.body
+    # a JobName is a name, never an id: "1" names no job of bob's
+    assert post(busy, named("b", "1", "JobName"), "bob").is_error(400)
+    # an id names any job bob may read, alice's included
+    by_id = post(busy, named("b", "1", "JobId"), "bob").json()
+    wait_for(lambda: job_of(busy, by_id["id"])["reason"], message="bob's job's reason")
+    assert job_of(busy, by_id["id"])["reason"] == "held: dependency 1 not completed (job 1)"
+    assert busy.sql("SELECT count(*) FROM jobs") == [(2,)]
+
+
+def test_names_stay_the_owner_s_across_a_restart(busy: InProcessServer) -> None:
+    assert post(busy, named("prep"), "alice").status == 201
+    assert post(busy, named("prep"), "bob").status == 201
+    busy.stop()
+    busy.start()
+    made = post(busy, named("main", "prep"), "alice").json()
+    wait_for(lambda: job_of(busy, made["id"])["reason"], message="the reason")
+    assert job_of(busy, made["id"])["reason"] == "held: dependency prep not completed (job 1)"
