@@ -227,7 +227,9 @@ def _tasks(job: Job) -> tuple[TaskRequest, ...]:
                 stdout=merged.output_file.path if merged.output_file else None,
                 stderr=merged.error_file.path if merged.error_file else None,
                 exclusive=_flag(props, "IsExclusive", False),
-                rerunnable=(props.boolean("Restartable") if props.get("Restartable") else True) is not False,
+                # the task's own Restartable, else its group's, else the job's: a job that says it
+                # must run once is not run twice because its tasks did not repeat it
+                rerunnable=(merged.boolean("Restartable") if merged.get("Restartable") else True) is not False,
                 estimate=min(_duration(props.requested), _duration(group.properties.requested))))
             names.setdefault(name, index)
             names.setdefault(str(index + 1), index)

@@ -59,6 +59,8 @@ class Tokens:
     _tokens: dict[str, str] = field(default_factory=dict)  # host -> digest
     _executors: dict[str, str] = field(default_factory=dict)  # executor digest -> host
     _users: dict[str, str] = field(default_factory=dict)  # submit digest -> the user its jobs belong to
+    #: the hosts executor tokens are bound to: the only ones the queue places tasks on
+    executor_hosts: set[str] = field(default_factory=set)
 
     @classmethod
     def load(cls, path: str | Path | None) -> Tokens:
@@ -110,6 +112,7 @@ class Tokens:
             self._users[key] = user
         if host is not None and role is Role.EXECUTOR:
             self._executors[key] = host
+            self.executor_hosts.add(host)
         elif host is not None:
             self.bind(key, host)
         return key
