@@ -11,12 +11,10 @@ A pass runs when something it depends on changes: a submission, a job's or task'
 a host becoming usable or not (a report that changes nothing a job needs schedules nothing), at
 the next run time limit, and when a placed task is due to have been started.
 
-Tasks are placed only on hosts an executor token is bound to. A task that no executor reports
-started within the start timeout goes back to the queue (or fails, not rerunnable) and its host
-is drained: paused with the reason, through the aggregator, until an admin resumes it. The
-timeout counts from the task's placement, which is stored, or from this queue's start when that
-is later: an executor cannot fetch a task from a server that is down, so a restart gives each
-placed task the whole timeout again, and never more.
+Tasks are placed only on hosts an executor token is bound to. A task no executor reports started
+within the start timeout goes back to the queue (or fails, not rerunnable) and its host is drained
+(paused with the reason) until an admin resumes it. The timeout counts from the placement (stored)
+or from this queue's start when later: an executor cannot fetch a task from a server that is down.
 """
 
 from __future__ import annotations
@@ -70,9 +68,7 @@ class JobQueue:
                  clock: Callable[[], float] = time.time, policy: Policy = Policy.EASY,
                  executors: Container[str] = frozenset(), start_timeout: float = 60.0,
                  drain: Callable[[str, str], Awaitable[object]] | None = None) -> None:
-        """`executors`: the hosts executor tokens are bound to, the only ones tasks are placed on;
-        `drain(host, reason)` pauses a host whose executor did not start a task in `start_timeout`
-        seconds (the aggregator's, which stores it and tells the listeners)."""
+        """`executors`: the only hosts tasks are placed on; `drain(host, reason)`: the aggregator's."""
         self.store = store
         self.table = table
         self.site = site
