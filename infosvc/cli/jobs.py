@@ -208,6 +208,12 @@ def why(job: dict[str, Any], now: float) -> str:
         submitted = epoch_of(job.get("submitted"))
         if submitted is not None:
             lines.append(f"  waiting {clock(now - submitted)} since {job['submitted']}")
+        # why it is back, when it is: a lost host, or a host whose executor did not start it (drained)
+        back = [e for e in job.get("events") or [] if e.get("task") is None and e.get("state") == "Queued"
+                and e.get("detail") != "submitted"]
+        if back:
+            last = max(back, key=lambda e: str(e.get("at")))
+            lines.append(f"  back in the queue since {last.get('at')}: {last.get('detail')}")
     elif job["state"] == "Running":
         lines.append(f"{head} on {job.get('hosts')} since {job.get('started')} ({_time_of(job, now)})")
         limit = job.get("run_time_limit_seconds")

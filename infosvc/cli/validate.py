@@ -71,9 +71,9 @@ def _format(document: bytes) -> str:
 
 
 def _job(name: str, document: bytes, as_json: bool) -> None:
-    from infosvc.site.submissions import prepare
+    from infosvc.site.submissions import TRUSTED, prepare
 
-    prepared, warnings = prepare(document, content_type_of(document), owner="")
+    prepared, warnings = prepare(document, content_type_of(document), TRUSTED)
     what = _format(document)
     if as_json:
         jobs: list[dict[str, Any]] = [

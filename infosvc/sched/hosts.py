@@ -4,7 +4,7 @@ host only with other non-exclusive jobs); resource sorting (candidates by memory
 processor speed, largest first, then by host id, as the matcher orders them); a job's minimum and
 maximum processors, the hosts it may use (its requirements, asked nodes) and the hosts it must
 have (required nodes). Paused hosts take jobs from administrators only; hosts that are not usable
-(Pending, Unreachable, reporting themselves Offline) take none.
+(Pending, Unreachable, reporting themselves Offline) take none, nor do hosts no executor runs on.
 
 An allocation is a set of hosts with the processors taken on each: as many as are free, up to the
 job's maximum, at least its minimum (an exclusive job takes whole hosts, so it may hold more
@@ -31,10 +31,12 @@ import numpy.typing as npt
 from infosvc.sched.policy import Machine, Queued
 from infosvc.sched.request import JobRequest
 
-__all__ = ["NO_HOST", "Allocation", "HostJob", "HostPool", "HostSlot", "WaitingJob"]
+__all__ = ["NO_EXECUTOR", "NO_HOST", "Allocation", "HostJob", "HostPool", "HostSlot", "WaitingJob"]
 
 #: Why a job waits when its requirements rule out every usable host (the queue adds which and why).
 NO_HOST = "no usable host meets its requirements"
+#: Why a job waits when only hosts without an executor would take it.
+NO_EXECUTOR = "no host with an executor fits"
 
 Mask = npt.NDArray[np.bool_]
 
@@ -85,6 +87,7 @@ class HostSlot:
     speed: float = 0.0
     usable: bool = True
     paused: bool = False
+    executor: bool = True  # whether an executor runs jobs there (a token bound to it): else it takes none
     #: (feature, license pool) for each software license a job on the host draws, from a pool of
     #: the HostPool's `licenses`
     licenses: tuple[tuple[str, int], ...] = ()
@@ -117,7 +120,8 @@ class HostPool:
         n = len(self.slots)
         self.size = np.fromiter((max(s.processors, 0) for s in self.slots), np.int64, n)
         self.memory = np.fromiter((s.memory_mb for s in self.slots), np.float64, n)
-        self.usable = np.fromiter((s.usable for s in self.slots), np.bool_, n)
+        self.usable = np.fromiter((s.usable and s.executor for s in self.slots), np.bool_, n)
+        self.no_executor = np.fromiter((s.usable and not s.executor for s in self.slots), np.bool_, n)  # for `why`
         self.paused = np.fromiter((s.paused for s in self.slots), np.bool_, n)
         speed = np.fromiter((s.speed for s in self.slots), np.float64, n)
         rank = np.empty(n, np.int64)
@@ -154,7 +158,7 @@ class HostPool:
 
     def copy(self) -> HostPool:
         other = HostPool._empty()
-        for name in ("slots", "ids", "row", "size", "memory", "usable", "paused", "order", "place_of",
+        for name in ("slots", "ids", "row", "size", "memory", "usable", "no_executor", "paused", "order", "place_of",
                      "_order_list", "_open", "license_size", "_pools_of", "_license_groups"):
             setattr(other, name, getattr(self, name))
         other.license_free = self.license_free.copy()
@@ -418,13 +422,18 @@ class HostPool:
     def _shortfall(self, hjob: HostJob, request: JobRequest) -> str:
         usable = self.usable if hjob.admin else self._open
         allowed = usable if hjob.eligible is None else usable & hjob.eligible
+        # the hosts it could use if they had an executor: said of only where they make the difference
+        elsewhere = (self.no_executor if hjob.admin else self.no_executor & ~self.paused) & (
+            True if hjob.eligible is None else hjob.eligible)
         if not allowed.any():
-            return NO_HOST
+            return f"{NO_EXECUTOR} (the hosts it may use run no executor)" if elsewhere.any() else NO_HOST
         if request.memory_mb > 0 and not (self.memory[allowed] >= request.memory_mb).any():
-            return f"no host it may use has {request.memory_mb:g} MB of memory"
+            lead = NO_EXECUTOR + ": none" if (self.memory[elsewhere] >= request.memory_mb).any() else "no host"
+            return f"{lead} it may use has {request.memory_mb:g} MB of memory"
         capacity = int(self.size[allowed].sum())
         if request.min_processors > capacity:
-            return f"needs {_processors(request.min_processors)}; the hosts it may use have {capacity}"
+            lead = f"{NO_EXECUTOR}: " if request.min_processors <= capacity + int(self.size[elsewhere].sum()) else ""
+            return f"{lead}needs {_processors(request.min_processors)}; the hosts it may use have {capacity}"
         if request.licenses and self._pools_of and (short := self._license_shortfall(allowed, request)):
             return short
         mask, room = self._candidates(hjob, None)

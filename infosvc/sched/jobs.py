@@ -221,6 +221,30 @@ class JobRecord:
         self.state, self.hosts, self.started, self.reason = JobState.QUEUED, {}, None, detail
         return events + [Event(self.id, None, JobState.QUEUED, now, detail)]
 
+    def unstarted(self, now: float, timeout: float, counted_from: float) -> dict[str, list[int]]:
+        """Host -> its tasks placed `timeout` seconds ago or more, counted from their placement or
+        from `counted_from` (the service's start) when later, that no executor reported started."""
+        late: dict[str, list[int]] = {}
+        for task in self.tasks:
+            if (task.state is JobState.RUNNING and task.began is None and task.host is not None
+                    and max(task.dispatched or 0.0, counted_from) + timeout <= now):
+                late.setdefault(task.host, []).append(task.index)
+        return late
+
+    def not_started(self, host: str, tasks: list[int], now: float, detail: str) -> list[Event]:
+        """Tasks placed on `host` were not started by its executor in time (`detail` says so): the
+        job goes back to the queue when every task it is running may be run again, else those
+        tasks fail and the job with them (one of them may have started without a word)."""
+        if all(self.request.tasks[t.index].rerunnable for t in self.tasks if t.state is JobState.RUNNING):
+            return self.requeue(now, f"{detail}; requeued")
+        events = []
+        for index in tasks:
+            task = self.tasks[index]
+            if not self.request.tasks[index].rerunnable:
+                task.state, task.ended = JobState.FAILED, now
+                events.append(Event(self.id, index, JobState.FAILED, now, f"{detail} and the task is not rerunnable"))
+        return events + self.end(JobState.FAILED, now, f"{detail}, and a task of the job is not rerunnable")
+
     def host_lost(self, host: str, now: float) -> list[Event]:
         """`host` became unreachable under this running job: rerunnable tasks on it are requeued
         with the job; a task that is not rerunnable fails, and with it the job."""

@@ -147,8 +147,10 @@ class JobRequest:
 
 
 def read_request(job: Job, owner: str) -> JobRequest:
-    """The scheduling request of a resolved SSS Job; DocumentError for a value the scheduler cannot
-    honour (an unknown priority, a processor range that is empty, too many tasks)."""
+    """The scheduling request of a resolved SSS Job owned by `owner` (decided from the token that
+    filed it, never read here from the document: infosvc.site.submissions.owner_of); DocumentError
+    for a value the scheduler cannot honour (an unknown priority, a processor range that is empty,
+    too many tasks)."""
     job, read = read_needs(job)
     props = job.properties
     priority = _priority(props.get("Priority"))
@@ -179,7 +181,7 @@ def read_request(job: Job, owner: str) -> JobRequest:
     after = tuple(After(dep.job, dep.effective_condition, dep.code,
                         dep.effective_designator is Designator.JOB_NAME) for dep in props.dependencies)
     return JobRequest(
-        name=props.get("Name") or "", owner=props.get("User") or owner, priority=priority,
+        name=props.get("Name") or "", owner=owner, priority=priority,
         min_processors=least, max_processors=most, estimate=min(estimates), memory_mb=memory,
         exclusive=_flag(props, "IsExclusive", True), asked_nodes=asked, required_nodes=tuple(required),
         licenses=_licenses(props.requested),
@@ -225,7 +227,9 @@ def _tasks(job: Job) -> tuple[TaskRequest, ...]:
                 stdout=merged.output_file.path if merged.output_file else None,
                 stderr=merged.error_file.path if merged.error_file else None,
                 exclusive=_flag(props, "IsExclusive", False),
-                rerunnable=(props.boolean("Restartable") if props.get("Restartable") else True) is not False,
+                # the task's own Restartable, else its group's, else the job's: a job that says it
+                # must run once is not run twice because its tasks did not repeat it
+                rerunnable=(merged.boolean("Restartable") if merged.get("Restartable") else True) is not False,
                 estimate=min(_duration(props.requested), _duration(group.properties.requested))))
             names.setdefault(name, index)
             names.setdefault(str(index + 1), index)

@@ -211,6 +211,15 @@ class Aggregator:
 
     async def set_flags(self, host_id: str, *, approved: bool | None = None, paused: bool | None = None,
                         action: str = "admin", reason: str | None = None) -> HostEntry:
+        return await self._decide(host_id, approved, paused, action, reason, "an admin")
+
+    async def drain(self, host_id: str, reason: str) -> HostEntry:
+        """Pause a host for the job queue, as Slurm drains a node after a launch failure: stored as
+        a pause with its reason (shown wherever the host is), lifted by an admin's resume."""
+        return await self._decide(host_id, None, True, "pause", reason, "drained by the job queue")
+
+    async def _decide(self, host_id: str, approved: bool | None, paused: bool | None, action: str,
+                      reason: str | None, by: str) -> HostEntry:
         current = self.table.get(host_id)
         if current is None:
             raise NotFound(f"no host {host_id!r}")
@@ -220,7 +229,7 @@ class Aggregator:
         entry = self.table.set_flags(host_id, self.now(), approved=approved, paused=paused, reason=reason)
         assert entry is not None
         if entry.state.value != before:
-            audit.info("host %s: %s -> %s (an admin)", entry.id, before, entry.state.value)
+            audit.info("host %s: %s -> %s (%s)", entry.id, before, entry.state.value, by)
         self._warm((entry,))
         return entry
 

@@ -114,6 +114,9 @@ SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
         Setting("policy", "easy", "the job queue's policy: `easy` (priority FCFS with EASY backfilling), `fcfs` "
                 "(priority FCFS only) or `predictive` (run times predicted from each user's history, short jobs "
                 "first within a priority, EASY's guarantee kept)", choices=("easy", "fcfs", "predictive")),
+        Setting("start_timeout_seconds", 60.0, "how long a task placed on a host may wait for its executor to "
+                "report it started: past it the task goes back to the queue (or fails, not rerunnable) and the "
+                "host is drained (Paused, with the reason) until an admin resumes it", minimum=0.001),
     ),
     "prometheus": (
         Setting("exporter_port", DEFAULT_EXPORTER_PORT, "the port of the exporter on every host, in GET "
@@ -157,6 +160,7 @@ class LifecycleConfig:
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     policy: str = default("scheduler", "policy")
+    start_timeout_seconds: float = default("scheduler", "start_timeout_seconds")
 
 
 @dataclass(frozen=True, slots=True)

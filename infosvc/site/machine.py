@@ -1,6 +1,7 @@
 """The site's hosts as the scheduler's machine (a HostPool), kept for the job queue: built again
 only when a host changes what the scheduler reads of it (new, gone, its processors, whether it
-may take jobs, paused), and built off the event loop.
+may take jobs, paused), and built off the event loop. Only the hosts an executor token is bound to
+take jobs.
 
 At 10,000 hosts a build is tens of milliseconds, far more on a busy machine: built on the loop
 at each change (hosts joining, say), it was the loop's longest pauses under a soak of 10,000
@@ -24,11 +25,13 @@ from infosvc.site.resources import LicensePools
 OFF_LOOP_TRIES = 3
 
 
-def differs(pool: HostPool, hosts: Iterable[Host], served: Container[str] | None) -> bool:
+def differs(pool: HostPool, hosts: Iterable[Host], served: Container[str] | None,
+            executors: Container[str] | None = None) -> bool:
     """Whether the scheduler reads any of `hosts` otherwise than `pool` holds it."""
     for host in hosts:
         row = pool.row.get(host.unique_id)
-        usable = host.live and not host.offline and (served is None or host.cluster in served)
+        usable = host.live and not host.offline and (served is None or host.cluster in served) and (
+            executors is None or host.unique_id in executors)
         if (row is None or pool.size[row] != host.total_cpus or bool(pool.usable[row]) != usable
                 or bool(pool.paused[row]) != (host.state == "Paused")):
             return True
@@ -38,8 +41,10 @@ def differs(pool: HostPool, hosts: Iterable[Host], served: Container[str] | None
 class SiteMachine:
     """The queue's HostPool of the table's hosts, and each host's cluster as it was built."""
 
-    def __init__(self, table: HostTable) -> None:
+    def __init__(self, table: HostTable, executors: Container[str] | None = None) -> None:
         self.table = table
+        #: the hosts an executor runs jobs on (executor tokens' hosts; fixed while the service runs)
+        self.executors = executors
         self.pool: HostPool | None = None
         self.cluster_of: dict[str, str] = {}
         self._served: Container[str] | None = None
@@ -62,7 +67,7 @@ class SiteMachine:
         if self.pool is not None:
             return self.pool
         hosts, paused, served, licenses = self._inputs()
-        return self._install(hosts, pool_of(hosts, paused.__contains__, served, licenses), served)
+        return self._install(hosts, pool_of(hosts, paused.__contains__, served, licenses, self.executors), served)
 
     async def ready(self) -> None:
         """Build the pool off the loop if a change dropped it."""
@@ -72,18 +77,18 @@ class SiteMachine:
             hosts, paused, served, licenses = self._inputs()
             removals, self._meanwhile = self._removals, []
             try:
-                built = await asyncio.to_thread(pool_of, hosts, paused.__contains__, served, licenses)
+                built = await asyncio.to_thread(pool_of, hosts, paused.__contains__, served, licenses, self.executors)
                 changed = self._meanwhile
             finally:
                 self._meanwhile = None
-            if self.pool is None and removals == self._removals and not differs(built, changed, served):
+            if self.pool is None and removals == self._removals and not differs(built, changed, served, self.executors):
                 self._install(hosts, built, served)
 
     def hosts_changed(self, hosts: Iterable[Host]) -> bool:
         """The roll-up says these hosts changed; True when the pool had to be dropped for them."""
         if self._meanwhile is not None:
             self._meanwhile.extend(hosts)
-        if self.pool is not None and differs(self.pool, hosts, self._served):
+        if self.pool is not None and differs(self.pool, hosts, self._served, self.executors):
             self.pool = None
             return True
         return False

@@ -8,8 +8,13 @@ pass itself, which plans off the event loop on a copy (a pass over 10,000 jobs m
 ingest) and is applied under the queue's lock, starting only jobs still Queued by then.
 
 A pass runs when something it depends on changes: a submission, a job's or task's end, a cancel,
-a host becoming usable or not (a report that changes nothing a job needs schedules nothing), and
-at the next run time limit.
+a host becoming usable or not (a report that changes nothing a job needs schedules nothing), at
+the next run time limit, and when a placed task is due to have been started.
+
+Tasks are placed only on hosts an executor token is bound to. A task no executor reports started
+within the start timeout goes back to the queue (or fails, not rerunnable) and its host is drained
+(paused with the reason) until an admin resumes it. The timeout counts from the placement (stored)
+or from this queue's start when later: an executor cannot fetch a task from a server that is down.
 """
 
 from __future__ import annotations
@@ -20,9 +25,9 @@ import logging
 import math
 import time
 from dataclasses import replace
-from typing import Callable, Iterable
+from typing import Awaitable, Callable, Container, Iterable
 
-from infosvc.errors import DocumentError, excerpt
+from infosvc.errors import excerpt
 from infosvc.matching import Requirements, Site
 from infosvc.model.glue import ComputingElement, Host
 from infosvc.model.node import Node
@@ -30,15 +35,15 @@ from infosvc.model.folding import fold
 from infosvc.sched import Plan, Policy, Running
 from infosvc.sched.hosts import NO_HOST, Allocation, HostPool, WaitingJob
 from infosvc.sched.jobs import ENDED, Event, JobRecord, JobState
-from infosvc.sched.request import After, JobRequest
 from infosvc.site.cestate import SERVED, CEQueues, limit_on, refusal, run_time_ratio
 from infosvc.site.eligibility import Eligibility
+from infosvc.site.jobnames import JobNames
 from infosvc.site.planning import PassPlan, allocation_of, could_start
 from infosvc.site.predictions import predict_queued
 from infosvc.site.machine import SiteMachine
-from infosvc.site.submissions import prepare, requirements_again
-from infosvc.site.upkeep import upkeep
-from infosvc.site.errors import Forbidden, Invalid, NotFound, Unavailable
+from infosvc.site.submissions import Filer, prepare, requirements_again
+from infosvc.site.upkeep import start_deadline, upkeep
+from infosvc.site.errors import Forbidden, Invalid, NotFound, Refused, Unavailable
 from infosvc.site.hosts import HostTable
 from infosvc.store import Store
 from infosvc.store.jobs import write_jobs
@@ -46,6 +51,8 @@ from infosvc.store.jobs import write_jobs
 __all__ = ["JobQueue"]
 
 log = logging.getLogger("infosvc.queue")
+#: the audit trail (infosvc/cli/logs.py): jobs filed for an owner their document named
+audit = logging.getLogger("infosvc.audit")
 
 #: Ended jobs kept in memory for GET /v1/jobs; older ones are read from the store by id.
 KEPT_ENDED = 10_000
@@ -58,21 +65,28 @@ REFRESH_SECONDS = 2.0
 
 class JobQueue:
     def __init__(self, store: Store, table: HostTable, *, site: Callable[[], Site],
-                 clock: Callable[[], float] = time.time, policy: Policy = Policy.EASY) -> None:
+                 clock: Callable[[], float] = time.time, policy: Policy = Policy.EASY,
+                 executors: Container[str] = frozenset(), start_timeout: float = 60.0,
+                 drain: Callable[[str, str], Awaitable[object]] | None = None) -> None:
+        """`executors`: the only hosts tasks are placed on; `drain(host, reason)`: the aggregator's."""
         self.store = store
         self.table = table
         self.site = site
         self.clock = clock
         self.policy = policy
+        self.start_timeout = start_timeout
+        self.drain = drain
+        #: placed tasks' start deadlines count from here at the earliest (see the module's docstring)
+        self.started_at = clock()
         self.jobs: dict[str, JobRecord] = {}
         self.requirements: dict[str, Requirements | None] = {}
         self._shared: dict[str, Requirements] = {}
-        self.names: dict[str, str] = {}  # job names -> the newest job's id, for dependencies by name
+        self.names = JobNames()  # each owner's job names, for dependencies by name
         self.eligibility = Eligibility()
         self._next_id = 1
         self._lock = asyncio.Lock()
         self._poked = asyncio.Event()
-        self.machine = SiteMachine(table)
+        self.machine = SiteMachine(table, executors)
         #: what the last pass left free (its starts taken), and the priority of the job it reserved for
         self._room: HostPool | None = None
         self._head_priority: int | None = None
@@ -94,8 +108,7 @@ class JobQueue:
         ended = [job for job in records if job.state in ENDED][-KEPT_ENDED:]
         for job in [job for job in records if job.state not in ENDED] + ended:
             self.jobs[job.id] = job
-            if job.request.name:
-                self.names[job.request.name] = job.id
+            self.names.add(job)
             if job.state not in ENDED and job.request.asks_hosts:
                 self.requirements[job.id] = requirements_again(job, self.store.job_document(int(job.id)))
         self._next_id = max((int(job.id) for job in records), default=0) + 1
@@ -135,13 +148,17 @@ class JobQueue:
     # --- changes ---------------------------------------------------------------------------
 
     async def submit(self, body: bytes, content_type: str, *, owner: str, submitter: str, admin: bool,
-                     ) -> tuple[list[JobRecord], list[str]]:
+                     may_name_owner: bool = False) -> tuple[list[JobRecord], list[str]]:
+        """File the document's jobs as `owner` (the token's user); a document that names another
+        owner is refused (Forbidden) unless `may_name_owner` (a token bound to no user, or an
+        admin's), and then audited."""
+        filer = Filer(owner, may_name_owner or admin)
         # A small document (an authenticated submitter's, ~0.3 ms to read) is read on the loop: the
         # hand-off to a thread and back cost as much again. Big ones are read off it.
         if len(body) <= INLINE_BYTES:
-            prepared, warnings = prepare(body, content_type, owner)
+            prepared, warnings = prepare(body, content_type, filer)
         else:
-            prepared, warnings = await asyncio.to_thread(prepare, body, content_type, owner)
+            prepared, warnings = await asyncio.to_thread(prepare, body, content_type, filer)
         ces = self.table.rollup.config.computing_elements
         for item in prepared:
             refused = refusal(ces, self.ce_queues.figures, item.request.estimate)
@@ -162,7 +179,7 @@ class JobQueue:
                 local.setdefault(item.request.name, str(first + number))
         for item in prepared:
             job_id = str(first + len(records))
-            request = replace(item.request, after=self._resolved(item.request, local))
+            request = replace(item.request, after=self.names.resolved(item.request, local, item.request.owner, self.jobs))
             records.append(JobRecord(job_id, request, now, request.owner, admin, group, submitter,
                                      held=bool(request.after)))
         events = [Event(job.id, None, JobState.QUEUED, now, "submitted") for job in records]
@@ -171,26 +188,18 @@ class JobQueue:
             self.jobs[job.id] = job
             if item.requirements is not None:  # one compiled Requirements for the jobs that ask alike
                 self.requirements[job.id] = self._shared.setdefault(item.signature, item.requirements)
-            if job.request.name:
-                self.names[job.request.name] = job.id
+            self.names.add(job)
+            if job.owner != owner:
+                # which token, never the token: its role and the first characters of its digest
+                audit.info("job %s filed for owner %r named by its document, by %s token %s%s", job.id,
+                           job.owner, "an admin" if admin else "a submit", submitter[:8],
+                           "" if admin else " (bound to no user)")
         if self._room is None or self.machine.pool is None or could_start(
                 records, self._room, self.machine.pool, self.eligibility, self.requirements, self._head_priority):
             self.poke()
         elif self._refresh is None:
             self._refresh = asyncio.get_running_loop().call_later(REFRESH_SECONDS, self.poke)
         return records, warnings
-
-    def _resolved(self, request: JobRequest, local: dict[str, str]) -> tuple[After, ...]:
-        """The job's dependencies with the queue's ids: a job of the same submission by its Id or
-        Name first, else a queued job by its id, else the newest job of that name."""
-        resolved = []
-        for after in request.after:
-            job_id = local.get(after.job) or (after.job if after.job in self.jobs else self.names.get(after.job))
-            if job_id is None:
-                raise DocumentError(f"the job depends on {excerpt(after.job)!r}, which is no job of this submission "
-                                    "or of the queue")
-            resolved.append(replace(after, job=job_id, by_name=False, label=after.label or after.job))
-        return tuple(resolved)
 
     async def cancel(self, job_id: str, *, admin: bool, submitter: str) -> JobRecord:
         """Cancel a job: an administrator any, a submitter only those it submitted."""
@@ -281,7 +290,8 @@ class JobQueue:
                 log.exception("scheduling pass failed")
 
     def _next_deadline(self) -> float:
-        return min((job.limit_at for job in self.jobs.values() if job.state is JobState.RUNNING), default=math.inf)
+        limits = min((job.limit_at for job in self.jobs.values() if job.state is JobState.RUNNING), default=math.inf)
+        return min(limits, start_deadline(self.jobs, self.start_timeout, self.started_at))
 
     def pool(self) -> HostPool:
         """The site's hosts as the scheduler's machine, kept until a host changes what it reads."""
@@ -405,9 +415,21 @@ class JobQueue:
         return waiting
 
     async def _housekeeping(self, now: float) -> None:
-        """Run time limits, hosts lost under running jobs, and dependencies released or broken."""
-        changed, events = upkeep(self.jobs, lambda host: (e := self.table.get(host)) is not None
-                                 and e.state.value in ("Ready", "Paused"), now, _copy)
+        """Run time limits, hosts lost under running jobs, tasks not started in time, and
+        dependencies released or broken."""
+        changed, events, drain = upkeep(self.jobs, lambda host: (e := self.table.get(host)) is not None
+                                        and e.state.value in ("Ready", "Paused"), now, _copy,
+                                        self.start_timeout, self.started_at)
+        # Drained before the jobs go back: should the service stop in between, the job is still
+        # placed there and times out again at the next start, rather than placed there again.
+        for host, reason in drain.items():
+            entry = self.table.get(host)
+            if self.drain is None or entry is None or entry.paused:
+                continue  # already drained or paused (its reason is an admin's or the first drain's)
+            try:
+                await self.drain(host, reason)
+            except Refused as exc:  # removed meanwhile
+                log.warning("host %s not drained: %s", host, exc.message)
         if changed:
             await self.store.write(write_jobs([], [trial for _, trial in changed], events))
             for job, trial in changed:

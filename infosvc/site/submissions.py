@@ -1,7 +1,8 @@
 """A submitted document read into the jobs the queue takes: the three formats through
-infosvc.codec.submission, each job's scheduling request (infosvc.sched.request) and its host
-requirements compiled by the matcher, and a JobGroup's dependencies checked for names that exist
-and for cycles. CPU-bound: the queue runs it off the event loop."""
+infosvc.codec.submission, each job's owner (from the token that files it, docs/security.md), its
+scheduling request (infosvc.sched.request) and its host requirements compiled by the matcher, and
+a JobGroup's dependencies checked for names that exist and for cycles. CPU-bound: the queue runs
+it off the event loop for large documents."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ from dataclasses import dataclass, replace
 from infosvc.codec.submission import parse_submission
 from infosvc.errors import DocumentError, excerpt
 from infosvc.matching import MatchError, Requirements
-from infosvc.model.job import Job, JobGroup, resolve
+from infosvc.model.job import Job, JobGroup, Op, Properties, Simple, resolve
 from infosvc.model.jobneeds import read_needs
 from infosvc.sched.jobs import JobRecord
 from infosvc.sched.request import JobRequest, read_request
 from infosvc.site.eligibility import requirements_of
+from infosvc.site.errors import Forbidden
 
-__all__ = ["MAX_GROUP_JOBS", "Prepared", "prepare", "requirements_again"]
+__all__ = ["MAX_GROUP_JOBS", "Filer", "Prepared", "prepare", "requirements_again"]
 
 log = logging.getLogger("infosvc.queue")
 
@@ -29,6 +31,20 @@ MAX_GROUP_JOBS = 1000
 COMPILED_KEPT = 1024
 _compiled: dict[str, Requirements | None] = {}
 _compiled_lock = threading.Lock()  # prepare also runs in worker threads (large documents)
+
+
+@dataclass(frozen=True, slots=True)
+class Filer:
+    """Who files a submission: the owner its token gives (its USER, else `token-` and its digest's
+    start) and whether the document may name another owner: only a token bound to no user (a
+    portal's, which files for its own users) or an admin token may."""
+
+    user: str
+    may_name_owner: bool = False
+
+
+#: The owner written by the filer or by no one: an offline check, or a stored job read again.
+TRUSTED = Filer("", may_name_owner=True)
 
 
 @dataclass(slots=True)
@@ -42,14 +58,16 @@ class Prepared:
     signature: str = ""
 
 
-def prepare(body: bytes, content_type: str, owner: str) -> tuple[list[Prepared], list[str]]:
-    """The jobs of a submitted document (a JobGroup gives several), or DocumentError. CPU-bound."""
+def prepare(body: bytes, content_type: str, filer: Filer) -> tuple[list[Prepared], list[str]]:
+    """The jobs of a submitted document (a JobGroup gives several), or DocumentError; Forbidden
+    when the document names an owner the filer may not file for. CPU-bound."""
     parsed, warnings = parse_submission(body, content_type)
     jobs = resolve(parsed)
     if len(jobs) > MAX_GROUP_JOBS:
         raise DocumentError(f"the job group has {len(jobs)} jobs; at most {MAX_GROUP_JOBS}")
     prepared = []
-    for written in jobs:
+    owners = [owner_of(written, filer) for written in jobs]  # refused before any other work
+    for written, owner in zip(jobs, owners):
         # what a level needs but wrote outside Requested is Requested for the matcher too;
         # read_request reads it so itself, and says what it read
         job, _ = read_needs(written)
@@ -60,6 +78,43 @@ def prepare(body: bytes, content_type: str, owner: str) -> tuple[list[Prepared],
         prepared.append(Prepared(request, requirements, job.id, signature))
     _check_group(parsed, prepared)
     return prepared, warnings
+
+
+def owner_of(job: Job, filer: Filer) -> str:
+    """The owner of a resolved job: the filer's user; a filer that may name the owner names it in
+    the job's `User` (a CCS job's User is mapped there). A token bound to a user may write only its
+    own name in any of the formats' owner fields: SSS `User` at every level and as a Requested or
+    Delivered term, CCS `User` and `SubmittedBy` (a grid job has no owner field: its schema refuses
+    one)."""
+    if filer.may_name_owner:
+        return job.properties.get("User") or filer.user
+    for where, value in _named_users(job):
+        if value != filer.user:
+            raise Forbidden(f"the job names {excerpt(value)!r} in {where}; this token files jobs as "
+                            f"{filer.user!r} only",
+                            "a token bound to a user submits that user's jobs; a token bound to no user "
+                            "(a portal's) or an admin token may name the owner")
+    return filer.user
+
+
+def _named_users(job: Job) -> list[tuple[str, str]]:
+    """(where, the user named) for each owner field of a resolved job, defaults applied."""
+    levels: list[tuple[str, Properties]] = [("its User", job.properties)]
+    for group in job.effective_task_groups():
+        levels.append(("a task group's User", group.properties))
+        levels.extend(("a task's User", task.properties) for task in group.tasks)
+    named = []
+    for where, props in levels:
+        if "User" in props.simple:
+            named.append((where, props.simple["User"]))
+        for category, terms in (("Requested", props.requested), ("Delivered", props.delivered)):
+            for term in terms:
+                if isinstance(term.item, Simple) and term.item.name == "User":
+                    # a pattern or an exclusion names no one user: only the filer's own name is taken
+                    value = term.item.value if term.effective_op is Op.EQ else f"{term.effective_op.value} {term.item.value}"
+                    named.append((f"{category} User", value))
+        named.extend(("SubmittedBy", item.value) for item in props.extensions if item.name == "SubmittedBy")
+    return named
 
 
 def _requirements(job: Job, signature: str) -> Requirements | None:
@@ -118,7 +173,7 @@ def requirements_again(job: JobRecord, stored: tuple[bytes, str] | None) -> Requ
     if stored is None:
         return None
     try:
-        prepared, _ = prepare(stored[0], stored[1], job.owner)
+        prepared, _ = prepare(stored[0], stored[1], TRUSTED)  # accepted once: its owner is stored
     except DocumentError as exc:  # accepted by an earlier version that read it otherwise
         log.warning("job %s: its document no longer reads (%s); scheduled without its host requirements",
                     job.id, exc)

@@ -59,6 +59,8 @@ class Tokens:
     _tokens: dict[str, str] = field(default_factory=dict)  # host -> digest
     _executors: dict[str, str] = field(default_factory=dict)  # executor digest -> host
     _users: dict[str, str] = field(default_factory=dict)  # submit digest -> the user its jobs belong to
+    #: the hosts executor tokens are bound to: the only ones the queue places tasks on
+    executor_hosts: set[str] = field(default_factory=set)
 
     @classmethod
     def load(cls, path: str | Path | None) -> Tokens:
@@ -110,6 +112,7 @@ class Tokens:
             self._users[key] = user
         if host is not None and role is Role.EXECUTOR:
             self._executors[key] = host
+            self.executor_hosts.add(host)
         elif host is not None:
             self.bind(key, host)
         return key
@@ -117,6 +120,10 @@ class Tokens:
     def user_of(self, key: str) -> str:
         """The owner of the jobs a token submits: its USER, else `token-` and its digest's start."""
         return self._users.get(key) or f"token-{key[:8]}"
+
+    def bound_user(self, key: str) -> str | None:
+        """The USER a submit token is bound to: it files that user's jobs and no one else's."""
+        return self._users.get(key)
 
     def executor_host(self, key: str) -> str | None:
         """The host an executor token acts for."""

@@ -1,29 +1,46 @@
 """What the queue decides on its own before each pass, as changes on trial copies it then stores:
 jobs at their run time limit (Canceled), running jobs whose host is no longer usable (requeued if
-rerunnable, else failed), and held jobs whose dependencies have released them or never will."""
+rerunnable, else failed), tasks no executor started within the start timeout (requeued or failed,
+and their host to be drained, as Slurm drains a node after a launch failure), and held jobs whose
+dependencies have released them or never will."""
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Mapping
 
 from infosvc.sched.jobs import ENDED, Event, JobRecord, JobState
 
-__all__ = ["dependencies", "upkeep"]
+__all__ = ["dependencies", "start_deadline", "upkeep"]
 
 
 def upkeep(jobs: Mapping[str, JobRecord], usable: Callable[[str], bool], now: float,
-           copy: Callable[[JobRecord], JobRecord]) -> tuple[list[tuple[JobRecord, JobRecord]], list[Event]]:
-    """(job, its changed copy) for each job that changes now, and the events. A held job still
-    waiting gets its reason (in place: it is no stored state)."""
+           copy: Callable[[JobRecord], JobRecord], start_timeout: float = math.inf, counted_from: float = 0.0,
+           ) -> tuple[list[tuple[JobRecord, JobRecord]], list[Event], dict[str, str]]:
+    """(job, its changed copy) for each job that changes now, the events, and the hosts to drain
+    with why. A task placed and not started within `start_timeout` seconds (counted from its
+    placement, or from `counted_from`, the service's start, when later) is not started. A held job
+    still waiting gets its reason (in place: it is no stored state)."""
     changed: list[tuple[JobRecord, JobRecord]] = []
     events: list[Event] = []
+    drain: dict[str, str] = {}
     for job in jobs.values():
         if job.state is JobState.RUNNING:
             lost = None if job.limit_at <= now else next((host for host in job.hosts if not usable(host)), None)
-            if job.limit_at > now and lost is None:
+            late = job.unstarted(now, start_timeout, counted_from) if job.limit_at > now and lost is None else {}
+            if job.limit_at > now and lost is None and not late:
                 continue  # the common case, decided without a copy
             trial = copy(job)
-            step = trial.reach_limit(now) if lost is None else trial.host_lost(lost, now)
+            if late:
+                details = {host: f"task{'s' if len(tasks) > 1 else ''} {', '.join(map(str, tasks))} of job {job.id} "
+                                 f"not started by an executor on {host} within {start_timeout:g} s of its placement"
+                           for host, tasks in late.items()}
+                host, tasks = next(iter(late.items()))
+                step = trial.not_started(host, tasks, now, details[host])
+                for other, detail in details.items():
+                    drain.setdefault(other, f"drained: {detail}")
+            else:
+                step = trial.reach_limit(now) if lost is None else trial.host_lost(lost, now)
             if step:
                 changed.append((job, trial))
                 events.extend(step)
@@ -39,7 +56,14 @@ def upkeep(jobs: Mapping[str, JobRecord], usable: Callable[[str], bool], now: fl
                 changed.append((job, trial))
             elif isinstance(verdict, tuple):
                 job.reason = f"held: {verdict[1]}"
-    return changed, events
+    return changed, events, drain
+
+
+def start_deadline(jobs: Mapping[str, JobRecord], start_timeout: float, counted_from: float) -> float:
+    """When the first placed task not yet started is due to have been (inf: none)."""
+    return min((max(task.dispatched or 0.0, counted_from) + start_timeout
+                for job in jobs.values() if job.state is JobState.RUNNING
+                for task in job.tasks if task.state is JobState.RUNNING and task.began is None), default=math.inf)
 
 
 def dependencies(jobs: Mapping[str, JobRecord], job: JobRecord) -> bool | str | tuple[None, str]:

@@ -62,7 +62,8 @@ async def _aggregator_ctx(app: web.Application, store_path: str, tokens: Tokens)
     await asyncio.to_thread(glue.warm, list(agg.table.rollup.hosts.values()))
     agg.on_change.append(glue.warm)
     queue = app[JOB_QUEUE] = JobQueue(store, agg.table, site=lambda: Site.of(agg.table.rollup), clock=agg.clock,
-                                        policy=Policy(config.scheduler.policy))
+                                        policy=Policy(config.scheduler.policy), executors=tokens.executor_hosts,
+                                        start_timeout=config.scheduler.start_timeout_seconds, drain=agg.drain)
     jobs = await asyncio.to_thread(queue.load)
     if jobs:
         log.info("job queue: %d jobs read from the store", jobs)

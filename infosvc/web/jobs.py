@@ -41,9 +41,11 @@ def _json(data: Any, status: int = 200) -> web.Response:
 async def post_job(request: web.Request) -> web.Response:
     caller = _caller(request)
     body = await read_body(request, request.app[AGGREGATOR].config.service)
+    tokens = request.app[AGGREGATOR].tokens
+    # the owner is the token's: only a token bound to no user (a portal's) or an admin's may name another
     jobs, warnings = await request.app[JOB_QUEUE].submit(
-        body, request.headers.get("Content-Type", ""), owner=request.app[AGGREGATOR].tokens.user_of(caller.key), submitter=caller.key[:16],
-        admin=caller.role is Role.ADMIN)
+        body, request.headers.get("Content-Type", ""), owner=tokens.user_of(caller.key), submitter=caller.key[:16],
+        admin=caller.role is Role.ADMIN, may_name_owner=tokens.bound_user(caller.key) is None)
     answer: dict[str, Any] = (job_json(jobs[0]) if len(jobs) == 1
                               else {"group": jobs[0].group, "jobs": [job_json(j) for j in jobs]})
     answer["warnings"] = warnings

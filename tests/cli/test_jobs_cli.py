@@ -46,7 +46,7 @@ class User:
 
 @pytest.fixture
 def site(serve_app: ServerFactory) -> InProcessServer:
-    server = serve_app(agents=2, users={"alice": "alice", "bob": "bob"})
+    server = serve_app(agents=2, users={"alice": "alice", "bob": "bob"}, executors={"exec0": "n0", "exec1": "n1"})
     for number in range(2):
         server.report(f"n{number}", server.agent_token(), processors=4)
     return server  # type: ignore[return-value]

@@ -16,7 +16,7 @@ JOB = ("<Job><Id>{name}</Id><Name>{name}</Name><Executable>/bin/true</Executable
 
 def test_why_shows_the_prediction_the_policy_plans_with(serve_app: ServerFactory, tmp_path: Path) -> None:
     server: InProcessServer = serve_app({"scheduler": {"policy": "predictive"}}, agents=1,
-                                        users={"alice": "alice"})  # type: ignore[assignment]
+                                        users={"alice": "alice"}, executors={"exec0": "n0"})  # type: ignore[assignment]
     server.report("n0", server.agent_token(), processors=4)
     token = tmp_path / "alice.token"
     token.write_text(server.tokens["alice"] + "\n")

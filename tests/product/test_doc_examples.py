@@ -39,7 +39,7 @@ def test_each_is_valid_and_a_real_server_starts_it(serve: ServerFactory) -> None
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count(": valid ") == len(FIXTURES)
-    server = serve(agents=2)
+    server = serve(agents=2, executors={"exec1": "n1.example.org", "exec2": "n2.example.org"})
     for host in ("n1.example.org", "n2.example.org"):
         server.report(host, server.agent_token(), processors=4, memory_mb=16384, features=("ssd",))
     token = server.tokens["submit"]

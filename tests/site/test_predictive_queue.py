@@ -36,9 +36,11 @@ class PredictiveSite:
         self.agg = Aggregator(parse_config({"scheduler": {"policy": "predictive"}}), self.store, self.tokens,
                               clock=lambda: self.now, monotonic=lambda: self.now)
         self.queue = JobQueue(self.store, self.agg.table, site=lambda: Site.of(self.agg.table.rollup),
-                              clock=lambda: self.now, policy=Policy.PREDICTIVE)
+                              clock=lambda: self.now, policy=Policy.PREDICTIVE,
+                              executors=self.tokens.executor_hosts)
         self.agg.on_change.append(self.queue.hosts_changed)
         self.loop = asyncio.new_event_loop()
+        self.tokens.add(new_token(), Role.EXECUTOR, host="h1")  # the test plays its executor (task_report)
         key = self.tokens.add(new_token(), Role.AGENT)
         self.run(lambda: self.agg.ingest(key, node_document("h1", processors=1)))
 

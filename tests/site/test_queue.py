@@ -39,15 +39,23 @@ class Site_:
         self.loop = asyncio.new_event_loop()
 
     def new_queue(self) -> JobQueue:
-        queue = JobQueue(self.store, self.agg.table, site=lambda: Site.of(self.agg.table.rollup), clock=lambda: self.now)
+        queue = JobQueue(self.store, self.agg.table, site=lambda: Site.of(self.agg.table.rollup), clock=lambda: self.now,
+                         executors=self.tokens.executor_hosts)
         self.agg.on_change.append(queue.hosts_changed)
         return queue
 
     def run(self, work: Callable[[], Awaitable[Any]]) -> Any:
         return self.loop.run_until_complete(work())
 
+    def executor(self, name: str) -> None:
+        """An executor token bound to host `name`: the tests play its executor (task_report)."""
+        if name not in self.tokens.executor_hosts:
+            self.tokens.add(new_token(), Role.EXECUTOR, host=name)
+
     def host(self, name: str, **kwargs: Any) -> None:
-        """A report for host `name`, with its own agent token (a token reports for one host)."""
+        """A report for host `name`, with its own agent token (a token reports for one host), and
+        an executor token bound to it."""
+        self.executor(name)
         key = self.keys.get(name) or self.keys.setdefault(name, self.tokens.add(new_token(), Role.AGENT))
         self.run(lambda: self.agg.ingest(key, node_document(name, **kwargs)))
 
@@ -318,7 +326,7 @@ def test_the_spec_s_simple_example_waits_for_its_unenveloped_16_processors(site:
     job needs: on 8 processors it waits, named as 16; with 16 more it starts on them."""
     simple = (Path(__file__).resolve().parents[1] / "fixtures" / "sss-job-examples" / "simple.xml").read_text()
     site.host("h1", processors=8)
-    [job_id] = site.submit(simple)
+    [job_id] = site.submit(simple, owner="scottmo")  # the example's User: its own token files it
     site.schedule()
     job = site.queue.get(job_id)
     assert job.request.min_processors == job.request.max_processors == 16
@@ -334,6 +342,8 @@ def test_the_machine_is_built_off_the_loop_and_misses_no_change_made_meanwhile(s
     """A build in a thread while hosts change on the loop: the pool it installs holds every host as
     the table has it, or is built again; never a pool that misses a change made meanwhile."""
     table = site.agg.table
+    for number in range(3001):
+        site.executor(f"h{number:04d}")
     for number in range(3000):  # enough that a build takes a while
         table.report(make_node(f"h{number:04d}", processors=2), b"", site.now)
     machine = site.queue.machine

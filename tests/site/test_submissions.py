@@ -9,7 +9,7 @@ import pytest
 
 from infosvc.errors import DocumentError
 from infosvc.site import submissions
-from infosvc.site.submissions import COMPILED_KEPT, prepare
+from infosvc.site.submissions import COMPILED_KEPT, Filer, prepare
 
 
 def sss(feature: str, processors: int = 1) -> bytes:
@@ -18,7 +18,7 @@ def sss(feature: str, processors: int = 1) -> bytes:
 
 
 def requirements_of(document: bytes) -> object:
-    prepared, _ = prepare(document, "application/xml", "user")
+    prepared, _ = prepare(document, "application/xml", Filer("user"))
     assert len(prepared) == 1
     return prepared[0].requirements
 
@@ -43,4 +43,4 @@ def test_a_job_the_matcher_refuses_is_refused_each_time() -> None:
            b'<Node aggregation="Range">n[1-200000]</Node></Requested></Job>')  # the matcher's bound
     for _ in range(2):
         with pytest.raises(DocumentError, match="names more than"):
-            prepare(bad, "application/xml", "user")
+            prepare(bad, "application/xml", Filer("user"))

@@ -31,7 +31,7 @@ def glue_hosts(server: InProcessServer) -> dict[str, Any]:
 
 @pytest.fixture
 def site(serve_app: ServerFactory) -> InProcessServer:
-    server = serve_app(agents=11)
+    server = serve_app(agents=11, executors={f"exec{n}": f"cn{n:02d}.example.org" for n in range(1, 11)})
     server.host_tokens = {}  # type: ignore[attr-defined]
     for number in range(1, 11):
         host = f"cn{number:02d}.example.org"

@@ -237,7 +237,7 @@ def test_the_ce_publishes_the_queue_in_every_rendering(site: InProcessServer) ->
 
 
 def test_the_site_config_picks_fcfs(serve_app: ServerFactory) -> None:
-    server = serve_app({"scheduler": {"policy": "fcfs"}}, agents=2)
+    server = serve_app({"scheduler": {"policy": "fcfs"}}, agents=2, executors={"exec0": "n0", "exec1": "n1"})
     for number in range(2):
         server.report(f"n{number}", server.agent_token(), processors=4)
     submit(server, ccs(1, runtime="00:10:00"))

@@ -33,10 +33,11 @@ consumables = { gpu = 2 }
 
 
 def start(factory: ServerFactory, **kwargs: Any) -> Server:
-    server = factory(start=False, **kwargs)
+    hosts = ("big1", "big2", "small1", "small2", "other")
+    server = factory(start=False, executors={f"exec-{host}": host for host in hosts}, **kwargs)
     server.config_file.write_text(SITE)
     server.start()
-    for host in ("big1", "big2", "small1", "small2", "other"):
+    for host in hosts:
         assert server.report(host, server.agent_token(), processors=4).status == 200
     return server
 
