@@ -18,6 +18,7 @@ import urllib.parse
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from infosvc.cli.controls import visible, visible_lines
 from infosvc.cli.tables import table
 from infosvc.cli.client import Client, ClientError, epoch_of
 from infosvc.model.folding import fold
@@ -193,7 +194,7 @@ def render(status: Status, per_host: bool = False) -> str:
     lines += table(["CE", "QUEUE", "STATUS", "CLUSTERS", "HOSTS", "CPUS(F/T)"], [
         [c.computing_element, c.queue, c.status, ",".join(c.clusters) or "-", str(c.hosts),
          f"{c.cpus_free}/{c.cpus_total}"] for c in status.computing_elements])
-    return "\n".join(lines)
+    return visible_lines(lines)
 
 
 def add_command(commands: Any, common: Any) -> None:
@@ -213,7 +214,7 @@ def run(server: str, as_json: bool, *, token_file: str | None = None, ca_file: s
         glue = fetch_glue(Client.of(server, token_file=token_file, ca_file=ca_file), filters)
         status = status_of(glue, server, time.time() if now is None else now)
     except (ClientError, StatusError) as exc:
-        print(f"infosvc status: {exc}", file=sys.stderr)
+        print(f"infosvc status: {visible(str(exc))}", file=sys.stderr)
         return 1
     print(json.dumps(status.as_json()) if as_json else render(status, per_host))
     return 0
