@@ -82,6 +82,19 @@ def _origin_problem(origin: str) -> str | None:
     return None
 
 
+def check_networks(networks: tuple[str, ...]) -> None:
+    """prometheus.target_networks: each a network as CIDR, without host bits, listed once."""
+    seen: set[ipaddress.IPv4Network | ipaddress.IPv6Network] = set()
+    for text in networks:
+        try:
+            network = ipaddress.ip_network(text)
+        except ValueError as exc:
+            raise ValueError(f"{text!r} is not a network such as 10.0.0.0/8 or 2001:db8::/32 ({exc})") from None
+        if network in seen:
+            raise ValueError(f"{text!r} is listed twice")
+        seen.add(network)
+
+
 #: The tables of plain values, key by key.
 SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
     "service": (
@@ -118,6 +131,11 @@ SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
     "prometheus": (
         Setting("exporter_port", DEFAULT_EXPORTER_PORT, "the port of the exporter on every host, in GET "
                 "/v1/prometheus/targets", minimum=1, maximum=65535),
+        Setting("target_networks", (), "the networks (CIDR) whose addresses may be targets in GET "
+                "/v1/prometheus/targets; none: every address but loopback, link-local, unspecified, multicast and "
+                "the metadata services'", check=check_networks),
+        Setting("target_names", True, "whether hosts whose Id is a name (not an address) may be targets; names "
+                "are never resolved, and never the loopback's or a metadata service's"),
     ),
 }
 
@@ -162,6 +180,8 @@ class SchedulerConfig:
 @dataclass(frozen=True, slots=True)
 class PrometheusConfig:
     exporter_port: int = default("prometheus", "exporter_port")
+    target_networks: tuple[str, ...] = default("prometheus", "target_networks")
+    target_names: bool = default("prometheus", "target_names")
 
 
 @dataclass(frozen=True, slots=True)
