@@ -95,10 +95,49 @@ def check_networks(networks: tuple[str, ...]) -> None:
         seen.add(network)
 
 
+def listen_address(listen: str) -> tuple[str, int]:
+    """(host, port) of service.listen or --listen: HOST:PORT, the host an IPv4 address, an IPv6
+    address in brackets or a DNS name (none: 127.0.0.1), the port 1 to 65535; ValueError saying
+    what is wrong. `check-config` and `serve` both read it here, so that what one passes the other
+    takes."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isascii() or not port.isdigit():
+        raise ValueError(f"expected HOST:PORT (127.0.0.1:8080, [::1]:8080), got {listen!r}")
+    if len(port) > 5 or not 1 <= int(port) <= 65535:
+        raise ValueError(f"the port must be 1 to 65535, got {listen!r}")
+    if host.startswith("[") or host.endswith("]"):
+        try:
+            if not (host.startswith("[") and host.endswith("]")):
+                raise ValueError(host)
+            address = ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            raise ValueError(f"only an IPv6 address goes in brackets ([::1]:8080), got {listen!r}") from None
+        return str(address), int(port)
+    if ":" in host:
+        raise ValueError(f"an IPv6 address goes in brackets, [::1]:8080, got {listen!r}")
+    if not host:
+        return "127.0.0.1", int(port)
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        if not _HOST_NAME.fullmatch(host):
+            raise ValueError(f"the host must be an IPv4 address, [IPv6] or a DNS name, got {listen!r}") from None
+    return host, int(port)
+
+
+def check_listen(listen: str) -> None:
+    listen_address(listen)
+
+
+#: A DNS name as a listen address may be one: labels of letters, digits and '-', dot-separated.
+_HOST_NAME: Final = re.compile(r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                               r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
+
+
 #: The tables of plain values, key by key.
 SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
     "service": (
-        Setting("listen", DEFAULT_LISTEN, "the HTTP address, HOST:PORT (--listen overrides)"),
+        Setting("listen", DEFAULT_LISTEN, "the HTTP address, HOST:PORT (--listen overrides)", check=check_listen),
         Setting("db", "infosvc.sqlite", "the SQLite file of the store (--db overrides)"),
         Setting("max_body_bytes", 256 * 1024, "the largest request body accepted (else 413)", minimum=1024),
         Setting("body_timeout_seconds", 10.0, "the time a whole request body must arrive in (else 408)"),
