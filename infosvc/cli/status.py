@@ -182,10 +182,19 @@ def host_lines(status: Status) -> list[str]:
         for h in status.hosts])
 
 
-def render(status: Status, per_host: bool = False) -> str:
+def unmatched(filters: dict[str, str] | None) -> str:
+    """What an empty answer means: no host at all, or none the filters match (`cn[90-99] --state Ready`)."""
+    if not filters:
+        return "(no hosts have reported)"
+    asked = [filters["nodes"]] if "nodes" in filters else []
+    asked += [f"--{key} {filters[key]}" for key in ("state", "cluster") if key in filters]
+    return f"(no host matches {' '.join(asked)})"
+
+
+def render(status: Status, per_host: bool = False, filters: dict[str, str] | None = None) -> str:
     lines = host_lines(status) if per_host else summary(status)
     if not status.hosts:
-        lines = ["(no hosts have reported)"]
+        lines = [unmatched(filters)]
     lines.append("")
     lines += table(["SUBCLUSTER", "CLUSTER", "HOSTS", "LIVE", "CPUS(F/T)"], [
         [s.name, s.cluster, str(s.hosts), str(s.live_hosts), f"{s.cpus_free}/{s.cpus_total}"]
@@ -216,5 +225,5 @@ def run(server: str, as_json: bool, *, token_file: str | None = None, ca_file: s
     except (ClientError, StatusError) as exc:
         print(f"infosvc status: {visible(str(exc))}", file=sys.stderr)
         return 1
-    print(json.dumps(status.as_json()) if as_json else render(status, per_host))
+    print(json.dumps(status.as_json()) if as_json else render(status, per_host, filters))
     return 0
