@@ -115,7 +115,8 @@ def _serve(args: argparse.Namespace) -> int:
     from infosvc.web import connections, server
     from infosvc.web.app import make_app
     from infosvc.store import StoreError
-    from infosvc.site.config import listen_address, load_config
+    from infosvc.site.addresses import listen_address
+    from infosvc.site.config import load_config
     from infosvc.site.configtable import ConfigError
     from infosvc.site.federation_config import with_upstreams
     from infosvc.model.hostid import HostIdError, host_id

@@ -42,7 +42,7 @@ def test_check_config(tmp_path: Path) -> None:
 
 BAD_LISTENS = {
     "8080": "HOST:PORT", "localhost": "HOST:PORT", "127.0.0.1:": "HOST:PORT", "127.0.0.1:http": "HOST:PORT",
-    "127.0.0.1:0": "1 to 65535", "127.0.0.1:65536": "1 to 65535", "127.0.0.1:99999999999": "1 to 65535",
+    "127.0.0.1:-1": "HOST:PORT", "127.0.0.1:65536": "1 to 65535", "127.0.0.1:99999999999": "1 to 65535",
     "127.0.0.1:+80": "HOST:PORT", "::1:8080": "in brackets", "[127.0.0.1]:8080": "IPv6",
     "[fe80::1:8080": "in brackets", "[not::an:address]:8080": "IPv6", "no host!:8080": "host",
     "a..b:8080": "host", "127.0.0.1:8080 ": "HOST:PORT",
@@ -73,12 +73,12 @@ def test_check_config_and_serve_refuse_the_same_listen_naming_the_key(tmp_path: 
 
 
 def test_listen_addresses_both_take() -> None:
-    from infosvc.site.config import listen_address
+    from infosvc.site.addresses import listen_address
 
     assert [listen_address(text) for text in ("127.0.0.1:8080", "0.0.0.0:1", "[::1]:65535", "[::]:80",
-                                              "localhost:8080", "infosvc.example.org:443", ":8080")] == [
+                                              "localhost:8080", "infosvc.example.org:443", ":8080", "127.0.0.1:0")] == [
         ("127.0.0.1", 8080), ("0.0.0.0", 1), ("::1", 65535), ("::", 80), ("localhost", 8080),
-        ("infosvc.example.org", 443), ("127.0.0.1", 8080)]
+        ("infosvc.example.org", 443), ("127.0.0.1", 8080), ("127.0.0.1", 0)]  # 0: any free port
     for listen in BAD_LISTENS:
         with pytest.raises(ValueError):
             listen_address(listen)
