@@ -88,13 +88,6 @@ def _check_config(path: str) -> int:
     return 0
 
 
-def split_listen(listen: str) -> tuple[str, int]:
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"listen address must be HOST:PORT, not {listen!r}")
-    return host.strip("[]") or "127.0.0.1", int(port)
-
-
 def tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:
     """The server's TLS context (TLS 1.2 or later), or None for plain http; ValueError when unusable."""
     if cert is None and key is None:
@@ -122,6 +115,7 @@ def _serve(args: argparse.Namespace) -> int:
     from infosvc.web import connections, server
     from infosvc.web.app import make_app
     from infosvc.store import StoreError
+    from infosvc.site.addresses import listen_address
     from infosvc.site.config import load_config
     from infosvc.site.configtable import ConfigError
     from infosvc.site.federation_config import with_upstreams
@@ -136,7 +130,10 @@ def _serve(args: argparse.Namespace) -> int:
         if args.upstream or args.upstream_token_file:
             config = with_upstreams(config, args.upstream, args.upstream_token_file)
         tokens = Tokens.load(args.tokens)
-        host, port = split_listen(args.listen or config.service.listen)
+        try:  # the config's service.listen was checked as it loaded, as check-config checks it
+            host, port = listen_address(args.listen or config.service.listen)
+        except ValueError as exc:
+            raise ValueError(f"--listen: {exc}") from None
         tls = tls_context(args.tls_cert, args.tls_key)
     except (ConfigError, TokenFileError, ValueError) as exc:
         print(f"infosvc: {exc}", file=sys.stderr)

@@ -14,6 +14,7 @@ import sys
 import urllib.parse
 from typing import Any
 
+from infosvc.cli.controls import visible, visible_lines
 from infosvc.cli.tables import table
 from infosvc.cli.client import Client, ClientError
 from infosvc.cli.jobs import content_type_of, read_document
@@ -56,18 +57,18 @@ def run(args: argparse.Namespace) -> int:
         limit = max(1, min(args.limit, 10_000))
         answer = client.call("POST", f"/v1/match?limit={limit}", document, content_type_of(document))
         for warning in answer.get("warnings") or ():
-            print(f"infosvc match: warning: {warning}", file=sys.stderr)
+            print(f"infosvc match: warning: {visible(str(warning))}", file=sys.stderr)
         print(json.dumps(answer) if args.json else match_table(answer))
         return 0
     except ClientError as exc:
-        print(f"infosvc {args.command}: {exc}", file=sys.stderr)
+        print(f"infosvc {args.command}: {visible(str(exc))}", file=sys.stderr)
         return 1
 
 
 def decided(answer: dict[str, Any]) -> str:
     """One line per host: `cn07.example.org: Paused (disk swap)`."""
     hosts = answer["hosts"] if "hosts" in answer else [answer]
-    return "\n".join(f"{h['host']}: {h['state']}" + (f" ({h['reason']})" if h.get("reason") else "") for h in hosts)
+    return visible_lines(f"{h['host']}: {h['state']}" + (f" ({h['reason']})" if h.get("reason") else "") for h in hosts)
 
 
 def match_table(answer: dict[str, Any]) -> str:
@@ -89,4 +90,4 @@ def match_table(answer: dict[str, Any]) -> str:
         lines.append("NOT FITTING")
         for group in rejected:
             lines.append(f"{group['hosts']}: {'; '.join(group.get('reasons') or ['(no reason given)'])}")
-    return "\n".join(lines)
+    return visible_lines(lines)

@@ -15,6 +15,7 @@ import time
 import urllib.parse
 from typing import Any, Iterable
 
+from infosvc.cli.controls import visible, visible_lines
 from infosvc.cli.tables import table
 from infosvc.cli.client import Client, ClientError, epoch_of
 
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(answer) if args.json else why(answer, time.time()))
         return 0
     except ClientError as exc:
-        print(f"infosvc {args.command}: {exc}", file=sys.stderr)
+        print(f"infosvc {args.command}: {visible(str(exc))}", file=sys.stderr)
         return 1
 
 
@@ -88,7 +89,7 @@ def _submit(client: Client, name: str, as_json: bool) -> int:
     document = read_document(name)
     answer = client.call("POST", "/v1/jobs", document, content_type_of(document))
     for warning in answer.get("warnings") or ():
-        print(f"infosvc submit: warning: {warning}", file=sys.stderr)
+        print(f"infosvc submit: warning: {visible(str(warning))}", file=sys.stderr)
     print(json.dumps(answer) if as_json else submitted(answer))
     return 0
 
@@ -103,8 +104,8 @@ def submitted(answer: dict[str, Any]) -> str:
     """`job 7 submitted (Queued)`, or for a group `job group 7 submitted: jobs 7-9`."""
     if "jobs" in answer:
         ids = [job["id"] for job in answer["jobs"]]
-        return f"job group {answer['group']} submitted: jobs {ids[0]}-{ids[-1]}"
-    return f"job {answer['id']} submitted ({answer['state']})"
+        return visible(f"job group {answer['group']} submitted: jobs {ids[0]}-{ids[-1]}")
+    return visible(f"job {answer['id']} submitted ({answer['state']})")
 
 
 def _jobs(client: Client, args: argparse.Namespace) -> int:
@@ -141,9 +142,9 @@ def _cancel(client: Client, ids: list[str]) -> int:
             answer = client.call("DELETE", f"/v1/jobs/{_quoted(job_id)}")
         except ClientError as exc:
             failed += 1
-            print(f"infosvc cancel: {exc}", file=sys.stderr)
+            print(f"infosvc cancel: {visible(str(exc))}", file=sys.stderr)
         else:
-            print(f"job {answer['id']} {answer['state'].lower()}")
+            print(visible(f"job {answer['id']} {answer['state'].lower()}"))
     return 1 if failed else 0
 
 
@@ -196,7 +197,7 @@ def jobs_table(jobs: list[dict[str, Any]], now: float) -> str:
 
 def why(job: dict[str, Any], now: float) -> str:
     """The job's state in a sentence, then what it waits for, where it runs or how it ended, and
-    the hosts its requirements rule out."""
+    the hosts its requirements rule out; each line made visible, as a table's cells are."""
     name = f" ({job['name']})" if job.get("name") else ""
     head = f"job {job['id']}{name} is {job['state']}"
     lines = []
@@ -241,4 +242,4 @@ def why(job: dict[str, Any], now: float) -> str:
     if rejected:
         lines.append("  hosts its requirements rule out:")
         lines += [f"    {line}" for line in rejected]
-    return "\n".join(lines)
+    return visible_lines(lines)

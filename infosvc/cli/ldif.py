@@ -15,6 +15,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from infosvc.cli.controls import visible
 from infosvc.cli.client import MAX_ANSWER_BYTES, Client, ClientError, error_of
 from infosvc.codec.gridformat import valid_site
 
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         client = Client.of(args.server, token_file=args.token_file, ca_file=args.ca_file)
         body = fetch(client, "/v1/glue?" + query_of(args.schema, args.site, args.base))
     except ClientError as exc:
-        print(f"infosvc ldif: {exc}", file=sys.stderr)
+        print(f"infosvc ldif: {visible(str(exc))}", file=sys.stderr)
         return 1
     if not body.startswith(b"# GLUE"):
         print(f"infosvc ldif: {args.server} did not answer with LDIF", file=sys.stderr)

@@ -18,6 +18,7 @@ import urllib.parse
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from infosvc.cli.controls import visible, visible_lines
 from infosvc.cli.tables import table
 from infosvc.cli.client import Client, ClientError, epoch_of
 from infosvc.model.folding import fold
@@ -181,10 +182,19 @@ def host_lines(status: Status) -> list[str]:
         for h in status.hosts])
 
 
-def render(status: Status, per_host: bool = False) -> str:
+def unmatched(filters: dict[str, str] | None) -> str:
+    """What an empty answer means: no host at all, or none the filters match (`cn[90-99] --state Ready`)."""
+    if not filters:
+        return "(no hosts have reported)"
+    asked = [filters["nodes"]] if "nodes" in filters else []
+    asked += [f"--{key} {filters[key]}" for key in ("state", "cluster") if key in filters]
+    return f"(no host matches {' '.join(asked)})"
+
+
+def render(status: Status, per_host: bool = False, filters: dict[str, str] | None = None) -> str:
     lines = host_lines(status) if per_host else summary(status)
     if not status.hosts:
-        lines = ["(no hosts have reported)"]
+        lines = [unmatched(filters)]
     lines.append("")
     lines += table(["SUBCLUSTER", "CLUSTER", "HOSTS", "LIVE", "CPUS(F/T)"], [
         [s.name, s.cluster, str(s.hosts), str(s.live_hosts), f"{s.cpus_free}/{s.cpus_total}"]
@@ -193,7 +203,7 @@ def render(status: Status, per_host: bool = False) -> str:
     lines += table(["CE", "QUEUE", "STATUS", "CLUSTERS", "HOSTS", "CPUS(F/T)"], [
         [c.computing_element, c.queue, c.status, ",".join(c.clusters) or "-", str(c.hosts),
          f"{c.cpus_free}/{c.cpus_total}"] for c in status.computing_elements])
-    return "\n".join(lines)
+    return visible_lines(lines)
 
 
 def add_command(commands: Any, common: Any) -> None:
@@ -213,7 +223,7 @@ def run(server: str, as_json: bool, *, token_file: str | None = None, ca_file: s
         glue = fetch_glue(Client.of(server, token_file=token_file, ca_file=ca_file), filters)
         status = status_of(glue, server, time.time() if now is None else now)
     except (ClientError, StatusError) as exc:
-        print(f"infosvc status: {exc}", file=sys.stderr)
+        print(f"infosvc status: {visible(str(exc))}", file=sys.stderr)
         return 1
-    print(json.dumps(status.as_json()) if as_json else render(status, per_host))
+    print(json.dumps(status.as_json()) if as_json else render(status, per_host, filters))
     return 0

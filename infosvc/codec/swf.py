@@ -3,7 +3,11 @@ each of 18 whitespace-separated numbers, after a header of `; Key: value` commen
 
 `read_swf` reads a trace (plain or gzipped, by its first bytes) into its header and its records,
 all 18 fields kept; a line that is not 18 numbers is reported with its line number and left out,
-never a crash. What a simulation makes of the fields (processors, estimate, run time, the jobs it
+never a crash. A trace is read up to MAX_LINES lines and MAX_CHARS characters, blank and comment
+lines included (a gzip of nothing but newlines unpacks to billions of them, read one by one):
+past either, `parse_swf` stops and says so in `too_large`, and `read_swf` refuses the file as
+unreadable. The caps are hundreds of times the project's real traces, and ten times a trace of a
+million jobs. What a simulation makes of the fields (processors, estimate, run time, the jobs it
 skips) is the simulation's convention (docs/simulation.md), in infosvc.sched.simulation.
 """
 
@@ -17,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Final, Iterator
 
-__all__ = ["FIELDS", "SwfRecord", "SwfTrace", "parse_swf", "read_swf"]
+__all__ = ["FIELDS", "MAX_CHARS", "MAX_LINES", "SwfRecord", "SwfTrace", "parse_swf", "read_swf"]
 
 #: The 18 fields, in order (SWF 2.2).
 FIELDS: Final = ("job", "submit", "wait", "run_time", "allocated_processors", "average_cpu_time", "used_memory",
@@ -28,6 +32,10 @@ MAX_REPORTED: Final = 50
 #: A longer line is malformed, and is read in pieces of this size rather than held whole (18
 #: numbers take a few hundred characters; a gzipped trace may unpack to one line of gigabytes).
 MAX_LINE: Final = 64 * 1024
+#: The most lines a trace may have, blank and comment lines included (NASA iPSC: 18,239).
+MAX_LINES: Final = 10_000_000
+#: The most characters a trace may unpack to (NASA iPSC: 1.7 MB; a million jobs: about 100 MB).
+MAX_CHARS: Final = 1 << 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +78,8 @@ class SwfTrace:
     records: list[SwfRecord] = field(default_factory=list)
     malformed: int = 0
     problems: list[str] = field(default_factory=list)
+    #: Why reading stopped before the end (a cap), else None.
+    too_large: str | None = None
 
     def header_int(self, key: str) -> int | None:
         """A header value as a whole number (MaxProcs, MaxNodes), None when absent or not one."""
@@ -80,39 +90,74 @@ class SwfTrace:
             return None
 
 
-def read_swf(path: str | Path) -> SwfTrace:
-    """The trace in file `path`, gzipped or not; OSError when it cannot be read."""
+def read_swf(path: str | Path, *, max_lines: int = MAX_LINES, max_chars: int = MAX_CHARS) -> SwfTrace:
+    """The trace in file `path`, gzipped or not; OSError when it cannot be read, or is past the caps."""
     with open(path, "rb") as raw:
         start = raw.read(2)
         raw.seek(0)
         stream: IO[bytes] = gzip.GzipFile(fileobj=raw) if start == b"\x1f\x8b" else raw  # type: ignore[assignment]
         try:
-            return parse_swf(io.TextIOWrapper(stream, encoding="utf-8", errors="replace"))
+            trace = parse_swf(io.TextIOWrapper(stream, encoding="utf-8", errors="replace"), max_lines=max_lines,
+                              max_chars=max_chars)
         except (gzip.BadGzipFile, EOFError, zlib.error) as exc:  # zlib.error: damaged compressed data
             raise OSError(f"{path}: not a readable gzip file: {exc}") from None
+    if trace.too_large is not None:
+        raise OSError(trace.too_large)
+    return trace
 
 
-def _bounded_lines(lines: Iterator[str] | IO[str]) -> Iterator[tuple[int, str | None]]:
-    """(number, line) of each line; None for a line longer than MAX_LINE, skipped in pieces."""
+class _TooLarge(Exception):
+    """Past a cap: the reason, for SwfTrace.too_large."""
+
+
+def _bounded_lines(lines: Iterator[str] | IO[str], max_lines: int, max_chars: int) -> Iterator[tuple[int, str | None]]:
+    """(number, line) of each line; None for a line longer than MAX_LINE, skipped in pieces.
+    _TooLarge past `max_lines` lines or `max_chars` characters, every piece of every line counted."""
+    chars = 0
+
+    def count(number: int, text: str) -> None:
+        nonlocal chars
+        chars += len(text)
+        if number > max_lines:
+            raise _TooLarge(f"more than {max_lines:,} lines (blank and comment lines count): larger than any "
+                            "workload trace this reader takes")
+        if chars > max_chars:
+            raise _TooLarge(f"more than {max_chars:,} characters: larger than any workload trace this reader "
+                            "takes")
+
     if not hasattr(lines, "readline"):
         for number, line in enumerate(lines, 1):
+            count(number, line)
             yield number, (line if len(line) <= MAX_LINE else None)
         return
     number = 0
     while line := lines.readline(MAX_LINE):
         number += 1
+        count(number, line)
         if len(line) < MAX_LINE or line.endswith("\n"):
             yield number, line
             continue
-        while (rest := lines.readline(MAX_LINE)) and not rest.endswith("\n"):
-            pass
+        while (rest := lines.readline(MAX_LINE)):
+            count(number, rest)
+            if rest.endswith("\n"):
+                break
         yield number, None
 
 
-def parse_swf(lines: Iterator[str] | IO[str]) -> SwfTrace:
+def parse_swf(lines: Iterator[str] | IO[str], *, max_lines: int = MAX_LINES, max_chars: int = MAX_CHARS) -> SwfTrace:
+    """The trace of `lines`; never raises: a bad line is counted and reported, and reading stops
+    past the caps with the reason in `too_large` (the records so far kept)."""
     trace = SwfTrace()
+    try:
+        _parse(trace, _bounded_lines(lines, max_lines, max_chars))
+    except _TooLarge as exc:
+        trace.too_large = str(exc)
+    return trace
+
+
+def _parse(trace: SwfTrace, lines: Iterator[tuple[int, str | None]]) -> None:
     key: str | None = None
-    for number, line in _bounded_lines(lines):
+    for number, line in lines:
         if line is None:
             key = None
             trace.malformed += 1
@@ -133,7 +178,6 @@ def parse_swf(lines: Iterator[str] | IO[str]) -> SwfTrace:
                 trace.problems.append(f"line {number}: {record}")
             continue
         trace.records.append(record)
-    return trace
 
 
 def _header_line(header: dict[str, str], text: str, key: str | None) -> str | None:

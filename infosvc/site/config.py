@@ -18,6 +18,7 @@ from ClusterShell.NodeSet import NodeSet, NodeSetException
 
 # The config's CE policy is GLUE's own Policy object (minutes; 0 means not specified).
 from infosvc.model.glue import CEPolicy as Policy
+from infosvc.site.addresses import check_listen, check_networks
 from infosvc.site.configtable import ConfigError, Setting, TomlTable
 from infosvc.site.federation_config import FederationConfig, parse_federation
 from infosvc.site.resources import ResourceEntry, consumables_of, licenses_of
@@ -85,7 +86,7 @@ def _origin_problem(origin: str) -> str | None:
 #: The tables of plain values, key by key.
 SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
     "service": (
-        Setting("listen", DEFAULT_LISTEN, "the HTTP address, HOST:PORT (--listen overrides)"),
+        Setting("listen", DEFAULT_LISTEN, "the HTTP address, HOST:PORT (--listen overrides)", check=check_listen),
         Setting("db", "infosvc.sqlite", "the SQLite file of the store (--db overrides)"),
         Setting("max_body_bytes", 256 * 1024, "the largest request body accepted (else 413)", minimum=1024),
         Setting("body_timeout_seconds", 10.0, "the time a whole request body must arrive in (else 408)"),
@@ -121,6 +122,11 @@ SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
     "prometheus": (
         Setting("exporter_port", DEFAULT_EXPORTER_PORT, "the port of the exporter on every host, in GET "
                 "/v1/prometheus/targets", minimum=1, maximum=65535),
+        Setting("target_networks", (), "the networks (CIDR) whose addresses may be targets in GET "
+                "/v1/prometheus/targets; none: every address but loopback, link-local, unspecified, multicast and "
+                "the metadata services'", check=check_networks),
+        Setting("target_names", True, "whether hosts whose Id is a name (not an address) may be targets; names "
+                "are never resolved, and never the loopback's or a metadata service's"),
     ),
 }
 
@@ -166,6 +172,8 @@ class SchedulerConfig:
 @dataclass(frozen=True, slots=True)
 class PrometheusConfig:
     exporter_port: int = default("prometheus", "exporter_port")
+    target_networks: tuple[str, ...] = default("prometheus", "target_networks")
+    target_names: bool = default("prometheus", "target_names")
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from typing import Any, Final, Iterator
 
 import sqlite_utils
 
+from infosvc.loglimit import LogLimiter
 from infosvc.sched.jobs import Event, JobRecord
 from infosvc.store.file import (
     BUSY_TIMEOUT_MS, StoreCorrupt, StoreError, StoreInUse, connect, is_corruption, lock_database, quick_check,
@@ -70,6 +71,9 @@ class Store:
         self._damage_lock = threading.Lock()
         self._damage_logged_at: float | None = None
         self._damage_unlogged = 0
+        #: A failed write is one line per kind per interval: a client writing to a full disk at will
+        #: would fill the log's disk too.
+        self.logs = LogLimiter(log)
         self._writer = GroupWriter(self._db.conn, self._failure)
         self._closed = False
 
@@ -96,7 +100,7 @@ class Store:
             return self._damaged(exc)
         if not whole_group:
             return exc
-        log.error("store write failed: %s", exc)
+        self.logs.error(f"write failed: {exc}"[:200], "store write failed: %s", exc)
         self.failing = f"writes fail: {exc}"  # until one commits (write)
         failure = StoreError(f"store write failed: {exc}")
         failure.__cause__ = exc

@@ -16,13 +16,13 @@ from typing import Awaitable, Callable
 from aiohttp import web
 
 from infosvc.errors import excerpt
+from infosvc.loglimit import LogLimiter
 from infosvc.site.query import QueryError
 from infosvc.site.tokens import Role, Tokens
 from infosvc.web.bodies import refuse_announced_size
 from infosvc.web.pretty import wants_pretty
 from infosvc.web.errors import HttpError
 from infosvc.web.keys import AGGREGATOR, CONFIG, ROUTE_TABLE
-from infosvc.web.refusals import LogLimiter
 
 log = logging.getLogger("infosvc.web")
 _refusals = LogLimiter(logging.getLogger("infosvc.audit"))

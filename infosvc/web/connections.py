@@ -41,9 +41,10 @@ from aiohttp.streams import StreamReader
 from aiohttp.web_protocol import ERROR, RequestHandler
 from aiohttp.web_request import BaseRequest
 
+from infosvc.loglimit import LogLimiter
 from infosvc.site.config import ServiceConfig
 from infosvc.web.auth import caller_of
-from infosvc.web.refusals import NO_ROOM, LogLimiter, describe_protocol_error
+from infosvc.web.refusals import NO_ROOM, describe_protocol_error
 
 log = logging.getLogger("infosvc.web.connections")
 

@@ -12,11 +12,15 @@ from typing import Any, Awaitable, Callable
 from aiohttp import web
 
 from infosvc.errors import MESSAGE_CHARS, DocumentError, excerpt
+from infosvc.loglimit import LogLimiter
 from infosvc.site.errors import Forbidden, Invalid, NotFound, Refused, Unavailable
 from infosvc.site.query import QueryError
 from infosvc.store import StoreCorrupt, StoreError
 
 log = logging.getLogger("infosvc.web")
+#: A write refused by the store (a full disk) is one line per route per interval: a client can
+#: repeat it at will, and the store has logged why.
+store_refusals = LogLimiter(log)
 
 #: The status of each kind of the site's refusals.
 STATUS_OF: dict[type[Refused], int] = {Forbidden: 403, NotFound: 404, Invalid: 400, Unavailable: 503}
@@ -74,7 +78,9 @@ async def errors_as_json(request: web.Request, handler: Callable[[web.Request], 
                           "the server's database is damaged; its operator must restore it from a backup")
     except (StoreError, sqlite3.Error) as exc:
         # The disk is full or the file is locked: nothing was kept, and the sender may try again.
-        log.error("store unavailable in %s %s: %s", request.method, request.path, exc)
+        route = request.match_info.route.resource
+        where = f"{request.method} {route.canonical if route is not None else request.path}"
+        store_refusals.error(where, "store unavailable in %s: %s", where, exc)
         response = error_body(503, "store unavailable", "nothing was stored; try again later")
         response.headers["Retry-After"] = "5"
         return response

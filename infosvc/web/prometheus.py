@@ -8,7 +8,7 @@ import asyncio
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from infosvc.publish.targets import targets
+from infosvc.publish.targets import target_policy, targets
 from infosvc.web.keys import AGGREGATOR, METRICS
 
 #: Hosts whose /metrics lines are rendered between two turns of the event loop (~10 ms of work).
@@ -31,4 +31,6 @@ async def get_metrics(request: web.Request) -> web.Response:
 async def get_prometheus_targets(request: web.Request) -> web.Response:
     """Prometheus HTTP service discovery (http_sd_configs): the hosts' exporters."""
     agg = request.app[AGGREGATOR]
-    return web.json_response(targets(agg.table, agg.config.prometheus.exporter_port))
+    config = agg.config.prometheus
+    return web.json_response(targets(agg.table, config.exporter_port,
+                                     target_policy(config.target_networks, config.target_names)))

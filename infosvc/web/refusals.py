@@ -1,52 +1,15 @@
-"""What the server says, and logs, when it refuses what aiohttp cannot hand to the API: a request
-its parser refused (answered as the API's JSON error, quoting none of the request's bytes), a
-connection it has no room for, and floods of either (one log line per interval, with a count)."""
+"""What the server says when it refuses what aiohttp cannot hand to the API: a request its parser
+refused (answered as the API's JSON error, quoting none of the request's bytes) and a connection
+it has no room for. Floods of either are logged through infosvc/loglimit.py."""
 
 from __future__ import annotations
 
 import json
-import logging
 import re
-import time
-from typing import Any, Callable, Final
+from typing import Final
 
 from aiohttp.http_exceptions import (BadHttpMethod, BadStatusLine, HttpProcessingError, InvalidHeader,
                                      InvalidURLError, LineTooLong, PayloadEncodingError)
-
-#: One log line per kind of event per this many seconds, at most.
-LOG_INTERVAL_SECONDS: Final = 10.0
-
-
-# --- logging without floods ---------------------------------------------------------------------
-
-class LogLimiter:
-    """At most one line per `interval` seconds for each kind of event; the lines left out are counted
-    in the next line of that kind."""
-
-    def __init__(self, logger: logging.Logger, interval: float = LOG_INTERVAL_SECONDS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.logger = logger
-        self.interval = interval
-        self.clock = clock
-        self._kinds: dict[str, tuple[float, int]] = {}  # kind -> (when its last line was written, left out since)
-
-    def log(self, level: int, kind: str, message: str, *args: Any) -> None:
-        now = self.clock()
-        last, left_out = self._kinds.get(kind, (-float("inf"), 0))
-        if now - last < self.interval:
-            self._kinds[kind] = (last, left_out + 1)
-            return
-        if left_out:
-            message += f" (and {left_out} more like it in the last {self.interval:g} s)"
-        self.logger.log(level, message, *args)
-        self._kinds[kind] = (now, 0)
-
-    def info(self, kind: str, message: str, *args: Any) -> None:
-        self.log(logging.INFO, kind, message, *args)
-
-    def warning(self, kind: str, message: str, *args: Any) -> None:
-        self.log(logging.WARNING, kind, message, *args)
-
 
 # --- requests aiohttp cannot parse ----------------------------------------------------------------
 

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from infosvc import __version__
 
 
@@ -36,6 +38,50 @@ def test_check_config(tmp_path: Path) -> None:
     missing = run("infosvc", "check-config", str(tmp_path / "nope.toml"))
     assert missing.returncode == 1 and "cannot read" in missing.stderr and "Traceback" not in missing.stderr
 
+
+
+BAD_LISTENS = {
+    "8080": "HOST:PORT", "localhost": "HOST:PORT", "127.0.0.1:": "HOST:PORT", "127.0.0.1:http": "HOST:PORT",
+    "127.0.0.1:-1": "HOST:PORT", "127.0.0.1:65536": "1 to 65535", "127.0.0.1:99999999999": "1 to 65535",
+    "127.0.0.1:+80": "HOST:PORT", "::1:8080": "in brackets", "[127.0.0.1]:8080": "IPv6",
+    "[fe80::1:8080": "in brackets", "[not::an:address]:8080": "IPv6", "no host!:8080": "host",
+    "a..b:8080": "host", "127.0.0.1:8080 ": "HOST:PORT",
+}
+
+#: Those `serve` is also run with: one of each kind of mistake, and the port it crashed on.
+SERVED = ("8080", "127.0.0.1:65536", "::1:8080", "no host!:8080")
+
+
+def test_check_config_and_serve_refuse_the_same_listen_naming_the_key(tmp_path: Path) -> None:
+    """check-config passed a listen that serve then refused (or, for a port past 65535, crashed
+    on): one check for both, whose message says which key, or which option, is wrong."""
+    for number, (listen, said) in enumerate(BAD_LISTENS.items()):
+        config = tmp_path / f"listen{number}.toml"
+        config.write_text(f"[service]\nlisten = {json.dumps(listen)}\n")
+        checked = run("infosvc", "check-config", str(config))
+        assert checked.returncode == 1, (listen, checked.stdout)
+        assert checked.stderr.startswith(f"infosvc check-config: {config}: service.listen: "), checked.stderr
+        assert said in checked.stderr and repr(listen) in checked.stderr, (listen, checked.stderr)
+        if listen not in SERVED:  # a Python start-up each: the check is one function, shown by a few
+            continue
+        served = run("infosvc", "serve", "--config", str(config), "--db", str(tmp_path / "db.sqlite"))
+        assert served.returncode == 2, (listen, served.stderr)
+        assert f"{config}: service.listen: " in served.stderr and "Traceback" not in served.stderr, served.stderr
+        optioned = run("infosvc", "serve", "--listen", listen, "--db", str(tmp_path / "db.sqlite"))
+        assert optioned.returncode == 2 and "Traceback" not in optioned.stderr, (listen, optioned.stderr)
+        assert optioned.stderr.startswith("infosvc: --listen: ") and said in optioned.stderr, optioned.stderr
+
+
+def test_listen_addresses_both_take() -> None:
+    from infosvc.site.addresses import listen_address
+
+    assert [listen_address(text) for text in ("127.0.0.1:8080", "0.0.0.0:1", "[::1]:65535", "[::]:80",
+                                              "localhost:8080", "infosvc.example.org:443", ":8080", "127.0.0.1:0")] == [
+        ("127.0.0.1", 8080), ("0.0.0.0", 1), ("::1", 65535), ("::", 80), ("localhost", 8080),
+        ("infosvc.example.org", 443), ("127.0.0.1", 8080), ("127.0.0.1", 0)]  # 0: any free port
+    for listen in BAD_LISTENS:
+        with pytest.raises(ValueError):
+            listen_address(listen)
 
 def test_hosts_commands_take_a_nodeset_and_a_reason(serve_app: Any, tmp_path: Path) -> None:
     server = serve_app(agents=4)

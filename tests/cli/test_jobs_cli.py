@@ -172,6 +172,25 @@ def test_why_for_a_running_and_an_ended_job(site: InProcessServer, alice: User) 
     assert ended[0].startswith("job 1 (run) is Canceled since 20") and ended[0].endswith(": canceled")
 
 
+def test_a_job_name_cannot_forge_rows_or_drive_the_terminal(site: InProcessServer, alice: User, bob: User) -> None:
+    """Another user's job name with a newline, CR, C1 and bidi characters is shown escaped: one row
+    per job in `jobs`, one line per fact in `why`, nothing for the terminal to act on."""
+    forged = "x&#10;99  sneaky  root  Running  Normal&#13;&#x9B;2J&#x202E;&#x2066;"
+    assert bob.submit(document(forged, 64)).returncode == 0
+    assert alice.submit(document("plain", 64)).returncode == 0
+    wait_for(lambda: len(states(site)) == 2)
+    listed = alice("jobs")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert [line.split()[0] for line in lines[1:]] == ["1", "2"]
+    assert lines[1].split()[1].startswith("x\\n99")
+    explained = alice("why", "1")
+    assert explained.returncode == 0, explained.stderr
+    assert explained.stdout.splitlines()[0].startswith("job 1 (x\\n99  sneaky  root  Running  Normal\\r\\x9b2J\\u202e\\u2066) is Queued")
+    for output in (listed.stdout, explained.stdout):
+        assert not any(char in output for char in "\r\x9b\u202e\u2066")
+
+
 # --- the printing, without a server --------------------------------------------------------------
 
 def test_clock_is_squeue_s() -> None:
@@ -197,3 +216,21 @@ def test_printing_an_empty_queue_and_a_group() -> None:
         "  asks 2 to 4 processor(s), shared hosts, run time limit none, priority Highest"]
     assert jobs_table([job | {"owner": "x"}], 0.0).splitlines()[1].split() == [
         "1", "-", "x", "Queued", "Highest", "0:00", "UNLIMITED", "2-4"]
+
+
+def test_tables_and_why_escape_every_control_and_bidi_character() -> None:
+    nasty = "a\nb\rc\td\x1b[31me\x00\x7f\x85\x9b\u202a\u202e\u2066\u2069\u200e\u200f\u061c\u2028z"
+    job = {"id": "1", "name": nasty, "owner": "o\x1bp", "state": "Failed", "reason": "r\nforged", "ended": None,
+           "processors": {"min": 1, "max": 1, "held": 0}, "run_time_limit_seconds": None, "priority": "Normal"}
+    table_lines = jobs_table([job], 0.0).splitlines()
+    assert len(table_lines) == 2
+    assert "a\\nb\\rc\\td\\x1b[31me\\x00\\x7f\\x85\\x9b\\u202a\\u202e" in table_lines[1]  # the name's first 24
+    assert "o\\x1bp" in table_lines[1] and "(r\\nforged)" in table_lines[1]
+    told = why(job, 0.0)
+    assert len(told.splitlines()) == 2
+    assert ("a\\nb\\rc\\td\\x1b[31me\\x00\\x7f\\x85\\x9b\\u202a\\u202e\\u2066\\u2069\\u200e\\u200f"
+            "\\u061c\\u2028z") in told
+    for text in (told, "\n".join(table_lines)):
+        assert all(char.isprintable() for line in text.splitlines() for char in line)
+    # what is safe is shown as it is: accents, CJK, emoji
+    assert "é漢😀" in jobs_table([job | {"name": "é漢😀", "reason": None}], 0.0)

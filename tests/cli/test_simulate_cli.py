@@ -4,9 +4,11 @@ the what-if against a live site's processors."""
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from support.server import ServerFactory
@@ -66,6 +68,21 @@ def test_errors(tmp_path: Path) -> None:
     assert simulate(str(headless), "--processors", "0").returncode == 2
     assert simulate(str(headless), "--policy", "sjf").returncode == 2
 
+
+
+def test_a_gzip_of_blank_lines_is_refused_in_seconds(tmp_path: Path) -> None:
+    """10 KB of gzip unpack to 10 million newlines (100 MB would be billions): read up to the cap,
+    then a clear refusal, not minutes of reading and a summary of no jobs."""
+    from infosvc.codec.swf import MAX_LINES
+
+    blank = tmp_path / "blank.swf.gz"
+    blank.write_bytes(gzip.compress(b"\n" * (MAX_LINES + 1), 9))
+    started = time.monotonic()
+    done = simulate(str(blank), "--processors", "4")
+    assert time.monotonic() - started < 60
+    assert done.returncode == 1 and done.stdout == "", done.stdout
+    assert f"blank.swf.gz: cannot read: more than {MAX_LINES:,} lines" in done.stderr, done.stderr
+    assert "blank and comment lines count" in done.stderr and "Traceback" not in done.stderr
 
 def test_what_if_against_a_live_site(serve_app: ServerFactory, tmp_path: Path) -> None:
     server = serve_app(agents=3)

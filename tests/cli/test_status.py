@@ -181,3 +181,18 @@ def test_folded_summary_filters_and_reasons(site: Server) -> None:
     bad = status("--server", site.url, "--state", "Sleepy")
     assert bad.returncode == 1 and "Sleepy" in bad.stderr and "Traceback" not in bad.stderr
 
+
+
+def test_a_filter_that_matches_nothing_says_so(site: Server) -> None:
+    """The site has hosts: a NodeSet (or state, or cluster) that names none of them is not a site
+    where no host has reported."""
+    for args, said in ((["cn[90-99]"], "(no host matches cn[90-99])"),
+                       (["cn[90-99]", "-N"], "(no host matches cn[90-99])"),
+                       (["--state", "Unreachable"], "(no host matches --state Unreachable)"),
+                       (["gpu01", "--cluster", "compute"], "(no host matches gpu01 --cluster compute)")):
+        done = status("--server", site.url, *args)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines()[0] == said, done.stdout
+        assert "no hosts have reported" not in done.stdout
+    shown = status("--server", site.url, "cn[01-02]")
+    assert "no host matches" not in shown.stdout and "cn01" in shown.stdout and "cn02" in shown.stdout

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
+
 from support.server import ServerFactory, wait_for
 
 PATH = "/v1/prometheus/targets"
@@ -96,3 +98,106 @@ def test_ipv6_literal_ids_are_bracketed() -> None:
 
     assert address("node001", 9100) == "node001:9100"
     assert address("fd00::17", 9100) == "[fd00::17]:9100"
+
+
+# --- which addresses may be targets: a host's Id is chosen by whoever holds an agent token --------
+
+#: Ids that name, to Prometheus, the scraper's own host, its link, or a cloud's metadata service:
+#: each in the spelling the grammar of Ids lets through (inet_aton's forms included).
+BLOCKED_IDS = {
+    "169.254.169.254": "metadata (AWS, GCP, Azure, OpenStack)", "169.254.170.2": "link-local (ECS metadata)",
+    "2852039166": "169.254.169.254 as one number", "0xa9fea9fe": "169.254.169.254 in hex",
+    "0251.0376.0251.0376": "169.254.169.254 in octal", "169.254.43518": "169.254.169.254 as a.b.c",
+    "100.100.100.200": "metadata (Alibaba)",
+    "127.0.0.1": "loopback", "127.1": "loopback as a.b", "127.3.4.5": "loopback",
+    "0.0.0.0": "unspecified", "0": "unspecified as one number", "0.1.2.3": "this network",
+    "224.0.0.1": "multicast", "239.1.2.3": "multicast", "255.255.255.255": "broadcast",
+    "localhost": "the loopback's name", "db.localhost": "the localhost zone (RFC 6761)",
+    "metadata.google.internal": "GCP's metadata name", "metadata": "GCP's short name",
+    "instance-data": "AWS's metadata name", "instance-data.ec2.internal": "AWS's metadata name",
+}
+PUBLISHED_IDS = ("node001", "10.1.2.3", "192.0.2.7", "172.16.0.9", "100.64.0.1", "8.8.8.8")
+
+
+def report_all(server: Any, ids: Any) -> None:
+    for ident in ids:
+        server.report(ident, server.agent_token())
+
+
+def target_nodes(server: Any) -> list[str]:
+    groups = server.get(PATH).json()
+    assert_http_sd(groups)
+    return [g["labels"]["node"] for g in groups]
+
+
+def test_loopback_link_local_metadata_and_the_rest_are_never_default_targets(serve_app: ServerFactory) -> None:
+    server = serve_app(agents=len(BLOCKED_IDS) + len(PUBLISHED_IDS))
+    report_all(server, [*BLOCKED_IDS, *PUBLISHED_IDS])
+    assert set(server.node_ids()) == {*BLOCKED_IDS, *PUBLISHED_IDS}  # the hosts are there: only not targets
+    assert target_nodes(server) == sorted(PUBLISHED_IDS)
+
+
+def test_a_configured_list_allows_only_its_networks(serve_app: ServerFactory) -> None:
+    server = serve_app(start=False, agents=8)
+    server.config_file.write_text('[prometheus]\ntarget_networks = ["10.0.0.0/8", "192.0.2.0/24", "0.0.0.0/0"]\n'
+                                  'target_names = false\n')
+    server.start()
+    report_all(server, ["10.1.2.3", "192.0.2.7", "198.51.100.1", "node001", "169.254.169.254", "127.0.0.1",
+                        "2852039166", "localhost"])
+    # 0.0.0.0/0 is every ordinary address, not the families a list must name themselves
+    assert target_nodes(server) == ["10.1.2.3", "192.0.2.7", "198.51.100.1"]
+
+
+def test_a_list_that_names_a_blocked_family_itself_allows_it(serve_app: ServerFactory) -> None:
+    server = serve_app(start=False, agents=4)
+    server.config_file.write_text('[prometheus]\ntarget_networks = ["127.0.0.0/8", "10.0.0.0/24"]\n')
+    server.start()
+    report_all(server, ["127.0.0.2", "10.0.0.5", "10.0.1.5", "node001"])
+    assert target_nodes(server) == ["10.0.0.5", "127.0.0.2", "node001"]  # names: allowed by default
+
+
+def test_names_can_be_refused(serve_app: ServerFactory) -> None:
+    server = serve_app({"prometheus": {"target_names": False}}, agents=2)
+    report_all(server, ["node001", "10.1.2.3"])
+    assert target_nodes(server) == ["10.1.2.3"]
+
+
+@pytest.mark.parametrize("ident", [
+    "169.254.169.254", "fe80::1", "fe80::1%eth0", "febf::1", "::1", "::", "ff02::1", "fd00:ec2::254",
+    "::ffff:169.254.169.254", "::ffff:127.0.0.1", "64:ff9b::a9fe:a9fe", "::169.254.169.254",
+    "2852039166", "localhost", "LOCALHOST.", "x.localhost", "metadata.google.internal."])
+def test_every_blocked_family_by_default(ident: str) -> None:
+    """IPv6 Ids cannot be reported (':' is outside the grammar of Ids), but the policy refuses them
+    all the same: it is the policy, not the grammar, that keeps them out."""
+    from infosvc.publish.targets import target_policy
+
+    assert not target_policy((), True).allows(ident)
+
+
+@pytest.mark.parametrize("ident", ["node001", "10.1.2.3", "2001:db8::7", "fd00:ec2::253", "::ffff:10.1.2.3",
+                                   "169.253.1.1", "169.255.0.1", "126.255.255.255", "128.0.0.1"])
+def test_ordinary_addresses_by_default(ident: str) -> None:
+    from infosvc.publish.targets import target_policy
+
+    assert target_policy((), True).allows(ident)
+
+
+def test_configured_networks_of_both_families() -> None:
+    from infosvc.publish.targets import target_policy
+
+    policy = target_policy(("2001:db8::/32", "10.0.0.0/8", "fe80::/64"), False)
+    assert [policy.allows(i) for i in ("2001:db8::7", "2001:db9::7", "10.9.9.9", "11.0.0.1", "fe80::5",
+                                       "fe80:0:0:1::5", "::ffff:10.1.1.1", "node001")] == [
+        True, False, True, False, True, False, True, False]
+
+
+@pytest.mark.parametrize("networks, said", [
+    (["10.0.0.1/8"], "10.0.0.1/8"), (["nonsense"], "nonsense"), (["10.0.0.0/33"], "10.0.0.0/33"),
+    (["10.0.0.0/8", "10.0.0.0/8"], "twice"), ([""], "''")])
+def test_bad_networks_are_config_errors_that_name_the_key(networks: list[str], said: str) -> None:
+    from infosvc.site.config import parse_config
+    from infosvc.site.configtable import ConfigError
+
+    with pytest.raises(ConfigError) as raised:
+        parse_config({"prometheus": {"target_networks": networks}})
+    assert str(raised.value).startswith("prometheus.target_networks: ") and said in str(raised.value)

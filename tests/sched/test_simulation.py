@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infosvc.codec.swf import parse_swf, read_swf
+from infosvc.codec.swf import MAX_CHARS, MAX_LINE, MAX_LINES, parse_swf, read_swf
 from infosvc.sched import Policy
 from infosvc.sched.simulation import Outcome, jobs_of, simulate, summarize, trace_jobs
 
@@ -132,6 +132,41 @@ def test_header_malformed_lines_and_gzip(tmp_path: Path) -> None:
     with pytest.raises(OSError, match="not a readable gzip file"):
         read_swf(tmp_path / "bad.gz")
 
+
+
+@pytest.mark.parametrize("filler", ["\n", "   \n", "; a comment\n", ";\n"])
+def test_every_line_counts_against_the_line_cap(filler: str) -> None:
+    """Blank and comment lines cost a read as a job line does: a gzip of nothing but newlines
+    unpacks to billions of them, each read in turn."""
+    whole = parse_swf(io.StringIO(filler * 4 + line(1, 0, 10, 4) + "\n"), max_lines=5)
+    assert whole.too_large is None and [r.job for r in whole.records] == [1]
+    cut = parse_swf(io.StringIO(filler * 5 + line(1, 0, 10, 4) + "\n"), max_lines=5)
+    assert cut.too_large is not None and "more than 5 lines" in cut.too_large and cut.records == []
+
+
+def test_characters_count_against_the_size_cap_long_lines_too() -> None:
+    job = line(1, 0, 10, 4) + "\n"
+    assert parse_swf(io.StringIO(job * 2), max_chars=2 * len(job)).too_large is None
+    over = parse_swf(io.StringIO(job * 3), max_chars=2 * len(job))
+    assert over.too_large is not None and f"more than {2 * len(job)} characters" in over.too_large
+    # a line longer than MAX_LINE is skipped in pieces, and every piece counts
+    assert parse_swf(io.StringIO("x" * (MAX_LINE * 4) + "\n"), max_chars=MAX_LINE * 3).too_large is not None
+    assert parse_swf(iter(["x" * 100 + "\n"] * 3), max_chars=250).too_large is not None  # lines, not a file
+
+
+def test_read_swf_refuses_a_trace_past_the_caps_as_an_os_error(tmp_path: Path) -> None:
+    packed = tmp_path / "blank.swf.gz"
+    packed.write_bytes(gzip.compress(b"\n" * 1000))
+    with pytest.raises(OSError, match="more than 999 lines"):
+        read_swf(packed, max_lines=999)
+    assert read_swf(packed, max_lines=1000).records == []
+
+
+def test_the_real_traces_are_well_within_the_caps() -> None:
+    for path in (NASA, LUBLIN):
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            text = handle.read()
+        assert text.count("\n") * 100 < MAX_LINES and len(text) * 100 < MAX_CHARS
 
 # --- the real traces -------------------------------------------------------------------------------
 

@@ -501,7 +501,7 @@ def test_invalid_toml(tmp_path: Path, content: bytes) -> None:
 
 def test_errors_in_a_file_name_the_file(tmp_path: Path) -> None:
     path = tmp_path / "site.toml"
-    path.write_text('[service]\nlisten = "x"\nport = 80\n')
+    path.write_text('[service]\nlisten = "127.0.0.1:8080"\nport = 80\n')
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert str(info.value) == f"{path}: service: unknown key(s): port"

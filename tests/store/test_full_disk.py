@@ -172,3 +172,46 @@ def test_a_store_that_refuses_writes_is_503_and_recovers(serve_app: ServerFactor
     server.restart()
     check_store(server, writes)
     assert os.path.exists(server.db)
+
+
+def test_a_full_disk_logs_a_line_per_kind_not_per_refusal(serve_app: ServerFactory,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every refused write used to write two ERROR lines (the store's, the handler's): a client
+    that keeps writing to a full disk would fill the log's disk too. One line per kind per interval,
+    as the other floods (refused tokens, accept() failures); the next says how many were left out."""
+    import infosvc.web.errors
+    from infosvc.loglimit import LogLimiter
+
+    # the handlers' limiter is the process's: fresh, as a server's process starts with one
+    monkeypatch.setattr(infosvc.web.errors, "store_refusals", LogLimiter(infosvc.web.errors.log))
+    server: Any = serve_app({"store": {"history_per_host": 100000}}, agents=2)
+    store = server._runner.app[AGGREGATOR].store
+
+    def on_writer(pragma: Callable[[sqlite3.Connection], Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(store.write(pragma), server._loop).result(10)
+
+    writes = Writes(server)
+    assert writes.report() == 200 and writes.submit() == 201
+    pages = on_writer(lambda conn: conn.execute("PRAGMA page_count").fetchone()[0])
+    on_writer(lambda conn: conn.execute(f"PRAGMA max_page_count = {pages + 8}").fetchone())
+    writes.until_refused()
+    before = len(writes.others)
+
+    def errors() -> list[str]:  # the store's and the handlers' lines (a scheduling pass may fail too)
+        return [line for line in server.log.read_text().splitlines()
+                if "store write failed" in line or "store unavailable" in line]
+
+    logged_before = len(errors())
+    for _ in range(40):
+        assert writes.submit() == 503 and writes.report() == 503
+    assert len(writes.others) == before + 80
+    assert len(errors()) == logged_before, errors()[-6:]  # every kind was said before this flood began
+    assert len([e for e in errors() if "infosvc.store: store write failed" in e]) == 1, errors()
+    assert len([e for e in errors() if "in POST /v1/jobs" in e]) == 1, errors()
+    # once the interval has passed, the next line of each kind counts those it left out
+    monkeypatch.setattr(store.logs, "interval", 0.0)
+    monkeypatch.setattr(infosvc.web.errors.store_refusals, "interval", 0.0)
+    assert writes.submit() == 503
+    last = server.log.read_text().splitlines()[-2:]
+    assert any("infosvc.store: store write failed" in line and "more like it" in line for line in last), last
+    assert any("in POST /v1/jobs" in line and "more like it" in line for line in last), last

@@ -315,6 +315,7 @@ class InProcessServer(Server):
 
         from aiohttp import web
 
+        from infosvc.cli.logs import TextFormatter
         from infosvc.site.config import load_config
         from infosvc.site.tokens import Tokens
         from infosvc.web.app import make_app
@@ -323,7 +324,7 @@ class InProcessServer(Server):
         assert not self.extra_args and self.open_files is None, "needs the real process: use `serve`"
         app = make_app(load_config(self.config_file), db=self.db, tokens=Tokens.load(self.tokens_file))
         handler = logging.FileHandler(self.log)
-        handler.setFormatter(logging.Formatter("infosvc: %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter())
         logger = logging.getLogger("infosvc")
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)

@@ -37,7 +37,8 @@ from support.server import Server, ServerFactory, request
 from test_tls import Pki, pki  # noqa: F401 - `pki` is a fixture
 from infosvc.web import connections
 from infosvc.web.connections import connection_cap
-from infosvc.web.refusals import LogLimiter, describe_protocol_error
+from infosvc.loglimit import LogLimiter
+from infosvc.web.refusals import describe_protocol_error
 
 # Latency and timeouts measured from outside: run alone, not beside other tests (make test).
 pytestmark = pytest.mark.serial
