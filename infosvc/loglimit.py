@@ -30,7 +30,7 @@ class LogLimiter:
         self._kinds: dict[str, tuple[float, int]] = {}  # kind -> (when its last line was written, left out since)
         self._lock = threading.Lock()
 
-    def log(self, level: int, kind: str, message: str, *args: Any) -> None:
+    def log(self, level: int, kind: str, message: str, *args: Any, exc_info: bool = False) -> None:
         now = self.clock()
         with self._lock:
             last, left_out = self._kinds.get(kind, (-float("inf"), 0))
@@ -42,7 +42,7 @@ class LogLimiter:
             self._kinds[kind] = (now, 0)
         if left_out:
             message += f" (and {left_out} more like it in the last {self.interval:g} s)"
-        self.logger.log(level, message, *args)
+        self.logger.log(level, message, *args, exc_info=exc_info)
 
     def info(self, kind: str, message: str, *args: Any) -> None:
         self.log(logging.INFO, kind, message, *args)

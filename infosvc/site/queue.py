@@ -9,9 +9,7 @@ ingest) and is applied under the queue's lock, starting only jobs still Queued b
 
 A pass runs when something it depends on changes: a submission, a job's or task's end, a cancel,
 a host becoming usable or not (a report that changes nothing a job needs schedules nothing), at
-the next run time limit, and when a placed task is due to have been started.
-
-Tasks are placed only on hosts an executor token is bound to. A task no executor reports started
+the next run time limit, when a placed task is due to have been started. Tasks are placed only on hosts an executor token is bound to. A task no executor reports started
 within the start timeout goes back to the queue (or fails, not rerunnable) and its host is drained
 (paused with the reason) until an admin resumes it. The timeout counts from the placement (stored)
 or from this queue's start when later: an executor cannot fetch a task from a server that is down.
@@ -28,6 +26,7 @@ from dataclasses import replace
 from typing import Awaitable, Callable, Container, Iterable
 
 from infosvc.errors import excerpt
+from infosvc.loglimit import LogLimiter
 from infosvc.matching import Requirements, Site
 from infosvc.model.glue import ComputingElement, Host
 from infosvc.model.node import Node
@@ -51,6 +50,7 @@ from infosvc.store.jobs import write_jobs
 __all__ = ["JobQueue"]
 
 log = logging.getLogger("infosvc.queue")
+_failed_passes = LogLimiter(log)  # a full disk fails every pass: one traceback per kind per 10 s
 #: the audit trail (infosvc/cli/logs.py): jobs filed for an owner their document named
 audit = logging.getLogger("infosvc.audit")
 
@@ -286,8 +286,8 @@ class JobQueue:
             self._poked.clear()
             try:
                 await self.pass_once()
-            except Exception:  # noqa: BLE001 - the scheduler must outlive a bug in one pass
-                log.exception("scheduling pass failed")
+            except Exception as exc:  # noqa: BLE001 - the scheduler must outlive a bug in one pass
+                _failed_passes.log(logging.ERROR, type(exc).__name__, "scheduling pass failed", exc_info=True)
 
     def _next_deadline(self) -> float:
         limits = min((job.limit_at for job in self.jobs.values() if job.state is JobState.RUNNING), default=math.inf)

@@ -363,3 +363,38 @@ def test_the_machine_is_built_off_the_loop_and_misses_no_change_made_meanwhile(s
     assert built == [3001]  # built again off the loop, with the changes
     pool = machine.current()
     assert not pool.usable[pool.row["h0000"]] and pool.usable[pool.row["h3000"]]
+
+
+def test_failing_passes_log_one_traceback_per_kind_per_interval(site: Site_, monkeypatch: pytest.MonkeyPatch,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """A full disk fails every pass (a pass after each submission, report, end): one ERROR with its
+    traceback per kind of failure per 10 s, not one per pass, so that the log's disk is not filled too."""
+    import asyncio
+    import contextlib
+    import logging
+
+    import infosvc.site.queue
+    from infosvc.loglimit import LogLimiter
+
+    monkeypatch.setattr(infosvc.site.queue, "_failed_passes", LogLimiter(infosvc.site.queue.log))
+    passes = []
+
+    async def failing() -> None:
+        passes.append(1)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(site.queue, "pass_once", failing)
+
+    async def poke_often() -> None:
+        runner = asyncio.ensure_future(site.queue.run_forever(debounce=0.001))
+        for _ in range(30):
+            site.queue.poke()
+            await asyncio.sleep(0.01)
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await runner
+
+    with caplog.at_level(logging.ERROR, logger="infosvc.queue"):
+        site.run(poke_often)
+    failed = [r for r in caplog.records if r.getMessage().startswith("scheduling pass failed")]
+    assert len(passes) >= 10 and len(failed) == 1 and failed[0].exc_info is not None
