@@ -48,6 +48,12 @@ def _lookup(name: str) -> Account | None:
 def _unprivileged(account: Account, what: str) -> Account:
     if account.uid == 0 or account.gid == 0:
         raise AccountError(f"{what} {account.name} is root or in the root group: tasks never run as root")
+    try:
+        supplementary = os.getgrouplist(account.name, account.gid)
+    except OSError:
+        supplementary = []
+    if 0 in supplementary:
+        raise AccountError(f"{what} {account.name} is in the root group: tasks never run as root or with its group")
     return account
 
 

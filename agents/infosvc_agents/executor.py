@@ -29,6 +29,7 @@ import re
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -51,7 +52,25 @@ SUPERVISOR_KILL_AFTER = 30.0
 _JOB_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 _TASK_DIRECTORY = re.compile(r"(?P<job>[A-Za-z0-9_][A-Za-z0-9_.-]{0,63})\.(?P<task>\d{1,9})\.(?P<attempt>\d{1,9})")
 STARTED_SENT = "started.sent"
+#: Where a job's directory is moved, out of the job's reach, to be emptied by its owner.
+REMOVING = ".removing"
+#: Seconds an `rm` of a job's directory may take before it is killed.
+REMOVAL_SECONDS = 600.0
 ENDED_SENT = "ended.sent"
+
+
+#: An end report's reason, at most: the server takes 1,000 characters in a report of 4 KiB.
+REASON_CHARS = 1000
+REASON_BYTES = 3000
+
+
+def _fitting(reason: str) -> str:
+    """The reason cut to what the server takes, counted as the report will carry it (JSON's escapes
+    make one character of a file name up to 12 bytes)."""
+    reason = reason[:REASON_CHARS]
+    while len(json.dumps(reason)) > REASON_BYTES:
+        reason = reason[: len(reason) * 3 // 4]
+    return reason
 
 
 def _sync_directory(path: Path) -> None:
@@ -135,6 +154,7 @@ class Executor:
         self.tasks: dict[tuple[str, int, int], TaskRecord] = {}
         self._stop = threading.Event()
         self._last_sweep = 0.0
+        self._removals: list[tuple[subprocess.Popen[bytes], Path, float]] = []
         self._prepare_state()
         self._recover()
 
@@ -147,11 +167,16 @@ class Executor:
             raise ValueError(f"--task-state {self.state}: must be a directory of this agent's user, "
                              "writable by it alone")
         if self.work_root is not None:
-            self.work_root.mkdir(mode=0o755, parents=True, exist_ok=True)
+            self.work_root.mkdir(mode=0o711, parents=True, exist_ok=True)
             info = self.work_root.lstat()
             if self.work_root.is_symlink() or info.st_uid != os.geteuid() or info.st_mode & 0o022:
                 raise ValueError(f"--work-root {self.work_root}: must be a directory of this agent's user, "
                                  "writable by it alone (the jobs' directories are made in it)")
+            # the accounts reach their own job's directory, and list none (set whatever the umask:
+            # a service's 0077 would lock them out)
+            for directory in (self.work_root, self.work_root / REMOVING):
+                directory.mkdir(mode=0o711, exist_ok=True)
+                os.chmod(directory, 0o711)
             (self.state / "workdirs").mkdir(mode=0o700, exist_ok=True)
 
     def _recover(self) -> None:
@@ -160,11 +185,13 @@ class Executor:
             found = _TASK_DIRECTORY.fullmatch(entry.name)
             if found is None or not entry.is_dir():
                 continue
-            if (entry / ENDED_SENT).exists():
-                shutil.rmtree(entry, ignore_errors=True)  # its end was taken: the server will not list it again
-                continue
             record = TaskRecord(found["job"], int(found["task"]), int(found["attempt"]), entry)
             self.tasks[record.key] = record
+            if (entry / ENDED_SENT).exists():
+                # done with, but forgotten only once the server no longer lists it (_forget): a
+                # listed task is never started again
+                record.read_result()
+                continue
             if record.read_result() is None:
                 pid = record.supervisor_pid()
                 if pid is not None:
@@ -207,8 +234,10 @@ class Executor:
         self._collect()
         self._report()
         self._forget(listed)
-        if self.work_root is not None and self.clock() - self._last_sweep >= 60:
-            self._sweep_workdirs()
+        if self.work_root is not None:
+            self._removed()
+            if self.clock() - self._last_sweep >= min(60.0, self.work_keep):
+                self._sweep_workdirs()
 
     def _start(self, order: dict[str, Any]) -> None:
         job, task, attempt = str(order["job"]), int(order["task"]), int(order.get("attempt", 0))
@@ -244,16 +273,24 @@ class Executor:
             "deadline": order.get("deadline"), "grace": self.grace, "containment": self.containment,
             "account": None if account is None else {"name": account.name, "uid": account.uid, "gid": account.gid},
         }
+        lock = -1
         try:
             # not synced: read back by the supervisor at once, and never again after a crash
             _write_atomically(path / taskrun.ORDER, marshal.dumps(supervised), sync=False)
+            # the lock is taken here and handed over, so a restarted agent never finds the task
+            # unclaimed while its supervisor is still starting
+            lock = os.open(path / taskrun.LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             with open(path / "supervisor.log", "ab") as errors:
-                record.process = subprocess.Popen(taskrun.command(path), stdin=subprocess.DEVNULL,
+                record.process = subprocess.Popen(taskrun.command(path, lock), stdin=subprocess.DEVNULL,
                                                   stdout=subprocess.DEVNULL, stderr=errors, close_fds=True,
-                                                  start_new_session=True)
+                                                  pass_fds=(lock,), start_new_session=True)
         except OSError as exc:
             self._not_started(record, f"the task's supervisor could not start: {exc}")
             return
+        finally:
+            if lock >= 0:
+                os.close(lock)  # the supervisor holds it now (or nobody does, and it is not started)
         log.info("job %s task %d handed to its supervisor (pid %d)%s", job, task, record.process.pid,
                  f" as {account.name}" if account else "")
 
@@ -291,59 +328,75 @@ class Executor:
 
     def _collect(self) -> None:
         """Take the results of the tasks whose supervisors have ended."""
-        now = self.clock()
         for record in self.tasks.values():
-            if record.result is not None:
-                continue
-            if record.read_result() is not None:
-                if record.process is not None:
-                    record.process.wait()
-                self._ended(record)
-                continue
-            pid = record.supervisor_pid()
-            if pid is None:
-                if record.read_result() is None:  # it may have written it just before it went
-                    self._ended_unseen(record)
-                self._ended(record)
-            elif record.stop_sent_at is not None and now - record.stop_sent_at > self.grace + SUPERVISOR_KILL_AFTER:
-                log.warning("job %s task %d: its supervisor did not end after SIGTERM: killing it", record.job,
-                            record.task)
+            if record.result is None:
                 try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                    self._collect_one(record)
+                except Exception:  # noqa: BLE001 - one record (a full disk...) must not stop the host's others
+                    log.exception("job %s task %d: could not take its state", record.job, record.task)
+
+    def _collect_one(self, record: TaskRecord) -> None:
+        now = self.clock()
+        if record.read_result() is not None:
+            if record.process is not None:
+                record.process.wait()
+            self._ended(record)
+            return
+        pid = record.supervisor_pid()
+        if pid is None:
+            if record.read_result() is None:  # it may have written it just before it went
+                self._ended_unseen(record)
+            self._ended(record)
+        elif record.stop_sent_at is not None and now - record.stop_sent_at > self.grace + SUPERVISOR_KILL_AFTER:
+            log.warning("job %s task %d: its supervisor did not end after SIGTERM: killing it", record.job,
+                        record.task)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def _ended(self, record: TaskRecord) -> None:
         assert record.result is not None
-        if self.work_root is not None and (self.work_root / record.job).exists():
+        if self.work_root is not None and os.path.lexists(self.work_root / record.job):
             (self.state / "workdirs" / record.job).touch()  # the job's directory is kept from its last end
         log.info("job %s task %d ended: exit code %d%s", record.job, record.task, record.result["exit_code"],
                  f" ({record.result['reason']})" if record.result.get("reason") else "")
 
     def _report(self) -> None:
         for record in self.tasks.values():
-            if (record.path / ENDED_SENT).exists():
-                continue
-            began = (record.path / taskrun.BEGUN).exists()
-            if began and not (record.path / STARTED_SENT).exists():
-                if self._send(record, {"event": "started", **self._attempt(record)}):
-                    (record.path / STARTED_SENT).touch()
-                else:
-                    continue
-            if record.result is not None:
-                report = {"event": "ended", "exit_code": int(record.result["exit_code"]),
-                          "limit": bool(record.result.get("limit")), **self._attempt(record)}
-                if record.result.get("reason"):
-                    report["reason"] = str(record.result["reason"])[:1000]
-                if self._send(record, report):
-                    (record.path / ENDED_SENT).touch()
+            try:
+                self._report_one(record)
+            except Exception:  # noqa: BLE001 - one record (a full disk...) must not stop the host's others
+                log.exception("job %s task %d: could not report", record.job, record.task)
+
+    def _report_one(self, record: TaskRecord) -> None:
+        if (record.path / ENDED_SENT).exists():
+            return
+        began = (record.path / taskrun.BEGUN).exists()
+        if began and not (record.path / STARTED_SENT).exists():
+            if self._send(record, {"event": "started", **self._attempt(record)}):
+                (record.path / STARTED_SENT).touch()
+            else:
+                return
+        if record.result is not None:
+            report: dict[str, Any] = {"event": "ended", "exit_code": int(record.result["exit_code"]),
+                                      "limit": bool(record.result.get("limit")), **self._attempt(record)}
+            if record.result.get("reason"):
+                report["reason"] = _fitting(str(record.result["reason"]))
+            sent = self._send(record, report, refused_for_good=False)
+            if sent is None and "reason" in report:  # the server took none with it: the end matters more
+                del report["reason"]
+                sent = self._send(record, report, refused_for_good=False)
+            if sent is not False:
+                (record.path / ENDED_SENT).touch()
 
     @staticmethod
     def _attempt(record: TaskRecord) -> dict[str, int]:
         return {"attempt": record.attempt} if record.attempt >= 1 else {}  # 0: a server that does not count them
 
-    def _send(self, record: TaskRecord, report: dict[str, Any]) -> bool:
-        """Whether the report is done with: taken, or refused for good (cancelled meanwhile...)."""
+    def _send(self, record: TaskRecord, report: dict[str, Any], refused_for_good: bool = True) -> bool | None:
+        """True: taken; False: to send again later; a refusal (the task cancelled meanwhile, or the
+        report itself refused): True where `refused_for_good`, else None."""
         try:
             status, body = self.sender.call("POST", f"/v1/jobs/{record.job}/tasks/{record.task}/events",
                                             json.dumps(report).encode(), "application/json")
@@ -354,6 +407,7 @@ class Executor:
         if status != 200:
             log.info("job %s task %d: the server did not take %s (%d): %s", record.job, record.task, report["event"],
                      status, body[:200].decode("utf-8", "replace"))
+            return True if refused_for_good else None
         return True
 
     def _forget(self, listed: set[tuple[str, int, int]]) -> None:
@@ -369,13 +423,59 @@ class Executor:
         self._last_sweep = now = self.clock()
         busy = {record.job for record in self.tasks.values() if record.result is None}
         for mark in (self.state / "workdirs").iterdir():
-            if mark.name in busy or not _JOB_ID.fullmatch(mark.name) or now - mark.stat().st_mtime < self.work_keep:
-                continue
-            # rmtree on Linux walks by file descriptors and follows no link: the job's own files cannot
-            # point it elsewhere
-            shutil.rmtree(self.work_root / mark.name, ignore_errors=True)
-            mark.unlink()
-            log.info("job %s's directory removed, %d s after its last task ended", mark.name, self.work_keep)
+            try:
+                if mark.name in busy or not _JOB_ID.fullmatch(mark.name) or now - mark.stat().st_mtime < self.work_keep:
+                    continue
+                self._remove_job_directory(mark.name)
+                mark.unlink()
+            except OSError as exc:
+                log.warning("job %s's directory: cannot remove it: %s", mark.name, exc)
+
+    def _remove_job_directory(self, job: str) -> None:
+        """Out of the job's reach first (renamed into REMOVING, root's), then emptied by `rm` run as
+        the directory's owner, in a process of its own: root never walks a tree an account made
+        (a FIFO swapped in would block its open, a link would lead it to a device), and nothing there
+        can stall the executor."""
+        assert self.work_root is not None
+        path = self.work_root / job
+        try:
+            info = path.lstat()
+        except FileNotFoundError:
+            return
+        target = self.work_root / REMOVING / f"{job}.{time.time_ns()}"
+        os.rename(path, target)
+        if not stat.S_ISDIR(info.st_mode):
+            os.unlink(target)  # not ours: a link or a file put there; unlink follows nothing
+            return
+        as_owner: dict[str, Any] = {}
+        if os.geteuid() == 0:
+            if info.st_uid == 0:
+                log.warning("job %s's directory is root's: left in %s", job, target)
+                return
+            as_owner = {"user": info.st_uid, "group": info.st_gid, "extra_groups": []}
+        remover = subprocess.Popen(["rm", "-rf", "--one-file-system", "--", str(target)], cwd="/",
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   start_new_session=True, env={"PATH": DEFAULT_PATH}, **as_owner)
+        self._removals.append((remover, target, self.clock()))
+        log.info("job %s's directory removed, %d s after its last task ended", job, self.work_keep)
+
+    def _removed(self) -> None:
+        """The removals that ended: the emptied directory goes too (root's rmdir of an empty one)."""
+        kept = []
+        for remover, target, since in self._removals:
+            if remover.poll() is None:
+                if self.clock() - since < REMOVAL_SECONDS:
+                    kept.append((remover, target, since))
+                    continue
+                remover.kill()
+                remover.wait()
+            try:
+                os.rmdir(target)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                log.warning("%s: left, not empty after its owner's rm: %s", target, exc)
+        self._removals = kept
 
     # --- the loop ----------------------------------------------------------------------------------
 

@@ -19,8 +19,9 @@ task, so that nothing the task names is ever touched by the agent:
   grace period, SIGKILL; the supervisor exits only when none is left.
 - It records what happened in the directory (atomically, synced): BEGUN once the task's program
   runs, RESULT at the end (exit code, whether the limit stopped it, why it did not start). It
-  holds an exclusive lock on LOCK (holding its pid) while alive, which is how a restarted agent
-  tells a live supervisor from a dead one and adopts it instead of starting the task again.
+  holds the exclusive lock on LOCK (holding its pid) that the agent took and handed over, which is
+  how a restarted agent tells a live supervisor from a dead one and adopts it instead of starting
+  the task again. Whatever fails in it after the fork, the task is killed whole before it exits.
 
 It uses the standard library alone, since it is started with -I -S (no site-packages: quicker and
 blind to the environment), and on the way to the task's start only modules that load in microseconds:
@@ -55,12 +56,14 @@ NOT_STARTED = 127
 #: Seconds between SIGTERM and SIGKILL for what is left of a task.
 GRACE_SECONDS = 5.0
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_PDEATHSIG = 1
 _STREAM_LABELS = {"stdin": "Stdin", "stdout": "Stdout", "stderr": "Stderr"}
 
 
-def command(directory: str | os.PathLike[str]) -> list[str]:
-    """The command line that supervises the task whose order is in `directory`."""
-    return [sys.executable, "-I", "-S", os.path.abspath(__file__), os.fspath(directory)]
+def command(directory: str | os.PathLike[str], lock: int) -> list[str]:
+    """The command line that supervises the task whose order is in `directory`; `lock` is the
+    descriptor of its LOCK, flocked by the caller and passed on (pass_fds)."""
+    return [sys.executable, "-I", "-S", os.path.abspath(__file__), os.fspath(directory), str(lock)]
 
 
 # --- cgroup v2 ------------------------------------------------------------------------------------
@@ -99,11 +102,15 @@ class Cgroup:
         parent = _own_cgroup_dir()
         if parent is None:
             raise OSError(errno.ENOENT, "no cgroup v2 on this host")
-        path = os.path.join(parent, f"infosvc-task-{key}")
+        # the supervisor's pid makes it unique on the host: two agents (two task states) may both
+        # run a job 1's task 0, and neither must kill the other's
+        path = os.path.join(parent, f"infosvc-task-{key}-{os.getpid()}")
         try:
             os.mkdir(path, 0o755)
         except FileExistsError:
-            pass  # left by a supervisor killed before it removed it: reused, it is ours
+            stale = cls(path)  # left by a killed supervisor whose pid this one has now: emptied first
+            stale.signal(signal.SIGKILL)
+            return stale
         return cls(path)
 
     def enter(self) -> None:
@@ -200,10 +207,42 @@ def _open_stream(which: str, name: str | None, account: str) -> int:
     return fd
 
 
-def _become_task(order: dict[str, Any], cgroup: Cgroup | None) -> None:
+def _exec_path(env: dict[str, str]) -> list[str]:
+    return (env.get("PATH") or os.defpath).split(os.pathsep)
+
+
+def _exec(argv: list[str], env: dict[str, str]) -> None:
+    """execve along PATH, as execvpe does, without os.get_exec_path: it imports `warnings`, which an
+    account that cannot read the interpreter's library could not load after the drop."""
+    if "/" in argv[0]:
+        os.execve(argv[0], argv, env)
+    first: OSError | None = None
+    for directory in _exec_path(env):
+        try:
+            os.execve(os.path.join(directory or ".", argv[0]), argv, env)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:  # EACCES, ENOEXEC...: go on, but say this one if none runs
+            first = first or exc
+    raise first or FileNotFoundError(errno.ENOENT, "not found on PATH")
+
+
+def _clean_slate(keep: int) -> None:
+    """Nothing of the supervisor's reaches the task: signal dispositions and mask, descriptors
+    (say, one NSS opened for initgroups without close-on-exec)."""
+    for signum in signal.valid_signals():
+        if signum not in (signal.SIGKILL, signal.SIGSTOP):
+            try:
+                signal.signal(signum, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass  # a real-time signal Python will not touch
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 65536)
+
+
+def _become_task(order: dict[str, Any], cgroup: Cgroup | None, status: int) -> None:
     """In the forked child: become the task, or raise Refused. Returns only by raising."""
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ):
-        signal.signal(signum, signal.SIG_DFL)
     signal.set_wakeup_fd(-1)
     os.setsid()  # a session and process group of its own, without a terminal
     if cgroup is not None:
@@ -219,6 +258,8 @@ def _become_task(order: dict[str, Any], cgroup: Cgroup | None) -> None:
             raise Refused("tasks never run as root or with the root group")
         try:
             os.initgroups(account["name"], gid)
+            if 0 in os.getgroups():
+                raise Refused(f"{account['name']} is in the root group: tasks never run with it")
             os.setresgid(gid, gid, gid)
             os.setresuid(uid, uid, uid)
         except OSError as exc:
@@ -229,6 +270,12 @@ def _become_task(order: dict[str, Any], cgroup: Cgroup | None) -> None:
             pass
         else:
             raise Refused(f"dropping to {account['name']} could be undone: not starting")
+    # Killed with the supervisor from here on: the account could stop this process (SIGSTOP) to
+    # outlive a supervisor that gave up on it, then exec uncontained.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != order["_supervisor"]:
+        os._exit(NOT_STARTED)  # the supervisor is already gone
     os.umask(0o022)
     workdir = order["workdir"]
     try:
@@ -240,38 +287,11 @@ def _become_task(order: dict[str, Any], cgroup: Cgroup | None) -> None:
         os.dup2(fd, target)
     env = {str(key): str(value) for key, value in order.get("environment", {}).items()}
     argv = [str(word) for word in order["argv"]]
+    _clean_slate(status)
     try:
-        os.execvpe(argv[0], argv, env)
+        _exec(argv, env)
     except OSError as exc:
         raise Refused(f"executable {argv[0]}: {_why(exc)} as {name}") from None
-
-
-def _start(order: dict[str, Any], cgroup: Cgroup | None) -> tuple[int | None, str | None]:
-    """Fork the task; (its pid, None) once its program runs, or (None, why it did not start)."""
-    readable, writable = os.pipe2(os.O_CLOEXEC)
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(readable)
-            _become_task(order, cgroup)
-            reason = "the task's program did not start"
-        except Refused as refused:
-            reason = str(refused)
-        except BaseException as exc:  # noqa: BLE001 - whatever it is, the child must not return
-            reason = f"the task could not start: {exc}"
-        try:
-            os.write(writable, reason.encode("utf-8", "replace")[:4000])
-        finally:
-            os._exit(NOT_STARTED)
-    os.close(writable)
-    said = b""
-    while chunk := os.read(readable, 4096):  # EOF at exec (close-on-exec) or once the child gave up
-        said += chunk
-    os.close(readable)
-    if said:
-        os.waitpid(pid, 0)
-        return None, said.decode("utf-8", "replace")
-    return pid, None
 
 
 # --- the supervisor --------------------------------------------------------------------------------
@@ -337,20 +357,86 @@ class Supervisor:
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, self._on_term)
         try:
-            main, reason = _start(self.order, self.cgroup)
+            main, reason = self._start(wake_read)
             if main is None:
                 return {"exit_code": NOT_STARTED, "began": False, "limit": False, "reason": reason,
                         "containment": self._containment()}
-            # not synced: after a power cut the task is gone anyway, and BEGUN only tells what the
-            # restarted agent reports for it (killed, or never started)
-            _write_atomically(self.dirfd, BEGUN, str(main).encode(), sync=False)
+            try:
+                # not synced: after a power cut the task is gone anyway, and BEGUN only tells what
+                # the restarted agent reports for it (killed, or never started)
+                _write_atomically(self.dirfd, BEGUN, str(main).encode(), sync=False)
+            except OSError:
+                pass  # a full disk: the end is still recorded, and the start reported with it
             status = self._wait(main, wake_read)
+        except BaseException:
+            # whatever failed here, nothing of the task may outlive its supervisor uncontained
+            self._kill_everything()
+            raise
         finally:
             if self.cgroup is not None:
                 self.cgroup.remove()
         exit_code = os.waitstatus_to_exitcode(status)
         return {"exit_code": exit_code if exit_code >= 0 else 128 - exit_code, "began": True, "limit": self.limit,
                 "stopped": self.stop_requested, "reason": None, "containment": self._containment()}
+
+    def _start(self, wake: int) -> tuple[int | None, str | None]:
+        """Fork the task; (its pid, None) once its program runs, or (None, why it did not start).
+        A stop or the deadline while the child is on its way (stopped by its account, say) kills it."""
+        readable, writable = os.pipe2(os.O_CLOEXEC)
+        self.order["_supervisor"] = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(readable)
+                _become_task(self.order, self.cgroup, writable)
+                reason = "the task's program did not start"
+            except Refused as refused:
+                reason = str(refused)
+            except BaseException as exc:  # noqa: BLE001 - whatever it is, the child must not return
+                reason = f"the task could not start: {exc}"
+            try:
+                os.write(writable, reason.encode("utf-8", "replace")[:4000])
+            finally:
+                os._exit(NOT_STARTED)
+        os.close(writable)
+        said = b""
+        try:
+            while True:  # EOF at exec (close-on-exec) or once the child gave up
+                now = time.time()
+                if self.stop_requested or (self.deadline is not None and now >= self.deadline):
+                    _kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    self.limit = not self.stop_requested
+                    return None, "stopped before its program started"
+                timeout = None if self.deadline is None else max(0.0, self.deadline - now)
+                try:
+                    ready, _, _ = select.select([readable, wake], [], [], timeout)
+                except InterruptedError:
+                    continue
+                if wake in ready:
+                    _drain(wake)
+                if readable in ready:
+                    chunk = os.read(readable, 4096)
+                    if not chunk:
+                        break
+                    said += chunk
+        finally:
+            os.close(readable)
+        if said:
+            os.waitpid(pid, 0)
+            return None, said.decode("utf-8", "replace")
+        return pid, None
+
+    def _kill_everything(self) -> None:
+        """SIGKILL every process of the task and reap them, until none is left."""
+        for _ in range(200):
+            self._signal_all(signal.SIGKILL)
+            try:
+                while os.waitpid(-1, os.WNOHANG)[0]:
+                    pass
+            except ChildProcessError:
+                return
+            time.sleep(0.01)
 
     def _containment(self) -> str:
         return "cgroup" if self.cgroup is not None else "subreaper"
@@ -383,26 +469,27 @@ class Supervisor:
                 select.select([wake], [], [], timeout)
             except InterruptedError:
                 pass
-            try:
-                while os.read(wake, 512):
-                    pass
-            except BlockingIOError:
-                pass
+            _drain(wake)
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: taskrun.py DIRECTORY (started by infosvc-agent --run-jobs)", file=sys.stderr)
+    """`taskrun.py DIRECTORY LOCK_FD`: LOCK_FD is the task's lock, taken by the agent before it
+    started this process, so that a restarted agent never sees the task unclaimed."""
+    if len(argv) != 3 or not argv[2].isdigit():
+        print("usage: taskrun.py DIRECTORY LOCK_FD (started by infosvc-agent --run-jobs)", file=sys.stderr)
         return 2
     dirfd = os.open(argv[1], os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    lock = os.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600, dir_fd=dirfd)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        print(f"taskrun: another supervisor holds {argv[1]}", file=sys.stderr)
-        return 2
-    os.ftruncate(lock, 0)
-    os.write(lock, str(os.getpid()).encode())
+    lock = int(argv[2])
+    os.set_inheritable(lock, False)  # the task never holds it: the lock is the supervisor's life
+    os.pwrite(lock, f"{os.getpid():<12}".encode(), 0)
     try:
         with open(ORDER, "rb", opener=lambda path, flags: os.open(path, flags | os.O_NOFOLLOW, dir_fd=dirfd)) as f:
             order = marshal.load(f)
@@ -412,11 +499,20 @@ def main(argv: list[str]) -> int:
         result: dict[str, Any] = {"exit_code": NOT_STARTED, "began": False, "limit": False,
                                   "reason": f"unreadable order: {exc}"}
     else:
-        result = Supervisor(order, dirfd).run()
+        try:
+            result = Supervisor(order, dirfd).run()
+        except Exception as exc:  # noqa: BLE001 - the task was killed whole: say so rather than vanish
+            result = {"exit_code": 128 + signal.SIGKILL, "began": True, "limit": False,
+                      "reason": f"the task's supervisor failed and killed it: {exc}"}
     result["ended_at"] = time.time()
     import json  # only now: it costs more to load than the rest of the start
 
-    _write_atomically(dirfd, RESULT, json.dumps(result).encode())
+    for _ in range(3):  # a full disk may free up; the agent reports a supervisor that left none
+        try:
+            _write_atomically(dirfd, RESULT, json.dumps(result).encode())
+            break
+        except OSError:
+            time.sleep(1)
     return int(result["exit_code"]) & 0xFF
 
 

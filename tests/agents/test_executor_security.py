@@ -107,6 +107,26 @@ def test_a_planted_hard_link_gives_the_account_no_more_than_it_had(site: tuple[S
     assert not (work / "read.out").exists() or SECRET not in (work / "read.out").read_text()
 
 
+def test_a_bare_executable_is_found_on_the_path(site: tuple[Server, Path]) -> None:
+    """Found along PATH after the drop, with nothing the task's account cannot load (the interpreter's
+    library under /root is not readable by nobody)."""
+    server, work = site
+    document = (f"<Job><Id>bare</Id><Executable>id</Executable><Arguments>-un</Arguments>"
+                f"<InitialWorkingDirectory>{work}</InitialWorkingDirectory><OutputFile>bare.out</OutputFile>"
+                "<Requested><Processors>1</Processors></Requested></Job>").encode()
+    done = ended(server, submit(server, document))
+    assert done["state"] == "Finished", done
+    assert (work / "bare.out").read_text() == TASK_ACCOUNT + "\n"
+
+
+def test_a_long_reason_still_ends_the_task(site: tuple[Server, Path]) -> None:
+    """A reason of 700 non-ASCII characters: cut to what the server takes, never a refused end."""
+    server, work = site
+    name = "é" * 700
+    done = ended(server, submit(server, sh_job("long", "cat", work, extra=f"<InputFile>{name}</InputFile>")))
+    assert done["state"] == "Failed" and "Stdin éé" in done["reason"] and "no such file" not in done["reason"][:20]
+
+
 # --- 4. nothing a task names can stall the executor ----------------------------------------------
 
 @pytest.mark.parametrize("stream", ["InputFile", "OutputFile"])
@@ -215,8 +235,10 @@ def test_owners_map_to_accounts_never_root(serve: ServerFactory, tmp_path: Path,
         ran = {}
         for owner in ("alice", "bob", "root"):
             # no working directory named: each job gets its own under --work-root, its account's
-            job_id = submit(server, sh_job(f"who-{owner}", "id -un > who; pwd >> who; sleep 0.2", None),
-                            token=server.tokens[owner])
+            # and leaves what would trap root walking its tree: a FIFO, a link to a root file, depth
+            script = ("id -un > who; pwd >> who; mkfifo trap; ln -s /etc/passwd passwd; d=deep; "
+                      "for i in $(seq 200); do mkdir $d/x 2>/dev/null || mkdir -p $d; d=$d/x; done")
+            job_id = submit(server, sh_job(f"who-{owner}", script, None), token=server.tokens[owner])
             done = ended(server, job_id)
             assert done["state"] == "Finished", done
             directory = base / "jobs" / job_id
@@ -227,8 +249,15 @@ def test_owners_map_to_accounts_never_root(serve: ServerFactory, tmp_path: Path,
         # alice by the map; bob and root have no account (root is never one): the pool's
         assert {owner: name for owner, (name, _) in ran.items()} == {
             "alice": "daemon", "bob": TASK_ACCOUNT, "root": TASK_ACCOUNT}
-        # removed --work-keep (1 s) after the job's last task ended, at the next sweep
-        wait_for(lambda: not any((base / "jobs").iterdir()), timeout=90, message="the jobs' directories removed")
+        # removed --work-keep (1 s) after the job's last task ended, emptied by their owners
+        passwd = Path("/etc/passwd").read_bytes()
+        jobs = base / "jobs"
+        wait_for(lambda: not [*(e for e in jobs.iterdir() if e.name != ".removing"), *(jobs / ".removing").iterdir()],
+                 timeout=30, message="the jobs' directories removed")
+        assert Path("/etc/passwd").read_bytes() == passwd
+        assert (base / "jobs").stat().st_mode & 0o777 == 0o711  # reachable, not listable, whatever the umask
+        after = ended(server, submit(server, sh_job("after", "true", None), token=server.tokens["bob"]))
+        assert after["state"] == "Finished"
     finally:
         stop_process(agent)
 

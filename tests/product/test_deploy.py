@@ -124,7 +124,8 @@ def test_the_jobs_drop_in_runs_a_valid_agent_command(tmp_path: Path) -> None:
     from infosvc_agents.cli import parser
 
     d = directives("infosvc-agent-jobs.conf")
-    assert d["ExecStart"][0] == "" and d["Delegate"] == ["yes"]
+    assert d["ExecStart"][0] == "" and d["Delegate"] == ["yes"] and d["KillMode"] == ["process"]
+    assert d["StateDirectoryMode"] == ["0711"]  # the accounts reach their jobs' directories below it
     assert set(d["CapabilityBoundingSet"][0].split()) == {"CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_KILL",
                                                           "CAP_DAC_OVERRIDE", "CAP_FOWNER"}
     assert "executor:/etc/infosvc/executor.token" in d["LoadCredential"]
