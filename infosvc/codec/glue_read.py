@@ -12,6 +12,7 @@ of its renderings (infosvc/publish/glue.py) still holds.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Final, Mapping
 
@@ -225,11 +226,77 @@ def _computing_element(o: dict[str, Any], where: str) -> glue.ComputingElement:
         information_service_url=_str(o, "information_service_url", w))
 
 
+_SPACE = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+
+def _skip(text: str, at: int) -> int:
+    """Past the white space at `at`."""
+    found = _SPACE.match(text, at)
+    return found.end() if found is not None else at
+
+
+def loads_in_steps(body: bytes) -> Any:
+    """json.loads(body), the members of a top-level object that are arrays decoded one element at a
+    time. It is read in a worker thread, and json.loads holds the GIL for the whole document in one
+    call (0.8 s for a site of 40,000 hosts), so the event loop could not run meanwhile; between two
+    elements the loop gets its turn. Refuses what json.loads refuses (ValueError)."""
+    text = body.decode(json.detect_encoding(body))
+    at = _skip(text, 0)
+    if not text.startswith("{", at):
+        return json.loads(text)
+    found: dict[str, Any] = {}
+    try:
+        at = _skip(text, at + 1)
+        if text[at] == "}":
+            at += 1
+        else:
+            while True:
+                if text[at] != '"':
+                    raise ValueError(f"expected a member name at character {at}")
+                key, at = _DECODER.raw_decode(text, at)
+                at = _skip(text, at)
+                if text[at] != ":":
+                    raise ValueError(f"expected ':' at character {at}")
+                at = _skip(text, at + 1)
+                if text[at] == "[":
+                    items: list[Any] = []
+                    at = _skip(text, at + 1)
+                    if text[at] == "]":
+                        at += 1
+                    else:
+                        while True:
+                            item, at = _DECODER.raw_decode(text, at)
+                            items.append(item)
+                            at = _skip(text, at)
+                            if text[at] == "]":
+                                at += 1
+                                break
+                            if text[at] != ",":
+                                raise ValueError(f"expected ',' or ']' at character {at}")
+                            at = _skip(text, at + 1)
+                    found[key] = items
+                else:
+                    found[key], at = _DECODER.raw_decode(text, at)
+                at = _skip(text, at)
+                if text[at] == "}":
+                    at += 1
+                    break
+                if text[at] != ",":
+                    raise ValueError(f"expected ',' or '}}' at character {at}")
+                at = _skip(text, at + 1)
+    except IndexError:
+        raise ValueError("the document ends early") from None
+    if _skip(text, at) != len(text):
+        raise ValueError(f"extra data at character {at}")
+    return found
+
+
 def read_glue(body: bytes, previous: GlueDocument | None = None, max_hosts: int = MAX_HOSTS) -> GlueDocument:
     """A site's GET /v1/glue JSON as model objects; `previous` (the last document of the same
     site) lends its Host objects to hosts whose JSON is unchanged. GlueReadError says what is wrong."""
     try:
-        data = json.loads(body)
+        data = loads_in_steps(body)
     except (ValueError, RecursionError) as exc:
         raise GlueReadError(f"not JSON: {str(exc)[:200]}") from None
     top = _obj(data, "the document")

@@ -4,25 +4,33 @@ glue_xml.py) over the union tree, with what a top level adds.
 JSON: every entity names its `site` (the upstream's name, or `local` for the top's own hosts),
 and the whole tree ends with `sites`, each upstream's status (url, last good pull, stale), as
 schemas/glue.schema.json describes. XML is GLUE 1.1 as the schema has it, with nothing added.
-Both keep the whole tree's rendering until the union changes (`Federation.version`; for JSON,
-also until a pull ends, which moves `sites`): a top level is read far more often than its sites
-change, and 20,000 hosts' fragments are then joined once per change, not per read.
+The whole documents are made by the `Publisher`, in a worker thread, after each change of the
+union (a new union built there too) and, for JSON, after each pull (which moves `sites`); reads
+are answered the last ones made, whole, without waiting: a top level is read far more often than
+its sites change, and the union of 190,000 hosts took seconds to build and render, which the event
+loop spent when it was done at the first read. Each site's share of the JSON is kept until that
+site changes, so a change of one site renders its hosts alone.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from datetime import datetime, timezone
 from json.encoder import encode_basestring_ascii as _string
 from typing import Any
 
 from infosvc.codec.glue_json import JsonDocuments, cluster_json, computing_element_json, subcluster_json
 from infosvc.codec.glue_xml import Fragment, XmlDocuments, subcluster_head
+from infosvc.publish.glue import Rendering
 from infosvc.model import glue
 from infosvc.model.glue import GlueTree, Host, SubCluster
 from infosvc.site.federation_config import LOCAL_SITE
 from infosvc.federation.pull import Federation
 from infosvc.federation.tree import SiteTree, UnionTree
+
+log = logging.getLogger("infosvc.federation")
 
 _dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 #: a site's share of the union's JSON: its CEs and clusters (objects), subclusters, hosts (joined)
@@ -65,11 +73,13 @@ def _with_site(body: bytes, site: str | None) -> bytes:
 class FederatedJson(JsonDocuments):
     """GLUE JSON of the union: each entity's site, the sites' status, the tree kept per version."""
 
-    def __init__(self, federation: Federation, union: UnionTree | None = None) -> None:
+    def __init__(self, federation: Federation, union: UnionTree | None = None,
+                 publisher: Publisher | None = None) -> None:
         self.federation = federation
         #: a fixed union to name the sites from (a rendering in a worker thread), else the current one
         self.fixed = union
-        self._kept: tuple[tuple[int, int], bytes] | None = None
+        #: where the whole document comes from, made (the app's); None: made here (the publisher's)
+        self.publisher = publisher
         #: site -> (its tree in the union, its share of the document)
         self._parts: dict[str, tuple[SiteTree, _Part]] = {}
 
@@ -115,28 +125,29 @@ class FederatedJson(JsonDocuments):
         return ces, clusters, subclusters, b",".join(hosts)
 
     def tree(self, tree: GlueTree, fragment: Fragment) -> bytes:
-        """The union's tree and `sites`, kept until the union or a site's status changes; each
-        site's share kept until that site changes, so a change of one site renders its hosts alone."""
-        union = self.federation.union  # rebuilt first if a site changed, so the version is current
-        key = (self.federation.version, self.federation.pulls)
-        if self._kept is None or self._kept[0] != key:
-            parts: dict[str, tuple[SiteTree, _Part]] = {}
-            for name, part in union.parts:
-                kept = self._parts.get(name)
-                parts[name] = kept if kept is not None and kept[0] is part else (part, self._site_part(part, fragment))
-            self._parts = parts
-            shares = [share for _, share in parts.values()]
-            hosts: list[bytes] = []
-            for share in shares:
-                if share[3]:
-                    hosts += (share[3], b",")
-            body = b"".join((  # one copy of the whole: the sites' host lists are joined here, not before
-                b'{"computing_elements":', _dumps([ce for share in shares for ce in share[0]]).encode(),
-                b',"clusters":', _dumps([c for share in shares for c in share[1]]).encode(),
-                b',"subclusters":[', b",".join(s for share in shares for s in share[2]), b'],"hosts":[',
-                *hosts[:-1], b'],"sites":', _dumps(site_status(self.federation)).encode(), b"}\n"))
-            self._kept = (key, body)
-        return self._kept[1]
+        """The union's whole document: the publisher's last (the app's), or made now over the fixed
+        union (the publisher's, in its worker thread), else the last union."""
+        if self.publisher is not None:
+            return self.publisher.json
+        return self.union_document(self.fixed or self.federation.union, fragment, site_status(self.federation))
+
+    def union_document(self, union: UnionTree, fragment: Fragment, sites: list[dict[str, Any]]) -> bytes:
+        """The union's tree and `sites`; each site's share kept until that site changes."""
+        parts: dict[str, tuple[SiteTree, _Part]] = {}
+        for name, part in union.parts:
+            kept = self._parts.get(name)
+            parts[name] = kept if kept is not None and kept[0] is part else (part, self._site_part(part, fragment))
+        self._parts = parts
+        shares = [share for _, share in parts.values()]
+        hosts: list[bytes] = []
+        for share in shares:
+            if share[3]:
+                hosts += (share[3], b",")
+        return b"".join((  # one copy of the whole: the sites' host lists are joined here, not before
+            b'{"computing_elements":', _dumps([ce for share in shares for ce in share[0]]).encode(),
+            b',"clusters":', _dumps([c for share in shares for c in share[1]]).encode(),
+            b',"subclusters":[', b",".join(s for share in shares for s in share[2]), b'],"hosts":[',
+            *hosts[:-1], b'],"sites":', _dumps(sites).encode(), b"}\n"))
 
     def subcluster_document(self, tree: GlueTree, sub: SubCluster, fragment: Fragment) -> bytes:
         return self._subcluster(tree, sub, [h.unique_id for h in tree.hosts_of(sub.unique_id)])
@@ -149,25 +160,94 @@ class FederatedJson(JsonDocuments):
 
 
 class KeptXml(XmlDocuments):
-    """GLUE 1.1 XML of the union, the whole tree kept until the union changes."""
+    """GLUE 1.1 XML of the union: the publisher's last (the app's), or made over a fixed union."""
 
-    def __init__(self, federation: Federation) -> None:
+    def __init__(self, federation: Federation, publisher: Publisher | None = None) -> None:
         super().__init__()
         self.federation = federation
-        self._kept: tuple[int, bytes] | None = None
+        self.publisher = publisher
+        #: the union being rendered (the publisher's, in its worker thread)
+        self.fixed: UnionTree | None = None
 
     def _subcluster(self, tree: GlueTree, sub: SubCluster, fragment: Fragment, out: list[bytes],
                     namespace: str = "") -> None:
-        union = self.federation.union  # each subcluster with its own site's InformationServiceURL
+        union = self.fixed or self.federation.union  # each subcluster with its own site's InformationServiceURL
         url = _url_of(union, union.site_of["subclusters"].get(sub.unique_id))
         out.append(subcluster_head(sub, url, namespace).encode())
         out.extend(fragment(host, sub.unique_id) for host in tree.hosts_of(sub.unique_id))
         out.append(b"</SubCluster>")
 
     def tree(self, tree: GlueTree, fragment: Fragment) -> bytes:
-        self.federation.union
-        version = self.federation.version
-        if self._kept is None or self._kept[0] != version:
-            self._kept = (version, super().tree(tree, fragment))
-        return self._kept[1]
+        if self.publisher is not None:
+            return self.publisher.xml
+        return super().tree(tree, fragment)
 
+
+class Publisher:
+    """The union and its whole JSON and XML documents, made in a worker thread after each change
+    (the module doc): `run()` for the app's life, woken by the federation's `stirred`; `json` and
+    `xml` are the last made, whole, and `federation.union` the union they were made of."""
+
+    def __init__(self, federation: Federation) -> None:
+        self.federation = federation
+        self._json = FederatedJson(federation)
+        self._xml = KeptXml(federation)
+        # their host fragments, kept per host object while the union holds it
+        self._json_hosts = Rendering(federation, self._json)
+        self._xml_hosts = Rendering(federation, self._xml)
+        self.json = b""
+        self.xml = b""
+        #: trees replaced before the last union, to take apart at the next publication
+        self._retiring: list[SiteTree] = []
+        #: documents made (for tests and /metrics-minded readers)
+        self.made = 0
+
+    def _make(self, union: UnionTree, rebuilt: bool) -> tuple[bytes, bytes]:
+        self._json.fixed = self._xml.fixed = union
+        self._json_hosts.source = self._xml_hosts.source = union
+        body = self._json_hosts.tree()
+        xml = self._xml_hosts.tree() if rebuilt or not self.xml else self.xml
+        return body, xml
+
+    async def publish(self) -> None:
+        """Build the union if it changed, and the documents, in a worker thread; then put them in place."""
+        federation = self.federation
+        inputs = federation.union_inputs()  # on the loop: the top's own tree is copied here
+        last = federation.installed
+        doomed: list[SiteTree] = []
+        if inputs is not None:
+            # The trees replaced since the last union (and their renamed copies in it) are held by
+            # that union until the new one is in place: taken apart at the next publication, in
+            # its thread, once the union that held them is gone; the Host objects they alone hold
+            # are then freed one at a time there, not all at once on the event loop.
+            retired = [tree for tree in federation.retired if tree is not None]
+            federation.retired.clear()
+            gone = {id(tree) for tree in retired}
+            renamed = [part for tree, _, part in (last.renamed_trees.values() if last is not None else ())
+                       if id(tree) in gone]
+            doomed, self._retiring = self._retiring, [*retired, *renamed]
+
+        def build() -> tuple[UnionTree, bytes, bytes]:
+            union = federation.build_union(inputs) if inputs is not None else last
+            assert union is not None
+            made = self._make(union, inputs is not None)
+            for tree in doomed:  # only this thread reads them: no union holds them any more
+                tree.dismantle()
+            return (union, *made)
+
+        union, body, xml = await asyncio.to_thread(build)
+        if union is not last:
+            federation.install(union)
+        self.json, self.xml = body, xml
+        self.made += 1
+
+    async def run(self) -> None:
+        """Publish after each change, until cancelled; changes during a publication make one more."""
+        stirred = self.federation.stirred
+        while True:
+            await stirred.wait()
+            stirred.clear()
+            try:
+                await self.publish()
+            except Exception:  # noqa: BLE001 - the publisher must outlive a bug in one publication
+                log.exception("federation: building the union's documents failed; the last ones are served")

@@ -10,10 +10,12 @@ or answers with an error or a document that does not read, keeps its last good t
 marked stale, until `delete_delay_seconds` after its last good pull; then it is dropped. A pull
 never raises: whatever the site does is one line in the log and the site's status.
 
-`Federation` is itself the union's `GlueTree` (infosvc.model.glue): every read is of the union as
-it stands, rebuilt (tree.UnionTree) on the first read after a site's tree, the top's own hosts or
-the set of sites changed; `version` counts those rebuilds, so a whole rendering can be kept until
-the next (infosvc/federation/documents.py).
+`Federation` is itself the union's `GlueTree` (infosvc.model.glue): every read is of the last
+complete union. A new one (tree.UnionTree) is built in a worker thread after a site's tree, the
+top's own hosts or the set of sites changed (documents.Publisher, woken by `stirred`), and put in
+place whole once built: a read during a rebuild is of the previous union, never of a partial one,
+and never waits for it (building the union of 190,000 hosts took seconds of the event loop when
+it was done at the first read). `version` counts the unions put in place.
 """
 
 from __future__ import annotations
@@ -34,9 +36,12 @@ from infosvc.codec.glue_read import GlueDocument, GlueReadError, read_glue
 from infosvc.model import glue
 from infosvc.model.glue import GlueTree, Host, SubCluster
 from infosvc.site.federation_config import LOCAL_SITE, FederationConfig, Upstream, read_token
-from infosvc.federation.tree import SiteTree, UnionTree
+from infosvc.federation.tree import SiteTree, UnionTree, dismantle
 
 log = logging.getLogger("infosvc.federation")
+
+#: what a union is built from: (site name, its tree) in order, and the last union's renamed trees
+UnionInputs = tuple[list[tuple[str, SiteTree]], Mapping[str, tuple[SiteTree, frozenset[tuple[str, str]], SiteTree]] | None]
 
 
 class PullError(Exception):
@@ -99,6 +104,11 @@ class Federation:
         self._union: UnionTree | None = None
         self._local_tree: SiteTree | None = None
         self._dirty = True
+        #: sites' trees replaced since the union was last built: the publisher takes apart those the
+        #: new union no longer holds (documents.Publisher), off the event loop
+        self.retired: list[SiteTree | None] = []
+        #: set when the union or the sites' status moved: the publisher (documents.Publisher) wakes
+        self.stirred = asyncio.Event()
         self._clashes_logged: set[tuple[str, str]] = set()
         self._tokens: dict[str, str | None] = {}
         self._contexts: dict[str, ssl.SSLContext] = {}
@@ -106,33 +116,65 @@ class Federation:
     # --- the union ---
 
     def changed(self) -> None:
-        """A site's tree changed, or a site was dropped: the union is rebuilt at its next read."""
+        """A site's tree changed, or a site was dropped: a new union is to be built."""
         self._dirty = True
+        self.stirred.set()
 
     def local_changed(self, *_: Any) -> None:
         """The top's own hosts changed (a hook of its aggregator's on_change and on_remove)."""
         self._dirty = True
+        self.retired.append(self._local_tree)
         self._local_tree = None
+        self.stirred.set()
+
+    def union_inputs(self) -> UnionInputs | None:
+        """On the event loop: what the next union is built from (the top's own tree copied now, each
+        site's last good tree, the last union's renamed trees), or None when nothing changed since
+        the last. The sites' trees are never changed once made, so a thread may build from them."""
+        if not self._dirty and self._union is not None:
+            return None
+        self._dirty = False
+        if self._local_tree is None:
+            self._local_tree = SiteTree.of_tree(self.local)
+        # The top's own site is part of the union once it has hosts; an empty one would only add
+        # its default cluster and CE.
+        sites = [(LOCAL_SITE, self._local_tree)] if self._local_tree.hosts else []
+        sites += [(s.name, s.tree) for s in self.sites if s.tree is not None]
+        return sites, self._union.renamed_trees if self._union is not None else None
+
+    def build_union(self, inputs: UnionInputs) -> UnionTree:
+        """The union of `inputs` (union_inputs'): work for a worker thread; it changes nothing here."""
+        sites, before = inputs
+        return UnionTree(sites, self.url, before)
+
+    def install(self, union: UnionTree) -> None:
+        """On the event loop: `union`, built whole, is the one every read sees from now on."""
+        self._union = union
+        self.version += 1
+        for clash in union.clashes:
+            if clash not in self._clashes_logged:
+                self._clashes_logged.add(clash)
+                kind, ident = clash
+                log.warning("federation: %s id %r is published by more than one site: each is published as "
+                            "SITE/%s", kind, ident[:200], ident[:200])
+
+    def rebuild(self) -> None:
+        """Build and put in place a new union now, in this thread (the first, and tests of the model)."""
+        inputs = self.union_inputs()
+        if inputs is not None:
+            self.install(self.build_union(inputs))
+
+    @property
+    def installed(self) -> UnionTree | None:
+        """The union put in place last, if any (no build)."""
+        return self._union
 
     @property
     def union(self) -> UnionTree:
-        if self._dirty or self._union is None:
-            self._dirty = False
-            if self._local_tree is None:
-                self._local_tree = SiteTree.of_tree(self.local)
-            # The top's own site is part of the union once it has hosts; an empty one would only add
-            # its default cluster and CE.
-            sites = [(LOCAL_SITE, self._local_tree)] if self._local_tree.hosts else []
-            sites += [(s.name, s.tree) for s in self.sites if s.tree is not None]
-            before = self._union.renamed_trees if self._union is not None else None
-            self._union = UnionTree(sites, self.url, before)
-            self.version += 1
-            for clash in self._union.clashes:
-                if clash not in self._clashes_logged:
-                    self._clashes_logged.add(clash)
-                    kind, ident = clash
-                    log.warning("federation: %s id %r is published by more than one site: each is published as "
-                                "SITE/%s", kind, ident[:200], ident[:200])
+        """The last complete union (the first is built at the first read, before any pull)."""
+        if self._union is None:
+            self.rebuild()
+        assert self._union is not None
         return self._union
 
     @property
@@ -191,7 +233,7 @@ class Federation:
                 raise PullError(f"cannot use ca_file {up.ca_file}: {exc}") from None
         return self._contexts[up.label]
 
-    async def _fetch(self, session: aiohttp.ClientSession, up: Upstream) -> bytes:
+    async def _fetch(self, session: aiohttp.ClientSession, up: Upstream) -> list[bytes]:
         headers = {"Accept": "application/json"}
         token = self._token(up)
         if token is not None:
@@ -209,24 +251,32 @@ class Federation:
                 if size > limit:
                     raise PullError(f"the answer is more than max_body_bytes ({limit})")
                 chunks.append(chunk)
-        return b"".join(chunks)
+        return chunks
 
     async def pull(self, session: aiohttp.ClientSession, site: SiteState) -> None:
         """One pull of one site; never raises (but for cancellation)."""
         started = time.perf_counter()
         site.last_attempt = self.clock()
         try:
-            body = await self._fetch(session, site.upstream)
-            digest = hashlib.blake2b(body, digest_size=20).digest()
-            if digest != site.digest:
-                previous = site.document
+            chunks = await self._fetch(session, site.upstream)
+            previous, last_digest = site.document, site.digest
 
-                def read() -> tuple[GlueDocument, SiteTree]:
-                    document = read_glue(body, previous)
-                    return document, SiteTree.of_document(document)
+            def read() -> tuple[bytes, GlueDocument | None, SiteTree | None]:
+                # all of it in the thread: joining and hashing tens of megabytes hold the GIL too
+                body = b"".join(chunks)
+                chunks.clear()
+                digest = hashlib.blake2b(body, digest_size=20).digest()
+                if digest == last_digest:
+                    return digest, None, None
+                document = read_glue(body, previous)
+                if previous is not None:  # read no more: taken apart here, not freed on the loop
+                    dismantle(previous.raw, previous.hosts)
+                return digest, document, SiteTree.of_document(document)
 
-                site.document, site.tree = await asyncio.to_thread(read)
-                site.digest = digest
+            digest, document, tree = await asyncio.to_thread(read)
+            if document is not None and tree is not None:
+                self.retired.append(site.tree)
+                site.document, site.tree, site.digest = document, tree, digest
                 self.changed()
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, PullError, GlueReadError) as exc:
             error = str(exc) or type(exc).__name__
@@ -248,6 +298,7 @@ class Federation:
         finally:
             site.last_duration = time.perf_counter() - started
             self.pulls += 1
+            self.stirred.set()  # the site's status moved, whatever its tree did
         self.expire()
 
     def expire(self) -> None:
@@ -258,6 +309,7 @@ class Federation:
                     now - site.last_success > self.config.delete_delay_seconds:
                 log.warning("federation: %s (%s) has not answered for %.0f s (delete_delay_seconds): its "
                             "hosts are dropped", site.name, site.upstream.url, now - site.last_success)
+                self.retired.append(site.tree)
                 site.tree = site.document = site.digest = None
                 self.changed()
 

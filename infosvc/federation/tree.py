@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from infosvc.codec.glue_read import GlueDocument
 from infosvc.model import glue
@@ -23,6 +23,20 @@ from infosvc.model.glue import GlueTree, Host, SubCluster
 log = logging.getLogger("infosvc.federation")
 
 KINDS = ("hosts", "subclusters", "clusters", "computing-elements")
+
+
+def dismantle(*containers: dict[Any, Any] | list[Any]) -> None:
+    """Empty these containers an item at a time, in this (worker) thread. Freeing a large site's
+    tree as the last reference to it goes is one C call of ~0.1 s at 40,000 hosts that holds the GIL
+    all along, and the event loop with it; taken apart item by item, the loop gets its turn between
+    two. Objects the items share with others live on."""
+    for container in containers:
+        if isinstance(container, dict):
+            for _ in range(len(container)):
+                container.popitem()
+        else:
+            for _ in range(len(container)):
+                container.pop()
 
 
 class SiteTree:
@@ -102,6 +116,10 @@ class SiteTree:
 
     def computing_element(self, ce_id: str) -> glue.ComputingElement | None:
         return self._ce_by_id.get(ce_id)
+
+    def dismantle(self) -> None:
+        """Take this tree apart (`dismantle`), once nothing will read it again."""
+        dismantle(self._members, self._sub_of, self._subs_of, self._subclusters, self._hosts)
 
     # --- for the union ---
 

@@ -22,9 +22,10 @@ from infosvc.model.node import Node
 from infosvc.model.nodeset import NameSet
 from infosvc.site.clockskew import ClockSkew
 from infosvc.site.hosts import HostEntry, HostTable
+from infosvc.site.reportcaps import check_report
 from infosvc.site.config import SiteConfig
 from infosvc.store import HostEvent, Report, Store
-from infosvc.site.errors import Forbidden, NotFound, Unavailable
+from infosvc.site.errors import Forbidden, NotFound, TooLarge, Unavailable
 from infosvc.site.tokens import Tokens
 
 log = logging.getLogger("infosvc.site.aggregator")
@@ -109,8 +110,12 @@ class Aggregator:
                 raise DocumentError(str(exc), element="Id") from None
             bind = self._check_binding(key, node.id)
             self._check_name(node)
+            check_report(node, self.config.reports)
         except Forbidden:
             self.rejected["forbidden"] += 1
+            raise
+        except TooLarge:
+            self.rejected["too_large"] += 1
             raise
         except ValueError:  # DocumentError
             self.rejected["invalid"] += 1

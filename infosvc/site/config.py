@@ -106,6 +106,30 @@ SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
     "store": (
         Setting("history_per_host", 100, "reports kept per host, the newest", minimum=1),
     ),
+    # What one agent report may carry (infosvc/site/reportcaps.py): a count and a size in characters
+    # for each family of what it lists. The defaults are about 4 times the count and 3 times the
+    # size of a large real host's report (64 file systems on long remote paths, 32 adapters with 3
+    # addresses each: docs/configuration.md gives its figures), so no real host nears them.
+    "reports": (
+        Setting("max_extensions", 2048, "Extension elements one report may carry (else 413)", minimum=1),
+        Setting("max_extension_chars", 96 * 1024, "characters of all a report's Extensions together (names, "
+                "types, values; else 413)", minimum=1),
+        Setting("max_features", 1024, "Feature values one report may carry (else 413)", minimum=1),
+        Setting("max_feature_chars", 16 * 1024, "characters of all a report's features together (else 413)",
+                minimum=1),
+        Setting("max_file_systems", 256, "file systems one report may describe (else 413)", minimum=1),
+        Setting("max_file_system_chars", 80 * 1024, "characters of what describes a report's file systems (their "
+                "Extensions and Resource types; else 413)", minimum=1),
+        Setting("max_adapters", 128, "network adapters one report may describe (else 413)", minimum=1),
+        Setting("max_adapter_chars", 32 * 1024, "characters of what describes a report's network adapters (their "
+                "Extensions and Resource types; else 413)", minimum=1),
+        Setting("max_resources", 2048, "consumables (Processors ... Resource) of the three categories one report "
+                "may carry (else 413)", minimum=1),
+        Setting("max_resource_chars", 48 * 1024, "characters of the names, types, units and metrics of all a "
+                "report's consumables (else 413)", minimum=1),
+        Setting("max_property_chars", 1024, "characters of each of a report's Name, Opsys, Arch, Description and "
+                "State (else 413)", minimum=1),
+    ),
     "lifecycle": (
         Setting("heartbeat_seconds", 60.0, "the interval agents are expected to report at"),
         Setting("missed_heartbeats", 3, "heartbeats a host may miss before it is Unreachable", minimum=1),
@@ -154,6 +178,21 @@ class ServiceConfig:
 @dataclass(frozen=True, slots=True)
 class StoreConfig:
     history_per_host: int = default("store", "history_per_host")
+
+
+@dataclass(frozen=True, slots=True)
+class ReportsConfig:
+    max_extensions: int = default("reports", "max_extensions")
+    max_extension_chars: int = default("reports", "max_extension_chars")
+    max_features: int = default("reports", "max_features")
+    max_feature_chars: int = default("reports", "max_feature_chars")
+    max_file_systems: int = default("reports", "max_file_systems")
+    max_file_system_chars: int = default("reports", "max_file_system_chars")
+    max_adapters: int = default("reports", "max_adapters")
+    max_adapter_chars: int = default("reports", "max_adapter_chars")
+    max_resources: int = default("reports", "max_resources")
+    max_resource_chars: int = default("reports", "max_resource_chars")
+    max_property_chars: int = default("reports", "max_property_chars")
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +288,8 @@ class SiteConfig:
     resources: tuple[ResourceEntry, ...] = ()
     #: the upstream sites of a top level (infosvc.site.federation_config); none: a site
     federation: FederationConfig = field(default_factory=FederationConfig)
+    #: what one agent report may carry (infosvc.site.reportcaps)
+    reports: ReportsConfig = field(default_factory=ReportsConfig)
 
     def cluster_of(self, host: str) -> ClusterConfig:
         """The first cluster whose NodeSet names `host`, else the first cluster without `nodes`
@@ -283,6 +324,7 @@ def parse_config(data: dict[str, Any]) -> SiteConfig:
     lifecycle = LifecycleConfig(**top.table("lifecycle").settings(SETTINGS["lifecycle"]))
     prometheus = PrometheusConfig(**top.table("prometheus").settings(SETTINGS["prometheus"]))
     scheduler = SchedulerConfig(**top.table("scheduler").settings(SETTINGS["scheduler"]))
+    reports = ReportsConfig(**top.table("reports").settings(SETTINGS["reports"]))
 
     clusters: list[ClusterConfig] = []
     for t in top.tables("clusters"):
@@ -337,7 +379,8 @@ def parse_config(data: dict[str, Any]) -> SiteConfig:
     federation = parse_federation(top)
     top.done()
     return SiteConfig(service, store, lifecycle, tuple(clusters), tuple(ces), tuple(benchmarks), tuple(software),
-                      prometheus=prometheus, scheduler=scheduler, resources=tuple(resources), federation=federation)
+                      prometheus=prometheus, scheduler=scheduler, resources=tuple(resources), federation=federation,
+                      reports=reports)
 
 
 def _resources(t: TomlTable, cluster_ids: set[str]) -> ResourceEntry:

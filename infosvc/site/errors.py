@@ -26,3 +26,7 @@ class Invalid(Refused):
 
 class Unavailable(Refused):
     """The request is valid but cannot be taken now (every computing element closed or full)."""
+
+
+class TooLarge(Refused):
+    """What the request carries is past what the site takes of it (a report past a [reports] cap)."""

@@ -9,10 +9,11 @@ computing elements' job figures are those of the live queue's absence (0), not r
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Generator, Iterable
 
 from infosvc.codec.node_json import node_to_json
 from infosvc.codec.node_xml import parse_node
@@ -47,19 +48,28 @@ def parse_time(text: str, parameter: str) -> float:
     return value
 
 
-def node_history(store: Store, host_id: str, since: float, until: float, limit: int) -> list[dict[str, Any]]:
-    """The host's reports received in [since, until] (the newest `limit` of them), oldest first,
-    each as {"reported_at", "node"}; a stored document that no longer parses is left out."""
-    rows = store.history(host_id, limit, since, until)
-    out = []
-    for reported_at, document in reversed(rows):
-        try:
-            node = parse_node(document)
-        except DocumentError:
-            continue
-        node.id = host_id
-        out.append({"reported_at": iso_time(reported_at), "node": node_to_json(node)})
-    return out
+@dataclass(slots=True)
+class PastReport:
+    """One stored report of a host: its number in the store (a page's cursor), when it came, the Node."""
+
+    seq: int
+    reported_at: str
+    node: dict[str, Any]
+
+
+def node_history(store: Store, host_id: str, since: float, until: float, limit: int,
+                 before: int | None = None) -> Generator[PastReport, None, None]:
+    """The host's reports received in [since, until] and numbered below `before`, newest first, at
+    most `limit`, parsed one at a time as they are taken; a stored document that no longer parses
+    is left out."""
+    with contextlib.closing(store.history_pages(host_id, limit, since, until, before)) as rows:
+        for seq, reported_at, document in rows:
+            try:
+                node = parse_node(document)
+            except DocumentError:
+                continue
+            node.id = host_id
+            yield PastReport(seq, iso_time(reported_at), node_to_json(node))
 
 
 @dataclass(slots=True)

@@ -22,7 +22,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Final, Iterator
+from typing import Any, Final, Generator, Iterator
 
 import sqlite_utils
 
@@ -33,8 +33,8 @@ from infosvc.store.file import (
     read_ahead,
 )
 from infosvc.store.hosts import (
-    HostEvent, HostRecord, Report, drop_binding, read_bindings, read_history, read_host_events, read_hosts,
-    read_reports_at, write_binding, write_flags, write_removal, write_report,
+    HostEvent, HostRecord, Report, drop_binding, read_bindings, read_history, read_history_pages, read_host_events,
+    read_hosts, read_reports_at, write_binding, write_flags, write_removal, write_report,
 )
 from infosvc.store.jobs import read_document, read_events, read_jobs
 from infosvc.store.schema import MIGRATIONS, migrate
@@ -151,6 +151,13 @@ class Store:
         """The host's newest `limit` reports received in [since, until], newest first."""
         with self._reader() as conn:
             return read_history(conn, host_id, limit, since, until)
+
+    def history_pages(self, host_id: str, limit: int, since: float = float("-inf"), until: float = float("inf"),
+                      before: int | None = None) -> Generator[tuple[int, float, bytes], None, None]:
+        """(number, received, document) of the host's reports in [since, until] numbered below
+        `before`, newest first, at most `limit`, read as they are taken (store/hosts.py)."""
+        with self._reader() as conn:
+            yield from read_history_pages(conn, host_id, limit, since, until, before)
 
     def host_events(self, host_id: str | None = None, until: float = float("inf")) -> list[HostEvent]:
         with self._reader() as conn:

@@ -137,6 +137,16 @@ def read_history(conn: sqlite3.Connection, host_id: str, limit: int, since: floa
     return [(row[0], row[1]) for row in rows]
 
 
+def read_history_pages(conn: sqlite3.Connection, host_id: str, limit: int, since: float, until: float,
+                       before: int | None) -> Iterator[tuple[int, float, bytes]]:
+    """The host's reports received in [since, until] and numbered below `before` (None: from the
+    newest), newest first, at most `limit`, each with its number: one at a time, so that a reader
+    that has what it wants stops reading the rest."""
+    yield from conn.execute(
+        "SELECT seq, reported_at, document FROM reports WHERE host_id = ? AND reported_at >= ? AND reported_at <= ? "
+        "AND seq < ? ORDER BY seq DESC LIMIT ?", [host_id, since, until, (1 << 63) - 1 if before is None else before, limit])
+
+
 def read_host_events(conn: sqlite3.Connection, host_id: str | None = None, until: float = float("inf")) -> list[HostEvent]:
     """Admin decisions up to `until`, oldest first (of one host, or of all)."""
     query = "SELECT host_id, at, action, reason FROM host_events WHERE at <= ?"

@@ -30,8 +30,9 @@ from infosvc.web.errors import errors_as_json
 from infosvc.web.federation import federate
 from infosvc.web.garbage import scheduled_collection
 from infosvc.web.pretty import readable
-from infosvc.web.keys import AGGREGATOR, CONFIG, GLUE, JOB_QUEUE, MATCH_GATE, METRICS, PAST_VIEWS
+from infosvc.web.keys import AGGREGATOR, CONFIG, GLUE, HISTORY_WORKERS, JOB_QUEUE, MATCH_GATE, METRICS, PAST_VIEWS
 from infosvc.web.match import MatchGate
+from infosvc.web.nodes import HISTORY_THREADS
 from infosvc.web.routes import add_routes
 
 log = logging.getLogger("infosvc.web")
@@ -113,6 +114,7 @@ def make_app(config: SiteConfig, *, db: str | Path | None = None, tokens: Tokens
     app[METRICS] = Metrics()
     app[MATCH_GATE] = MatchGate()
     app[PAST_VIEWS] = asyncio.Semaphore(1)
+    app[HISTORY_WORKERS] = asyncio.Semaphore(HISTORY_THREADS)
     app.cleanup_ctx.append(_metrics_ctx)
     if config.federation.upstreams:  # a top level over site aggregators (docs/grid.md)
         federate(app)

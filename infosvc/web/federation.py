@@ -17,7 +17,7 @@ from typing import AsyncIterator, Iterable
 
 from aiohttp import web
 
-from infosvc.federation.documents import FederatedJson, KeptXml, site_status
+from infosvc.federation.documents import FederatedJson, KeptXml, Publisher, site_status
 from infosvc.federation.pull import Federation
 from infosvc.federation.status import exposition
 from infosvc.federation.tree import SiteTree
@@ -153,21 +153,26 @@ async def _federation_ctx(app: web.Application) -> AsyncIterator[None]:
     own = app[GLUE]
     if own.warm in agg.on_change:
         agg.on_change.remove(own.warm)  # the union's renderings take the top's own hosts as they change
+    # The whole documents are the publisher's, made off the event loop after each change; the
+    # renderings below serve them, and render single entities and host lists of the last union.
+    publisher = Publisher(federation)
+    await publisher.publish()  # the top's own hosts, before the first pull
     union = app[GLUE] = Glue(federation)
-    union.json = union.formats["json"] = Rendering(federation, FederatedJson(federation))
-    union.xml = union.formats["xml"] = Rendering(federation, KeptXml(federation))
+    union.json = union.formats["json"] = Rendering(federation, FederatedJson(federation, publisher=publisher))
+    union.xml = union.formats["xml"] = Rendering(federation, KeptXml(federation, publisher=publisher))
     agg.on_change.append(federation.local_changed)
     agg.on_remove.append(federation.local_changed)
     agg.on_change.append(union.warm)
     names = ", ".join(f"{s.name} ({s.upstream.url})" for s in federation.sites)
     log.info("federation: a top level over %d sites, pulled every %g s: %s", len(federation.sites),
              config.federation.interval_seconds, names)
-    puller = asyncio.create_task(federation.run())
+    tasks = [asyncio.create_task(federation.run()), asyncio.create_task(publisher.run())]
     try:
         yield
     finally:
-        puller.cancel()
-        await asyncio.gather(puller, return_exceptions=True)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def federate(app: web.Application) -> None:

@@ -28,5 +28,7 @@ MATCH_GATE: web.AppKey["MatchGate"] = web.AppKey("match_gate")
 FEDERATION: web.AppKey["Federation"] = web.AppKey("federation")
 #: past views of the site being built now (GET /v1/glue?at=), by their one slot
 PAST_VIEWS = web.AppKey("past_views", asyncio.Semaphore)
+#: the worker slots that build history answers (GET /v1/nodes/{id}/history) take turns on
+HISTORY_WORKERS = web.AppKey("history_workers", asyncio.Semaphore)
 #: handler -> its entry in the route table, for the authorizing middleware
 ROUTE_TABLE: web.AppKey[dict[Callable[..., Any], "Route"]] = web.AppKey("route_table")

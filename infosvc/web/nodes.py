@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from typing import Callable
+from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
@@ -15,10 +17,11 @@ from infosvc.site.errors import NotFound
 from infosvc.site.history import HISTORY_MAX, node_history, parse_time
 from infosvc.site.hosts import HostEntry
 from infosvc.site.query import HostFilter, QueryError
+from infosvc.store import Store
 from infosvc.web.auth import caller_of
 from infosvc.web.bodies import read_body
 from infosvc.web.errors import HttpError
-from infosvc.web.keys import AGGREGATOR, METRICS
+from infosvc.web.keys import AGGREGATOR, HISTORY_WORKERS, METRICS
 from infosvc.web.pretty import filters_of
 from infosvc.web.negotiate import JSON, XML, wants_xml
 
@@ -69,23 +72,72 @@ async def get_node(request: web.Request) -> web.Response:
 
 
 #: the query parameters of a host's history
-HISTORY_PARAMETERS = ("since", "until", "limit")
+HISTORY_PARAMETERS = ("since", "until", "limit", "before")
+#: the reports of one history answer stop once their JSON passes this (past its first report):
+#: its reader's memory and time, and the server's, are bounded whatever the reports hold
+HISTORY_PAGE_BYTES = 4 << 20
+#: history answers built at once, each in a worker thread; the rest wait their turn. Building one
+#: holds the GIL most of the time (parsing, JSON): more at once would take it from the event loop.
+HISTORY_THREADS = 1
+
+
+def history_page(store: Store, host: str, since: float, until: float, limit: int, before: int | None,
+                 next_link: Callable[[int], str]) -> tuple[bytes, bool]:
+    """The answer of GET /v1/nodes/{id}/history, and whether it holds any report. Built in a
+    worker thread: parsing a page of stored documents and writing its JSON is work for a thread,
+    not for the event loop."""
+    parts: list[bytes] = []
+    size = 0
+    more_before: int | None = None
+    oldest: int | None = None
+    reports = node_history(store, host, since, until, limit + 1, before)
+    try:
+        for report in reports:
+            if len(parts) == limit:  # one more than the limit: there is a next page
+                more_before = oldest
+                break
+            part = json.dumps({"reported_at": report.reported_at, "node": report.node},
+                              separators=(",", ":")).encode()
+            if parts and size + len(part) > HISTORY_PAGE_BYTES:
+                more_before = oldest
+                break
+            parts.append(part)
+            size += len(part)
+            oldest = report.seq
+    finally:
+        reports.close()  # the store's reader, closed now rather than when collected
+    parts.reverse()  # oldest first
+    following = b"null" if more_before is None else json.dumps(next_link(more_before)).encode()
+    body = (b'{"host":' + json.dumps(host).encode() + b',"reports":[' + b",".join(parts) + b'],"next":'
+            + following + b"}\n")
+    return body, bool(parts)
 
 
 async def get_node_history(request: web.Request) -> web.Response:
-    """The host's stored reports in [since, until], oldest first; a removed host's too, while its
-    history is kept."""
+    """One page of the host's stored reports in [since, until], the newest `limit` (below the
+    cursor `before`), oldest first; a removed host's too, while its history is kept."""
     host = canonical(request.match_info["id"])
     query = request.query
     since = parse_time(query["since"], "since") if "since" in query else float("-inf")
     until = parse_time(query["until"], "until") if "until" in query else float("inf")
     text = query.get("limit", "100")
-    if not text.isdigit() or not 1 <= int(text) <= HISTORY_MAX:
+    if not (text.isascii() and text.isdigit() and len(text) <= 4) or not 1 <= int(text) <= HISTORY_MAX:
         raise QueryError("limit", f"a whole number from 1 to {HISTORY_MAX}")
+    cursor = query.get("before")
+    # ASCII digits, and few: int() refuses (ValueError, a 500) digits of other scripts and past 4,300
+    if cursor is not None and not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 19
+                                   and 0 < int(cursor) < 1 << 63):
+        raise QueryError("before", "the cursor a history answer gave as its `next` page")
+    before = int(cursor) if cursor is not None else None
+    kept = [(key, value) for key, value in query.items() if key != "before"]
+
+    def next_link(seq: int) -> str:
+        return f"/v1/nodes/{quote(host, safe='')}/history?{urlencode([*kept, ('before', str(seq))])}"
+
     agg = request.app[AGGREGATOR]
-    # Parsing up to a thousand stored documents is work for a thread, not for the event loop.
-    reports = await asyncio.to_thread(node_history, agg.store, host, since, until, int(text))
-    if not reports and agg.table.get(host) is None and not await asyncio.to_thread(agg.store.history, host, 1):
+    async with request.app[HISTORY_WORKERS]:
+        body, found = await asyncio.to_thread(history_page, agg.store, host, since, until, int(text), before,
+                                              next_link)
+    if not found and agg.table.get(host) is None and not await asyncio.to_thread(agg.store.history, host, 1):
         raise NotFound(f"no node {excerpt(request.match_info['id'])!r}", "nor any history of one")
-    return web.Response(body=json.dumps({"host": host, "reports": reports}, separators=(",", ":")).encode(),
-                        content_type=JSON)
+    return web.Response(body=body, content_type=JSON)

@@ -179,5 +179,29 @@ def test_the_unions_document_kept_by_site_is_the_document_of_the_whole() -> None
         changed.update(replace(changed.hosts["g1.example.org"], state="Unreachable"))
         federation.sites[1].tree = tree_of(changed)
         federation.changed()
+        federation.rebuild()  # what the app's publisher does in a worker thread
     hosts = {h["unique_id"]: h for h in json.loads(body)["hosts"]}
     assert hosts["b/g1.example.org"]["state"] == "Unreachable" and hosts["a/g1.example.org"]["state"] == "Ready"
+
+
+@pytest.mark.parametrize("body", [
+    b"", b"{", b'{"hosts":[{"unique_id":"a"}', b'{"hosts":[1,]}', b'{"hosts":[1],}', b'{"hosts" [1]}', b"{1:[2]}",
+    b'{"hosts":[1] "x":2}', b'{"hosts":[]} []', b'{"hosts":[}', b"[1", b'{"a":NaN', b'\xff{"hosts":[]}'])
+def test_a_document_read_in_steps_refuses_what_json_refuses(body: bytes) -> None:
+    """A site's arrays are decoded an element at a time (the event loop's turn between two): the
+    reading is json.loads' all the same, broken documents refused."""
+    from infosvc.codec.glue_read import loads_in_steps
+
+    with pytest.raises(ValueError):
+        json.loads(body)
+    with pytest.raises(ValueError):
+        loads_in_steps(body)
+
+
+@pytest.mark.parametrize("body", [
+    b"{}", b' { "hosts" : [ ] , "clusters" : { "c" : [1] } } ', b'{"hosts":[{"x":1}, [2], "s", null],"hosts":[3]}',
+    b"[1,2]", b'"x"', '{"\u00e9":[1, {"\u00fc": []}]}'.encode("utf-16"), b'{"n":[1e400, -0.0, NaN]}'])
+def test_a_document_read_in_steps_is_what_json_reads(body: bytes) -> None:
+    from infosvc.codec.glue_read import loads_in_steps
+
+    assert repr(loads_in_steps(body)) == repr(json.loads(body))

@@ -13,8 +13,8 @@ from ClusterShell.NodeSet import NodeSet
 
 from support.configspy import ONE_OF_EACH, Accepted, keys_of, path_of
 from infosvc.site.config import (DEFAULT_CLUSTER, DEFAULT_LISTEN, Benchmark, ClusterConfig, ComputingElementConfig,
-                                ConfigError, LifecycleConfig, Policy, PrometheusConfig, SchedulerConfig, ServiceConfig,
-                                SiteConfig, Software, StoreConfig, load_config, parse_config)
+                                ConfigError, LifecycleConfig, Policy, PrometheusConfig, ReportsConfig, SchedulerConfig,
+                                ServiceConfig, SiteConfig, Software, StoreConfig, load_config, parse_config)
 from infosvc.site.federation_config import FederationConfig, Upstream
 from infosvc.site.resources import ResourceEntry
 
@@ -538,10 +538,11 @@ def test_accepted_keys_are_what_the_dataclasses_hold(accepted: Accepted) -> None
         "benchmarks": fields(Benchmark), "software": fields(Software), "prometheus": fields(PrometheusConfig),
         "scheduler": fields(SchedulerConfig), "resources": fields(ResourceEntry),
         "federation": fields(FederationConfig, "upstreams"), "federation.upstreams": fields(Upstream),
+        "reports": fields(ReportsConfig),
     }
     assert accepted.tables == {"service", "store", "lifecycle", "clusters", "computing_elements",
                                "computing_elements.policy", "benchmarks", "software", "prometheus", "scheduler",
-                               "resources", "federation", "federation.upstreams"}
+                               "resources", "federation", "federation.upstreams", "reports"}
     assert accepted.tables == {f.name for f in dataclasses.fields(SiteConfig)} | {"computing_elements.policy",
                                                                                 "federation.upstreams"}
 
@@ -560,7 +561,7 @@ def _value(config: SiteConfig, table: str, key: str) -> Any:
                   "benchmarks": config.benchmarks[0], "software": config.software[0],
                   "prometheus": config.prometheus, "scheduler": config.scheduler,
                   "resources": config.resources[0], "federation": config.federation,
-                  "federation.upstreams": config.federation.upstreams[0]}[table]
+                  "federation.upstreams": config.federation.upstreams[0], "reports": config.reports}[table]
     return getattr(owner, key)
 
 
@@ -604,7 +605,7 @@ def test_each_setting_is_declared_once_with_its_default_and_help() -> None:
     from infosvc.site.config import SETTINGS
 
     owners = {"service": ServiceConfig, "store": StoreConfig, "lifecycle": LifecycleConfig,
-              "prometheus": PrometheusConfig, "scheduler": SchedulerConfig}
+              "prometheus": PrometheusConfig, "scheduler": SchedulerConfig, "reports": ReportsConfig}
     docs = documented()
     for table, settings in SETTINGS.items():
         assert [s.key for s in settings] == [f.name for f in dataclasses.fields(owners[table])], table

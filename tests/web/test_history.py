@@ -75,6 +75,43 @@ def test_a_hosts_history_over_a_period(site: InProcessServer) -> None:
     assert site.get("/v1/nodes/nobody/history").is_error(404)
 
 
+def cpus_of(page: Any) -> list[int]:
+    return [next(c["value"] for c in r["node"]["configured"] if c["kind"] == "Processors") for r in page["reports"]]
+
+
+def test_a_history_is_read_in_pages_newest_first(site: InProcessServer) -> None:
+    """`limit` reports a page, oldest first within it; `next` is the page before it, until none is
+    left: every report once, none twice. The period and the limit hold across pages."""
+    token = site.agent_token()
+    site.report("cn01", token, processors=1)
+    between = instant()
+    for cpus in range(2, 9):
+        site.report("cn01", token, processors=cpus)
+    whole = site.get("/v1/nodes/cn01/history").json()
+    assert cpus_of(whole) == list(range(1, 9)) and whole["next"] is None
+    pages = []
+    page = site.get("/v1/nodes/cn01/history?limit=3").json()
+    while True:
+        pages.append(cpus_of(page))
+        if page["next"] is None:
+            break
+        assert page["next"].startswith("/v1/nodes/cn01/history?") and "limit=3" in page["next"]
+        page = site.get(page["next"]).json()
+    assert pages == [[6, 7, 8], [3, 4, 5], [1, 2]]
+    # the period is kept from page to page
+    first = site.get(f"/v1/nodes/cn01/history?limit=4&since={between}").json()
+    assert cpus_of(first) == [5, 6, 7, 8]
+    assert cpus_of(site.get(first["next"]).json()) == [2, 3, 4]
+    assert site.get(first["next"]).json()["next"] is None
+    # a limit exactly the size of what is left says there is no next page
+    assert site.get("/v1/nodes/cn01/history?limit=8").json()["next"] is None
+    for cursor in ("abc", "0", "-1", "1.5", str(1 << 63), "", "9" * 5000, "%C2%B2", "%D9%A3"):
+        assert site.get(f"/v1/nodes/cn01/history?before={cursor}").is_error(400), cursor
+    for limit in ("9" * 5000, "%C2%B2", "%D9%A3"):  # past int()'s 4,300 digits, a superscript 2, an Arabic-Indic 3
+        assert site.get(f"/v1/nodes/cn01/history?limit={limit}").is_error(400), limit
+    assert site.get("/v1/nodes/nobody/history?before=5").is_error(404)
+
+
 def test_the_site_as_published_at_a_past_time(site: InProcessServer) -> None:
     before_all = instant()
     first, second = site.agent_token(), site.agent_token()

@@ -7,14 +7,12 @@ could address (9). Each failed before its fix; the floods check that /healthz st
 from __future__ import annotations
 
 import socket
-import statistics
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
 
 import pytest
 
 from support.documents import make_node, node_document
+from support.latency import healthz_p99_during
 
 from support.server import Reply, Server, ServerFactory, wait_for
 from infosvc.codec.node_xml import node_to_xml
@@ -44,61 +42,6 @@ def quick_400(server: Server, body: bytes, words: str, seconds: float = 3.0) -> 
     assert len(reply.body) < 2000, len(reply.body)
     assert took < seconds, took
     return reply
-
-
-#: Polls GET /healthz from a process of its own (so that the attack's threads in this process do
-#: not delay the timing): argv port, samples, and a file whose presence stops it; prints latencies.
-POLLER = """
-import http.client, os, sys, time
-port, samples, stop = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-deadline = time.monotonic() + 60
-latencies = []
-while (len(latencies) < samples or not os.path.exists(stop)) and time.monotonic() < deadline:
-    started = time.perf_counter()
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    connection.request("GET", "/healthz")
-    response = connection.getresponse()
-    response.read()
-    connection.close()
-    assert response.status == 200, response.status
-    latencies.append(time.perf_counter() - started)
-    time.sleep(0.01)
-print(" ".join(f"{x:.6f}" for x in latencies))
-"""
-
-
-def healthz_p99_during(server: Server, attack: Callable[[], object], count: int, workers: int = 4,
-                       samples: int = 100) -> float:
-    """`attack` sent from `workers` threads, at least `count` times and until a poller process has
-    timed `samples` GET /healthz (for 60 s at most); the p99 of /healthz in seconds. Bounded: every
-    request has a timeout, and every loop stops by itself."""
-    import subprocess
-    import sys
-    import tempfile
-    from pathlib import Path
-
-    stop = Path(tempfile.mkdtemp()) / "stop"
-    poller = subprocess.Popen([sys.executable, "-c", POLLER, str(server.port), str(samples), str(stop)],
-                              stdout=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-
-    def attacker(share: int) -> None:
-        sent = 0
-        while (sent < share or poller.poll() is None) and time.monotonic() < deadline:
-            attack()
-            sent += 1
-            if sent >= share:
-                stop.touch()
-
-    try:
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(attacker, [max(1, count // workers)] * workers))
-    finally:
-        stop.touch()
-        out, _ = poller.communicate(timeout=70)
-    latencies = [float(x) for x in out.split()]
-    assert poller.returncode == 0 and len(latencies) >= samples, (poller.returncode, len(latencies))
-    return statistics.quantiles(latencies, n=100)[98]
 
 
 @pytest.fixture(scope="module")

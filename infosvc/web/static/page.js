@@ -56,9 +56,10 @@ async function readHost(id) {
   [host.node, host.nodeError] = node.status === "fulfilled" ? [node.value, null] : [null, node.reason];
   if (history.status === "fulfilled") {
     // `since` is inclusive, to the second: the reports of that second come again, so the kept
-    // ones from it on are replaced by the answer's
+    // ones from it on are replaced by the answer's. An answer with a `next` page (its reports
+    // past the server's page size) leaves a gap after the kept ones: they go.
     const fresh = history.value.reports ?? [];
-    const kept = last && fresh.length < HISTORY_LIMIT
+    const kept = last && !history.value.next && fresh.length < HISTORY_LIMIT
       ? host.history.reports.filter((r) => Date.parse(r.reported_at) < Date.parse(last)) : [];
     [host.history, host.historyError] = [{...history.value, reports: kept.concat(fresh).slice(-HISTORY_LIMIT)}, null];
   } else {
