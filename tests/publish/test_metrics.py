@@ -233,7 +233,8 @@ def prometheus(tmp_path: Path) -> Iterator[Any]:
 
 
 def test_prometheus_scrapes_metrics(serve_app: ServerFactory, prometheus: Any) -> None:
-    server = serve_app()
+    # an executor bound to the host: jobs are placed only where one runs them
+    server = serve_app(executors={"exec-h1": "h1.example.org"})
     server.report("h1.example.org", server.agent_token(), processors=24, free_processors=6)
     port = prometheus(server.port)
 
