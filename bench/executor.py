@@ -20,6 +20,7 @@ prints a table and writes bench/results/executor.json.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import marshal
 import os
@@ -110,7 +111,12 @@ def launches(count: int, run_as: str, base: Path) -> dict[str, list[float]]:
                      "account": {"name": run_as, "uid": account.pw_uid, "gid": account.pw_gid}, "key": f"bench.{n}"}
             (directory / taskrun.ORDER).write_bytes(marshal.dumps(order))
             began = time.perf_counter()
-            subprocess.Popen(taskrun.command(directory), start_new_session=True, stdin=subprocess.DEVNULL).wait()
+            lock = os.open(directory / taskrun.LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fcntl.flock(lock, fcntl.LOCK_EX)  # as the executor does: taken, then handed over
+            supervisor = subprocess.Popen(taskrun.command(directory, lock), start_new_session=True,
+                                          stdin=subprocess.DEVNULL, pass_fds=(lock,))
+            os.close(lock)
+            supervisor.wait()
             times.append(time.perf_counter() - began)
             result = json.loads((directory / taskrun.RESULT).read_text())
             assert result["exit_code"] == 0, result
@@ -141,9 +147,7 @@ def main() -> int:
     try:
         for interval in (2.0, 0.1):
             figures[f"whole, --jobs-interval {interval}"] = _summary(whole(args.jobs, interval, args.run_as, base))
-        try:
-            import infosvc_agents.taskrun  # noqa: F401
-        except ImportError:
+        if not (ROOT / "agents" / "infosvc_agents" / "taskrun.py").exists():
             print("(no task supervisor in this version of the agent: launch costs not measured)")
         else:
             for name, values in launches(args.launches, args.run_as, base).items():
