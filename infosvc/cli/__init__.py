@@ -187,7 +187,7 @@ def _serve(args: argparse.Namespace) -> int:
         # web.run_app, but with the connections capped, their clients timed and aiohttp's own refusals
         # answered as JSON (infosvc/web/connections.py).
         server.run(app, host=host, port=port, ssl_context=tls, policy=connections.Policy.of(config.service),
-                   listening=listening)
+                   listening=listening, top_level=bool(config.federation.upstreams))
     except (StoreError, sqlite3.Error) as exc:  # a database newer than this infosvc, in use, damaged, or no file
         print(f"infosvc: {db}: {exc}", file=sys.stderr)
         return 1

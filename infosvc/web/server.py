@@ -16,16 +16,20 @@ from infosvc.web.connections import BACKLOG, Connections, Policy
 #: large work is done in worker threads (a top level's union of 190,000 hosts, history pages,
 #: matches) so that the event loop answers meanwhile; but each time the loop wakes it waits for the
 #: GIL up to this long, several times per request: at 5 ms, /healthz p99 was 70 to 125 ms during a
-#: top level's pulls of 40,000 hosts, at 1 ms 50 ms (the busy thread loses a few per cent).
+#: top level's pulls of 40,000 hosts, at 1 ms 50 ms. A top level only: on a site, whose big thread
+#: is the store's writer, it cost ingest ~6 % of its rate (bench/ingest.py, parse floor ratio 0.494
+#: against 0.523 at 5 ms, one run each) for nothing a site needs.
 GIL_SWITCH_SECONDS = 0.001
 
 
 def run(app: web.Application, *, host: str, port: int, ssl_context: SSLContext | None, policy: Policy,
-        listening: Callable[[], None] | None = None) -> None:
+        listening: Callable[[], None] | None = None, top_level: bool = False) -> None:
     """Serve `app` until SIGINT or SIGTERM, as aiohttp's web.run_app does, with each connection a
     GuardedRequestHandler under a `Connections`. Errors at start (the store, the address) propagate;
-    `listening()` is called once the address is bound, and not if it cannot be."""
-    sys.setswitchinterval(GIL_SWITCH_SECONDS)
+    `listening()` is called once the address is bound, and not if it cannot be. A `top_level` builds
+    its union in a thread: the loop takes the GIL back sooner."""
+    if top_level:
+        sys.setswitchinterval(GIL_SWITCH_SECONDS)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     main = loop.create_task(_serve(app, host, port, ssl_context, policy, listening))
