@@ -29,6 +29,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import threading
@@ -46,6 +47,8 @@ __all__ = ["Executor", "TaskRecord"]
 log = logging.getLogger("infosvc-agent.executor")
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+#: Seconds the launcher may take to say it forked a task's supervisor.
+LAUNCH_SECONDS = 10.0
 #: Seconds after its SIGTERM a supervisor is itself killed, should it hang (it never should).
 SUPERVISOR_KILL_AFTER = 30.0
 #: The server's job ids as a file name: anything else is refused, never joined to a path.
@@ -103,6 +106,7 @@ class TaskRecord:
     attempt: int
     path: Path
     process: subprocess.Popen[bytes] | None = None  # the supervisor, where this agent started it
+    pid: int | None = None  # the supervisor's, where the launcher forked it
     stop_sent_at: float | None = None
     result: dict[str, Any] | None = None
 
@@ -128,13 +132,80 @@ class TaskRecord:
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
+            except BlockingIOError:  # held: alive, its pid written as it starts (0: not yet)
                 text = os.pread(fd, 32, 0).decode().strip()
-                return int(text) if text.isdigit() else None
+                return int(text) if text.isdigit() else self.pid or 0
             fcntl.flock(fd, fcntl.LOCK_UN)
             return None
         finally:
             os.close(fd)
+
+
+class LaunchUnknown(Exception):
+    """The launcher took a task and did not say whether it forked its supervisor."""
+
+
+class Launcher:
+    """The agent's end of taskrun.launch: one single-threaded process, started with the executor,
+    that forks each task's supervisor already loaded. A supervisor of its own costs a Python start
+    (~50 ms); a fork ~1 ms. Where the launcher cannot be had, `start` says so (None) and the
+    executor starts a supervisor of its own."""
+
+    def __init__(self) -> None:
+        self.sock: socket.socket | None = None
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def _ready(self) -> bool:
+        if self.process is not None and self.process.poll() is None and self.sock is not None:
+            return True
+        self.close()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.process = subprocess.Popen(taskrun.command("--launch", theirs.fileno()),
+                                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                            pass_fds=(theirs.fileno(),), start_new_session=True)
+        except OSError as exc:
+            log.warning("no task launcher (%s): each task's supervisor starts on its own", exc)
+            ours.close()
+            return False
+        finally:
+            theirs.close()
+        ours.settimeout(LAUNCH_SECONDS)
+        self.sock = ours
+        return True
+
+    def start(self, directory: Path, lock: int) -> int | None:
+        """The pid of the supervisor forked for `directory`, handed `lock`; None where no launcher
+        took the task (start one yourself); LaunchUnknown where it took it and said nothing."""
+        if not self._ready():
+            return None
+        assert self.sock is not None
+        try:
+            socket.send_fds(self.sock, [os.fsencode(directory)], [lock])
+        except OSError:
+            self.close()  # not taken: starting it another way is safe
+            return None
+        try:
+            reply = self.sock.recv(32)
+        except OSError as exc:
+            self.close()
+            raise LaunchUnknown(f"the task launcher did not answer: {exc}") from None
+        if not reply.isdigit() or reply == b"0":
+            self.close()
+            raise LaunchUnknown(f"the task launcher answered {reply!r}")
+        return int(reply)
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()  # the launcher ends when it reads the end of its socket
+            self.sock = None
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            self.process = None
 
 
 class Executor:
@@ -155,6 +226,7 @@ class Executor:
         self._stop = threading.Event()
         self._last_sweep = 0.0
         self._removals: list[tuple[subprocess.Popen[bytes], Path, float]] = []
+        self.launcher = Launcher()
         self._prepare_state()
         self._recover()
 
@@ -274,6 +346,7 @@ class Executor:
             "account": None if account is None else {"name": account.name, "uid": account.uid, "gid": account.gid},
         }
         lock = -1
+        how = "supervisor"
         try:
             # not synced: read back by the supervisor at once, and never again after a crash
             _write_atomically(path / taskrun.ORDER, marshal.dumps(supervised), sync=False)
@@ -281,17 +354,25 @@ class Executor:
             # unclaimed while its supervisor is still starting
             lock = os.open(path / taskrun.LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            with open(path / "supervisor.log", "ab") as errors:
-                record.process = subprocess.Popen(taskrun.command(path, lock), stdin=subprocess.DEVNULL,
-                                                  stdout=subprocess.DEVNULL, stderr=errors, close_fds=True,
-                                                  pass_fds=(lock,), start_new_session=True)
+            try:
+                record.pid = self.launcher.start(path, lock)
+            except LaunchUnknown as exc:
+                # it may have forked the supervisor: the lock says, once this agent lets go of it
+                log.warning("job %s task %d: %s: its state is read from its lock", job, task, exc)
+                return
+            if record.pid is None:  # no launcher: a supervisor of its own (a Python start more)
+                with open(path / "supervisor.log", "ab") as errors:
+                    record.process = subprocess.Popen(taskrun.command(path, lock), stdin=subprocess.DEVNULL,
+                                                      stdout=subprocess.DEVNULL, stderr=errors, close_fds=True,
+                                                      pass_fds=(lock,), start_new_session=True)
+                record.pid, how = record.process.pid, "supervisor of its own"
         except OSError as exc:
             self._not_started(record, f"the task's supervisor could not start: {exc}")
             return
         finally:
             if lock >= 0:
                 os.close(lock)  # the supervisor holds it now (or nobody does, and it is not started)
-        log.info("job %s task %d handed to its supervisor (pid %d)%s", job, task, record.process.pid,
+        log.info("job %s task %d handed to its %s (pid %d)%s", job, task, how, record.pid,
                  f" as {account.name}" if account else "")
 
     def _job_directory(self, job: str, account: Account | None) -> str:
@@ -320,7 +401,7 @@ class Executor:
     def _stop_task(self, record: TaskRecord) -> None:
         record.stop_sent_at = self.clock()
         pid = record.supervisor_pid()
-        if pid is not None:
+        if pid:
             try:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
@@ -347,7 +428,8 @@ class Executor:
             if record.read_result() is None:  # it may have written it just before it went
                 self._ended_unseen(record)
             self._ended(record)
-        elif record.stop_sent_at is not None and now - record.stop_sent_at > self.grace + SUPERVISOR_KILL_AFTER:
+        elif (pid and record.stop_sent_at is not None
+              and now - record.stop_sent_at > self.grace + SUPERVISOR_KILL_AFTER):
             log.warning("job %s task %d: its supervisor did not end after SIGTERM: killing it", record.job,
                         record.task)
             try:
@@ -503,3 +585,4 @@ class Executor:
             self._collect()
         self._collect()
         self._report()
+        self.launcher.close()

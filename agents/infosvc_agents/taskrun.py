@@ -480,14 +480,10 @@ def _drain(fd: int) -> None:
         pass
 
 
-def main(argv: list[str]) -> int:
-    """`taskrun.py DIRECTORY LOCK_FD`: LOCK_FD is the task's lock, taken by the agent before it
-    started this process, so that a restarted agent never sees the task unclaimed."""
-    if len(argv) != 3 or not argv[2].isdigit():
-        print("usage: taskrun.py DIRECTORY LOCK_FD (started by infosvc-agent --run-jobs)", file=sys.stderr)
-        return 2
-    dirfd = os.open(argv[1], os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    lock = int(argv[2])
+def supervise(directory: str, lock: int) -> int:
+    """Supervise the task whose order is in `directory`; `lock` is the task's LOCK, flocked by the
+    agent and handed over, so that a restarted agent never sees the task unclaimed."""
+    dirfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     os.set_inheritable(lock, False)  # the task never holds it: the lock is the supervisor's life
     os.pwrite(lock, f"{os.getpid():<12}".encode(), 0)
     try:
@@ -505,7 +501,7 @@ def main(argv: list[str]) -> int:
             result = {"exit_code": 128 + signal.SIGKILL, "began": True, "limit": False,
                       "reason": f"the task's supervisor failed and killed it: {exc}"}
     result["ended_at"] = time.time()
-    import json  # only now: it costs more to load than the rest of the start
+    import json  # loaded already in a launcher's supervisors; a supervisor of its own loads it only now
 
     for _ in range(3):  # a full disk may free up; the agent reports a supervisor that left none
         try:
@@ -514,6 +510,67 @@ def main(argv: list[str]) -> int:
         except OSError:
             time.sleep(1)
     return int(result["exit_code"]) & 0xFF
+
+
+def launch(channel: int) -> int:
+    """`taskrun.py --launch FD`: the agent's launcher, one process started with the executor.
+    For each task the agent sends the task's directory with its lock (SCM_RIGHTS) over the socket
+    FD; the launcher forks a supervisor, which is this process already loaded (a fork costs ~1 ms,
+    a Python start ~50), and answers its pid. It is single-threaded, so forking it is safe where
+    forking the agent (threads) is not. It ends when the agent closes the socket."""
+    import json  # noqa: F401 - loaded once here, for every supervisor forked
+    import socket
+
+    def reap(*_: object) -> None:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+
+    signal.signal(signal.SIGCHLD, reap)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C at the agent's terminal is the agent's
+    with socket.socket(fileno=channel) as sock:
+        while True:
+            try:
+                message, fds, _, _ = socket.recv_fds(sock, 4096, 1)
+            except InterruptedError:
+                continue
+            if not message:
+                return 0
+            if len(fds) != 1:
+                for fd in fds:
+                    os.close(fd)
+                sock.send(b"0")
+                continue
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    sock.close()
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    signal.signal(signal.SIGINT, signal.SIG_DFL)
+                    os.setsid()
+                    directory = os.fsdecode(message)
+                    errors = os.open(os.path.join(directory, "supervisor.log"),
+                                     os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+                    os.dup2(errors, 2)  # its own log, as a supervisor of its own has
+                    os.close(errors)
+                    code = supervise(directory, fds[0])
+                finally:
+                    os._exit(code)
+            os.close(fds[0])
+            sock.send(str(pid).encode())
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[1] == "--launch" and argv[2].isdigit():
+        return launch(int(argv[2]))
+    if len(argv) != 3 or not argv[2].isdigit():
+        print("usage: taskrun.py DIRECTORY LOCK_FD | taskrun.py --launch SOCKET_FD (started by infosvc-agent "
+              "--run-jobs)", file=sys.stderr)
+        return 2
+    return supervise(argv[1], int(argv[2]))
 
 
 if __name__ == "__main__":

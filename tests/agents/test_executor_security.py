@@ -334,3 +334,50 @@ def test_a_restart_never_starts_a_started_task_again(serve: ServerFactory, tmp_p
             assert done["state"] == "Finished" and (work / "starts").read_text() == "start\ndone\n", done
     finally:
         stop_process(agent)
+
+
+@pytest.mark.parametrize("how", ["own", "launcher"])
+def test_a_supervisor_started_either_way_runs_the_task_and_records_it(base: Path, how: str) -> None:
+    """The executor forks supervisors from its launcher, and starts one of its own where it has
+    no launcher: both drop to the account, hold the lock the agent handed over, and record the end."""
+    import fcntl
+    import json
+    import marshal
+
+    from infosvc_agents import taskrun
+    from infosvc_agents.executor import Launcher
+
+    work = task_directory(base, "work")
+    directory = base / "task"
+    directory.mkdir(mode=0o700)
+    account = pwd.getpwnam(TASK_ACCOUNT)
+    order = {"job": "t", "task": 0, "key": f"t.0.{how}", "argv": ["/bin/sh", "-c", "id -u > uid; sleep 0.5"],
+             "environment": {"PATH": "/usr/bin:/bin"}, "workdir": str(work), "containment": "auto",
+             "account": {"name": TASK_ACCOUNT, "uid": account.pw_uid, "gid": account.pw_gid}}
+    (directory / taskrun.ORDER).write_bytes(marshal.dumps(order))
+    lock = os.open(directory / taskrun.LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    launcher = Launcher()
+    try:
+        if how == "own":
+            supervisor = subprocess.Popen(taskrun.command(directory, lock), pass_fds=(lock,), start_new_session=True)
+            pid = supervisor.pid
+        else:
+            pid = launcher.start(directory, lock)
+            assert pid
+        os.close(lock)
+        wait_for(lambda: (directory / taskrun.BEGUN).exists(), timeout=10, message="the task's program running")
+        probe = os.open(directory / taskrun.LOCK, os.O_RDONLY)
+        with pytest.raises(BlockingIOError):  # the supervisor holds the lock while it lives
+            fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        assert os.pread(probe, 32, 0).decode().strip() == str(pid)
+        wait_for(lambda: (directory / taskrun.RESULT).exists(), timeout=10, message="the task's end recorded")
+        fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)  # and lets it go with its life
+        os.close(probe)
+        result = json.loads((directory / taskrun.RESULT).read_text())
+        assert result["exit_code"] == 0 and result["began"] and result["reason"] is None
+        assert (work / "uid").read_text().strip() == str(account.pw_uid)
+        if how == "own":
+            assert supervisor.wait(timeout=10) == 0
+    finally:
+        launcher.close()
