@@ -53,3 +53,43 @@ def test_the_value_is_checked_and_other_answers_are_left_alone(site: InProcessSe
     match = site.request("POST", "/v1/match?pretty=1", b"<Job><Id>x</Id></Job>",
                          headers={"Content-Type": "application/xml"})
     assert match.status == 200 and b'\n  "matches"' in match.body
+
+
+def test_a_large_answer_is_written_in_slices_whole_and_exact() -> None:
+    """Past 1 MiB an answer is written a slice at a time (InSlices): the same bytes, the same
+    Content-Length, for GET and HEAD, pretty or not."""
+    import asyncio
+
+    from aiohttp import web
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from infosvc.web.pretty import SLICE_BYTES, InSlices, readable
+
+    document = json.dumps([{"id": f"host{n:07d}", "free": n} for n in range(120_000)]).encode() + b"\n"
+    assert len(document) > 3 * SLICE_BYTES
+    written: list[object] = []
+
+    async def big(request: web.Request) -> web.Response:
+        return web.json_response(body=document)
+
+    @web.middleware
+    async def look(request: web.Request, handler: object) -> web.StreamResponse:
+        response = await handler(request)  # type: ignore[operator]
+        written.append(response.body)
+        return response
+
+    async def run() -> None:
+        app = web.Application(middlewares=[look, readable])
+        app.router.add_get("/big", big)
+        async with TestClient(TestServer(app)) as client:
+            got = await client.get("/big")
+            assert got.status == 200 and int(got.headers["Content-Length"]) == len(document)
+            assert await got.read() == document
+            assert isinstance(written[-1], InSlices)
+            head = await client.head("/big")
+            assert head.status == 200 and int(head.headers["Content-Length"]) == len(document)
+            assert await head.read() == b""
+            pretty = await client.get("/big?pretty=1")
+            assert json.loads(await pretty.read()) == json.loads(document)
+
+    asyncio.run(run())
