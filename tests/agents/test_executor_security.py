@@ -372,7 +372,15 @@ def test_a_supervisor_started_either_way_runs_the_task_and_records_it(base: Path
             fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)
         assert os.pread(probe, 32, 0).decode().strip() == str(pid)
         wait_for(lambda: (directory / taskrun.RESULT).exists(), timeout=10, message="the task's end recorded")
-        fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)  # and lets it go with its life
+
+        def let_go() -> bool:  # with its life, just after the result is written
+            try:
+                fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            return True
+
+        wait_for(let_go, timeout=10, message="the supervisor's lock let go")
         os.close(probe)
         result = json.loads((directory / taskrun.RESULT).read_text())
         assert result["exit_code"] == 0 and result["began"] and result["reason"] is None
