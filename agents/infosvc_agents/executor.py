@@ -53,7 +53,7 @@ LAUNCH_SECONDS = 10.0
 SUPERVISOR_KILL_AFTER = 30.0
 #: The server's job ids as a file name: anything else is refused, never joined to a path.
 _JOB_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
-_TASK_DIRECTORY = re.compile(r"(?P<job>[A-Za-z0-9_][A-Za-z0-9_.-]{0,63})\.(?P<task>\d{1,9})\.(?P<attempt>\d{1,9})")
+_TASK_DIRECTORY = re.compile(rf"(?P<job>{_JOB_ID.pattern})\.(?P<task>\d{{1,9}})\.(?P<attempt>\d{{1,9}})")
 STARTED_SENT = "started.sent"
 #: Where a job's directory is moved, out of the job's reach, to be emptied by its owner.
 REMOVING = ".removing"
@@ -109,6 +109,17 @@ class TaskRecord:
     pid: int | None = None  # the supervisor's, where the launcher forked it
     stop_sent_at: float | None = None
     result: dict[str, Any] | None = None
+    # which reports the server took, as the files STARTED_SENT and ENDED_SENT say (read once, at a
+    # restart: not stat'ed at every round)
+    started_sent: bool = False
+    ended_sent: bool = False
+
+    def mark_sent(self, name: str) -> None:
+        (self.path / name).touch()
+        if name == STARTED_SENT:
+            self.started_sent = True
+        else:
+            self.ended_sent = True
 
     @property
     def key(self) -> tuple[str, int, int]:
@@ -257,9 +268,10 @@ class Executor:
             found = _TASK_DIRECTORY.fullmatch(entry.name)
             if found is None or not entry.is_dir():
                 continue
-            record = TaskRecord(found["job"], int(found["task"]), int(found["attempt"]), entry)
+            record = TaskRecord(found["job"], int(found["task"]), int(found["attempt"]), entry,
+                                started_sent=(entry / STARTED_SENT).exists(), ended_sent=(entry / ENDED_SENT).exists())
             self.tasks[record.key] = record
-            if (entry / ENDED_SENT).exists():
+            if record.ended_sent:
                 # done with, but forgotten only once the server no longer lists it (_forget): a
                 # listed task is never started again
                 record.read_result()
@@ -452,12 +464,11 @@ class Executor:
                 log.exception("job %s task %d: could not report", record.job, record.task)
 
     def _report_one(self, record: TaskRecord) -> None:
-        if (record.path / ENDED_SENT).exists():
+        if record.ended_sent:
             return
-        began = (record.path / taskrun.BEGUN).exists()
-        if began and not (record.path / STARTED_SENT).exists():
+        if not record.started_sent and (record.path / taskrun.BEGUN).exists():
             if self._send(record, {"event": "started", **self._attempt(record)}):
-                (record.path / STARTED_SENT).touch()
+                record.mark_sent(STARTED_SENT)
             else:
                 return
         if record.result is not None:
@@ -470,7 +481,7 @@ class Executor:
                 del report["reason"]
                 sent = self._send(record, report, refused_for_good=False)
             if sent is not False:
-                (record.path / ENDED_SENT).touch()
+                record.mark_sent(ENDED_SENT)
 
     @staticmethod
     def _attempt(record: TaskRecord) -> dict[str, int]:
@@ -495,7 +506,7 @@ class Executor:
     def _forget(self, listed: set[tuple[str, int, int]]) -> None:
         """A reported task the server no longer lists is done with: its directory goes."""
         for key, record in list(self.tasks.items()):
-            if key not in listed and record.result is not None and (record.path / ENDED_SENT).exists():
+            if key not in listed and record.result is not None and record.ended_sent:
                 shutil.rmtree(record.path, ignore_errors=True)
                 del self.tasks[key]
 

@@ -326,9 +326,13 @@ class Supervisor:
     def _on_term(self, *_: object) -> None:
         self.stop_requested = True
 
-    def _signal_all(self, signum: int) -> None:
+    def _signal_all(self, signum: int, *, walk: bool = False) -> None:
+        """Every process of the task: its cgroup holds them all (none can leave it: root's), else
+        the process tree below this subreaper; `walk` both, for a child not yet in its cgroup."""
         if self.cgroup is not None:
             self.cgroup.signal(signum)
+            if not walk:
+                return
         for pid in descendants(os.getpid()):
             _kill(pid, signum)
 
@@ -430,7 +434,7 @@ class Supervisor:
     def _kill_everything(self) -> None:
         """SIGKILL every process of the task and reap them, until none is left."""
         for _ in range(200):
-            self._signal_all(signal.SIGKILL)
+            self._signal_all(signal.SIGKILL, walk=True)
             try:
                 while os.waitpid(-1, os.WNOHANG)[0]:
                     pass

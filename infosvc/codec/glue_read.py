@@ -236,6 +236,17 @@ def _skip(text: str, at: int) -> int:
     return found.end() if found is not None else at
 
 
+def _after_item(text: str, at: int, close: str) -> tuple[int, bool]:
+    """After an array's element or an object's member: (where the next one starts, False), or
+    (past the closing `close`, True)."""
+    at = _skip(text, at)
+    if text[at] == close:
+        return at + 1, True
+    if text[at] != ",":
+        raise ValueError(f"expected ',' or '{close}' at character {at}")
+    return _skip(text, at + 1), False
+
+
 def loads_in_steps(body: bytes) -> Any:
     """json.loads(body), the members of a top-level object that are arrays decoded one element at a
     time. It is read in a worker thread, and json.loads holds the GIL for the whole document in one
@@ -265,26 +276,17 @@ def loads_in_steps(body: bytes) -> Any:
                     if text[at] == "]":
                         at += 1
                     else:
-                        while True:
+                        closed = False
+                        while not closed:
                             item, at = _DECODER.raw_decode(text, at)
                             items.append(item)
-                            at = _skip(text, at)
-                            if text[at] == "]":
-                                at += 1
-                                break
-                            if text[at] != ",":
-                                raise ValueError(f"expected ',' or ']' at character {at}")
-                            at = _skip(text, at + 1)
+                            at, closed = _after_item(text, at, "]")
                     found[key] = items
                 else:
                     found[key], at = _DECODER.raw_decode(text, at)
-                at = _skip(text, at)
-                if text[at] == "}":
-                    at += 1
+                at, closed = _after_item(text, at, "}")
+                if closed:
                     break
-                if text[at] != ",":
-                    raise ValueError(f"expected ',' or '}}' at character {at}")
-                at = _skip(text, at + 1)
     except IndexError:
         raise ValueError("the document ends early") from None
     if _skip(text, at) != len(text):
