@@ -51,8 +51,8 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.e
 def site_bodies(sites: int, hosts: int, directory: Path) -> int:
     """Write each site's two GLUE JSON documents (sNN.a.json, sNN.b.json); returns their mean size."""
     from infosvc.publish.glue import Glue
-    from infosvc.site.config import SiteConfig
-    from infosvc.site.rollup import Rollup, host_from_node
+    from infosvc.config.site import SiteConfig
+    from infosvc.hosts.rollup import Rollup, host_from_node
 
     kinds = kind_nodes()
     config = SiteConfig()

@@ -5,7 +5,7 @@ under 100 ms; a filtered host query under 5 ms.
 
 (a) In process, no server: 10,000 Node objects of ten hardware kinds (one real agent document,
     parsed once per kind, then varied per host; see bench/ingest.py), then
-    - roll-up from cold: a fresh infosvc.site.rollup.Rollup, host_from_node + update for every host,
+    - roll-up from cold: a fresh infosvc.hosts.rollup.Rollup, host_from_node + update for every host,
       with the default site config and with a config that names clusters, benchmarks and
       software by NodeSet (as a real site's does);
     - HostTable.load of 10,000 stored records: what a server restart costs, parsing and
@@ -94,9 +94,9 @@ def in_process(hosts: int, rounds: int) -> dict[str, Any]:
     import tomllib
 
     from infosvc.codec.node_xml import node_to_xml
-    from infosvc.site.hosts import HostTable
-    from infosvc.site.rollup import Rollup, host_from_node
-    from infosvc.site.config import SiteConfig, parse_config
+    from infosvc.hosts.table import HostTable
+    from infosvc.hosts.rollup import Rollup, host_from_node
+    from infosvc.config.site import SiteConfig, parse_config
     from infosvc.store import HostRecord
 
     kinds = kind_nodes()

@@ -35,9 +35,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 from infosvc.codec import ldif  # noqa: E402
 from infosvc.codec.gridformat import GridOptions  # noqa: E402
 from infosvc.publish.glue import Glue  # noqa: E402
-from infosvc.site.cestate import CEFigures, CEQueues  # noqa: E402
-from infosvc.site.config import SiteConfig, parse_config  # noqa: E402
-from infosvc.site.rollup import Rollup, host_from_node  # noqa: E402
+from infosvc.queue.cestate import CEFigures, CEQueues  # noqa: E402
+from infosvc.config.site import SiteConfig, parse_config  # noqa: E402
+from infosvc.hosts.rollup import Rollup, host_from_node  # noqa: E402
 from support.documents import make_node  # noqa: E402
 from support.slapd import SUFFIXES, Slapd, by_suffix, find  # noqa: E402
 
@@ -90,10 +90,9 @@ def main() -> int:
         rollup.update(host_from_node(n, "Ready", site, "2026-01-01T00:00:00Z"))
     results["rollup_from_cold_s"] = time.perf_counter() - start
     results["subclusters"] = len(rollup.subclusters)
-    rollup.ce_queues = CEQueues(clock=time.time)
     now = time.time()
-    rollup.ce_queues.figures = {ce.unique_id: CEFigures(120, 40, 960, now + 600, now + 3600)
-                                for ce in rollup.computing_elements()}
+    ce_ids = [ce.unique_id for ce in rollup.computing_elements()]
+    rollup.read_queue(CEQueues({ce: CEFigures(120, 40, 960, now + 600, now + 3600) for ce in ce_ids}, clock=time.time))
     glue = Glue(rollup)
     options = GridOptions(base=True, site="BENCH-SITE")
     for fmt in ("ldif-1.3", "ldif-2.0", "ldif", "glue2-xml", "glue2-json"):
@@ -119,8 +118,8 @@ def main() -> int:
                 # 10% of the hosts change their memory: they move subclusters; the CE figures move
                 for i in range(0, opts.hosts, 10):
                     rollup.update(host_from_node(node(i, memory_shift=1), "Ready", site, "2026-01-01T00:01:00Z"))
-                rollup.ce_queues.figures = {ce: CEFigures(130, 20, 1040, time.time() + 300, time.time() + 1800)
-                                            for ce in rollup.ce_queues.figures}
+                rollup.read_queue(CEQueues({ce: CEFigures(130, 20, 1040, time.time() + 300, time.time() + 1800)
+                                            for ce in ce_ids}, clock=time.time))
                 start = time.perf_counter()
                 second = glue.rendering("ldif", options).tree().decode()
                 old, new = by_suffix(ldif.parse(text)), by_suffix(ldif.parse(second))

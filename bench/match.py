@@ -5,7 +5,7 @@ same job against the same hosts as 10,000 singleton subclusters, for the ratio (
 the static part once per subcluster saves).
 
 In process, no server: 10,000 synthetic SSS Nodes (as tests/support/documents.make_node writes them), their
-GLUE Hosts from infosvc.site.rollup.host_from_node, put in a Rollup. In the first site the hosts are of
+GLUE Hosts from infosvc.hosts.rollup.host_from_node, put in a Rollup. In the first site the hosts are of
 100 kinds (processor model, CPU count, architecture), so 100 subclusters; in the second each
 host's processor model is its own, so 10,000 subclusters. 1% of the hosts are Paused.
 
@@ -51,8 +51,8 @@ from infosvc.matching.hostcolumns import HostColumns  # noqa: E402
 from infosvc.matching import Requirements, Site, compile_requirements, match  # noqa: E402
 from infosvc.model.job import resolve  # noqa: E402
 from infosvc.model.node import Consumable, Extension, Node  # noqa: E402
-from infosvc.site.rollup import Rollup, host_from_node  # noqa: E402
-from infosvc.site.config import SiteConfig  # noqa: E402
+from infosvc.hosts.rollup import Rollup, host_from_node  # noqa: E402
+from infosvc.config.site import SiteConfig  # noqa: E402
 
 TARGET_MS = 10.0
 

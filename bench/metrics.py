@@ -55,10 +55,10 @@ VOLATILE = ("infosvc_metrics_collect_duration_seconds", "infosvc_metrics_collect
 def build(hosts: int, workdir: Path) -> Any:
     import tomllib
 
-    from infosvc.site.aggregator import Aggregator
-    from infosvc.site.config import parse_config
+    from infosvc.hosts.aggregator import Aggregator
+    from infosvc.config.site import parse_config
     from infosvc.store import Store
-    from infosvc.site.tokens import Tokens
+    from infosvc.hosts.tokens import Tokens
 
     db = workdir / "metrics.sqlite"
     fill_store(db, hosts, 2)

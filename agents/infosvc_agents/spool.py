@@ -7,7 +7,7 @@ disk before it is first sent, and its file goes once the server has answered for
 start reads what is left, oldest first, and sends it before anything new.
 
 The order is the whole point. The aggregator stores a sample sent again once only when it is the
-host's newest (infosvc/site/aggregator.py, `_repeat_of`). The agent sends one sample at a time,
+host's newest (infosvc/hosts/aggregator.py, `_repeat_of`). The agent sends one sample at a time,
 oldest first, and each file's removal is on disk before the next sample is sent, so after any
 crash the oldest file is at most the newest sample the server holds: the one sample that may go
 out again is one the server recognises.

@@ -74,8 +74,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _check_config(path: str) -> int:
-    from infosvc.site.config import load_config
-    from infosvc.site.configtable import ConfigError
+    from infosvc.config import load_config
+    from infosvc.config import ConfigError
 
     try:
         config = load_config(path)
@@ -115,12 +115,12 @@ def _serve(args: argparse.Namespace) -> int:
     from infosvc.web import connections, server
     from infosvc.web.app import make_app
     from infosvc.store import StoreError
-    from infosvc.site.addresses import listen_address
-    from infosvc.site.config import load_config
-    from infosvc.site.configtable import ConfigError
-    from infosvc.site.federation_config import with_upstreams
+    from infosvc.config import listen_address
+    from infosvc.config import load_config
+    from infosvc.config import ConfigError
+    from infosvc.config import with_upstreams
     from infosvc.model.hostid import HostIdError, host_id
-    from infosvc.site.tokens import Role, TokenFileError, Tokens
+    from infosvc.hosts import Role, TokenFileError, Tokens
 
     from infosvc.cli.logs import configure
 
@@ -203,7 +203,7 @@ def local_agent_token(db: str) -> tuple[Path, str]:
     """The local agent's token, kept beside the database (DB.local-agent-token, mode 0600) and
     made on first use: the host's stored binding names that token, so a restart must present it
     again (a new one would be refused as another token's claim on the host)."""
-    from infosvc.site.tokens import TokenFileError, new_token
+    from infosvc.hosts import TokenFileError, new_token
 
     path = Path(f"{db}.local-agent-token")
     try:

@@ -2,7 +2,7 @@
 or JobGroup XML, CCS job XML, grid job JSON v2), checked without a server.
 
 A job document goes through the very function POST /v1/jobs reads a submission with
-(`infosvc.site.submissions.prepare`: parse_submission, the jobs resolved, what they need outside
+(`infosvc.queue.submissions.prepare`: parse_submission, the jobs resolved, what they need outside
 Requested read, their host requirements compiled, their scheduling requests and a JobGroup's
 dependencies checked), with the content type `infosvc submit` sends, so an error here is the
 server's 400 for the same file: with `--json`, its body (`{"error", "detail"}`) with `"file"`
@@ -71,7 +71,7 @@ def _format(document: bytes) -> str:
 
 
 def _job(name: str, document: bytes, as_json: bool) -> None:
-    from infosvc.site.submissions import TRUSTED, prepare
+    from infosvc.queue import TRUSTED, prepare
 
     prepared, warnings = prepare(document, content_type_of(document), TRUSTED)
     what = _format(document)

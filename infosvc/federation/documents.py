@@ -26,7 +26,7 @@ from infosvc.codec.glue_xml import Fragment, XmlDocuments, subcluster_head
 from infosvc.publish.glue import Rendering
 from infosvc.model import glue
 from infosvc.model.glue import GlueTree, Host, SubCluster
-from infosvc.site.federation_config import LOCAL_SITE
+from infosvc.config import LOCAL_SITE
 from infosvc.federation.pull import Federation
 from infosvc.federation.tree import SiteTree, UnionTree
 

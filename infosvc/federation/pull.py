@@ -35,7 +35,7 @@ import aiohttp
 from infosvc.codec.glue_read import GlueDocument, GlueReadError, read_glue
 from infosvc.model import glue
 from infosvc.model.glue import GlueTree, Host, SubCluster
-from infosvc.site.federation_config import LOCAL_SITE, FederationConfig, Upstream, read_token
+from infosvc.config import LOCAL_SITE, FederationConfig, Upstream, read_token
 from infosvc.federation.tree import SiteTree, UnionTree, dismantle
 
 log = logging.getLogger("infosvc.federation")

@@ -6,7 +6,7 @@ gives a `Verdict(ok, reasons, score)` for one host from its SSS Node and its GLU
 runs a job over a whole site and orders the hosts that fit; given the site's columns
 (infosvc.matching.hostcolumns), it decides a job whose per-host part is free-CPU / RAM thresholds with
 array operations instead of a loop over the hosts (`columns._match_columns`). What it reads of a
-site is a `SiteView`: infosvc.site.rollup.Rollup is one, and so is a simulator's site.
+site is a `SiteView`: infosvc.hosts.rollup.Rollup is one, and so is a simulator's site.
 
 Static and dynamic parts. Each leaf of the expression is *static* when its outcome depends only on
 what every host of a subcluster shares (rollup.subcluster_key: cluster, processor model and clock,

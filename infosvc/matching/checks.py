@@ -128,7 +128,7 @@ def _consumable_check(term: Term, item: Consumable) -> Check:
         return Check(term, False, test_mem, explain_mem, ("ram", wanted_mb) if op is Op.GE and not configured else None)
 
     # Disk, Swap, Network, and Resource (licenses, NetworkAdapter, ...): the node's own list, and for
-    # a Resource what the site config gives the host (infosvc.site.resources), in either context.
+    # a Resource what the site config gives the host (infosvc.config.resources), in either context.
     if units is not None and not is_byte_unit(units):
         units_bytes = False
     else:

@@ -17,7 +17,7 @@ rewrites only the rows that changed. A change of membership (a host joins, leave
 another subcluster, even and back: the dict's ids, and the member ids of the changed rows'
 subclusters, `Rollup.member_ids`, are compared too) rebuilds the whole, subcluster by subcluster. The node of a row is what `node_of`
 gave when the row was (re)built: that is right while a host's node changes only together with its
-Host object, as infosvc.site.hosts.HostTable does (every report builds a new Host). A caller whose
+Host object, as infosvc.hosts.table.HostTable does (every report builds a new Host). A caller whose
 nodes change under an unchanged Host must not keep a HostColumns (match() without `columns`
 looks every node up each time).
 
@@ -50,7 +50,7 @@ IndexArray = npt.NDArray[np.intp]
 
 
 class Membership(Protocol):
-    """What the columns read of a roll-up (infosvc.site.rollup.Rollup; any infosvc.matching.SiteView):
+    """What the columns read of a roll-up (infosvc.hosts.rollup.Rollup; any infosvc.matching.SiteView):
     its hosts by id in the dict's order, its subcluster ids in order, and each one's member ids."""
 
     @property

@@ -22,7 +22,7 @@ class SubclusterView(Protocol):
 
 
 class SiteView(Protocol):
-    """What the matcher reads of a site: infosvc.site.rollup.Rollup has it, so has a SiteSnapshot, and a
+    """What the matcher reads of a site: infosvc.hosts.rollup.Rollup has it, so has a SiteSnapshot, and a
     simulator can have it without a live roll-up.
 
     `match` visits `subclusters` in their order and each one's `hosts_of` in theirs; `Site.of`

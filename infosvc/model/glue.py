@@ -45,7 +45,7 @@ LICENSE = "License"
 @dataclass(frozen=True, slots=True)
 class Resources:
     """infosvc addition, with no GLUE 1.1 counterpart: what the site config gives a host beyond
-    GLUE (infosvc.site.resources): software licenses, each with the count of the pool it shares
+    GLUE (infosvc.config.resources): software licenses, each with the count of the pool it shares
     with other hosts, and generic consumable resources of its own, each with its amount."""
 
     licenses: tuple[tuple[str, int], ...] = ()
@@ -135,7 +135,7 @@ class Host:
     reason: str | None = None
     #: licenses and consumables from the site config (infosvc addition); None: none
     resources: Resources | None = None
-    #: the agent's clock less the server's, in seconds (infosvc addition, site/clockskew.py); None: unknown
+    #: the agent's clock less the server's, in seconds (infosvc addition, hosts/clockskew.py); None: unknown
     clock_skew_seconds: float | None = None
 
     @property
@@ -232,6 +232,36 @@ class CEState:
 
 
 @dataclass(frozen=True, slots=True)
+class CEQueueState:
+    """A CE's figures as its job queue tells them at the moment they are read."""
+
+    running_jobs: int
+    waiting_jobs: int
+    #: processors the queue's running jobs hold on the CE's hosts
+    held_cpus: int
+    estimated_response_time: int
+    worst_response_time: int
+    jobs: tuple[CEJob, ...] = ()
+
+
+class CEQueueFigures(Protocol):
+    """The one way a job queue's figures reach the CEs a roll-up publishes: read-only, asked by the
+    publisher at each rendering; a queue implements it (infosvc.queue.jobqueue.JobQueue)."""
+
+    def ce_queue_state(self, ce_id: str) -> CEQueueState | None: ...
+
+
+class NoQueue:
+    """A site without a job queue (a federation's union, a test's roll-up): no CE has figures."""
+
+    def ce_queue_state(self, ce_id: str) -> CEQueueState | None:
+        return None
+
+
+NO_QUEUE: CEQueueFigures = NoQueue()
+
+
+@dataclass(frozen=True, slots=True)
 class CEJob:
     local_id: str
     status: str  # SUBMITTED, WAITING, READY, SCHEDULED, RUNNING, ABORTED, DONE, CLEARED, CHECKPOINTED
@@ -258,7 +288,7 @@ class ComputingElement:
 class GlueTree(Protocol):
     """A site's published GLUE tree, as every reader of it sees it: the publishing layer and its
     renderings, the matcher (infosvc.matching.view.SiteView reads part of it), a simulator's site.
-    infosvc.site.rollup.Rollup keeps one."""
+    infosvc.hosts.rollup.Rollup keeps one."""
 
     @property
     def hosts(self) -> Mapping[str, Host]: ...

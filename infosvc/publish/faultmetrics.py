@@ -12,7 +12,7 @@ from typing import Final, Iterable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from infosvc.site.aggregator import Aggregator
+from infosvc.hosts import Aggregator
 
 __all__ = ["FAMILIES", "FaultCollector"]
 

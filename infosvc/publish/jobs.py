@@ -10,7 +10,7 @@ from typing import Any, Final
 
 from infosvc.model.folding import fold
 from infosvc.sched.jobs import Event, JobRecord, glue_status, sss_state
-from infosvc.site.hosts import iso_time
+from infosvc.hosts import iso_time
 
 __all__ = ["MAX_TASKS_SHOWN", "event_json", "job_json", "task_order_json"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Final, Sequence
 
-from infosvc.site.query import QueryError
+from infosvc.hosts import QueryError
 
 #: Each format's name and media types; the first is the default.
 MEDIA_TYPES: Final = {"json": ("application/json",), "xml": ("application/xml", "text/xml")}

@@ -13,7 +13,7 @@ too, as plain metric families: the reference that the exposition is tested again
 docs/api.md lists every metric; `METRICS` below is the one place each is declared (name, type,
 labels, help), and the help text on the wire is taken from it. Hosts are labelled `node` (their
 SSS Node Id); sizes are in bytes, times in seconds. The CE families carry the job queue's figures
-(infosvc.site.cestate) as GLUE publishes them.
+(infosvc.queue.cestate) as GLUE publishes them.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString as _untyped_float_text
 
-from infosvc.site.aggregator import Aggregator
-from infosvc.site.hosts import HostEntry
-from infosvc.site.lifecycle import NodeState
+from infosvc.hosts import Aggregator
+from infosvc.hosts import HostEntry
+from infosvc.hosts import NodeState
 from infosvc.model.node import Consumable
 
 log = logging.getLogger("infosvc.publish.prometheus")
@@ -194,7 +194,7 @@ class AggregatorCollector:
         per_family: list[list[Sample]] = [[] for _ in names]
         info, state, p_conf, p_avail, p_used, m_conf, m_avail, m_used, load1, load5, load15, age = per_family
         s_info, s_state, s_pc, s_pa, s_pu, s_mc, s_ma, s_mu, s_l1, s_l5, s_l15, s_age = names
-        rollup = agg.table.rollup
+        rollup = agg.tree
         sub_of = rollup.subcluster_of
         hosts = rollup.hosts
         for entry in agg.table:
@@ -234,7 +234,7 @@ class AggregatorCollector:
         return families
 
     def _groups(self, agg: Aggregator) -> list[Metric]:
-        rollup = agg.table.rollup
+        rollup = agg.tree
         sub_hosts = _gauge("infosvc_subcluster_hosts")
         sub_cpus = _gauge("infosvc_subcluster_cpus")
         sub_free = _gauge("infosvc_subcluster_free_cpus")
@@ -293,7 +293,7 @@ class AggregatorCollector:
         for reason in (*REJECT_REASONS, *sorted(set(agg.rejected) - set(REJECT_REASONS))):
             rejected.add_metric((reason,), agg.rejected.get(reason, 0))
         store = _gauge("infosvc_store_size_bytes")
-        store.add_metric((), agg.store.size_bytes())
+        store.add_metric((), agg.store_bytes())
         oldest = _gauge("infosvc_oldest_live_report_age_seconds")
         reported = [e.reported_at for e in agg.table if e.state in LIVE]
         if reported:
@@ -396,7 +396,7 @@ class Metrics:
 
     def _render(self, entries: Iterable[HostEntry]) -> None:
         assert self.collector is not None
-        rollup = self.collector.aggregator.table.rollup
+        rollup = self.collector.aggregator.tree
         hosts, sub_of = rollup.hosts, rollup.subcluster_of
         for entry in entries:
             if entry.metric_lines is None:

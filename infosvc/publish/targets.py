@@ -42,8 +42,8 @@ from functools import lru_cache
 from typing import Any, Final
 
 from infosvc.model.hostid import canonical
-from infosvc.site.hosts import HostEntry, HostTable
-from infosvc.site.lifecycle import NodeState
+from infosvc.hosts import HostEntry, HostTable
+from infosvc.hosts import NodeState
 
 #: The life-cycle states whose hosts are listed.
 LISTED_STATES: Final = frozenset({NodeState.READY, NodeState.PAUSED, NodeState.UNREACHABLE})

@@ -13,7 +13,7 @@ particular hosts are placed by a scan along the sorted hosts from the first that
 service's common case, and 10,000 of them must plan in well under a second); the others through
 numpy masks over every host.
 
-Software licenses are pools shared by hosts (the site config's, infosvc.site.resources): a job
+Software licenses are pools shared by hosts (the site config's, infosvc.config.resources): a job
 that asks for licenses draws its count from the pool each of its features has on its hosts while
 it runs, and is placed only on hosts that draw each feature from one pool with enough free (the
 hosts are tried pool by pool, in the order of their best host). A feature no pool holds is not

@@ -108,6 +108,20 @@ class JobRecord:
     def limit_at(self) -> float:
         return math.inf if self.started is None else self.started + self.request.estimate
 
+    # --- changes decided on a trial copy, then adopted (a queue stores them in between) ------
+
+    def trial(self) -> JobRecord:
+        """A copy to decide a change on: its own tasks and hosts; the rest is shared (immutable)."""
+        clone = replace(self, tasks=[replace(task) for task in self.tasks], hosts=dict(self.hosts))
+        return clone
+
+    def adopt(self, trial: JobRecord) -> None:
+        """Become `trial` (this job's copy, changed and stored): every field taken as it is."""
+        if trial.id != self.id:
+            raise ValueError(f"job {self.id} cannot adopt a trial of job {trial.id}")
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(trial, name))
+
     # --- life cycle --------------------------------------------------------------------------
 
     def start(self, hosts: dict[str, int], exclusive: bool, memory_mb: float, now: float,

@@ -148,7 +148,7 @@ class JobRequest:
 
 def read_request(job: Job, owner: str) -> JobRequest:
     """The scheduling request of a resolved SSS Job owned by `owner` (decided from the token that
-    filed it, never read here from the document: infosvc.site.submissions.owner_of); DocumentError
+    filed it, never read here from the document: infosvc.queue.submissions.owner_of); DocumentError
     for a value the scheduler cannot honour (an unknown priority, a processor range that is empty,
     too many tasks)."""
     job, read = read_needs(job)

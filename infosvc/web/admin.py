@@ -9,9 +9,9 @@ from typing import Any
 from aiohttp import web
 
 from ClusterShell.NodeSet import NodeSetParseError
-from infosvc.site.errors import Invalid, NotFound
-from infosvc.site.hosts import HostEntry
-from infosvc.site.query import QueryError
+from infosvc.errors import Invalid, NotFound
+from infosvc.hosts import HostEntry
+from infosvc.hosts import QueryError
 from infosvc.web.auth import caller_of
 from infosvc.web.keys import AGGREGATOR
 

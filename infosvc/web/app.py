@@ -18,10 +18,10 @@ from infosvc.publish.glue import Glue
 from infosvc.publish.prometheus import Metrics
 from infosvc.matching import Site
 from infosvc.sched import Policy
-from infosvc.site.aggregator import Aggregator
-from infosvc.site.config import SiteConfig
-from infosvc.site.queue import JobQueue
-from infosvc.site.tokens import Tokens
+from infosvc.hosts import Aggregator
+from infosvc.config import SiteConfig
+from infosvc.queue import JobQueue
+from infosvc.hosts import Tokens
 from infosvc.store import Store
 from infosvc.publish.faultmetrics import FaultCollector
 from infosvc.web.auth import authorize
@@ -59,12 +59,13 @@ async def _aggregator_ctx(app: web.Application, store_path: str, tokens: Tokens)
     agg = app[AGGREGATOR]
     await agg.start()
     # Every host's GLUE rendered at start, not in the first reader's request; then as hosts change.
-    glue = app[GLUE] = Glue(agg.table.rollup)
-    await asyncio.to_thread(glue.warm, list(agg.table.rollup.hosts.values()))
+    glue = app[GLUE] = Glue(agg.tree)
+    await asyncio.to_thread(glue.warm, list(agg.tree.hosts.values()))
     agg.on_change.append(glue.warm)
-    queue = app[JOB_QUEUE] = JobQueue(store, agg.table, site=lambda: Site.of(agg.table.rollup), clock=agg.clock,
+    queue = app[JOB_QUEUE] = JobQueue(store, agg.table, site=lambda: Site.of(agg.tree), clock=agg.clock,
                                         policy=Policy(config.scheduler.policy), executors=tokens.executor_hosts,
                                         start_timeout=config.scheduler.start_timeout_seconds, drain=agg.drain)
+    agg.tree.read_queue(queue)  # the CEs publish the queue's figures
     jobs = await asyncio.to_thread(queue.load)
     if jobs:
         log.info("job queue: %d jobs read from the store", jobs)

@@ -17,8 +17,8 @@ from aiohttp import web
 
 from infosvc.errors import excerpt
 from infosvc.loglimit import LogLimiter
-from infosvc.site.query import QueryError
-from infosvc.site.tokens import Role, Tokens
+from infosvc.hosts import QueryError
+from infosvc.hosts import Role, Tokens
 from infosvc.web.bodies import refuse_announced_size
 from infosvc.web.pretty import wants_pretty
 from infosvc.web.errors import HttpError

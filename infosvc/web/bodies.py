@@ -8,7 +8,7 @@ from typing import Callable
 
 from aiohttp import web
 
-from infosvc.site.config import ServiceConfig
+from infosvc.config import ServiceConfig
 from infosvc.web.errors import HttpError
 
 #: Told the reason a body was refused (the report routes count them): "too_large", "timeout", "invalid".

@@ -42,7 +42,7 @@ from aiohttp.web_protocol import ERROR, RequestHandler
 from aiohttp.web_request import BaseRequest
 
 from infosvc.loglimit import LogLimiter
-from infosvc.site.config import ServiceConfig
+from infosvc.config import ServiceConfig
 from infosvc.web.auth import caller_of
 from infosvc.web.refusals import NO_ROOM, describe_protocol_error
 

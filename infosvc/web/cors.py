@@ -21,7 +21,7 @@ from typing import Awaitable, Callable
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from infosvc.site.config import ANY_ORIGIN
+from infosvc.config import ANY_ORIGIN
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -13,8 +13,8 @@ from aiohttp import web
 
 from infosvc.errors import MESSAGE_CHARS, DocumentError, excerpt
 from infosvc.loglimit import LogLimiter
-from infosvc.site.errors import Forbidden, Invalid, NotFound, Refused, TooLarge, Unavailable
-from infosvc.site.query import QueryError
+from infosvc.errors import Forbidden, Invalid, NotFound, Refused, TooLarge, Unavailable
+from infosvc.hosts import QueryError
 from infosvc.store import StoreCorrupt, StoreError
 
 log = logging.getLogger("infosvc.web")

@@ -24,8 +24,8 @@ from infosvc.federation.tree import SiteTree
 from infosvc.model import glue as model
 from infosvc.model.glue import Host, SubCluster
 from infosvc.publish.glue import Glue, Rendering
-from infosvc.site.federation_config import LOCAL_SITE
-from infosvc.site.query import PARAMETERS, HostFilter, QueryError, nodeset_order
+from infosvc.config import LOCAL_SITE
+from infosvc.hosts import PARAMETERS, HostFilter, QueryError, nodeset_order
 from infosvc.web import glue, meta, prometheus
 from infosvc.web.keys import AGGREGATOR, CONFIG, FEDERATION, GLUE
 from infosvc.web.negotiate import format_of
@@ -148,7 +148,7 @@ def routes() -> tuple[Route, ...]:
 
 async def _federation_ctx(app: web.Application) -> AsyncIterator[None]:
     agg, config = app[AGGREGATOR], app[CONFIG]
-    federation = app[FEDERATION] = Federation(config.federation, agg.table.rollup,
+    federation = app[FEDERATION] = Federation(config.federation, agg.tree,
                                               config.service.information_service_url or None)
     own = app[GLUE]
     if own.warm in agg.on_change:

@@ -9,11 +9,11 @@ from aiohttp import web
 
 from infosvc.model.hostid import canonical
 from infosvc.publish.glue import GRID_FORMATS, KINDS, Glue
-from infosvc.site.errors import NotFound
-from infosvc.site.history import parse_time, site_at
+from infosvc.errors import NotFound
+from infosvc.hosts import parse_time
 from infosvc.web.errors import HttpError
 from infosvc.web.gridquery import GRID_PARAMETERS, glue_format, grid_tree
-from infosvc.site.query import HostFilter, QueryError
+from infosvc.hosts import HostFilter, QueryError
 from infosvc.web.keys import AGGREGATOR, GLUE, PAST_VIEWS
 from infosvc.web.negotiate import format_of
 from infosvc.web.pretty import PRETTY, filters_of
@@ -34,17 +34,17 @@ async def get_glue(request: web.Request) -> web.Response:
         return web.Response(body=rendering.tree(), content_type=rendering.media_type)
     # The tree of the chosen hosts alone: rolled up afresh (subclusters, totals, CEs of them), off
     # the loop, as a past view is: a site's worth of hosts is work for a thread.
-    table = request.app[AGGREGATOR].table
-    hosts = [h for e in chosen.select(table) if (h := table.rollup.hosts.get(e.id)) is not None]
+    agg = request.app[AGGREGATOR]
+    entries = list(chosen.select(agg.table))
 
     def build() -> bytes:
-        return Glue(table.rollup.of_hosts(hosts)).rendering(fmt, options).tree()
+        return Glue(agg.tree_of(entries)).rendering(fmt, options).tree()
 
     return web.Response(body=await asyncio.to_thread(build), content_type=rendering.media_type)
 
 
 async def _glue_at(request: web.Request, at: float) -> web.Response:
-    """The tree as published at `at` (infosvc/site/history.py), built off the event loop."""
+    """The tree as published at `at` (infosvc/hosts/history.py), built off the event loop."""
     # One at a time: each parses a report per host. The rest are told to come back.
     gate = request.app[PAST_VIEWS]
     if gate.locked():
@@ -53,9 +53,7 @@ async def _glue_at(request: web.Request, at: float) -> web.Response:
     fmt, options = glue_format(request)
 
     def build() -> bytes:
-        past = site_at(agg.config, agg.store, at, lambda h: (e.approved if (e := agg.table.get(h)) else None),
-                       max_hosts=max(len(agg.table) * 2, 1000))
-        return Glue(past).rendering(fmt, options).tree()
+        return Glue(agg.tree_at(at)).rendering(fmt, options).tree()
 
     async with gate:
         body = await asyncio.to_thread(build)
@@ -64,9 +62,9 @@ async def _glue_at(request: web.Request, at: float) -> web.Response:
 
 async def get_glue_hosts(request: web.Request) -> web.Response:
     rendering = request.app[GLUE].formats[format_of(request)]
-    table = request.app[AGGREGATOR].table
-    hosts = table.rollup.hosts
-    selected = [hosts[e.id] for e in HostFilter.parse(filters_of(request)).select(table) if e.id in hosts]
+    agg = request.app[AGGREGATOR]
+    hosts = agg.tree.hosts
+    selected = [hosts[e.id] for e in HostFilter.parse(filters_of(request)).select(agg.table) if e.id in hosts]
     return web.Response(body=rendering.hosts(selected), content_type=rendering.media_type)
 
 

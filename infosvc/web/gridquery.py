@@ -15,7 +15,7 @@ from aiohttp import web
 from infosvc.codec.gridformat import GridOptions, valid_site
 from infosvc.model.snapshot import FrozenTree
 from infosvc.publish.glue import GRID_FORMATS, Glue, Rendering
-from infosvc.site.query import QueryError
+from infosvc.hosts import QueryError
 from infosvc.web.negotiate import format_of
 
 #: the formats /v1/glue offers, by `?format=`

@@ -13,8 +13,8 @@ from aiohttp import web
 from infosvc.errors import excerpt
 from infosvc.publish.jobs import event_json, job_json, task_order_json
 from infosvc.sched.jobs import JobState
-from infosvc.site.errors import Invalid
-from infosvc.site.tokens import Role
+from infosvc.errors import Invalid
+from infosvc.hosts import Role
 from infosvc.web.auth import Caller, caller_of
 from infosvc.web.bodies import read_body
 from infosvc.web.keys import AGGREGATOR, JOB_QUEUE
@@ -77,7 +77,7 @@ async def get_job(request: web.Request) -> web.Response:
     job = queue.get(request.match_info["id"])
     answer = job_json(job, detail=True)
     answer["ces"] = queue.ces_of(job)
-    events = await asyncio.to_thread(queue.store.job_events, int(job.id), 200)
+    events = await asyncio.to_thread(queue.events_of, job, 200)
     answer["events"] = [event_json(event) for event in events]
     return _json(answer)
 

@@ -9,9 +9,9 @@ from aiohttp import web
 
 from infosvc.publish.glue import Glue
 from infosvc.publish.prometheus import Metrics
-from infosvc.site.aggregator import Aggregator
-from infosvc.site.config import SiteConfig
-from infosvc.site.queue import JobQueue
+from infosvc.hosts import Aggregator
+from infosvc.config import SiteConfig
+from infosvc.queue import JobQueue
 
 if TYPE_CHECKING:
     from infosvc.federation.pull import Federation

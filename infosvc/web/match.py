@@ -21,15 +21,15 @@ from infosvc.matching.hostcolumns import HostColumns, columns_for
 from infosvc.model.job import Job, resolve
 from infosvc.model.jobneeds import read_needs
 from infosvc.model.node import Node
-from infosvc.site.errors import Invalid
-from infosvc.site.query import QueryError
+from infosvc.errors import Invalid
+from infosvc.hosts import QueryError
 from infosvc.web.bodies import read_body
 from infosvc.web.errors import HttpError
 from infosvc.web.keys import AGGREGATOR, MATCH_GATE
 from infosvc.web.negotiate import JSON
 
 if TYPE_CHECKING:
-    from infosvc.site.rollup import Rollup
+    from infosvc.hosts import Rollup
 
     def _rollup_is_a_site_view(rollup: Rollup) -> SiteView:
         """For mypy alone: the roll-up POST /v1/match hands the matcher is what it reads of a site."""

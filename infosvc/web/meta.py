@@ -9,7 +9,7 @@ from aiohttp import web
 
 from infosvc import __version__
 from infosvc.codec.safexml import SCHEMA_DIR
-from infosvc.site.errors import NotFound
+from infosvc.errors import NotFound
 from infosvc.web.keys import AGGREGATOR
 from infosvc.web.negotiate import JSON, XML
 
@@ -47,11 +47,8 @@ async def get_schema(request: web.Request) -> web.Response:
 
 async def healthz(request: web.Request) -> web.Response:
     agg = request.app[AGGREGATOR]
-    store = agg.store
-    if not store.writing or store.failing:  # reports are not stored: say so to whoever watches
-        error = (f"the database file is damaged ({store.damage}); restore it from a backup" if store.damage
-                 else f"the store takes no writes now ({store.failing}); free space on its disk"
-                 if store.failing else "the store's writer has stopped")
+    error = agg.store_failure()
+    if error is not None:  # reports are not stored: say so to whoever watches
         return web.json_response({"status": "failing", "error": error,
                                   "version": __version__, "hosts": len(agg.table)}, status=503)
     return web.json_response({"status": "ok", "version": __version__, "hosts": len(agg.table)})

@@ -13,11 +13,10 @@ from aiohttp import web
 
 from infosvc.errors import excerpt
 from infosvc.model.hostid import canonical
-from infosvc.site.errors import NotFound
-from infosvc.site.history import HISTORY_MAX, node_history, parse_time
-from infosvc.site.hosts import HostEntry
-from infosvc.site.query import HostFilter, QueryError
-from infosvc.store import Store
+from infosvc.errors import NotFound
+from infosvc.hosts import HISTORY_MAX, Aggregator, parse_time
+from infosvc.hosts import HostEntry
+from infosvc.hosts import HostFilter, QueryError
 from infosvc.web.auth import caller_of
 from infosvc.web.bodies import read_body
 from infosvc.web.errors import HttpError
@@ -81,7 +80,7 @@ HISTORY_PAGE_BYTES = 4 << 20
 HISTORY_THREADS = 1
 
 
-def history_page(store: Store, host: str, since: float, until: float, limit: int, before: int | None,
+def history_page(agg: Aggregator, host: str, since: float, until: float, limit: int, before: int | None,
                  next_link: Callable[[int], str]) -> tuple[bytes, bool]:
     """The answer of GET /v1/nodes/{id}/history, and whether it holds any report. Built in a
     worker thread: parsing a page of stored documents and writing its JSON is work for a thread,
@@ -90,7 +89,7 @@ def history_page(store: Store, host: str, since: float, until: float, limit: int
     size = 0
     more_before: int | None = None
     oldest: int | None = None
-    reports = node_history(store, host, since, until, limit + 1, before)
+    reports = agg.node_history(host, since, until, limit + 1, before)
     try:
         for report in reports:
             if len(parts) == limit:  # one more than the limit: there is a next page
@@ -136,8 +135,8 @@ async def get_node_history(request: web.Request) -> web.Response:
 
     agg = request.app[AGGREGATOR]
     async with request.app[HISTORY_WORKERS]:
-        body, found = await asyncio.to_thread(history_page, agg.store, host, since, until, int(text), before,
+        body, found = await asyncio.to_thread(history_page, agg, host, since, until, int(text), before,
                                               next_link)
-    if not found and agg.table.get(host) is None and not await asyncio.to_thread(agg.store.history, host, 1):
+    if not found and not await asyncio.to_thread(agg.ever_reported, host):
         raise NotFound(f"no node {excerpt(request.match_info['id'])!r}", "nor any history of one")
     return web.Response(body=body, content_type=JSON)

@@ -18,7 +18,7 @@ from importlib import resources
 
 from aiohttp import web
 
-from infosvc.site.errors import NotFound
+from infosvc.errors import NotFound
 
 _JS = "text/javascript; charset=utf-8"
 

@@ -14,7 +14,7 @@ from aiohttp.abc import AbstractStreamWriter
 from aiohttp.payload import Payload
 
 from infosvc.codec.xmltext import indented
-from infosvc.site.query import QueryError
+from infosvc.hosts import QueryError
 
 #: the query parameter every route that answers JSON or XML takes
 PRETTY = "pretty"

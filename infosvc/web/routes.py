@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from infosvc.site.query import PARAMETERS
+from infosvc.hosts import PARAMETERS
 from infosvc.web import admin, glue, jobs, match, meta, nodes, page, prometheus
 from infosvc.web.auth import Access, Handler
 from infosvc.web.gridquery import GRID_PARAMETERS
@@ -48,7 +48,7 @@ class Route:
 
 #: a GLUE or SSS rendering's choice of format (else the Accept header)
 FORMAT = ("format",)
-#: the host filters (infosvc/site/query.py), on every route that lists hosts
+#: the host filters (infosvc/hosts/query.py), on every route that lists hosts
 HOSTS = PARAMETERS
 
 ROUTES: tuple[Route, ...] = (

@@ -90,8 +90,8 @@ def test_the_clock_is_the_nominal_one_whatever_the_current_one(tmp_path: Path) -
     """Frequency scaling moves /proc/cpuinfo's "cpu MHz": the published clock, and with it the
     host's subcluster, must not move."""
     from infosvc.model.hostid import host_id
-    from infosvc.site.config import parse_config
-    from infosvc.site.rollup import host_from_node, subcluster_key
+    from infosvc.config.site import parse_config
+    from infosvc.hosts.rollup import host_from_node, subcluster_key
 
     from infosvc_agents.collectors import CollectorRegistry, default_collectors
     from infosvc_agents.host_node import build_node

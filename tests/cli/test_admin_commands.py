@@ -73,7 +73,7 @@ def test_check_config_and_serve_refuse_the_same_listen_naming_the_key(tmp_path: 
 
 
 def test_listen_addresses_both_take() -> None:
-    from infosvc.site.addresses import listen_address
+    from infosvc.config.addresses import listen_address
 
     assert [listen_address(text) for text in ("127.0.0.1:8080", "0.0.0.0:1", "[::1]:65535", "[::]:80",
                                               "localhost:8080", "infosvc.example.org:443", ":8080", "127.0.0.1:0")] == [

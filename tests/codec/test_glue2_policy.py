@@ -17,8 +17,8 @@ from infosvc.codec import ldif
 from infosvc.codec.glue2 import POLICY_SCHEME, local, policy_rules, user_domain
 from infosvc.codec.gridformat import GridOptions
 from infosvc.publish.glue import Glue
-from infosvc.site.config import SiteConfig, parse_config
-from infosvc.site.rollup import Rollup
+from infosvc.config.site import SiteConfig, parse_config
+from infosvc.hosts.rollup import Rollup
 from support.gridcheck import GLUE20, NS, check_ldif, glue2_validator, xml_valid
 from support.gridsite import CONFIG, site_rollup
 

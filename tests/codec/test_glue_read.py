@@ -14,8 +14,8 @@ import pytest
 from infosvc.codec.glue_read import GlueReadError, read_glue
 from infosvc.federation.tree import SiteTree, UnionTree
 from infosvc.publish.glue import Glue
-from infosvc.site.config import SiteConfig, parse_config
-from infosvc.site.rollup import Rollup, host_from_node
+from infosvc.config.site import SiteConfig, parse_config
+from infosvc.hosts.rollup import Rollup, host_from_node
 from support.documents import make_node
 
 CONFIG = """
@@ -161,7 +161,7 @@ def test_the_unions_document_kept_by_site_is_the_document_of_the_whole() -> None
     from infosvc.federation.documents import FederatedJson, site_status
     from infosvc.federation.pull import Federation
     from infosvc.publish.glue import Rendering
-    from infosvc.site.federation_config import FederationConfig, upstream
+    from infosvc.config.federation import FederationConfig, upstream
 
     config = FederationConfig(tuple(upstream(f"http://{n}.example.org", n) for n in ("a", "b", "c")))
     federation = Federation(config, Rollup(SiteConfig()))

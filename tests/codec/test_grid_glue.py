@@ -22,8 +22,8 @@ from infosvc.codec import ldif, safexml
 from infosvc.codec.gridformat import GridOptions
 from infosvc.model.snapshot import FrozenTree, SnapshotView, take
 from infosvc.publish.glue import GRID_FORMATS, Glue, Rendering
-from infosvc.site.cestate import CEFigures, CEQueues
-from infosvc.site.rollup import Rollup
+from infosvc.queue.cestate import CEFigures, CEQueues
+from infosvc.hosts.rollup import Rollup
 from support import ROOT
 from support.gridcheck import GLUE13, GLUE20, NS, vendored_json_schemas, check_ldif, glue2_validator, xml_valid
 from support.gridsite import site_config, site_rollup
@@ -33,9 +33,9 @@ CE = "ce.example.org:2119/jobmanager-infosvc-all"
 @pytest.fixture
 def rollup() -> Rollup:
     r = site_rollup()
-    r.ce_queues = CEQueues(clock=lambda: 1000.0)
-    r.ce_queues.figures = {CE: CEFigures(running_jobs=3, waiting_jobs=5, held_cpus=24, estimated_start=1600.0,
-                                         worst_start=4600.0)}
+    r.read_queue(CEQueues(clock=lambda: 1000.0, figures={
+        CE: CEFigures(running_jobs=3, waiting_jobs=5, held_cpus=24, estimated_start=1600.0,
+                                         worst_start=4600.0)}))
     return r
 
 
@@ -178,8 +178,9 @@ def test_ce_figures_are_one_snapshot_in_every_rendering(rollup: Rollup) -> None:
     ce = rollup.computing_element(CE)
     assert ce is not None and free == ce.state.free_cpus
     # the figures move: a new snapshot, in every rendering alike
-    rollup.ce_queues.figures = {CE: CEFigures(running_jobs=4, waiting_jobs=1, held_cpus=24, estimated_start=1000.0,
-                                              worst_start=1000.0)}
+    rollup.read_queue(CEQueues(clock=lambda: 1000.0, figures={
+        CE: CEFigures(running_jobs=4, waiting_jobs=1, held_cpus=24, estimated_start=1000.0,
+                                              worst_start=1000.0)}))
     moved = figures_of_every_rendering(glue)
     assert len(set(moved.values())) == 1, moved
     assert moved["glue2-json"][0] != snapshot_id and moved["glue2-json"][3:5] == (4, 1)

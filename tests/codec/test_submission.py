@@ -240,8 +240,8 @@ def test_the_matcher_admits_what_admits_admits(lrms: str | None, fork: bool | No
     from support.documents import make_node
 
     from infosvc.matching import CE, Site, compile_requirements, evaluate
-    from infosvc.site.rollup import host_from_node
-    from infosvc.site.config import SiteConfig
+    from infosvc.hosts.rollup import host_from_node
+    from infosvc.config.site import SiteConfig
 
     grid = parse_grid_job(b'{"version": 2, "executable": "/bin/true"}')
     task = grid.tasks[0]

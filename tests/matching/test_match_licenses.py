@@ -12,8 +12,8 @@ from infosvc.codec.submission import parse_submission
 from infosvc.matching import compile_requirements, evaluate, match
 from infosvc.model.job import Job, resolve
 from infosvc.model.node import Consumable, Node
-from infosvc.site.config import parse_config
-from infosvc.site.rollup import Rollup, host_from_node
+from infosvc.config.site import parse_config
+from infosvc.hosts.rollup import Rollup, host_from_node
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "ccs" / "licenses.xml"
 SITE = parse_config(tomllib.loads("""

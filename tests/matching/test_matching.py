@@ -17,8 +17,8 @@ from infosvc.matching import (
 from infosvc.model.glue import Host
 from infosvc.model.job import resolve
 from infosvc.model.node import Consumable, Extension, Node
-from infosvc.site.rollup import Rollup, host_from_node
-from infosvc.site.config import SiteConfig
+from infosvc.hosts.rollup import Rollup, host_from_node
+from infosvc.config.site import SiteConfig
 
 CONFIG = SiteConfig()
 
@@ -713,7 +713,7 @@ def test_duration_against_the_ce_wall_clock() -> None:
 
 def test_ce_policy_comes_from_the_site_config() -> None:
     from infosvc.matching import Site
-    from infosvc.site.config import parse_config
+    from infosvc.config.site import parse_config
 
     config = parse_config({"computing_elements": [
         {"id": "ce1", "queue": "short", "lrms_type": "PBS", "clusters": ["default"],

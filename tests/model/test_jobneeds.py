@@ -19,8 +19,8 @@ from infosvc.model.job import (
     And, Conj, Expr, Job, Leaf, Not, Or, Preferred, Simple, Term, requirement, resolve,
 )
 from infosvc.model.jobneeds import conjoined, read_needs
-from infosvc.site.config import SiteConfig
-from infosvc.site.rollup import host_from_node
+from infosvc.config.site import SiteConfig
+from infosvc.hosts.rollup import host_from_node
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sss-job-examples"
 

@@ -19,7 +19,7 @@ import pytest
 from support import ROOT
 
 from support.server import ServerFactory, free_port, stop_process
-from infosvc.site.config import load_config, parse_config
+from infosvc.config.site import load_config, parse_config
 from support.configspy import Accepted, keys_of, path_of
 
 DEPLOY = ROOT / "deploy"
@@ -210,7 +210,7 @@ def test_prometheus_discovers_the_hosts(serve: ServerFactory, tmp_path: Path) ->
 def test_aggregator_unit_has_files_for_the_default_connections() -> None:
     """LimitNOFILE= leaves room for service.max_connections and the files infosvc keeps for the rest."""
     from infosvc.web.connections import RESERVED_FILES, connection_cap
-    from infosvc.site.config import ServiceConfig
+    from infosvc.config.site import ServiceConfig
 
     (limit,) = directives("infosvc.service")["LimitNOFILE"]
     default = ServiceConfig().max_connections

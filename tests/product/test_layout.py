@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 #: Each part of infosvc/, lowest first: a module may import its own part and those before it.
-LAYERS = ("errors", "loglimit", "model", "codec", "matching", "sched", "store", "site", "publish", "federation", "web", "cli")
+LAYERS = ("errors", "loglimit", "model", "codec", "matching", "sched", "store", "config", "hosts", "queue", "publish", "federation", "web", "cli")
 #: The host agent needs only what a sample needs: the model and the SSS Node codec.
 AGENT_MAY_IMPORT = ("infosvc", "infosvc.model", "infosvc.codec.node_xml", "infosvc.codec.xmltext")
 #: Lines a service module may have; the specs' own models and codecs are as long as the spec.

@@ -26,11 +26,11 @@ from infosvc.codec import safexml
 from infosvc.codec.glue_xml import NAMESPACE
 from infosvc.publish.glue import Glue
 from infosvc.codec.node_xml import parse_node
-from infosvc.site.hosts import HostEntry
+from infosvc.hosts.table import HostEntry
 from infosvc.model import glue
 from infosvc.model.node import Consumable, Extension, Node
-from infosvc.site.rollup import Rollup, host_from_node
-from infosvc.site.config import SiteConfig, parse_config
+from infosvc.hosts.rollup import Rollup, host_from_node
+from infosvc.config.site import SiteConfig, parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = {"g": NAMESPACE}
@@ -640,7 +640,7 @@ def test_negotiation_in_one_place() -> None:
     import pytest
 
     from infosvc.publish.negotiation import choose
-    from infosvc.site.query import QueryError
+    from infosvc.hosts.query import QueryError
 
     assert choose(None, "") == "json"
     assert choose(None, "application/xml") == "xml" and choose(None, "text/xml;q=0.9") == "xml"

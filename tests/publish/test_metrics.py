@@ -306,11 +306,11 @@ def sample_lines(text: str) -> set[str]:
 def test_exposition_says_what_the_reference_collector_says(tmp_path: Path) -> None:
     import tomllib
 
-    from infosvc.site.aggregator import Aggregator
+    from infosvc.hosts.aggregator import Aggregator
     from infosvc.publish.prometheus import Metrics
-    from infosvc.site.config import parse_config
+    from infosvc.config.site import parse_config
     from infosvc.store import Store
-    from infosvc.site.tokens import Tokens
+    from infosvc.hosts.tokens import Tokens
 
     config = parse_config(tomllib.loads(SITE.format(heartbeat=60)))
     agg = Aggregator(config, Store(tmp_path / "m.sqlite"), Tokens())
@@ -361,11 +361,11 @@ def test_exposition_says_what_the_reference_collector_says(tmp_path: Path) -> No
 
 def test_exposition_keeps_the_rest_when_the_host_lines_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import infosvc.publish.prometheus as metrics_module
-    from infosvc.site.aggregator import Aggregator
+    from infosvc.hosts.aggregator import Aggregator
     from infosvc.publish.prometheus import Metrics
-    from infosvc.site.config import parse_config
+    from infosvc.config.site import parse_config
     from infosvc.store import Store
-    from infosvc.site.tokens import Tokens
+    from infosvc.hosts.tokens import Tokens
 
     agg = Aggregator(parse_config({}), Store(tmp_path / "m.sqlite"), Tokens())
     node = make_node("h1")

@@ -195,8 +195,8 @@ def test_configured_networks_of_both_families() -> None:
     (["10.0.0.1/8"], "10.0.0.1/8"), (["nonsense"], "nonsense"), (["10.0.0.0/33"], "10.0.0.0/33"),
     (["10.0.0.0/8", "10.0.0.0/8"], "twice"), ([""], "''")])
 def test_bad_networks_are_config_errors_that_name_the_key(networks: list[str], said: str) -> None:
-    from infosvc.site.config import parse_config
-    from infosvc.site.configtable import ConfigError
+    from infosvc.config.site import parse_config
+    from infosvc.config.table import ConfigError
 
     with pytest.raises(ConfigError) as raised:
         parse_config({"prometheus": {"target_networks": networks}})

@@ -23,9 +23,9 @@ from infosvc.codec import ldif
 from infosvc.codec.glue2 import local
 from infosvc.codec.gridformat import GridOptions
 from infosvc.publish.glue import Glue
-from infosvc.site.cestate import CEFigures, CEQueues
-from infosvc.site.config import SiteConfig, parse_config
-from infosvc.site.rollup import Rollup, host_from_node
+from infosvc.queue.cestate import CEFigures, CEQueues
+from infosvc.config.site import SiteConfig, parse_config
+from infosvc.hosts.rollup import Rollup, host_from_node
 from support.documents import make_node
 from support.gridsite import CONFIG, WHEN, site_config, site_rollup
 from support.slapd import SUFFIXES, Slapd, by_suffix, find, normal, normal_dn
@@ -67,9 +67,9 @@ def site(config: SiteConfig | None = None) -> Rollup:
     rollup = site_rollup(config)
     for i in range(50, 54):
         rollup.update(host_from_node(make_node(f"a{i:03d}", memory_mb=4096, model="Atom"), "Ready", config, WHEN))
-    rollup.ce_queues = CEQueues(clock=lambda: 1000.0)
-    rollup.ce_queues.figures = {CE: CEFigures(running_jobs=3, waiting_jobs=5, held_cpus=24, estimated_start=1600.0,
-                                              worst_start=4600.0)}
+    rollup.read_queue(CEQueues(clock=lambda: 1000.0, figures={
+        CE: CEFigures(running_jobs=3, waiting_jobs=5, held_cpus=24, estimated_start=1600.0,
+                                              worst_start=4600.0)}))
     return rollup
 
 
@@ -114,8 +114,9 @@ def test_a_second_run_is_applied_as_a_diff_not_a_reload(slapd: Slapd) -> None:
     for i in range(60, 63):
         rollup.update(host_from_node(make_node(f"a{i:03d}", memory_mb=65536, processors=32, model="Xeon Max"),
                                      "Ready", config, WHEN))
-    rollup.ce_queues.figures = {CE: CEFigures(running_jobs=7, waiting_jobs=0, held_cpus=56, estimated_start=1000.0,
-                                              worst_start=2000.0)}
+    rollup.read_queue(CEQueues(clock=lambda: 1000.0, figures={
+        CE: CEFigures(running_jobs=7, waiting_jobs=0, held_cpus=56, estimated_start=1000.0,
+                                              worst_start=2000.0)}))
     second = rendering(rollup)
     old, new = by_suffix(ldif.parse(first)), by_suffix(ldif.parse(second))
     kinds = set()

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from infosvc.site.lifecycle import NodeState, node_state, unreachable_at
+from infosvc.hosts.lifecycle import NodeState, node_state, unreachable_at
 from infosvc.store import MIGRATIONS, Report, Store, StoreError, connect
-from infosvc.site.tokens import Role, TokenFileError, Tokens, digest, new_token
+from infosvc.hosts.tokens import Role, TokenFileError, Tokens, digest, new_token
 
 
 @pytest.fixture
@@ -218,9 +218,9 @@ def test_a_wall_clock_step_neither_kills_nor_revives_hosts(tmp_path: Path, step:
     # long as the step (back). Aggregator.now() moves the hosts' last-heard times with a step.
     from support.documents import make_node
 
-    from infosvc.site.aggregator import Aggregator
+    from infosvc.hosts.aggregator import Aggregator
     from infosvc.codec.node_xml import node_to_xml
-    from infosvc.site.config import parse_config
+    from infosvc.config.site import parse_config
 
     wall, steady = [1_800_000_000.0], [1000.0]
 
@@ -249,8 +249,8 @@ def test_a_wall_clock_step_neither_kills_nor_revives_hosts(tmp_path: Path, step:
 
 
 def test_slow_drift_of_the_wall_clock_is_no_step(tmp_path: Path) -> None:
-    from infosvc.site.aggregator import Aggregator
-    from infosvc.site.config import parse_config
+    from infosvc.hosts.aggregator import Aggregator
+    from infosvc.config.site import parse_config
 
     wall, steady = [1_800_000_000.0], [1000.0]
     agg = Aggregator(parse_config({}), Store(tmp_path / "s.sqlite"), Tokens(), clock=lambda: wall[0],
@@ -278,8 +278,8 @@ def test_a_claim_survives_when_the_report_that_made_it_fails(tmp_path: Path) -> 
 
     from support.documents import node_document
 
-    from infosvc.site.aggregator import Aggregator
-    from infosvc.site.config import parse_config
+    from infosvc.hosts.aggregator import Aggregator
+    from infosvc.config.site import parse_config
 
     path = tmp_path / "s.sqlite"
     store = Store(path)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from infosvc.site import config as siteconfig
-from infosvc.site.config import parse_config
+from infosvc.config import site as siteconfig
+from infosvc.config.site import parse_config
 
 #: A config with one of each array table, so that parse_config, reading it, reads every key it
 #: knows (each getter runs whether the key is present or not).

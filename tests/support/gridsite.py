@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 from infosvc.model.glue import Host
-from infosvc.site.config import SiteConfig, parse_config
-from infosvc.site.rollup import Rollup, host_from_node
+from infosvc.config.site import SiteConfig, parse_config
+from infosvc.hosts.rollup import Rollup, host_from_node
 from support.documents import make_node
 
 WHEN = "2024-05-01T12:00:00Z"

@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 
 import pytest
 
-from infosvc.site.tokens import new_token
+from infosvc.hosts.tokens import new_token
 from support.documents import node_document
 
 START_TIMEOUT = 30.0
@@ -316,8 +316,8 @@ class InProcessServer(Server):
         from aiohttp import web
 
         from infosvc.cli.logs import TextFormatter
-        from infosvc.site.config import load_config
-        from infosvc.site.tokens import Tokens
+        from infosvc.config.site import load_config
+        from infosvc.hosts.tokens import Tokens
         from infosvc.web.app import make_app
 
         assert self._runner is None, "already running"

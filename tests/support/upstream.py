@@ -14,8 +14,8 @@ import urllib.request
 from pathlib import Path
 
 from infosvc.publish.glue import Glue
-from infosvc.site.config import SiteConfig
-from infosvc.site.rollup import Rollup, host_from_node
+from infosvc.config.site import SiteConfig
+from infosvc.hosts.rollup import Rollup, host_from_node
 from support.documents import make_node
 
 VERSIONS = ("2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z")

@@ -1,4 +1,4 @@
-"""Clock skew between agents and the server (docs/reliability.md, Faults; infosvc/site/clockskew.py):
+"""Clock skew between agents and the server (docs/reliability.md, Faults; infosvc/hosts/clockskew.py):
 agents whose clocks are off (their SampleTime written by hand) are shown with their skew in
 /v1/nodes, the GLUE JSON host and GET /metrics, and named in the audit log when past the
 threshold; a backlog delivered late after an outage is not taken for a slow clock."""
@@ -85,7 +85,7 @@ def test_skewed_agents_are_shown_and_audited(serve_app: ServerFactory) -> None:
 def test_a_clock_set_right_is_seen_within_the_window() -> None:
     """ClockSkew alone, on a clock of its own: set forward, seen at once; set back (or a burst of
     late samples), seen once the window has passed; audited going past and coming back."""
-    from infosvc.site.clockskew import WINDOW_SECONDS, ClockSkew
+    from infosvc.hosts.clockskew import WINDOW_SECONDS, ClockSkew
     from support.documents import make_node
 
     skew = ClockSkew()

@@ -12,7 +12,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from infosvc.codec import safexml
-from infosvc.site.tokens import new_token
+from infosvc.hosts.tokens import new_token
 from support.documents import node_document
 from support.server import Server, ServerFactory, free_port, wait_for
 

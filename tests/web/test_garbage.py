@@ -15,8 +15,8 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from support.documents import node_document
-from infosvc.site.config import parse_config
-from infosvc.site.tokens import Role, Tokens, new_token
+from infosvc.config.site import parse_config
+from infosvc.hosts.tokens import Role, Tokens, new_token
 from infosvc.web.app import make_app
 from infosvc.web.garbage import FULL_COST_RATIO, MAX_FULL_SECONDS, THRESHOLDS, YOUNG_SECONDS, CollectionSchedule
 

@@ -13,7 +13,7 @@ import pytest
 
 from infosvc.codec.node_xml import node_to_xml
 from infosvc.model.node import Consumable, Extension, Node
-from infosvc.site.config import ReportsConfig
+from infosvc.config.site import ReportsConfig
 from infosvc.web.nodes import HISTORY_PAGE_BYTES
 from support.documents import make_node
 from support.latency import healthz_p99_during

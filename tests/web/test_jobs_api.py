@@ -1,4 +1,4 @@
-"""The job queue over HTTP (infosvc/web/jobs.py, infosvc/site/queue.py): submission in the three
+"""The job queue over HTTP (infosvc/web/jobs.py, infosvc/queue/jobqueue.py): submission in the three
 formats, the scheduling pass against reported hosts, executor reports, cancel, dependencies, and
 the refusals; on an in-process server with a real SQLite file."""
 

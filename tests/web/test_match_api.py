@@ -274,8 +274,8 @@ def test_a_large_site_is_matched_off_the_event_loop_with_the_same_answer() -> No
     from infosvc.matching.hostcolumns import HostColumns
     from infosvc.matching import AnswerLimits, Site, SiteSnapshot, SyncedColumns, compile_requirements
     from infosvc.model.job import resolve
-    from infosvc.site.rollup import Rollup, host_from_node
-    from infosvc.site.config import SiteConfig
+    from infosvc.hosts.rollup import Rollup, host_from_node
+    from infosvc.config.site import SiteConfig
 
     config = SiteConfig()
     rollup, nodes = Rollup(config), {}

@@ -23,7 +23,7 @@ from support import ROOT
 from support.server import Server, ServerFactory
 from infosvc.web.app import make_app
 from infosvc.web.meta import PUBLISHED_SCHEMAS
-from infosvc.site.config import SiteConfig
+from infosvc.config.site import SiteConfig
 
 DOCUMENT_FILE = ROOT / "schemas" / "openapi.json"
 DOCUMENT: dict[str, Any] = json.loads(DOCUMENT_FILE.read_text())

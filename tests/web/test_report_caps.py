@@ -15,7 +15,7 @@ import pytest
 
 from infosvc.codec.node_xml import node_to_xml
 from infosvc.model.node import Consumable, Extension, Node
-from infosvc.site.config import ReportsConfig
+from infosvc.config.site import ReportsConfig
 from support.documents import make_node
 from support.server import Server, ServerFactory
 
@@ -201,7 +201,7 @@ def test_a_report_at_a_cap_is_taken_and_one_past_it_is_refused_unstored(server: 
 
 def test_the_cases_are_each_past_one_cap_only() -> None:
     """Each over-the-cap report breaks its own cap: the boundary tested is the one named."""
-    from infosvc.site.reportcaps import measure
+    from infosvc.hosts.reportcaps import measure
 
     for case, (build, key) in CASES.items():
         at, over = measure(build(1, 0)), measure(build(1, 1))
@@ -236,7 +236,7 @@ def big_host() -> Node:
 
 
 def test_a_large_real_host_is_taken_far_inside_every_cap(server: tuple[Server, str]) -> None:
-    from infosvc.site.reportcaps import measure
+    from infosvc.hosts.reportcaps import measure
 
     srv, _ = server
     node = big_host()

@@ -16,7 +16,7 @@ import pytest
 
 from support import FIXTURES
 from support.server import Reply, Server, ServerFactory
-from infosvc.site.tokens import Role, TokenFileError, Tokens, digest, new_token
+from infosvc.hosts.tokens import Role, TokenFileError, Tokens, digest, new_token
 from infosvc.web.auth import ROLES, Access
 from infosvc.web.routes import ROUTES, Route
 

@@ -69,7 +69,7 @@ def test_range_scans_are_linear_in_the_model() -> None:
     from ClusterShell.NodeSet import NodeSetParseError
 
     from infosvc.model.nodeset import MAX_EXPRESSION, names_upper_bound, split_terms
-    from infosvc.site.query import HostNames, QueryError
+    from infosvc.hosts.query import HostNames, QueryError
 
     for text in ("n" + "[" * 200_000, "a" + "," * 200_000, "x[1]" * 5000):
         started = time.monotonic()
@@ -168,8 +168,8 @@ def test_a_match_past_its_work_budget_is_refused() -> None:
     from infosvc.codec.job_xml import parse_job
     from infosvc.matching import MatchTooCostly, compile_requirements, match as match_site
     from infosvc.model.job import resolve
-    from infosvc.site.rollup import Rollup, host_from_node
-    from infosvc.site.config import SiteConfig
+    from infosvc.hosts.rollup import Rollup, host_from_node
+    from infosvc.config.site import SiteConfig
 
     config = SiteConfig()
     rollup, nodes = Rollup(config), {}
@@ -291,7 +291,7 @@ def test_every_accepted_id_is_addressed_by_every_route(serve: ServerFactory) -> 
 def test_a_tokens_file_host_outside_the_grammar_is_refused(tmp_path: pytest.TempPathFactory) -> None:
     from pathlib import Path
 
-    from infosvc.site.tokens import TokenFileError, Tokens
+    from infosvc.hosts.tokens import TokenFileError, Tokens
 
     path = Path(str(tmp_path)) / "tokens"
     path.write_text("agent 0123456789abcdef0123 Node{1}\n")

@@ -23,7 +23,7 @@ from support.documents import node_document
 from support.server import Server, ServerFactory, request, wait_for
 from infosvc.codec.node_xml import parse_node
 from infosvc.store import MIGRATIONS
-from infosvc.site.tokens import digest
+from infosvc.hosts.tokens import digest
 
 GLUE_NS = "{urn:infosvc:glue:ce:1.1}"
 MAX_BODY = 4096

@@ -146,7 +146,7 @@ def test_the_timeout_survives_a_restart(serve: ServerFactory) -> None:
 
 @pytest.mark.parametrize("value", [0, -1, "60"])
 def test_the_timeout_setting_is_checked(value: object) -> None:
-    from infosvc.site.config import ConfigError, parse_config
+    from infosvc.config.site import ConfigError, parse_config
 
     with pytest.raises(ConfigError, match="start_timeout_seconds"):
         parse_config({"scheduler": {"start_timeout_seconds": value}})

@@ -11,8 +11,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from support.documents import node_document
-from infosvc.site.config import parse_config
-from infosvc.site.tokens import Role, Tokens, new_token
+from infosvc.config.site import parse_config
+from infosvc.hosts.tokens import Role, Tokens, new_token
 from infosvc.web.app import make_app
 from infosvc.web.auth import Access
 from infosvc.web.keys import AGGREGATOR, ROUTE_TABLE
@@ -122,14 +122,18 @@ def test_a_report_checks_its_token_once(tmp_path: Path) -> None:
     serve(tmp_path, scenario)
 
 
-def test_the_site_layer_speaks_no_http() -> None:
-    # Refusals of the site are kinds, not statuses: the web layer maps them (infosvc/web/errors.py).
-    import infosvc.site.errors as site_errors
+def test_the_aggregates_speak_no_http() -> None:
+    # Refusals are kinds, not statuses: the web layer maps them (infosvc/web/errors.py).
+    import infosvc.errors as site_errors
     from infosvc.web.errors import STATUS_OF
 
     kinds = [k for k in vars(site_errors).values() if isinstance(k, type) and issubclass(k, site_errors.Refused)
              and k is not site_errors.Refused]
     assert set(kinds) == set(STATUS_OF)
     assert not hasattr(site_errors.Forbidden("x"), "status")
-    site = Path(site_errors.__file__).parent
-    assert not [p for p in site.rglob("*.py") if "aiohttp" in p.read_text(encoding="utf-8")]
+    below = Path(site_errors.__file__).parent
+    packages = [below / "errors.py", *(below / name for name in ("config", "hosts", "queue"))]
+    assert all(p.exists() for p in packages)
+    speaking = [p for package in packages for p in ([package] if package.is_file() else package.rglob("*.py"))
+                if "aiohttp" in p.read_text(encoding="utf-8")]
+    assert not speaking

@@ -22,11 +22,10 @@ from functools import lru_cache
 from typing import Iterable, Iterator, KeysView
 
 from infosvc.model import glue
-from infosvc.model.glue import Host, SubCluster
+from infosvc.model.glue import NO_QUEUE, CEQueueFigures, Host, SubCluster
 from infosvc.model.node import Consumable, Node
-from infosvc.site.cestate import CEQueues
-from infosvc.site.config import SiteConfig
-from infosvc.site.resources import cluster_licenses, resources_of
+from infosvc.config import SiteConfig
+from infosvc.config import cluster_licenses, resources_of
 
 MB = "MB"
 
@@ -267,7 +266,7 @@ class Totals:
 class Rollup:
     """The GLUE tree of a site, kept current one host at a time."""
 
-    def __init__(self, config: SiteConfig) -> None:
+    def __init__(self, config: SiteConfig, queue: CEQueueFigures = NO_QUEUE) -> None:
         self.config = config
         self.hosts: dict[str, Host] = {}
         self.subclusters: dict[str, SubCluster] = {}
@@ -276,8 +275,8 @@ class Rollup:
         self._key_of: dict[tuple[object, ...], str] = {}  # homogeneity key -> subcluster
         self._key_by_sub: dict[str, tuple[object, ...]] = {}  # and back
         self._subs_of_cluster: dict[str, dict[str, None]] = {}
-        #: the job queue's figures by CE (infosvc.site.cestate), replaced after each scheduling pass
-        self.ce_queues = CEQueues()
+        #: where the CEs' job figures are read at each rendering (the site's job queue)
+        self._queue = queue
 
     # --- changes ------------------------------------------------------------------------------
 
@@ -306,12 +305,15 @@ class Rollup:
         self._account(sub, host, +1)
         return sub
 
+    def read_queue(self, queue: CEQueueFigures) -> None:
+        """Publish the CEs with this queue's figures from now on (the site's wiring, once at start)."""
+        self._queue = queue
+
     def of_hosts(self, hosts: Iterable[Host]) -> Rollup:
         """A roll-up of these hosts alone, with this one's config and queue figures (a filtered view)."""
-        part = Rollup(self.config)
+        part = Rollup(self.config, self._queue)
         for host in hosts:
             part.update(host)
-        part.ce_queues = self.ce_queues
         return part
 
     def set_state(self, host_id: str, state: str, paused: bool | None = None, reason: str | None = None) -> Host | None:
@@ -415,7 +417,7 @@ class Rollup:
         for ce in self.config.computing_elements:
             clusters = all_ids if ce.all_clusters else ce.clusters
             totals = self.totals(clusters)
-            queued = self.ce_queues.figures.get(ce.id)
+            queued = self._queue.ce_queue_state(ce.id)
             if queued is None:
                 state = glue.CEState(status=ce.status, free_cpus=totals.free_cpus)
                 jobs: tuple[glue.CEJob, ...] = ()
@@ -424,8 +426,8 @@ class Rollup:
                 # hold is the last pass's; the hosts' figures are this moment's)
                 state = glue.CEState(status=ce.status, running_jobs=queued.running_jobs,
                                      waiting_jobs=queued.waiting_jobs,
-                                     worst_response_time=self.ce_queues.seconds_until(queued.worst_start),
-                                     estimated_response_time=self.ce_queues.seconds_until(queued.estimated_start),
+                                     worst_response_time=queued.worst_response_time,
+                                     estimated_response_time=queued.estimated_response_time,
                                      free_cpus=max(0, min(totals.free_cpus, totals.total_cpus - queued.held_cpus)))
                 jobs = queued.jobs
             found.append(glue.ComputingElement(

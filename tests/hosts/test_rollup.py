@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from infosvc.model import glue
 from infosvc.model.glue import Host, SubCluster
 from infosvc.model.node import Consumable, Extension, Node
-from infosvc.site.rollup import Rollup, host_from_node, ram_class_mb, subcluster_key
-from infosvc.site.config import DEFAULT_CLUSTER, SiteConfig, parse_config
+from infosvc.hosts.rollup import Rollup, host_from_node, ram_class_mb, subcluster_key
+from infosvc.config.site import DEFAULT_CLUSTER, SiteConfig, parse_config
 
 NOW = "2024-05-01T12:00:00Z"
 STATES = ("Ready", "Paused", "Unreachable", "Pending")

@@ -16,10 +16,10 @@ from typing import Container, Iterable
 
 from infosvc.model.glue import Host
 from infosvc.sched.hosts import HostPool
-from infosvc.site.cestate import serving_clusters
-from infosvc.site.eligibility import pool_of
-from infosvc.site.hosts import HostTable
-from infosvc.site.resources import LicensePools
+from infosvc.queue.cestate import serving_clusters
+from infosvc.queue.eligibility import pool_of
+from infosvc.hosts import HostTable
+from infosvc.config import LicensePools
 
 #: builds off the loop before one is made on it (a site whose hosts change faster than a build)
 OFF_LOOP_TRIES = 3

@@ -1,5 +1,5 @@
-"""The job queue under `[scheduler] policy = "predictive"` (infosvc/site/queue.py,
-site/predictions.py, site/planning.py): predictions from each owner's ended jobs, the slack order
+"""The job queue under `[scheduler] policy = "predictive"` (infosvc/queue/jobqueue.py,
+queue/predictions.py, queue/planning.py): predictions from each owner's ended jobs, the slack order
 within a CCS priority, the priorities still first; a real Aggregator and SQLite store on a clock the
 test moves, as tests/site/test_queue.py."""
 
@@ -15,10 +15,10 @@ from infosvc.matching import Site
 from infosvc.publish.jobs import job_json
 from infosvc.sched import Policy
 from infosvc.sched.jobs import JobState
-from infosvc.site.aggregator import Aggregator
-from infosvc.site.config import parse_config
-from infosvc.site.queue import JobQueue
-from infosvc.site.tokens import Role, Tokens, new_token
+from infosvc.hosts.aggregator import Aggregator
+from infosvc.config.site import parse_config
+from infosvc.queue.jobqueue import JobQueue
+from infosvc.hosts.tokens import Role, Tokens, new_token
 from infosvc.store import Store
 
 from support.documents import node_document
@@ -39,6 +39,7 @@ class PredictiveSite:
                               clock=lambda: self.now, policy=Policy.PREDICTIVE,
                               executors=self.tokens.executor_hosts)
         self.agg.on_change.append(self.queue.hosts_changed)
+        self.agg.tree.read_queue(self.queue)
         self.loop = asyncio.new_event_loop()
         self.tokens.add(new_token(), Role.EXECUTOR, host="h1")  # the test plays its executor (task_report)
         key = self.tokens.add(new_token(), Role.AGENT)

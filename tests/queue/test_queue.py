@@ -1,4 +1,4 @@
-"""The job queue without a server (infosvc/site/queue.py): a real Aggregator and SQLite store,
+"""The job queue without a server (infosvc/queue/jobqueue.py): a real Aggregator and SQLite store,
 driven by a clock the test moves, so that what happens at a run time limit is decided by the test,
 not by the machine's load."""
 
@@ -13,11 +13,11 @@ import pytest
 
 from infosvc.matching import Site
 from infosvc.sched.jobs import JobState
-from infosvc.site.aggregator import Aggregator
-from infosvc.site.config import parse_config
-from infosvc.site.errors import Unavailable
-from infosvc.site.queue import JobQueue
-from infosvc.site.tokens import Role, Tokens, new_token
+from infosvc.hosts.aggregator import Aggregator
+from infosvc.config.site import parse_config
+from infosvc.errors import Unavailable
+from infosvc.queue.jobqueue import JobQueue
+from infosvc.hosts.tokens import Role, Tokens, new_token
 from infosvc.store import Store
 
 from support.documents import make_node, node_document
@@ -42,6 +42,7 @@ class Site_:
         queue = JobQueue(self.store, self.agg.table, site=lambda: Site.of(self.agg.table.rollup), clock=lambda: self.now,
                          executors=self.tokens.executor_hosts)
         self.agg.on_change.append(queue.hosts_changed)
+        self.agg.tree.read_queue(queue)
         return queue
 
     def run(self, work: Callable[[], Awaitable[Any]]) -> Any:
@@ -373,10 +374,10 @@ def test_failing_passes_log_one_traceback_per_kind_per_interval(site: Site_, mon
     import contextlib
     import logging
 
-    import infosvc.site.queue
+    import infosvc.queue.jobqueue
     from infosvc.loglimit import LogLimiter
 
-    monkeypatch.setattr(infosvc.site.queue, "_failed_passes", LogLimiter(infosvc.site.queue.log))
+    monkeypatch.setattr(infosvc.queue.jobqueue, "_failed_passes", LogLimiter(infosvc.queue.jobqueue.log))
     passes = []
 
     async def failing() -> None:

@@ -18,13 +18,13 @@ from typing import Iterable, Iterator
 from infosvc.codec.node_json import node_to_json
 from infosvc.codec.node_xml import node_to_xml, parse_node
 from infosvc.errors import DocumentError
-from infosvc.site.lifecycle import NodeState, node_state, unreachable_at
+from infosvc.hosts.lifecycle import NodeState, node_state, unreachable_at
 from infosvc.model.node import Node
-from infosvc.site.rollup import Rollup, host_from_node
-from infosvc.site.config import SiteConfig
+from infosvc.hosts.rollup import Rollup, host_from_node
+from infosvc.config import SiteConfig
 from infosvc.store import HostRecord
 
-log = logging.getLogger("infosvc.site.hosts")
+log = logging.getLogger("infosvc.hosts.table")
 
 
 def iso_time(epoch: float) -> str:
@@ -46,7 +46,7 @@ class HostEntry:
     #: when the host was last heard from, for its liveness: reported_at, moved with any step of
     #: the wall clock since (HostTable.shift_liveness), so a step neither kills nor revives hosts
     heard: float = 0.0
-    #: the agent's clock less the server's, in seconds (site/clockskew.py); None: unknown
+    #: the agent's clock less the server's, in seconds (hosts/clockskew.py); None: unknown
     clock_skew: float | None = None
     _json: bytes | None = field(default=None, repr=False)
     _xml: bytes | None = field(default=None, repr=False)

@@ -1,26 +1,26 @@
 """One scheduling pass of the site's queue, planned off the event loop on copies: the CEs' limits
 on running jobs applied to the pool, the policy's plan (infosvc.sched), and then the CEs' figures
-for GLUE (infosvc.site.cestate). The queue (site/queue.py) gathers the inputs under its lock and
+for GLUE (infosvc.queue.cestate). The queue (queue/jobqueue.py) gathers the inputs under its lock and
 applies the plan under it again."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from infosvc.matching import Requirements
 from infosvc.model.glue import ComputingElement
 from infosvc.sched import Plan, Policy, Running, schedule
 from infosvc.sched.hosts import Allocation, HostPool, WaitingJob
-from infosvc.sched.jobs import JobRecord
+from infosvc.sched.jobs import JobRecord, JobState
 from infosvc.sched.ordering import slack_key
 from infosvc.sched.policy import predicted
-from infosvc.site.cestate import SERVED, CEFigures, figures_of, full_clusters, running_per_ce
-from infosvc.site.eligibility import Eligibility
-from infosvc.site.hosts import iso_time
+from infosvc.queue.cestate import SERVED, CEFigures, figures_of, full_clusters, running_per_ce
+from infosvc.queue.eligibility import Eligibility
+from infosvc.hosts import iso_time
 
-__all__ = ["PassPlan", "Started", "allocation_of", "could_start"]
+__all__ = ["PassPlan", "Started", "allocation_of", "could_start", "held_on"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +87,29 @@ class PassPlan:
         figures = figures_of(ces, self.cluster_of, pool, [*self.holders, *started], waiting, self.now, self.ratio,
                              reserved)
         return plan, figures
+
+
+def held_on(pool: HostPool, jobs: Iterable[JobRecord]) -> tuple[list[Running[Allocation]], list[JobRecord],
+                                                                 list[JobRecord]]:
+    """What the running jobs hold, taken from `pool` (a copy of the site's), as the policy reads
+    them; every running job (the CE figures count them all); and the finished jobs."""
+    running: list[Running[Allocation]] = []
+    holders: list[JobRecord] = []
+    finished: list[JobRecord] = []
+    for job in jobs:
+        if job.state is JobState.RUNNING:
+            holders.append(job)
+            allocation = allocation_of(pool, job)
+            if allocation is None:
+                continue
+            try:
+                pool.take(allocation)
+            except ValueError:
+                continue  # a host shrank under it: the pool holds what it can
+            running.append(Running(job.id, job.started or 0.0, job.estimate, allocation, job.predicted or math.nan))
+        elif job.state is JobState.FINISHED:
+            finished.append(job)
+    return running, holders, finished
 
 
 def allocation_of(pool: HostPool, job: JobRecord) -> Allocation | None:

@@ -18,10 +18,10 @@ from ClusterShell.NodeSet import NodeSet, NodeSetException
 
 # The config's CE policy is GLUE's own Policy object (minutes; 0 means not specified).
 from infosvc.model.glue import CEPolicy as Policy
-from infosvc.site.addresses import check_listen, check_networks
-from infosvc.site.configtable import ConfigError, Setting, TomlTable
-from infosvc.site.federation_config import FederationConfig, parse_federation
-from infosvc.site.resources import ResourceEntry, consumables_of, licenses_of
+from infosvc.config.addresses import check_listen, check_networks
+from infosvc.config.table import ConfigError, Setting, TomlTable
+from infosvc.config.federation import FederationConfig, parse_federation
+from infosvc.config.resources import ResourceEntry, consumables_of, licenses_of
 
 DEFAULT_LISTEN: Final = "127.0.0.1:8080"
 DEFAULT_CLUSTER: Final = "default"
@@ -106,7 +106,7 @@ SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
     "store": (
         Setting("history_per_host", 100, "reports kept per host, the newest", minimum=1),
     ),
-    # What one agent report may carry (infosvc/site/reportcaps.py): a count and a size in characters
+    # What one agent report may carry (infosvc/hosts/reportcaps.py): a count and a size in characters
     # for each family of what it lists. The defaults are about 4 times the count and 3 times the
     # size of a large real host's report (64 file systems on long remote paths, 32 adapters with 3
     # addresses each: docs/configuration.md gives its figures), so no real host nears them.
@@ -284,11 +284,11 @@ class SiteConfig:
     software: tuple[Software, ...] = ()
     prometheus: PrometheusConfig = field(default_factory=PrometheusConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
-    #: licenses and consumables of hosts (infosvc.site.resources), in file order
+    #: licenses and consumables of hosts (infosvc.config.resources), in file order
     resources: tuple[ResourceEntry, ...] = ()
-    #: the upstream sites of a top level (infosvc.site.federation_config); none: a site
+    #: the upstream sites of a top level (infosvc.config.federation); none: a site
     federation: FederationConfig = field(default_factory=FederationConfig)
-    #: what one agent report may carry (infosvc.site.reportcaps)
+    #: what one agent report may carry (infosvc.hosts.reportcaps)
     reports: ReportsConfig = field(default_factory=ReportsConfig)
 
     def cluster_of(self, host: str) -> ClusterConfig:

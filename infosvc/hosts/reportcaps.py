@@ -4,15 +4,15 @@ what a report lists, checked once the document has parsed and before anything of
 A report is kept (the host's newest, and [store] history_per_host times in its history) and read
 by anyone without a token, so its size is paid again by every reader: the body limit alone let
 one agent token store a quarter of a megabyte of Extensions per report. Sizes are characters of
-the texts a family is made of (names, types, values); the defaults are in infosvc/site/config.py
+the texts a family is made of (names, types, values); the defaults are in infosvc/config/site.py
 with why.
 """
 
 from __future__ import annotations
 
 from infosvc.model.node import RESOURCE, Node
-from infosvc.site.config import ReportsConfig
-from infosvc.site.errors import TooLarge
+from infosvc.config import ReportsConfig
+from infosvc.errors import TooLarge
 
 FILE_SYSTEM, ADAPTER = "FileSystem", "NetworkAdapter"
 

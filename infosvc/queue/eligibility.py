@@ -21,7 +21,7 @@ from infosvc.model.node import Node
 from infosvc.model.folding import fold
 from infosvc.sched.hosts import HostPool, HostSlot, Mask
 from infosvc.sched.request import JobRequest
-from infosvc.site.resources import LicensePools
+from infosvc.config import LicensePools
 
 __all__ = ["Eligibility", "asks_of_hosts", "pool_of"]
 

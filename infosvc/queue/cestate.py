@@ -23,11 +23,11 @@ from typing import Callable, Final, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from infosvc.model.glue import CEJob, ComputingElement
+from infosvc.model.glue import CEJob, CEQueueState, ComputingElement
 from infosvc.sched.forecast import DEPTH, Demand, first_start, whole_hosts
 from infosvc.sched.hosts import HostPool, Mask
 from infosvc.sched.jobs import JobRecord
-from infosvc.site.config import ComputingElementConfig
+from infosvc.config import ComputingElementConfig
 
 __all__ = ["MAX_CE_JOBS", "UNKNOWN_SECONDS", "CEFigures", "CEQueues", "Holding", "figures_of", "run_time_ratio"]
 
@@ -58,6 +58,15 @@ class CEQueues:
 
     figures: dict[str, CEFigures] = field(default_factory=dict)
     clock: Callable[[], float] | None = None
+
+    def ce_queue_state(self, ce_id: str) -> CEQueueState | None:
+        """The CE's figures of the last pass, its response times counted from now (model.glue.CEQueueFigures)."""
+        queued = self.figures.get(ce_id)
+        if queued is None:
+            return None
+        return CEQueueState(queued.running_jobs, queued.waiting_jobs, queued.held_cpus,
+                            self.seconds_until(queued.estimated_start), self.seconds_until(queued.worst_start),
+                            queued.jobs)
 
     def seconds_until(self, instant: float) -> int:
         if not math.isfinite(instant) or self.clock is None:

@@ -18,7 +18,6 @@ or from this queue's start when later: an executor cannot fetch a task from a se
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 import math
 import time
@@ -28,22 +27,22 @@ from typing import Awaitable, Callable, Container, Iterable
 from infosvc.errors import excerpt
 from infosvc.loglimit import LogLimiter
 from infosvc.matching import Requirements, Site
-from infosvc.model.glue import ComputingElement, Host
+from infosvc.model.glue import CEQueueState, ComputingElement, Host
 from infosvc.model.node import Node
 from infosvc.model.folding import fold
-from infosvc.sched import Plan, Policy, Running
+from infosvc.sched import Plan, Policy
 from infosvc.sched.hosts import NO_HOST, Allocation, HostPool, WaitingJob
 from infosvc.sched.jobs import ENDED, Event, JobRecord, JobState
-from infosvc.site.cestate import SERVED, CEQueues, limit_on, refusal, run_time_ratio
-from infosvc.site.eligibility import Eligibility
-from infosvc.site.jobnames import JobNames
-from infosvc.site.planning import PassPlan, allocation_of, could_start
-from infosvc.site.predictions import predict_queued
-from infosvc.site.machine import SiteMachine
-from infosvc.site.submissions import Filer, prepare, requirements_again
-from infosvc.site.upkeep import start_deadline, upkeep
-from infosvc.site.errors import Forbidden, Invalid, NotFound, Refused, Unavailable
-from infosvc.site.hosts import HostTable
+from infosvc.queue.cestate import SERVED, CEQueues, limit_on, refusal, run_time_ratio
+from infosvc.queue.eligibility import Eligibility
+from infosvc.queue.jobnames import JobNames
+from infosvc.queue.planning import PassPlan, could_start, held_on
+from infosvc.queue.predictions import predict_queued
+from infosvc.queue.machine import SiteMachine
+from infosvc.queue.submissions import Filer, prepare, requirements_again
+from infosvc.queue.upkeep import start_deadline, upkeep
+from infosvc.errors import Forbidden, Invalid, NotFound, Refused, Unavailable
+from infosvc.hosts import HostTable
 from infosvc.store import Store
 from infosvc.store.jobs import write_jobs
 
@@ -93,11 +92,8 @@ class JobQueue:
         self._refresh: asyncio.TimerHandle | None = None
         self._waiting_jobs: dict[str, WaitingJob] = {}
         self._waiting_pool: HostPool | None = None
-        #: the CEs' figures of the last pass; the roll-up renders them (the app shares this object)
+        #: the CEs' figures of the last pass, which the CEs publish (ce_queue_state)
         self.ce_queues = CEQueues(clock=clock)
-        table.rollup.ce_queues = self.ce_queues  # the roll-up renders the CEs with the queue's figures
-        self.passes = 0
-        self.last_pass_seconds = 0.0
 
     # --- start ---------------------------------------------------------------------------
 
@@ -135,10 +131,18 @@ class JobQueue:
             found.append(job)
         return found
 
+    def events_of(self, job: JobRecord, limit: int) -> list[Event]:
+        """The job's stored transitions, newest `limit` (blocking: read in a thread)."""
+        return self.store.job_events(int(job.id), limit)
+
     def ces_of(self, job: JobRecord) -> list[str]:
         site = self.site()
         clusters = {host.cluster for name in job.hosts if (host := self.table.rollup.hosts.get(name)) is not None}
         return sorted({ce.id for cluster in clusters for ce in site.ces.get(cluster, ())})
+
+    def ce_queue_state(self, ce_id: str) -> CEQueueState | None:
+        """What the CE publishes of this queue (model.glue.CEQueueFigures, which the roll-up reads)."""
+        return self.ce_queues.ce_queue_state(ce_id)
 
     def tasks_on(self, host: str) -> list[tuple[JobRecord, int]]:
         """The tasks dispatched to `host` and not yet ended: what its executor must run."""
@@ -255,10 +259,10 @@ class JobQueue:
 
     async def _commit(self, job: JobRecord, change: Callable[[JobRecord], list[Event]]) -> None:
         """Decide `change` on a copy, store it, then make it so in memory."""
-        trial = _copy(job)
+        trial = job.trial()
         events = change(trial)
         await self.store.write(write_jobs([], [trial], events))
-        _restore(job, trial)
+        job.adopt(trial)
 
     # --- the scheduling pass ---------------------------------------------------------------------
 
@@ -300,7 +304,6 @@ class JobQueue:
     async def pass_once(self) -> None:
         """Limits, lost hosts and dependencies first; then one scheduling pass and the CEs' figures,
         planned off the loop."""
-        started = time.perf_counter()
         if self._refresh is not None:
             self._refresh.cancel()
             self._refresh = None
@@ -309,23 +312,7 @@ class JobQueue:
             await self._housekeeping(self.clock())
             pool = self.pool().copy()
             ces = self.table.rollup.computing_elements()
-            running: list[Running[Allocation]] = []
-            holders: list[JobRecord] = []
-            finished: list[JobRecord] = []
-            for job in self.jobs.values():
-                if job.state is JobState.RUNNING:
-                    holders.append(job)
-                    allocation = allocation_of(pool, job)
-                    if allocation is None:
-                        continue
-                    try:
-                        pool.take(allocation)
-                    except ValueError:
-                        continue  # a host shrank under it: the pool holds what it can
-                    running.append(Running(job.id, job.started or 0.0, job.estimate, allocation,
-                                           job.predicted or math.nan))
-                elif job.state is JobState.FINISHED:
-                    finished.append(job)
+            running, holders, finished = held_on(pool, self.jobs.values())
             if self.policy is Policy.PREDICTIVE:
                 predict_queued(self.jobs.values())
             queued = self._waiting()
@@ -338,15 +325,28 @@ class JobQueue:
         self.ce_queues.figures = figures
         self._room = pool  # the pass took its starts on it
         self._head_priority = plan.reservation.job.priority if plan.reservation is not None else None
-        self.passes += 1
-        self.last_pass_seconds = time.perf_counter() - started
 
     async def _apply(self, plan: Plan[Allocation], pool: HostPool, ces: list[ComputingElement], now: float) -> None:
-        changed: list[JobRecord] = []
+        """The plan made so: its starts stored (those still Queued) and adopted, every other queued
+        job's reason, and the reservation of the job it holds one for."""
+        starts, events, lowered = self._starts(plan, pool, ces, now)
+        self._explain_waiting(plan, ces)
+        self._reserve(plan, pool)
+        if starts:
+            trials = [trial for _, trial in starts]
+            await self.store.write(write_jobs([], trials, events, only_if_queued=[j.id for j in trials],
+                                              requests=lowered))
+            for job, trial in starts:
+                if job.state is JobState.QUEUED:
+                    job.adopt(trial)
+
+    def _starts(self, plan: Plan[Allocation], pool: HostPool, ces: list[ComputingElement],
+                now: float) -> tuple[list[tuple[JobRecord, JobRecord]], list[Event], list[str]]:
+        """(job, its started trial) for each start of the plan whose job is still Queued, their
+        events, and the jobs whose run time limit a CE lowered."""
         events: list[Event] = []
         starts: list[tuple[JobRecord, JobRecord]] = []
         lowered: list[str] = []
-        idle = ", ".join(f"{ce.unique_id} is {ce.state.status}" for ce in ces if ce.state.status not in SERVED)
         for start in plan.starts:
             found = self.jobs.get(start.job.id)
             if found is None or found.state is not JobState.QUEUED:
@@ -355,34 +355,38 @@ class JobQueue:
             hosts = {pool.ids[r]: p for r, p in zip(allocation.rows, allocation.processors)}
             limit = limit_on(ces, {self.machine.cluster_of.get(host, "") for host in hosts}, found.estimate,
                              found.request.min_processors)
-            trial = _copy(found)
+            trial = found.trial()
             events.extend(trial.start(hosts, allocation.exclusive, allocation.memory_mb, now, limit))
             if trial.request is not found.request:
                 lowered.append(found.id)
             starts.append((found, trial))
-            changed.append(trial)
+        return starts, events, lowered
+
+    def _explain_waiting(self, plan: Plan[Allocation], ces: list[ComputingElement]) -> None:
+        """Each queued job the plan left waiting gets its reason, with the hosts its requirements
+        rule out or the closed CEs when no host fits."""
+        idle = ", ".join(f"{ce.unique_id} is {ce.state.status}" for ce in ces if ce.state.status not in SERVED)
         for job_id, reason in plan.waiting.items():
             waiter = self.jobs.get(job_id)
-            if waiter is not None and waiter.state is JobState.QUEUED:
-                if NO_HOST in reason and waiter.rejected:
-                    reason = reason.replace(NO_HOST, f"{NO_HOST} ({waiter.rejected[0]})")
-                elif NO_HOST in reason and idle:
-                    reason = reason.replace(NO_HOST, f"{NO_HOST}: no computing element serves jobs now ({idle})")
-                waiter.reason = reason
-                waiter.reserved_at = None
+            if waiter is None or waiter.state is not JobState.QUEUED:
+                continue
+            if NO_HOST in reason and waiter.rejected:
+                reason = reason.replace(NO_HOST, f"{NO_HOST} ({waiter.rejected[0]})")
+            elif NO_HOST in reason and idle:
+                reason = reason.replace(NO_HOST, f"{NO_HOST}: no computing element serves jobs now ({idle})")
+            waiter.reason = reason
+            waiter.reserved_at = None
+
+    def _reserve(self, plan: Plan[Allocation], pool: HostPool) -> None:
+        """The job the plan holds a reservation for: when, and on which hosts."""
         reservation = plan.reservation
-        head = self.jobs.get(reservation.job.id) if reservation is not None else None
-        if head is not None and reservation is not None and reservation.allocation is not None \
-                and math.isfinite(reservation.at) and head.state is JobState.QUEUED:
+        if reservation is None or reservation.allocation is None or not math.isfinite(reservation.at):
+            return
+        head = self.jobs.get(reservation.job.id)
+        if head is not None and head.state is JobState.QUEUED:
             head.reserved_at = reservation.at
             head.reserved_hosts = tuple(pool.ids[r] for r in reservation.allocation.rows)
             head.reason += f" on {fold(head.reserved_hosts)}"
-        if changed:
-            await self.store.write(write_jobs([], changed, events, only_if_queued=[j.id for j in changed],
-                                              requests=lowered))
-            for job, trial in starts:
-                if job.state is JobState.QUEUED:
-                    _restore(job, trial)
 
     def _waiting(self) -> list[tuple[WaitingJob, JobRecord, bool]]:
         """The queued jobs, each with the hosts it may use (masks over the rows of the site's pool,
@@ -418,7 +422,7 @@ class JobQueue:
         """Run time limits, hosts lost under running jobs, tasks not started in time, and
         dependencies released or broken."""
         changed, events, drain = upkeep(self.jobs, lambda host: (e := self.table.get(host)) is not None
-                                        and e.state.value in ("Ready", "Paused"), now, _copy,
+                                        and e.state.value in ("Ready", "Paused"), now, JobRecord.trial,
                                         self.start_timeout, self.started_at)
         # Drained before the jobs go back: should the service stop in between, the job is still
         # placed there and times out again at the next start, rather than placed there again.
@@ -433,17 +437,5 @@ class JobQueue:
         if changed:
             await self.store.write(write_jobs([], [trial for _, trial in changed], events))
             for job, trial in changed:
-                _restore(job, trial)
+                job.adopt(trial)
 
-
-def _copy(job: JobRecord) -> JobRecord:
-    """A trial copy to decide a change on: its own tasks and hosts, the rest shared (immutable)."""
-    clone = copy.copy(job)
-    clone.tasks = [replace(task) for task in job.tasks]
-    clone.hosts = dict(job.hosts)
-    return clone
-
-
-def _restore(job: JobRecord, trial: JobRecord) -> None:
-    for name in JobRecord.__slots__:
-        setattr(job, name, getattr(trial, name))

@@ -1,4 +1,4 @@
-"""Licenses and consumables of the site config (infosvc/site/resources.py): which hosts have what,
+"""Licenses and consumables of the site config (infosvc/config/resources.py): which hosts have what,
 and what the roll-up publishes of them (GLUE JSON, validated with schemas/glue.schema.json)."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from referencing.jsonschema import DRAFT202012
 from support.documents import make_node
 from infosvc.codec.glue_json import JsonDocuments, cluster_json, host_json, subcluster_json
 from infosvc.model.glue import Resources
-from infosvc.site.config import SiteConfig, parse_config
-from infosvc.site.resources import LicensePools, cluster_licenses, license_pools, resources_of
-from infosvc.site.rollup import Rollup, host_from_node
+from infosvc.config.site import SiteConfig, parse_config
+from infosvc.config.resources import LicensePools, cluster_licenses, license_pools, resources_of
+from infosvc.hosts.rollup import Rollup, host_from_node
 
 SCHEMA: dict[str, Any] = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "glue.schema.json").read_text())
 REGISTRY: Registry[Any] = Registry().with_resource(SCHEMA["$id"], DRAFT202012.create_resource(SCHEMA))

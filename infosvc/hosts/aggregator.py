@@ -12,7 +12,7 @@ import logging
 import sqlite3
 import time
 from collections import Counter
-from typing import Callable, Iterable
+from typing import Callable, Generator, Iterable
 
 from infosvc.codec.node_xml import parse_node
 from infosvc.errors import DocumentError, excerpt
@@ -20,15 +20,17 @@ from infosvc.model.hostid import HostIdError, canonical, host_id
 from infosvc.model.glue import Host
 from infosvc.model.node import Node
 from infosvc.model.nodeset import NameSet
-from infosvc.site.clockskew import ClockSkew
-from infosvc.site.hosts import HostEntry, HostTable
-from infosvc.site.reportcaps import check_report
-from infosvc.site.config import SiteConfig
+from infosvc.hosts.clockskew import ClockSkew
+from infosvc.hosts.history import PastReport, node_history, site_at
+from infosvc.hosts.rollup import Rollup
+from infosvc.hosts.table import HostEntry, HostTable
+from infosvc.hosts.reportcaps import check_report
+from infosvc.config import SiteConfig
 from infosvc.store import HostEvent, Report, Store
-from infosvc.site.errors import Forbidden, NotFound, TooLarge, Unavailable
-from infosvc.site.tokens import Tokens
+from infosvc.errors import Forbidden, NotFound, TooLarge, Unavailable
+from infosvc.hosts.tokens import Tokens
 
-log = logging.getLogger("infosvc.site.aggregator")
+log = logging.getLogger("infosvc.hosts.aggregator")
 #: the audit trail (infosvc/cli/logs.py): hosts changing state, here
 audit = logging.getLogger("infosvc.audit")
 
@@ -251,6 +253,47 @@ class Aggregator:
         for listener in self.on_remove:
             listener(host_id)
         return entry
+
+    # --- what readers ask of the site (the HTTP layer's face; none of it changes anything) -----
+
+    @property
+    def tree(self) -> Rollup:
+        """The site's GLUE tree as published now (a GlueTree, and the matcher's SiteView)."""
+        return self.table.rollup
+
+    def tree_of(self, entries: Iterable[HostEntry]) -> Rollup:
+        """The tree of these hosts alone, rolled up afresh (their subclusters, totals and CEs):
+        blocking, as long as a site's roll-up; run it in a thread."""
+        hosts = self.table.rollup.hosts
+        return self.table.rollup.of_hosts(h for e in entries if (h := hosts.get(e.id)) is not None)
+
+    def tree_at(self, at: float) -> Rollup:
+        """The tree as published at `at`, from the store's history (infosvc.hosts.history): blocking."""
+        return site_at(self.config, self.store, at, lambda h: (e.approved if (e := self.table.get(h)) else None),
+                       max_hosts=max(len(self.table) * 2, 1000))
+
+    def node_history(self, host_id: str, since: float, until: float, limit: int,
+                     before: int | None = None) -> Generator[PastReport, None, None]:
+        """The host's stored reports in [since, until], newest first (blocking: read in a thread)."""
+        return node_history(self.store, host_id, since, until, limit, before)
+
+    def ever_reported(self, host_id: str) -> bool:
+        """Whether the host is here now or has a stored report (blocking: the store is read)."""
+        return self.table.get(host_id) is not None or bool(self.store.history(host_id, 1))
+
+    def store_failure(self) -> str | None:
+        """Why reports are not being stored now, or None while they are."""
+        store = self.store
+        if store.writing and not store.failing:
+            return None
+        return (f"the database file is damaged ({store.damage}); restore it from a backup" if store.damage
+                else f"the store takes no writes now ({store.failing}); free space on its disk"
+                if store.failing else "the store's writer has stopped")
+
+    def store_bytes(self) -> int:
+        return self.store.size_bytes()
+
+    # --- liveness --------------------------------------------------------------------------------
 
     def sweep(self) -> int:
         changed = self.table.sweep(self.now())

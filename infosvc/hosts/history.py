@@ -18,11 +18,11 @@ from typing import Any, Callable, Generator, Iterable
 from infosvc.codec.node_json import node_to_json
 from infosvc.codec.node_xml import parse_node
 from infosvc.errors import DocumentError
-from infosvc.site.config import SiteConfig
-from infosvc.site.hosts import iso_time
-from infosvc.site.lifecycle import node_state
-from infosvc.site.query import QueryError
-from infosvc.site.rollup import Rollup, host_from_node
+from infosvc.config import SiteConfig
+from infosvc.hosts.table import iso_time
+from infosvc.hosts.lifecycle import node_state
+from infosvc.hosts.query import QueryError
+from infosvc.hosts.rollup import Rollup, host_from_node
 from infosvc.store import HostEvent, Store
 
 #: the most reports one history answer holds

@@ -1,4 +1,4 @@
-"""Reading a submitted document into the queue's jobs (infosvc/site/submissions.py): jobs that ask
+"""Reading a submitted document into the queue's jobs (infosvc/queue/submissions.py): jobs that ask
 alike get one compiled Requirements, whichever submission they came in; jobs that ask differently
 get their own; the compiled ones kept are bounded; a job the matcher cannot compile is refused
 every time, not remembered as compiled."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from infosvc.errors import DocumentError
-from infosvc.site import submissions
-from infosvc.site.submissions import COMPILED_KEPT, Filer, prepare
+from infosvc.queue import submissions
+from infosvc.queue.submissions import COMPILED_KEPT, Filer, prepare
 
 
 def sss(feature: str, processors: int = 1) -> bytes:

@@ -1,6 +1,6 @@
 """Reading the site config's TOML: `TomlTable`, typed getters that name the key and refuse leftovers;
 `Setting`, one plain key with its default and bounds; `ConfigNodeSet`, a config NodeSet whose
-membership test is a set lookup; `ConfigError`. infosvc.site.config builds the config with them."""
+membership test is a set lookup; `ConfigError`. infosvc.config.site builds the config with them."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True, slots=True)
 class Setting:
     """One key of a table of plain values: its default, its bounds and what it means, declared once
-    in infosvc.site.config's SETTINGS (its dataclasses take their defaults from it, parse_config its bounds), as
+    in infosvc.config.site's SETTINGS (its dataclasses take their defaults from it, parse_config its bounds), as
     docs/configuration.md says at more length; a test checks the docs list every one."""
 
     key: str
@@ -126,7 +126,7 @@ class TomlTable:
             raise ConfigError(f"{self.where}.{key}: not a NodeSet: {exc}") from None
 
     def settings(self, settings: tuple[Setting, ...]) -> dict[str, Any]:
-        """The keys of `settings` (a table's in infosvc.site.config's SETTINGS), each read by the type
+        """The keys of `settings` (a table's in infosvc.config.site's SETTINGS), each read by the type
         of its default and within its bounds; any other key is an error (done())."""
         values: dict[str, Any] = {}
         for setting in settings:

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException, NodeSetParseError
 from ClusterShell.NodeUtils import GroupResolverError
 
-from infosvc.site.lifecycle import NodeState
+from infosvc.hosts.lifecycle import NodeState
 from infosvc.model.node import split_features
 from infosvc.errors import excerpt
 from infosvc.model.nodeset import parse_nodeset, range_names, split_terms
 
 if TYPE_CHECKING:
-    from infosvc.site.hosts import HostEntry, HostTable
+    from infosvc.hosts.table import HostEntry, HostTable
 
 
 class QueryError(ValueError):

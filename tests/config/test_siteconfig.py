@@ -12,11 +12,11 @@ import pytest
 from ClusterShell.NodeSet import NodeSet
 
 from support.configspy import ONE_OF_EACH, Accepted, keys_of, path_of
-from infosvc.site.config import (DEFAULT_CLUSTER, DEFAULT_LISTEN, Benchmark, ClusterConfig, ComputingElementConfig,
+from infosvc.config.site import (DEFAULT_CLUSTER, DEFAULT_LISTEN, Benchmark, ClusterConfig, ComputingElementConfig,
                                 ConfigError, LifecycleConfig, Policy, PrometheusConfig, ReportsConfig, SchedulerConfig,
                                 ServiceConfig, SiteConfig, Software, StoreConfig, load_config, parse_config)
-from infosvc.site.federation_config import FederationConfig, Upstream
-from infosvc.site.resources import ResourceEntry
+from infosvc.config.federation import FederationConfig, Upstream
+from infosvc.config.resources import ResourceEntry
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
@@ -602,7 +602,7 @@ def test_documented_example_parses_and_uses_every_key(accepted: Accepted) -> Non
 def test_each_setting_is_declared_once_with_its_default_and_help() -> None:
     """SETTINGS declares each plain key once: the dataclasses' defaults are its defaults, and
     docs/configuration.md documents every one of them with that default."""
-    from infosvc.site.config import SETTINGS
+    from infosvc.config.site import SETTINGS
 
     owners = {"service": ServiceConfig, "store": StoreConfig, "lifecycle": LifecycleConfig,
               "prometheus": PrometheusConfig, "scheduler": SchedulerConfig, "reports": ReportsConfig}

@@ -2,8 +2,8 @@
 (`[[federation.upstreams]]`), how often, how long a silent one is kept, and the bounds of a pull.
 
 A config with upstreams (or `infosvc serve --upstream URL`) makes the server a top level
-(infosvc/federation/, docs/grid.md). Read by infosvc/site/config.py through the same typed table
-reader as every other table (infosvc/site/configtable.py), so unknown keys and wrong types name the key.
+(infosvc/federation/, docs/grid.md). Read by infosvc/config/site.py through the same typed table
+reader as every other table (infosvc/config/table.py), so unknown keys and wrong types name the key.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Sequence
 from urllib.parse import urlsplit
 
-from infosvc.site.configtable import ConfigError, Setting, TomlTable
+from infosvc.config.table import ConfigError, Setting, TomlTable
 
 if TYPE_CHECKING:
-    from infosvc.site.config import SiteConfig
+    from infosvc.config.site import SiteConfig
 
 #: The name of the top level's own site (its own store's hosts) in the union.
 LOCAL_SITE: Final = "local"
@@ -43,7 +43,7 @@ class Upstream:
         return self.name or (urlsplit(self.url).netloc.lower())
 
 
-#: The plain keys of `[federation]`, as infosvc.site.config's SETTINGS declares the other tables'.
+#: The plain keys of `[federation]`, as infosvc.config.site's SETTINGS declares the other tables'.
 SETTINGS: Final = (
     Setting("interval_seconds", 60.0, "how often each upstream's GET /v1/glue is pulled"),
     Setting("delete_delay_seconds", 1800.0, "how long the last good copy of a site that stopped answering is "

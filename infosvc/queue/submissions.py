@@ -17,8 +17,8 @@ from infosvc.model.job import Job, JobGroup, Op, Properties, Simple, resolve
 from infosvc.model.jobneeds import read_needs
 from infosvc.sched.jobs import JobRecord
 from infosvc.sched.request import JobRequest, read_request
-from infosvc.site.eligibility import requirements_of
-from infosvc.site.errors import Forbidden
+from infosvc.queue.eligibility import requirements_of
+from infosvc.errors import Forbidden
 
 __all__ = ["MAX_GROUP_JOBS", "Filer", "Prepared", "prepare", "requirements_again"]
 

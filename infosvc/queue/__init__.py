@@ -1,0 +1,8 @@
+"""The job queue aggregate: submissions read and filed, the scheduling passes against the live
+hosts, executors' reports, and the CEs' figures it publishes. No HTTP.
+This is the package's face: other packages import from here, not from its modules."""
+
+from infosvc.queue.jobqueue import JobQueue
+from infosvc.queue.submissions import TRUSTED, prepare
+
+__all__ = ["TRUSTED", "JobQueue", "prepare"]
