@@ -24,6 +24,7 @@ the matcher and everything else that reads Requested read them too; `read_needs`
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import NamedTuple
 
 from infosvc.errors import DocumentError
 from infosvc.model.job import (
@@ -107,7 +108,15 @@ def _name(props: Properties, number: int) -> str:
     return props.get("Name") or props.get("Id") or str(number)
 
 
-def read_needs(job: Job) -> tuple[Job, tuple[str, ...]]:
+class NeedsRead(NamedTuple):
+    """A resolved job whose needs are read into Requested (read_needs), and what was read so: what
+    the scheduler's request (infosvc.sched.request) and the matcher read, read once."""
+
+    job: Job
+    read_as_requested: tuple[str, ...]
+
+
+def read_needs(job: Job) -> NeedsRead:
     """A resolved job (model.job.resolve) whose levels' Requested lists hold what they need
     written outside Requested, and what was read so: "Processors" for the job itself,
     "TaskGroup Master: Memory", "TaskGroup 1, Task 2: Resource License" for the levels below (a
@@ -124,5 +133,5 @@ def read_needs(job: Job) -> tuple[Job, tuple[str, ...]]:
                  for index, task in enumerate(group.tasks, 1)]
         groups.append(replace(group, properties=own, tasks=tasks))
     if not read:
-        return job, ()
-    return replace(job, properties=props, task_groups=groups), tuple(read)
+        return NeedsRead(job, ())
+    return NeedsRead(replace(job, properties=props, task_groups=groups), tuple(read))

@@ -1,5 +1,6 @@
 """A submitted document read into the jobs the queue takes: the three formats through
-infosvc.codec.submission, each job's owner (from the token that files it, docs/security.md), its
+infosvc.codec.submission, resolved and their needs read once (`read_document`, which POST /v1/match
+reads its documents with too: infosvc.queue.dryrun), each job's owner (from the token that files it, docs/security.md), its
 scheduling request (infosvc.sched.request) and its host requirements compiled by the matcher, and
 a JobGroup's dependencies checked for names that exist and for cycles. CPU-bound: the queue runs
 it off the event loop for large documents."""
@@ -9,18 +10,19 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, replace
+from typing import Callable
 
 from infosvc.codec.submission import parse_submission
 from infosvc.errors import DocumentError, excerpt
 from infosvc.matching import MatchError, Requirements
 from infosvc.model.job import Job, JobGroup, Op, Properties, Simple, resolve
-from infosvc.model.jobneeds import read_needs
+from infosvc.model.jobneeds import NeedsRead, read_needs
 from infosvc.sched.jobs import JobRecord
 from infosvc.sched.request import JobRequest, read_request
 from infosvc.queue.eligibility import requirements_of
 from infosvc.errors import Forbidden
 
-__all__ = ["MAX_GROUP_JOBS", "Filer", "Prepared", "prepare", "requirements_again"]
+__all__ = ["MAX_GROUP_JOBS", "Document", "Filer", "Prepared", "prepare", "read_document", "requirements_again"]
 
 log = logging.getLogger("infosvc.queue")
 
@@ -58,26 +60,47 @@ class Prepared:
     signature: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A job document read: as written (a Job or a JobGroup), its jobs resolved (defaults applied),
+    each with its needs read into Requested, and the warnings owed to the sender."""
+
+    parsed: Job | JobGroup
+    written: list[Job]
+    needs: list[NeedsRead]
+    warnings: list[str]
+
+
+def read_document(body: bytes, content_type: str, most: int, too_many: Callable[[int], Exception]) -> Document:
+    """A document in any of the three formats read into resolved jobs, their needs read once (what
+    a level needs but wrote outside Requested is Requested for the matcher and the scheduler
+    alike); `too_many(count)` is raised for more than `most` jobs, before their needs are read."""
+    parsed, warnings = parse_submission(body, content_type)
+    written = resolve(parsed)
+    if len(written) > most:
+        raise too_many(len(written))
+    return Document(parsed, written, [read_needs(job) for job in written], warnings)
+
+
+def _too_many_jobs(count: int) -> DocumentError:
+    return DocumentError(f"the job group has {count} jobs; at most {MAX_GROUP_JOBS}")
+
+
 def prepare(body: bytes, content_type: str, filer: Filer) -> tuple[list[Prepared], list[str]]:
     """The jobs of a submitted document (a JobGroup gives several), or DocumentError; Forbidden
     when the document names an owner the filer may not file for. CPU-bound."""
-    parsed, warnings = parse_submission(body, content_type)
-    jobs = resolve(parsed)
-    if len(jobs) > MAX_GROUP_JOBS:
-        raise DocumentError(f"the job group has {len(jobs)} jobs; at most {MAX_GROUP_JOBS}")
+    document = read_document(body, content_type, MAX_GROUP_JOBS, _too_many_jobs)
     prepared = []
-    owners = [owner_of(written, filer) for written in jobs]  # refused before any other work
-    for written, owner in zip(jobs, owners):
-        # what a level needs but wrote outside Requested is Requested for the matcher too;
-        # read_request reads it so itself, and says what it read
-        job, _ = read_needs(written)
+    owners = [owner_of(written, filer) for written in document.written]  # refused before the rest
+    for needs, owner in zip(document.needs, owners):
+        job = needs.job
         signature = repr([job.properties.requested] + [(g.properties.requested, [t.properties.requested for t in g.tasks])
                                                        for g in job.effective_task_groups()])
         requirements = _requirements(job, signature)
-        request = replace(read_request(written, owner), asks_hosts=requirements is not None)
+        request = replace(read_request(needs, owner), asks_hosts=requirements is not None)
         prepared.append(Prepared(request, requirements, job.id, signature))
-    _check_group(parsed, prepared)
-    return prepared, warnings
+    _check_group(document.parsed, prepared)
+    return prepared, document.warnings
 
 
 def owner_of(job: Job, filer: Filer) -> str:

@@ -41,7 +41,7 @@ from infosvc.errors import DocumentError, excerpt
 from infosvc.model.durations import seconds
 from infosvc.model.glue import LICENSE
 from infosvc.model.job import Condition, Consumable, Context, Designator, Job, Op, Properties, Simple, Task, Term
-from infosvc.model.jobneeds import read_needs
+from infosvc.model.jobneeds import NeedsRead
 from infosvc.model.nodeset import expand_names, names_upper_bound
 from infosvc.model.noderef import Aggregation, NodeRef, NodeRefError
 from infosvc.model.units import DEFAULT_UNITS, UnitError, convert
@@ -146,12 +146,12 @@ class JobRequest:
         return PRIORITIES[self.priority]
 
 
-def read_request(job: Job, owner: str) -> JobRequest:
-    """The scheduling request of a resolved SSS Job owned by `owner` (decided from the token that
-    filed it, never read here from the document: infosvc.queue.submissions.owner_of); DocumentError
-    for a value the scheduler cannot honour (an unknown priority, a processor range that is empty,
-    too many tasks)."""
-    job, read = read_needs(job)
+def read_request(needs: NeedsRead, owner: str) -> JobRequest:
+    """The scheduling request of a resolved SSS Job, its needs read (infosvc.model.jobneeds), owned
+    by `owner` (decided from the token that filed it, never read here from the document:
+    infosvc.queue.submissions.owner_of); DocumentError for a value the scheduler cannot honour (an
+    unknown priority, a processor range that is empty, too many tasks)."""
+    job, read = needs
     props = job.properties
     priority = _priority(props.get("Priority"))
     tasks = _tasks(job)

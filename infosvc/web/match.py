@@ -1,54 +1,28 @@
-"""POST /v1/match: a dry run of the matcher (infosvc/matching/) over the site as it is, bounded in
-requests under way, in the names its Ranges expand to, in seconds of work, and in the size of its
-answer (docs/security.md, docs/matching.md)."""
+"""POST /v1/match: the HTTP shell of the queue's dry run (infosvc.queue.dryrun), bounded in
+requests under way and in the size of its answer; the names its Ranges expand to and its seconds
+of work are bounded by the dry run (docs/security.md, docs/matching.md)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any
 
 from aiohttp import web
 
-from infosvc.codec.submission import parse_submission
-from infosvc.errors import excerpt
-from infosvc.matching import (
-    AnswerLimits, MatchError, MatchResult, MatchTooCostly, Requirements, Site, SiteSnapshot, SiteView, SyncedColumns,
-    check_range_budget, compile_requirements, match,
-)
-from infosvc.matching.hostcolumns import HostColumns, columns_for
-from infosvc.model.job import Job, resolve
-from infosvc.model.jobneeds import read_needs
-from infosvc.model.node import Node
 from infosvc.errors import Invalid
 from infosvc.hosts import QueryError
+from infosvc.matching import AnswerLimits, MatchResult, MatchTooCostly
+from infosvc.model.job import Job
+from infosvc.queue import dry_run, prepare_match
 from infosvc.web.bodies import read_body
 from infosvc.web.errors import HttpError
 from infosvc.web.keys import AGGREGATOR, MATCH_GATE
 from infosvc.web.negotiate import JSON
 
-if TYPE_CHECKING:
-    from infosvc.hosts import Rollup
-
-    def _rollup_is_a_site_view(rollup: Rollup) -> SiteView:
-        """For mypy alone: the roll-up POST /v1/match hands the matcher is what it reads of a site."""
-        return rollup
-
-#: The most jobs one POST /v1/match answers for: every answer lists every host with its reasons,
-#: so one small body of many jobs could otherwise cost minutes of CPU and gigabytes of answer.
-MAX_MATCH_JOBS = 16
-
-#: Sites of up to this many hosts are matched on the event loop (a few ms at most, within the work
-#: budget); larger ones in a worker thread, over a snapshot of the roll-up, so that the loop goes
-#: on taking reports meanwhile.
-RENDER_IN_THREAD_HOSTS = 500
-
 #: POST /v1/match requests under way at once; the next is answered 503 at once, before its body is
 #: read, so that a flood of matches holds neither memory nor the event loop.
 MAX_MATCHES_IN_FLIGHT = 8
-#: Seconds of matching and explaining one POST /v1/match may cost, all its jobs together.
-MATCH_BUDGET_SECONDS = 2.0
 #: Worker threads that parse and match POST /v1/match bodies: the rest wait their turn.
 MATCH_WORKERS = 2
 
@@ -64,43 +38,6 @@ class MatchGate:
     def __init__(self) -> None:
         self.in_flight = 0
         self.workers = asyncio.Semaphore(MATCH_WORKERS)
-
-
-@dataclass(slots=True)
-class PreparedMatch:
-    """A POST /v1/match body read into jobs, checked against the request's budget, compiled."""
-
-    jobs: list[Job]
-    compiled: list[Requirements]
-    warnings: list[str]
-    #: per job, what it wrote outside Requested and was read as Requested (infosvc.model.jobneeds)
-    read_as_requested: list[tuple[str, ...]] = field(default_factory=list)
-
-
-def prepare_match(body: bytes, content_type: str) -> PreparedMatch:
-    """Parse, resolve and compile a POST /v1/match body (in a worker thread: a body of 1 MB takes
-    tens of ms to parse). The Ranges of all its jobs share one budget, checked before any is
-    expanded."""
-    job, warnings = parse_submission(body, content_type)  # SSS Job XML, CCS job XML or grid JSON v2
-    read = [read_needs(one) for one in resolve(job)]
-    jobs = [one for one, _ in read]
-    if not jobs:
-        raise Invalid("the JobGroup has no job to match")
-    if len(jobs) > MAX_MATCH_JOBS:  # each answer names every host: ~2 MB and ~0.1 s at 10,000 hosts
-        raise Invalid(f"a match takes at most {MAX_MATCH_JOBS} jobs; this JobGroup has {len(jobs)}",
-                      "send the jobs in smaller groups")
-    try:
-        check_range_budget(jobs)
-    except MatchError as exc:
-        raise Invalid("the job cannot be matched as written", str(exc)) from None
-    compiled = []
-    for one in jobs:
-        try:
-            compiled.append(compile_requirements(one))
-        except MatchError as exc:
-            detail = str(exc) if len(jobs) == 1 else f"job {excerpt(one.id)}: {exc}"
-            raise Invalid("the job cannot be matched as written", detail) from None
-    return PreparedMatch(jobs, compiled, warnings, [names for _, names in read])
 
 
 def answer_limits(request: web.Request) -> AnswerLimits:
@@ -140,14 +77,6 @@ def render_match(jobs: list[Job], results: list[MatchResult], warnings: list[str
                                 for job, result, names in zip(jobs, results, read)]})
 
 
-def match_and_render(prepared: PreparedMatch, rollup: SiteView, node_of: Callable[[str], Node | None], site: Site,
-                     columns: HostColumns | SyncedColumns | None, limits: AnswerLimits) -> str:
-    """Every job matched and the answer written, within the request's work budget."""
-    results = [match(requirements, rollup, node_of, site, columns=columns) for requirements in prepared.compiled]
-    return render_match(prepared.jobs, results, prepared.warnings, len(prepared.jobs) > 1, limits,
-                        prepared.read_as_requested)
-
-
 async def post_match(request: web.Request) -> web.Response:
     """A dry run: which hosts fit this job (each job of a JobGroup), best first, and why the others
     do not (infosvc/matching/). Parsing, and on large sites matching, run in worker threads; the
@@ -163,26 +92,14 @@ async def post_match(request: web.Request) -> web.Response:
         body = await read_body(request, agg.config.service)
         async with gate.workers:
             prepared = await asyncio.to_thread(prepare_match, body, request.headers.get("Content-Type", ""))
-            for requirements in prepared.compiled:  # one budget for the request: its jobs share it
-                requirements.start_budget(MATCH_BUDGET_SECONDS)
-            entries = agg.table.entries
+            group = len(prepared.jobs) > 1
 
-            def node_of(host_id: str) -> Node | None:
-                entry = entries.get(host_id)
-                return entry.node if entry is not None else None
+            def answer(results: list[MatchResult]) -> str:
+                return render_match(prepared.jobs, results, prepared.warnings, group, limits,
+                                    prepared.read_as_requested)
 
-            rollup = agg.table.rollup
-            site = Site.of(rollup)
-            # The columns kept for this roll-up: the HostTable's nodes change only with their Hosts.
-            keeper = columns_for(rollup)
             try:
-                if len(rollup.hosts) <= RENDER_IN_THREAD_HOSTS:
-                    text = match_and_render(prepared, rollup, node_of, site, keeper, limits)
-                else:
-                    snapshot = SiteSnapshot(rollup, node_of)
-                    synced = SyncedColumns(keeper.sync(rollup, node_of))
-                    text = await asyncio.to_thread(match_and_render, prepared, snapshot, snapshot.node_of, site,
-                                                   synced, limits)
+                text = await dry_run(prepared, agg.table, answer)
             except MatchTooCostly as exc:
                 raise Invalid("the job is too costly to match against this site", str(exc)) from None
     finally:

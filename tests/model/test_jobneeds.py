@@ -96,13 +96,14 @@ def test_reading_again_reads_nothing_more() -> None:
 
 
 def test_the_scheduler_reads_them() -> None:
+    from infosvc.model.jobneeds import read_needs
     from infosvc.sched.request import read_request
 
     [job] = jobs_of((FIXTURES / "simple.xml").read_text())
-    request = read_request(job, "someone")
+    request = read_request(read_needs(job), "someone")
     assert (request.min_processors, request.max_processors, request.read_as_requested) == (16, 16, ("Processors",))
     [group_memory] = jobs_of("<Job><Id>j</Id><TaskGroup><Name>g</Name><Memory units='GB'>2</Memory></TaskGroup></Job>")
-    assert read_request(group_memory, "someone").memory_mb == 2048
+    assert read_request(read_needs(group_memory), "someone").memory_mb == 2048
 
 
 # --- joining them to a Requested list of any grouping -----------------------------------------------

@@ -5,6 +5,8 @@ every time, not remembered as compiled."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from infosvc.errors import DocumentError
@@ -44,3 +46,47 @@ def test_a_job_the_matcher_refuses_is_refused_each_time() -> None:
     for _ in range(2):
         with pytest.raises(DocumentError, match="names more than"):
             prepare(bad, "application/xml", Filer("user"))
+
+
+GROUP = (b"<JobGroup><Id>g</Id>"
+         + b"".join(f"<Job><Id>j{i}</Id><Executable>/bin/true</Executable><Memory units='GB'>{i + 1}</Memory>"
+                    f"<Feature>f{i}</Feature></Job>".encode() for i in range(3))
+         + b"</JobGroup>")
+
+
+@pytest.mark.parametrize("path", ["submission", "match"])
+def test_each_job_is_read_once_by_one_preparation(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """POST /v1/jobs and POST /v1/match read a document the same way, in one place: each job's
+    needs (what it wrote outside Requested) are read once, and both see what was read."""
+    from infosvc.queue.dryrun import prepare_match
+
+    read: list[str] = []
+    real = submissions.read_needs
+
+    def counted(job: Any) -> Any:
+        read.append(job.id)
+        return real(job)
+
+    monkeypatch.setattr(submissions, "read_needs", counted)
+    if path == "submission":
+        prepared, _ = prepare(GROUP, "application/xml", Filer("user"))
+        said = [item.request.read_as_requested for item in prepared]
+        memory = [item.request.memory_mb for item in prepared]
+        assert memory == [1024, 2048, 3072]
+    else:
+        match = prepare_match(GROUP, "application/xml")
+        said = match.read_as_requested
+    assert read == ["j0", "j1", "j2"]
+    assert all("Memory" in " ".join(names) and "Feature" in " ".join(names) for names in said), said
+
+
+def test_no_other_module_reads_needs_again() -> None:
+    """The scheduler's request and the matcher take the needs as read (model.jobneeds.NeedsRead)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(submissions.__file__).resolve().parents[1]
+    callers = sorted(str(path.relative_to(root)) for path in root.rglob("*.py")
+                     if any(isinstance(node, ast.Name) and node.id == "read_needs"
+                            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))))
+    assert callers == ["queue/submissions.py"], callers

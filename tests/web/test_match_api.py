@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from support.server import Server, ServerFactory
@@ -202,7 +204,7 @@ def test_job_group_with_a_job_that_cannot_be_matched_names_it(site: Server) -> N
 def test_job_group_of_too_many_jobs_is_refused(site: Server) -> None:
     # Each answer lists every host with its reasons: a 256 KiB body of 12,000 tiny jobs was minutes
     # of CPU and gigabytes of answer at 10,000 hosts (found in review).
-    from infosvc.web.match import MAX_MATCH_JOBS
+    from infosvc.queue.dryrun import MAX_MATCH_JOBS
 
     def group(n: int) -> bytes:
         return b"<JobGroup><Id>g</Id>" + b"".join(b"<Job><Id>j%d</Id></Job>" % i for i in range(n)) + b"</JobGroup>"
@@ -269,7 +271,8 @@ def test_a_large_site_is_matched_off_the_event_loop_with_the_same_answer() -> No
     import json
 
     from support.documents import make_node
-    from infosvc.web import match as api
+    from infosvc.queue import dryrun as api
+    from infosvc.web.match import render_match
     from infosvc.codec.job_xml import parse_job
     from infosvc.matching.hostcolumns import HostColumns
     from infosvc.matching import AnswerLimits, Site, SiteSnapshot, SyncedColumns, compile_requirements
@@ -291,13 +294,17 @@ def test_a_large_site_is_matched_off_the_event_loop_with_the_same_answer() -> No
     def prepared() -> api.PreparedMatch:
         return api.PreparedMatch(jobs, [compile_requirements(jobs[0])], ["w"])
 
+    def match_and_render(prepared: api.PreparedMatch, *how: Any) -> str:
+        return render_match(prepared.jobs, api.match_all(prepared, *how[:4]), prepared.warnings, False, how[4],
+                            prepared.read_as_requested)
+
     keeper = HostColumns()
-    live = api.match_and_render(prepared(), rollup, nodes.get, site, keeper, limits)
+    live = match_and_render(prepared(), rollup, nodes.get, site, keeper, limits)
     snapshot = SiteSnapshot(rollup, nodes.get)
     synced = SyncedColumns(keeper.sync(rollup, nodes.get))
-    in_thread = asyncio.run(asyncio.to_thread(api.match_and_render, prepared(), snapshot, snapshot.node_of, site,
+    in_thread = asyncio.run(asyncio.to_thread(match_and_render, prepared(), snapshot, snapshot.node_of, site,
                                               synced, limits))
-    general = api.match_and_render(prepared(), snapshot, snapshot.node_of, site, None, limits)
+    general = match_and_render(prepared(), snapshot, snapshot.node_of, site, None, limits)
     assert in_thread == live == general
     answer = json.loads(live)
     assert answer["matches_total"] + answer["rejected_hosts"] == len(rollup.hosts) == len(snapshot)

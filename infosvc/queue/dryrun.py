@@ -1,0 +1,113 @@
+"""POST /v1/match apart from HTTP: a dry run of the queue's matcher over the site as it is. The
+document is read as a submission is (infosvc.queue.submissions.read_document: one preparation, the
+needs read once), its jobs compiled within one budget of names and seconds, and matched on the
+event loop for a small site, over a snapshot in a worker thread for a large one (docs/matching.md,
+docs/security.md)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from infosvc.errors import Invalid, excerpt
+from infosvc.hosts import HostTable
+from infosvc.matching import (
+    MatchError, MatchResult, Requirements, Site, SiteSnapshot, SiteView, SyncedColumns, check_range_budget,
+    compile_requirements, match,
+)
+from infosvc.matching.hostcolumns import HostColumns, columns_for
+from infosvc.model.job import Job
+from infosvc.model.node import Node
+from infosvc.queue.submissions import read_document
+
+if TYPE_CHECKING:
+    from infosvc.hosts import Rollup
+
+    def _rollup_is_a_site_view(rollup: Rollup) -> SiteView:
+        """For mypy alone: the roll-up a dry run hands the matcher is what it reads of a site."""
+        return rollup
+
+__all__ = ["MATCH_BUDGET_SECONDS", "MAX_MATCH_JOBS", "RENDER_IN_THREAD_HOSTS", "PreparedMatch", "dry_run",
+           "match_all", "prepare_match"]
+
+#: The most jobs one POST /v1/match answers for: every answer lists every host with its reasons,
+#: so one small body of many jobs could otherwise cost minutes of CPU and gigabytes of answer.
+MAX_MATCH_JOBS = 16
+#: Sites of up to this many hosts are matched on the event loop (a few ms at most, within the work
+#: budget); larger ones in a worker thread, over a snapshot of the roll-up, so that the loop goes
+#: on taking reports meanwhile.
+RENDER_IN_THREAD_HOSTS = 500
+#: Seconds of matching and explaining one POST /v1/match may cost, all its jobs together.
+MATCH_BUDGET_SECONDS = 2.0
+
+
+@dataclass(slots=True)
+class PreparedMatch:
+    """A POST /v1/match body read into jobs, checked against the request's budget, compiled."""
+
+    jobs: list[Job]
+    compiled: list[Requirements]
+    warnings: list[str]
+    #: per job, what it wrote outside Requested and was read as Requested (infosvc.model.jobneeds)
+    read_as_requested: list[tuple[str, ...]] = field(default_factory=list)
+
+
+def _too_many(count: int) -> Invalid:
+    # each answer names every host: ~2 MB and ~0.1 s at 10,000 hosts
+    return Invalid(f"a match takes at most {MAX_MATCH_JOBS} jobs; this JobGroup has {count}",
+                   "send the jobs in smaller groups")
+
+
+def prepare_match(body: bytes, content_type: str) -> PreparedMatch:
+    """Read, resolve and compile a POST /v1/match body (in a worker thread: a body of 1 MB takes
+    tens of ms to parse). The Ranges of all its jobs share one budget, checked before any is
+    expanded."""
+    document = read_document(body, content_type, MAX_MATCH_JOBS, _too_many)
+    jobs = [needs.job for needs in document.needs]
+    if not jobs:
+        raise Invalid("the JobGroup has no job to match")
+    try:
+        check_range_budget(jobs)
+    except MatchError as exc:
+        raise Invalid("the job cannot be matched as written", str(exc)) from None
+    compiled = []
+    for one in jobs:
+        try:
+            compiled.append(compile_requirements(one))
+        except MatchError as exc:
+            detail = str(exc) if len(jobs) == 1 else f"job {excerpt(one.id)}: {exc}"
+            raise Invalid("the job cannot be matched as written", detail) from None
+    for requirements in compiled:  # one budget for the request: its jobs share it
+        requirements.start_budget(MATCH_BUDGET_SECONDS)
+    return PreparedMatch(jobs, compiled, document.warnings, [needs.read_as_requested for needs in document.needs])
+
+
+def match_all(prepared: PreparedMatch, site_view: SiteView, node_of: Callable[[str], Node | None], site: Site,
+              columns: HostColumns | SyncedColumns | None) -> list[MatchResult]:
+    """Every job of the request matched, within its work budget (MatchTooCostly past it)."""
+    return [match(requirements, site_view, node_of, site, columns=columns) for requirements in prepared.compiled]
+
+
+async def dry_run(prepared: PreparedMatch, table: HostTable, answer: Callable[[list[MatchResult]], str]) -> str:
+    """The prepared jobs matched against the site now and the answer written by `answer`: on the
+    loop for a small site, else in a worker thread over a snapshot (the loop takes reports
+    meanwhile)."""
+    entries = table.entries
+
+    def node_of(host_id: str) -> Node | None:
+        entry = entries.get(host_id)
+        return entry.node if entry is not None else None
+
+    rollup = table.rollup
+    site = Site.of(rollup)
+    keeper = columns_for(rollup)  # kept for this roll-up: the table's nodes change only with their Hosts
+    if len(rollup.hosts) <= RENDER_IN_THREAD_HOSTS:
+        return answer(match_all(prepared, rollup, node_of, site, keeper))
+    snapshot = SiteSnapshot(rollup, node_of)
+    synced = SyncedColumns(keeper.sync(rollup, node_of))
+
+    def work() -> str:
+        return answer(match_all(prepared, snapshot, snapshot.node_of, site, synced))
+
+    return await asyncio.to_thread(work)
