@@ -3,6 +3,7 @@ roll-up of them all, their history, and the filters that list them. No HTTP.
 This is the package's face: other packages import from here, not from its modules."""
 
 from infosvc.hosts.aggregator import Aggregator
+from infosvc.hosts.glue_host import host_from_node
 from infosvc.hosts.history import HISTORY_MAX, parse_time
 from infosvc.hosts.lifecycle import NodeState
 from infosvc.hosts.query import PARAMETERS, HostFilter, QueryError, nodeset_order
@@ -11,5 +12,6 @@ from infosvc.hosts.table import HostEntry, HostTable, iso_time
 from infosvc.hosts.tokens import Role, TokenFileError, Tokens, new_token
 
 __all__ = ["HISTORY_MAX", "PARAMETERS", "Aggregator", "HostEntry", "HostFilter", "HostTable", "NodeState",
-           "QueryError", "Role", "Rollup", "TokenFileError", "Tokens", "iso_time", "new_token", "nodeset_order",
+           "QueryError", "Role", "Rollup", "TokenFileError", "Tokens", "host_from_node", "iso_time", "new_token",
+           "nodeset_order",
            "parse_time"]

@@ -22,7 +22,8 @@ from infosvc.config import SiteConfig
 from infosvc.hosts.table import iso_time
 from infosvc.hosts.lifecycle import node_state
 from infosvc.hosts.query import QueryError
-from infosvc.hosts.rollup import Rollup, host_from_node
+from infosvc.hosts.rollup import Rollup
+from infosvc.hosts.glue_host import host_from_node
 from infosvc.store import HostEvent, Store
 
 #: the most reports one history answer holds

@@ -1,10 +1,10 @@
 """The GLUE roll-up: SSS Nodes -> GLUE Hosts -> homogeneous SubClusters -> Clusters -> CEs.
 
-`host_from_node` is the SSS -> GLUE mapping of one host (docs/glue-mapping.md), a pure function.
-`Rollup` keeps the tree incrementally: `update` with one host changes that host and the running
-aggregates of its subcluster (and of the one it left, when its hardware changed); clusters and
+The SSS -> GLUE mapping of one host is infosvc.hosts.glue_host's. `Rollup` keeps the tree
+incrementally: `update` with one host changes that host and the running aggregates of its subcluster (and of the one it left, when its hardware changed); clusters and
 computing elements are summed from their subclusters when asked, which costs the number of
-subclusters, not of hosts.
+subclusters, not of hosts, and the CEs publish the job queue's figures, read at each rendering
+through model.glue.CEQueueFigures.
 
 A subcluster is the set of hosts of one cluster that share the homogeneity key: processor model
 and clock, CPU count, RAM size (to the nearest GiB: identical machines differ by a few MB of
@@ -18,209 +18,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import Iterable, Iterator, KeysView
 
+from infosvc.config import SiteConfig, cluster_licenses
+from infosvc.hosts.glue_host import host_from_node
 from infosvc.model import glue
 from infosvc.model.glue import NO_QUEUE, CEQueueFigures, Host, SubCluster
-from infosvc.model.node import Consumable, Node
-from infosvc.config import SiteConfig
-from infosvc.config import cluster_licenses, resources_of
 
-MB = "MB"
-
-
-#: Larger counts (MHz, KB, bytes of MTU, tasks) are no measurement of a real host.
-_MAX_COUNT = 1 << 31
-
-
-def _int(text: str | None) -> int | None:
-    """A non-negative count written in an Extension (free text); None when it is not one."""
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return int(value) if 0 <= value < _MAX_COUNT else None
-
-
-def _mb(item: Consumable | None) -> int | None:
-    """`item` in whole MB; None when absent or in units that are no size (units is free text in an
-    SSS document, and a report the store has committed must not fail to publish)."""
-    if item is None:
-        return None
-    try:
-        if item.units == MB:
-            # What the agent writes: the same number as item.amount(MB) gives (a shift by 2^0),
-            # without its unit lookups.
-            return int(float(item.value))
-        return int(item.amount(MB))
-    except (ValueError, OverflowError):
-        return None
-
-
-_SPANS = ("1min", "5min", "15min")
-
-
-def _load(loads: dict[str | None, float], cpus: int) -> tuple[glue.Load, glue.Load] | None:
-    """ProcessorLoad and SMPLoad as GLUE defines them: (available CPUs - runnable tasks) x 100.
-
-    `loads` is the load average by span. SMPLoad is for the whole node; ProcessorLoad is the same
-    per processor, so that nodes of different sizes compare (a single-CPU node has the two equal).
-    """
-    if len(loads) != 3 or cpus <= 0:
-        return None
-    l1, l5, l15 = loads["1min"], loads["5min"], loads["15min"]
-    if not (0 <= l1 < _MAX_COUNT and 0 <= l5 < _MAX_COUNT and 0 <= l15 < _MAX_COUNT):
-        return None
-    # Positional: glue.Load(last_1min, last_5min, last_15min).
-    return (glue.Load(round((cpus - l1) * 100 / cpus), round((cpus - l5) * 100 / cpus),
-                      round((cpus - l15) * 100 / cpus)),
-            glue.Load(round((cpus - l1) * 100), round((cpus - l5) * 100), round((cpus - l15) * 100)))
-
-
-def _address(first: str | None, others: Iterable[str]) -> str | None:
-    """The address GLUE publishes for an adapter: its first IPv4 one, else its first (of `first`
-    and then `others`, in document order)."""
-    # Prefer IPv4: GLUE 1.1 predates IPv6 in practice, and consumers expect a dotted quad.
-    if first is None or ":" not in first:
-        return first
-    return next((a for a in others if ":" not in a), first)
-
-
-@lru_cache(maxsize=1024)
-def _processor(vendor: str | None, model: str | None, version: str | None, clock_speed: str | None,
-               instruction_set: str | None, flags: str | None, cache_l1: str | None, cache_l1i: str | None,
-               cache_l1d: str | None, cache_l2: str | None) -> glue.Processor:
-    """The Processor group from its Extensions' text.
-
-    Memoized, as are the other groups a host repeats in every report and shares with the hosts
-    of its kind: a frozen dataclass's __init__ sets each field with an object.__setattr__ call,
-    which makes this one cost several times the look-up; being frozen, one object serves every
-    host. Keyed by the text, so that a hit also skips parsing the counts. Bounded: a site of more
-    kinds than that only loses some of the saving.
-    """
-    return glue.Processor(vendor, model, version, _int(clock_speed), instruction_set, flags, _int(cache_l1),
-                          _int(cache_l1i), _int(cache_l1d), _int(cache_l2))
-
-
-# Memoized like _processor. typed=True where a number is an argument: 1 and 1.0 are one key to a
-# plain lru_cache, and the group must hold what was asked for.
-_architecture = lru_cache(maxsize=1024, typed=True)(glue.Architecture)
-_operating_system = lru_cache(maxsize=1024)(glue.OperatingSystem)
-_benchmark = lru_cache(maxsize=1024, typed=True)(glue.Benchmark)
-_application_software = lru_cache(maxsize=1024)(glue.ApplicationSoftware)
-
-_NONE: dict[str, str] = {}  # the Extensions of a context the node does not have (never written to)
-
-
-def host_from_node(node: Node, state: str, config: SiteConfig, last_report: str, paused: bool = False,
-                   reason: str | None = None, clock_skew: float | None = None) -> Host:
-    """The GLUE Host of an SSS Node as the agent writes it (docs/node-mapping.md).
-
-    It runs for every report ingested and for every host at start, so it reads each list of the
-    node once (the Extensions, then each category's consumables) rather than once per value it
-    needs, and builds the GLUE objects with positional arguments: keywords cost a third more in
-    a frozen dataclass's __init__. The arguments are in glue's field order, named in comments;
-    tests/site/test_rollup.py gives every field a value of its own, which tells a swap.
-    """
-    # context (Extension type) -> name -> value of the first Extension of that name, as
-    # Node.extensions_of has it. The one name that repeats in a context is an adapter's Address
-    # (one per address): its further values go to `more`, in document order, so that the common
-    # case costs no test of the name. The agent writes the Extensions of a context together, so
-    # the context's dict is looked up only when the context changes.
-    by_type: dict[str | None, dict[str, str]] = {}
-    more: dict[tuple[str | None, str], list[str]] = {}
-    current: str | None = None
-    found = by_type[None] = {}  # untyped Extensions: kept, never read
-    for ext in node.extensions:
-        context = ext.type
-        if context != current:
-            current = context
-            found = by_type.setdefault(context, {})
-        name = ext.name
-        if name not in found:
-            found[name] = ext.value
-        else:
-            more.setdefault((context, name), []).append(ext.value)
-
-    # Of Processors, Memory and Swap the first of a category counts, as Properties.get has it; of
-    # a FileSystem resource the last of a mount point, in the place of the first.
-    configured: dict[str, Consumable] = {}
-    sizes: dict[str | None, Consumable] = {}
-    nics: list[str] = []
-    for item in node.configured.items:
-        kind = item.kind
-        if kind == "Resource":
-            if item.name == "FileSystem":
-                sizes[item.type] = item
-            elif item.name == "NetworkAdapter" and item.type and item.type != "lo":
-                nics.append(item.type)
-        elif kind not in configured:
-            configured[kind] = item
-    available: dict[str, Consumable] = {}
-    frees: dict[str | None, Consumable] = {}
-    for item in node.available.items:
-        kind = item.kind
-        if kind == "Resource":
-            if item.name == "FileSystem":
-                frees[item.type] = item
-        elif kind not in available:
-            available[kind] = item
-    loads: dict[str | None, float] = {}
-    for item in node.utilized.items:
-        # The name first: most utilized items are adapter counters, and only a Resource has one.
-        if item.name == "Load" and item.kind == "Resource" and item.type in _SPANS:
-            loads[item.type] = float(item.value)
-
-    processors = configured.get("Processors")
-    cpus = int(processors.value) if processors is not None else 0
-    free = available.get("Processors")
-
-    file_systems = []
-    for root, size in sizes.items():
-        if root is None:
-            continue
-        fs_ext = by_type.get(f"FileSystem:{root}", _NONE)
-        # root, name, type, read_only, size, available_space, remote
-        file_systems.append(glue.FileSystem(
-            root, fs_ext.get("Device", root), fs_ext.get("Type"), fs_ext.get("ReadOnly", "false").lower() == "true",
-            _mb(size), _mb(frees.get(root)), fs_ext.get("Kind") == "remote"))
-
-    adapters = []
-    for nic in nics:
-        context = f"NetworkAdapter:{nic}"
-        nic_ext = by_type.get(context, _NONE)
-        address = _address(nic_ext.get("Address"), more.get((context, "Address"), ()))
-        # name, ip_address, mtu
-        adapters.append(glue.NetworkAdapter(nic, address, _int(nic_ext.get("MTU"))))
-
-    os_ext = by_type.get("OperatingSystem", _NONE)
-    cpu = by_type.get("Processor", _NONE)
-    load = _load(loads, cpus)
-    cluster = config.cluster_of(node.id)
-    bench = config.benchmark_of(node.id)
-    software = config.software_of(node.id)
-    return Host(
-        node.id, node.name or node.id, state, last_report, cluster.id,  # unique_id, name, state, last_report, cluster
-        _architecture(node.arch, cpus or None),
-        _operating_system(os_ext.get("Name") or node.opsys, os_ext.get("Release"), os_ext.get("Version")),
-        _benchmark(bench.si00, bench.sf00) if bench is not None else None,
-        _application_software(software) if software else None,
-        _processor(cpu.get("Vendor"), cpu.get("Model"), cpu.get("Version"), cpu.get("ClockSpeed"),
-                   cpu.get("InstructionSet") or node.arch, cpu.get("Flags"), cpu.get("CacheL1"), cpu.get("CacheL1I"),
-                   cpu.get("CacheL1D"), cpu.get("CacheL2")),
-        # ram_size, ram_available, virtual_size, virtual_available
-        glue.MainMemory(_mb(configured.get("Memory")), _mb(available.get("Memory")), _mb(configured.get("Swap")),
-                        _mb(available.get("Swap"))),
-        tuple(file_systems),
-        load[0] if load else None, load[1] if load else None,  # processor_load, smp_load
-        tuple(adapters),
-        cpus, max(0, int(free.value)) if free is not None else 0,  # total_cpus, available_cpus
-        node.state, paused, reason,  # reported_state, paused, reason
-        resources=resources_of(config.resources, node.id, cluster.id), clock_skew_seconds=clock_skew,
-    )
+__all__ = ["Rollup", "Totals", "host_from_node", "ram_class_mb", "subcluster_key"]
 
 
 def ram_class_mb(ram_size: int | None) -> int | None:

@@ -20,7 +20,8 @@ from infosvc.codec.node_xml import node_to_xml, parse_node
 from infosvc.errors import DocumentError
 from infosvc.hosts.lifecycle import NodeState, node_state, unreachable_at
 from infosvc.model.node import Node
-from infosvc.hosts.rollup import Rollup, host_from_node
+from infosvc.hosts.rollup import Rollup
+from infosvc.hosts.glue_host import host_from_node
 from infosvc.config import SiteConfig
 from infosvc.store import HostRecord
 

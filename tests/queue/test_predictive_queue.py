@@ -1,7 +1,7 @@
 """The job queue under `[scheduler] policy = "predictive"` (infosvc/queue/jobqueue.py,
 queue/predictions.py, queue/planning.py): predictions from each owner's ended jobs, the slack order
 within a CCS priority, the priorities still first; a real Aggregator and SQLite store on a clock the
-test moves, as tests/site/test_queue.py."""
+test moves, as tests/queue/test_queue.py."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ servers: an allowed origin's answers, refusals included, carry Access-Control-Al
 preflight on a path of the route table is a 204 naming that path's methods; any other origin gets
 no Access-Control-* header, and its preflight stays the router's 405; "*" lets any origin read;
 CORS grants no access a token does not. Without the setting there is no CORS at all
-(tests/web/test_security_access.py); the values refused at load are in tests/site/test_siteconfig.py.
+(tests/web/test_security_access.py); the values refused at load are in tests/config/test_siteconfig.py.
 """
 
 from __future__ import annotations
