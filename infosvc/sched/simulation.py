@@ -35,7 +35,7 @@ BOUND_SECONDS = 10.0
 
 @dataclass(frozen=True, slots=True)
 class SimJob:
-    """A trace's job as the scheduler reads it (a `Sized` Queued): `id` orders jobs of one submit
+    """A trace's job as the scheduler reads it (a Queued): `id` orders jobs of one submit
     time by their number."""
 
     number: int
