@@ -12,9 +12,9 @@ from typing import Any, Awaitable, Callable, Iterator
 import pytest
 
 from infosvc.matching import Site
+from infosvc.model.ccsjob import JobState
 from infosvc.publish.jobs import job_json
 from infosvc.sched import Policy
-from infosvc.sched.jobs import JobState
 from infosvc.site.aggregator import Aggregator
 from infosvc.site.config import parse_config
 from infosvc.site.queue import JobQueue
