@@ -281,7 +281,8 @@ def _shares(tree: GlueTree, ces: Sequence[ComputingElement], ids: _Ids) -> tuple
         pid = f"{ids.urn}:mappingpolicy:{local(ce.unique_id)}"
         if rules:
             mappings.append(_policy("MappingPolicy", pid, share_dn, rules, ids.urn,
-                                    Assoc("ShareID", "ShareID", (sid,), True), ("GLUE2MappingPolicyShareForeignKey", sid)))
+                                    Assoc("ShareID", "ShareID", (sid,), True),
+                                    ("GLUE2MappingPolicyShareForeignKey", sid)))
         shares.append(Entity(
             "ComputingShare", "Share", sid, share_dn, ce.name, [ids.mark],
             base_attrs=[("Description", f"computing element {ce.unique_id}")],

@@ -37,8 +37,8 @@ def test_the_six_states_and_what_each_rendering_names_them() -> None:
 
 def test_the_scheduler_and_the_ccs_documents_share_the_one_enum() -> None:
     assert not hasattr(jobs, "CcsState") and jobs.JobState is JobState  # defined once, in the model
-    fields = {f.name: f.type for f in dataclasses.fields(CcsJob)} | {f.name: f.type for f in dataclasses.fields(JobRecord)}
-    assert fields["status"] == "JobState" and fields["state"] == "JobState"
+    types = {f.name: f.type for record_type in (CcsJob, JobRecord) for f in dataclasses.fields(record_type)}
+    assert types["status"] == "JobState" and types["state"] == "JobState"
     document = (b'<Job xmlns="http://www.microsoft.com/ComputeCluster/" Status="Completed"><Tasks>'
                 b'<Task CommandLine="x" Status="Cancelled"/></Tasks></Job>')
     job = parse_ccs_job(document)
