@@ -17,7 +17,6 @@ from calendar import timegm
 from dataclasses import dataclass
 from typing import Any, Final
 
-DEFAULT_SERVER: Final = "http://127.0.0.1:8080"
 TIMEOUT_SECONDS: Final = 15.0
 #: The most the command line reads of one answer (GET /v1/jobs with 10,000 jobs is ~10 MB).
 MAX_ANSWER_BYTES: Final = 64 * 1024 * 1024

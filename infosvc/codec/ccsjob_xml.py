@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable, Final, TypeVar
 
 from infosvc.errors import DocumentError, Problem
 from infosvc.model.ccsjob import (
-    CcsJob, CcsPriority, CcsState, CcsTask, format_runtime, parse_depend, parse_licenses, parse_nodes,
+    CcsJob, CcsPriority, CcsTask, JobState, format_runtime, parse_depend, parse_licenses, parse_nodes,
     parse_runtime,
 )
 
@@ -168,7 +168,7 @@ def ccs_job_from_element(root: etree._Element) -> CcsJob:
         user=read.value(root, "User", _text, ""),
         submitted_by=read.value(root, "SubmittedBy", _text, ""),
         message=read.value(root, "Message", _text, ""),
-        status=read.value(root, "Status", CcsState.from_text, CcsState.NOT_SUBMITTED),
+        status=read.value(root, "Status", JobState.from_text, JobState.NOT_SUBMITTED),
         priority=read.value(root, "Priority", CcsPriority, CcsPriority.NORMAL),
         is_exclusive=read.value(root, "IsExclusive", _boolean, True),
         is_backfill=read.value(root, "IsBackfill", _boolean, False),
@@ -208,7 +208,7 @@ def _task(read: _Reader, element: etree._Element, job: CcsJob) -> CcsTask:
         name=read.value(element, "Name", _stripped, ""),
         id=read.value(element, "Id", _int, 0),
         parent_job_id=read.value(element, "ParentJobId", _int, 0),
-        status=read.value(element, "Status", CcsState.from_text, CcsState.NOT_SUBMITTED),
+        status=read.value(element, "Status", JobState.from_text, JobState.NOT_SUBMITTED),
         exit_code=read.value(element, "ExitCode", _int, 0),
         message=read.value(element, "Message", _text, ""),
         depend=read.value(element, "Depend", parse_depend, []),

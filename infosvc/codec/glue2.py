@@ -20,12 +20,12 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import Final, Iterable, Union
+from typing import Final, Iterable, Sequence, Union
 from urllib.parse import urlsplit
 
 from infosvc.codec.glue_xml import count
 from infosvc.codec.gridformat import GridOptions, site_id
-from infosvc.model.glue import GlueTree, SubCluster
+from infosvc.model.glue import ComputingElement, GlueTree, SubCluster
 from infosvc.model.snapshot import Snapshot, snapshot_of
 
 SUFFIX: Final = "o=glue"
@@ -154,89 +154,137 @@ def _minutes(value: int) -> int | None:
     return value * 60 if value > 0 else None
 
 
+@dataclass(frozen=True, slots=True)
+class _Ids:
+    """The ids and DNs of one site's entities, which each family's builder names in its associations
+    and foreign keys: made once, so that every family names the others alike."""
+
+    site: str
+    urn: str
+    #: InfosvcSnapshot=<id>, the OtherInfo of the service and the shares
+    mark: str
+    service: str
+    endpoint: str
+    manager: str
+    service_dn: str
+    manager_dn: str
+    #: CE id -> its share's id; subcluster id -> its execution environment's id
+    share_of: dict[str, str]
+    ee_of: dict[str, str]
+
+    @classmethod
+    def of(cls, site: str, snapshot: Snapshot, subs: list[SubCluster]) -> _Ids:
+        urn = f"urn:infosvc:{site}"
+        service_id, manager_id = f"{urn}:service", f"{urn}:manager"
+        service_dn = f"GLUE2ServiceID={service_id},{GROUP}"
+        return cls(site, urn, f"InfosvcSnapshot={snapshot.id}", service_id, f"{urn}:endpoint", manager_id, service_dn,
+                   f"GLUE2ManagerID={manager_id},{service_dn}",
+                   {ce.unique_id: f"{urn}:share:{local(ce.unique_id)}" for ce in snapshot.computing_elements},
+                   {s.unique_id: f"{urn}:ee:{local(s.unique_id)}" for s in subs})
+
+    def app(self, rte: str) -> str:
+        return f"{self.urn}:appenv:{local(rte)}"
+
+
 def build(tree: GlueTree, options: GridOptions) -> Glue2Site:
     """The GLUE 2.0 entities of the tree, with its CE figures of one snapshot."""
     snapshot = snapshot_of(tree)
-    site = local(site_id(tree, options))
-    urn = f"urn:infosvc:{site}"
-    service_id, endpoint_id, manager_id = f"{urn}:service", f"{urn}:endpoint", f"{urn}:manager"
-    service_dn = f"GLUE2ServiceID={service_id},{GROUP}"
-    manager_dn = f"GLUE2ManagerID={manager_id},{service_dn}"
-    mark = f"InfosvcSnapshot={snapshot.id}"
     ces = snapshot.computing_elements
-    share_of = {ce.unique_id: f"{urn}:share:{local(ce.unique_id)}" for ce in ces}
-    clusters = [c.unique_id for c in tree.clusters()]
-    subs: list[SubCluster] = [s for cid in clusters for s in tree.subclusters_of(cid)]
-    ee_of = {s.unique_id: f"{urn}:ee:{local(s.unique_id)}" for s in subs}
+    subs: list[SubCluster] = [s for c in tree.clusters() for s in tree.subclusters_of(c.unique_id)]
+    ids = _Ids.of(local(site_id(tree, options)), snapshot, subs)
     shares_by_cluster: dict[str, list[str]] = {}
     for ce in ces:
         for cid in ce.clusters:
-            shares_by_cluster.setdefault(cid, []).append(share_of[ce.unique_id])
-    rtes: dict[str, list[str]] = {}  # runtime environment -> its EEs
-    benchmarks: list[Entity] = []
+            shares_by_cluster.setdefault(cid, []).append(ids.share_of[ce.unique_id])
     ees: list[Entity] = []
+    benchmarks: list[Entity] = []
     for sub in subs:
-        ee_id = ee_of[sub.unique_id]
-        ee_dn = f"GLUE2ResourceID={ee_id},{service_dn}"
-        bench_ids = []
-        if sub.benchmark is not None:
-            for kind, value in (("specint2000", sub.benchmark.si00), ("specfp2000", sub.benchmark.sf00)):
-                if value > 0:
-                    bid = f"{ee_id}:{kind}"
-                    bench_ids.append(bid)
-                    benchmarks.append(Entity(
-                        "Benchmark", "", bid, f"GLUE2BenchmarkID={bid},{ee_dn}",
-                        attrs=[("Type", kind), ("Value", float(value))],
-                        assoc=[Assoc("ResourceID", "ExecutionEnvironmentID", (ee_id,), True),
-                               Assoc("ManagerID", "ComputingManagerID", (manager_id,), True)],
-                        keys=[("GLUE2BenchmarkExecutionEnvironmentForeignKey", ee_id),
-                              ("GLUE2BenchmarkComputingManagerForeignKey", manager_id)]))
-        app_ids = []
+        ee, its_benchmarks = _execution_environment(sub, ids, shares_by_cluster.get(sub.cluster, []))
+        ees.append(ee)
+        benchmarks.extend(its_benchmarks)
+    apps = _application_environments(subs, ids)
+    shares, mappings = _shares(tree, ces, ids)
+    endpoint, access = _endpoint(tree, ces, ids)
+    manager = _manager(ces, subs, ids, ees, apps, benchmarks)
+    return Glue2Site(ids.site, snapshot, _domain(ids),
+                     [_service(ids), endpoint, *shares, manager, *ees, *access, *mappings, *benchmarks, *apps])
+
+
+def _benchmarks(sub: SubCluster, ee_id: str, ee_dn: str, ids: _Ids) -> list[Entity]:
+    """A Benchmark per benchmark value of the subcluster (none for a value of 0: not measured)."""
+    if sub.benchmark is None:
+        return []
+    return [Entity("Benchmark", "", bid, f"GLUE2BenchmarkID={bid},{ee_dn}",
+                   attrs=[("Type", kind), ("Value", float(value))],
+                   assoc=[Assoc("ResourceID", "ExecutionEnvironmentID", (ee_id,), True),
+                          Assoc("ManagerID", "ComputingManagerID", (ids.manager,), True)],
+                   keys=[("GLUE2BenchmarkExecutionEnvironmentForeignKey", ee_id),
+                         ("GLUE2BenchmarkComputingManagerForeignKey", ids.manager)])
+            for kind, value in (("specint2000", sub.benchmark.si00), ("specfp2000", sub.benchmark.sf00)) if value > 0
+            for bid in (f"{ee_id}:{kind}",)]
+
+
+def _execution_environment(sub: SubCluster, ids: _Ids, shares: list[str]) -> tuple[Entity, list[Entity]]:
+    """The subcluster's ExecutionEnvironment (`shares`: those of the CEs that serve its cluster),
+    and its Benchmarks."""
+    ee_id = ids.ee_of[sub.unique_id]
+    ee_dn = f"GLUE2ResourceID={ee_id},{ids.service_dn}"
+    benchmarks = _benchmarks(sub, ee_id, ee_dn, ids)
+    software = sub.application_software
+    app_ids = tuple(ids.app(rte) for rte in software.runtime_environment) if software is not None else ()
+    arch, os_, p = sub.architecture, sub.operating_system, sub.processor
+    ready = sub.states.get("Ready", 0)
+    ee = Entity(
+        "ExecutionEnvironment", "Resource", ee_id, ee_dn, sub.name,
+        attrs=_opt([("Platform", _platform(arch.platform_type)), ("VirtualMachine", None),
+                    ("TotalInstances", max(0, sub.host_count)),
+                    ("UnavailableInstances", max(0, sub.host_count - ready)),
+                    ("LogicalCPUs", count(arch.smp_size)), ("CPUVendor", p.vendor), ("CPUModel", p.model),
+                    ("CPUVersion", p.version), ("CPUClockSpeed", count(p.clock_speed)),
+                    ("MainMemorySize", count(sub.main_memory.ram_size) or 0),
+                    ("OSFamily", _os_family(os_.name)), ("OSName", _os_name(os_.name)),
+                    ("OSVersion", os_.release), ("ConnectivityIn", XB()), ("ConnectivityOut", XB())]),
+        assoc=[Assoc("ManagerID", "ManagerID", (ids.manager,), True),
+               Assoc("ShareID", "ShareID", tuple(shares)),
+               Assoc("ApplicationEnvironmentID", "ApplicationEnvironmentID", app_ids),
+               Assoc("BenchmarkID", "BenchmarkID", tuple(b.id for b in benchmarks))],
+        keys=[("GLUE2ResourceManagerForeignKey", ids.manager)])
+    return ee, benchmarks
+
+
+def _application_environments(subs: list[SubCluster], ids: _Ids) -> list[Entity]:
+    """An ApplicationEnvironment per runtime environment, with the execution environments that have it."""
+    owners_of: dict[str, list[str]] = {}
+    for sub in subs:
         if sub.application_software is not None:
             for rte in sub.application_software.runtime_environment:
-                rtes.setdefault(rte, []).append(ee_id)
-                app_ids.append(f"{urn}:appenv:{local(rte)}")
-        arch, os_, p = sub.architecture, sub.operating_system, sub.processor
-        ready = sub.states.get("Ready", 0)
-        ees.append(Entity(
-            "ExecutionEnvironment", "Resource", ee_id, ee_dn, sub.name,
-            attrs=_opt([("Platform", _platform(arch.platform_type)), ("VirtualMachine", None),
-                        ("TotalInstances", max(0, sub.host_count)),
-                        ("UnavailableInstances", max(0, sub.host_count - ready)),
-                        ("LogicalCPUs", count(arch.smp_size)), ("CPUVendor", p.vendor), ("CPUModel", p.model),
-                        ("CPUVersion", p.version), ("CPUClockSpeed", count(p.clock_speed)),
-                        ("MainMemorySize", count(sub.main_memory.ram_size) or 0),
-                        ("OSFamily", _os_family(os_.name)), ("OSName", _os_name(os_.name)),
-                        ("OSVersion", os_.release), ("ConnectivityIn", XB()), ("ConnectivityOut", XB())]),
-            assoc=[Assoc("ManagerID", "ManagerID", (manager_id,), True),
-                   Assoc("ShareID", "ShareID", tuple(shares_by_cluster.get(sub.cluster, ()))),
-                   Assoc("ApplicationEnvironmentID", "ApplicationEnvironmentID", tuple(app_ids)),
-                   Assoc("BenchmarkID", "BenchmarkID", tuple(bench_ids))],
-            keys=[("GLUE2ResourceManagerForeignKey", manager_id)]))
-    apps = []
-    for rte, owners in rtes.items():
-        aid = f"{urn}:appenv:{local(rte)}"
-        apps.append(Entity(
-            "ApplicationEnvironment", "", aid, f"GLUE2ApplicationEnvironmentID={aid},{manager_dn}",
-            attrs=[("AppName", rte)],
-            assoc=[Assoc("ResourceID", "ExecutionEnvironmentID", tuple(owners)),
-                   Assoc("ManagerID", "ComputingManagerID", (manager_id,), True)],
-            keys=[("GLUE2ApplicationEnvironmentComputingManagerForeignKey", manager_id),
-                  *(("GLUE2ApplicationEnvironmentExecutionEnvironmentForeignKey", o) for o in owners)]))
+                owners_of.setdefault(rte, []).append(ids.ee_of[sub.unique_id])
+    return [Entity("ApplicationEnvironment", "", aid, f"GLUE2ApplicationEnvironmentID={aid},{ids.manager_dn}",
+                   attrs=[("AppName", rte)],
+                   assoc=[Assoc("ResourceID", "ExecutionEnvironmentID", tuple(owners)),
+                          Assoc("ManagerID", "ComputingManagerID", (ids.manager,), True)],
+                   keys=[("GLUE2ApplicationEnvironmentComputingManagerForeignKey", ids.manager),
+                         *(("GLUE2ApplicationEnvironmentExecutionEnvironmentForeignKey", o) for o in owners)])
+            for rte, owners in owners_of.items() for aid in (ids.app(rte),)]
+
+
+def _shares(tree: GlueTree, ces: Sequence[ComputingElement], ids: _Ids) -> tuple[list[Entity], list[Entity]]:
+    """A ComputingShare per CE, and a MappingPolicy for each whose CE has access rules."""
     shares, mappings = [], []
     for ce in ces:
-        sid, state, policy = share_of[ce.unique_id], ce.state, ce.policy
-        share_dn = f"GLUE2ShareID={sid},{service_dn}"
-        resources = tuple(ee_of[s.unique_id] for cid in ce.clusters for s in tree.subclusters_of(cid))
+        sid, state, policy = ids.share_of[ce.unique_id], ce.state, ce.policy
+        share_dn = f"GLUE2ShareID={sid},{ids.service_dn}"
+        resources = tuple(ids.ee_of[s.unique_id] for cid in ce.clusters for s in tree.subclusters_of(cid))
         rules = policy_rules(ce.access_control_rules)
         # the share's own local part under a kind of its own: a suffix (a provider's SHARE_policy)
         # could equal the id of the share of a CE whose id ends so
-        pid = f"{urn}:mappingpolicy:{local(ce.unique_id)}"
+        pid = f"{ids.urn}:mappingpolicy:{local(ce.unique_id)}"
         if rules:
-            mappings.append(_policy("MappingPolicy", pid, share_dn, rules, urn, Assoc("ShareID", "ShareID", (sid,), True),
+            mappings.append(_policy("MappingPolicy", pid, share_dn, rules, ids.urn,
+                                    Assoc("ShareID", "ShareID", (sid,), True),
                                     ("GLUE2MappingPolicyShareForeignKey", sid)))
         shares.append(Entity(
-            "ComputingShare", "Share", sid, share_dn, ce.name, [mark],
+            "ComputingShare", "Share", sid, share_dn, ce.name, [ids.mark],
             base_attrs=[("Description", f"computing element {ce.unique_id}")],
             attrs=_opt([("MappingQueue", ce.queue), ("MaxWallTime", _minutes(policy.max_wall_clock_time)),
                         ("MaxCPUTime", _minutes(policy.max_cpu_time)),
@@ -247,55 +295,72 @@ def build(tree: GlueTree, options: GridOptions) -> Glue2Site:
                         ("EstimatedAverageWaitingTime", max(0, state.estimated_response_time)),
                         ("EstimatedWorstWaitingTime", max(0, state.worst_response_time)),
                         ("FreeSlots", max(0, state.free_cpus))]),
-            assoc=[Assoc("EndpointID", "EndpointID", (endpoint_id,)), Assoc("ResourceID", "ResourceID", resources),
-                   Assoc("ServiceID", "ServiceID", (service_id,), True),
+            assoc=[Assoc("EndpointID", "EndpointID", (ids.endpoint,)), Assoc("ResourceID", "ResourceID", resources),
+                   Assoc("ServiceID", "ServiceID", (ids.service,), True),
                    Assoc("PolicyID", "MappingPolicyID", (pid,) if rules else ())],
-            keys=[("GLUE2ShareServiceForeignKey", service_id), ("GLUE2ShareEndpointForeignKey", endpoint_id),
+            keys=[("GLUE2ShareServiceForeignKey", ids.service), ("GLUE2ShareEndpointForeignKey", ids.endpoint),
                   *(("GLUE2ShareResourceForeignKey", r) for r in resources)]))
-    first = ces[0] if ces else None
+    return shares, mappings
+
+
+def _endpoint(tree: GlueTree, ces: Sequence[ComputingElement], ids: _Ids) -> tuple[Entity, list[Entity]]:
+    """The ComputingEndpoint (the job API, at the information service's scheme and host), serving as
+    the best of the CEs' states, and its AccessPolicy when any CE has access rules."""
     url = tree.information_service_url
     parts = urlsplit(url) if url else None
-    base_url = f"{parts.scheme}://{parts.netloc}" if parts is not None and parts.netloc else f"https://{site}"
+    base_url = f"{parts.scheme}://{parts.netloc}" if parts is not None and parts.netloc else f"https://{ids.site}"
     states = [ce.state.status for ce in ces]
     serving = next((_serving(s) for s in ("Production", "Queueing", "Draining") if s in states), "closed")
-    endpoint_dn = f"GLUE2EndpointID={endpoint_id},{service_dn}"
+    endpoint_dn = f"GLUE2EndpointID={ids.endpoint},{ids.service_dn}"
     # the job API takes jobs for every share, so it admits whom any share maps (as a gLite CE's
     # endpoint lists every VO of its queues): what `ginfo --service --vo` reads
     every_rule = policy_rules(rule for ce in ces for rule in ce.access_control_rules)
-    access = [_policy("AccessPolicy", f"{urn}:accesspolicy", endpoint_dn, every_rule, urn,
-                      Assoc("EndpointID", "EndpointID", (endpoint_id,), True),
-                      ("GLUE2AccessPolicyEndpointForeignKey", endpoint_id))] if every_rule else []
+    access = [_policy("AccessPolicy", f"{ids.urn}:accesspolicy", endpoint_dn, every_rule, ids.urn,
+                      Assoc("EndpointID", "EndpointID", (ids.endpoint,), True),
+                      ("GLUE2AccessPolicyEndpointForeignKey", ids.endpoint))] if every_rule else []
     endpoint = Entity(
-        "ComputingEndpoint", "Endpoint", endpoint_id, endpoint_dn,
+        "ComputingEndpoint", "Endpoint", ids.endpoint, endpoint_dn,
         "infosvc job API",
         base_attrs=[("URL", f"{base_url}/v1/jobs"), ("Capability", [CAPABILITY]), ("Technology", "rest"),
                     ("InterfaceName", INTERFACE), ("InterfaceVersion", "1"), ("ImplementationName", "infosvc"),
                     ("QualityLevel", "production"), ("HealthState", "ok"), ("ServingState", serving)],
-        assoc=[Assoc("ServiceID", "ServiceID", (service_id,), True),
-               Assoc("ShareID", "ShareID", tuple(share_of.values())),
+        assoc=[Assoc("ServiceID", "ServiceID", (ids.service,), True),
+               Assoc("ShareID", "ShareID", tuple(ids.share_of.values())),
                Assoc("PolicyID", "AccessPolicyID", tuple(a.id for a in access))],
-        keys=[("GLUE2EndpointServiceForeignKey", service_id)])
+        keys=[("GLUE2EndpointServiceForeignKey", ids.service)])
+    return endpoint, access
+
+
+def _manager(ces: Sequence[ComputingElement], subs: list[SubCluster], ids: _Ids, ees: list[Entity],
+             apps: list[Entity], benchmarks: list[Entity]) -> Entity:
+    """The ComputingManager (the scheduler, as the first CE names its LRMS), with every resource it manages."""
+    first = ces[0] if ces else None
     total = sum(max(0, s.total_cpus) for s in subs)
-    manager = Entity(
-        "ComputingManager", "Manager", manager_id, manager_dn, "infosvc scheduler",
+    return Entity(
+        "ComputingManager", "Manager", ids.manager, ids.manager_dn, "infosvc scheduler",
         base_attrs=_opt([("ProductName", first.info.lrms_type if first else "infosvc"),
                          ("ProductVersion", first.info.lrms_version if first else None)]),
         attrs=[("TotalLogicalCPUs", total), ("TotalSlots", total), ("Homogeneous", XB(len(subs) <= 1))],
-        assoc=[Assoc("ServiceID", "ServiceID", (service_id,), True),
+        assoc=[Assoc("ServiceID", "ServiceID", (ids.service,), True),
                Assoc("ResourceID", "ResourceID", tuple(e.id for e in ees)),
                Assoc("ApplicationEnvironmentID", "ApplicationEnvironmentID", tuple(a.id for a in apps)),
                Assoc("BenchmarkID", "BenchmarkID", tuple(b.id for b in benchmarks))],
-        keys=[("GLUE2ManagerServiceForeignKey", service_id)])
-    service = Entity(
-        "ComputingService", "Service", service_id, service_dn, f"infosvc of {site}", [mark],
+        keys=[("GLUE2ManagerServiceForeignKey", ids.service)])
+
+
+def _service(ids: _Ids) -> Entity:
+    return Entity(
+        "ComputingService", "Service", ids.service, ids.service_dn, f"infosvc of {ids.site}", [ids.mark],
         base_attrs=[("Capability", [CAPABILITY]), ("Type", SERVICE_TYPE), ("QualityLevel", "production")],
-        assoc=[Assoc("EndpointID", "EndpointID", (endpoint_id,)), Assoc("ShareID", "ShareID", tuple(share_of.values())),
-               Assoc("ManagerID", "ManagerID", (manager_id,)), Assoc("ServiceID", "ServiceID", ()),
+        assoc=[Assoc("EndpointID", "EndpointID", (ids.endpoint,)),
+               Assoc("ShareID", "ShareID", tuple(ids.share_of.values())),
+               Assoc("ManagerID", "ManagerID", (ids.manager,)), Assoc("ServiceID", "ServiceID", ()),
                Assoc("ContactID", "ContactID", ()), Assoc("LocationID", "LocationID", (), True)],
-        keys=[("GLUE2ServiceAdminDomainForeignKey", site)])
-    domain = Entity(
-        "AdminDomain", "Domain", site, f"GLUE2DomainID={site},{SUFFIX}", site,
-        assoc=[Assoc("ServiceID", "ComputingServiceID", (service_id,)), Assoc("ContactID", "ContactID", ()),
+        keys=[("GLUE2ServiceAdminDomainForeignKey", ids.site)])
+
+
+def _domain(ids: _Ids) -> Entity:
+    return Entity(
+        "AdminDomain", "Domain", ids.site, f"GLUE2DomainID={ids.site},{SUFFIX}", ids.site,
+        assoc=[Assoc("ServiceID", "ComputingServiceID", (ids.service,)), Assoc("ContactID", "ContactID", ()),
                Assoc("LocationID", "LocationID", (), True), Assoc("ParentDomainID", "ParentDomainID", (), True)])
-    return Glue2Site(site, snapshot, domain,
-                     [service, endpoint, *shares, manager, *ees, *access, *mappings, *benchmarks, *apps])

@@ -26,7 +26,7 @@ from infosvc.codec.ccsjob_xml import parse_ccs_job
 from infosvc.codec.gridjob_json import parse_grid_job
 from infosvc.codec.job_xml import job_to_xml, parse_job
 from infosvc.errors import DocumentError
-from infosvc.model.ccsjob import CcsJob, CcsState, CcsTask
+from infosvc.model.ccsjob import CcsJob, CcsTask, JobState
 from infosvc.model.gridjob import FORK, GridJob, GridTask
 from infosvc.model.job import (
     Condition, Consumable, Dependency, Designator, Environment, Extension, Job, JobGroup, Op,
@@ -302,11 +302,11 @@ def ccs_to_job(ccs: CcsJob, *, job_id: str | None = None) -> Job:
 
 
 def _text_properties(simple: dict[str, str], name: str, project: str | None, user: str | None, message: str,
-                     status: CcsState) -> None:
+                     status: JobState) -> None:
     for key, value in (("Name", name), ("Project", project), ("User", user), ("StatusMessage", message)):
         if value and value.strip():
             simple[key] = value.strip()
-    if status is not CcsState.NOT_SUBMITTED:
+    if status is not JobState.NOT_SUBMITTED:
         simple["State"] = status.value
 
 

@@ -57,7 +57,6 @@ class SiteState:
     document: GlueDocument | None = None
     digest: bytes | None = None
     last_success: float | None = None  # wall clock
-    last_attempt: float | None = None
     error: str | None = None
     pulls_ok: int = 0
     pulls_failed: int = 0
@@ -256,7 +255,6 @@ class Federation:
     async def pull(self, session: aiohttp.ClientSession, site: SiteState) -> None:
         """One pull of one site; never raises (but for cancellation)."""
         started = time.perf_counter()
-        site.last_attempt = self.clock()
         try:
             chunks = await self._fetch(session, site.upstream)
             previous, last_digest = site.document, site.digest

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from infosvc.codec.glue_read import GlueDocument
 from infosvc.model import glue
@@ -196,7 +196,3 @@ class UnionTree(SiteTree):
                 self._sub_of.update((h.unique_id, sub) for h in members)
             self._ces.extend(part.computing_elements())
             self._ce_by_id.update((ce.unique_id, ce) for ce in part.computing_elements())
-
-    def sites_of_hosts(self) -> Iterator[tuple[Host, str]]:
-        of = self.site_of["hosts"]
-        return ((h, of[i]) for i, h in self._hosts.items())

@@ -36,8 +36,10 @@ class CcsPriority(StrEnum):
 _PRIORITY_RANK: Final = {priority: rank for rank, priority in enumerate(CcsPriority)}
 
 
-class CcsState(StrEnum):
-    """Job and task life-cycle states, named as the seed's life-cycle table names them."""
+class JobState(StrEnum):
+    """Job and task life-cycle states, named as the seed's life-cycle table names them: a CCS
+    document's Status, and the scheduler's jobs and tasks (infosvc/sched/jobs.py) through their
+    life cycle, which a job's JSON names by these values (SSS and GLUE map them: sched/jobs.py)."""
 
     NOT_SUBMITTED = "NotSubmitted"
     QUEUED = "Queued"
@@ -47,7 +49,7 @@ class CcsState(StrEnum):
     CANCELED = "Canceled"
 
     @classmethod
-    def from_text(cls, text: str) -> CcsState:
+    def from_text(cls, text: str) -> JobState:
         """A state from any of the seed's spellings: the schema writes Completed and Cancelled."""
         return cls(_STATE_ALIASES.get(text, text))
 
@@ -72,7 +74,7 @@ class CcsTask:
     name: str = ""
     id: int = 0
     parent_job_id: int = 0
-    status: CcsState = CcsState.NOT_SUBMITTED
+    status: JobState = JobState.NOT_SUBMITTED
     exit_code: int = 0
     message: str = ""
     #: names of the tasks that must all complete before this one runs
@@ -102,7 +104,7 @@ class CcsJob:
     user: str = ""
     submitted_by: str = ""
     message: str = ""
-    status: CcsState = CcsState.NOT_SUBMITTED
+    status: JobState = JobState.NOT_SUBMITTED
     priority: CcsPriority = CcsPriority.NORMAL
     is_exclusive: bool = True
     is_backfill: bool = False

@@ -27,12 +27,13 @@ from typing import Awaitable, Callable, Container, Iterable
 from infosvc.errors import excerpt
 from infosvc.loglimit import LogLimiter
 from infosvc.matching import Requirements, Site
+from infosvc.model.ccsjob import JobState
 from infosvc.model.glue import CEQueueState, ComputingElement, Host
 from infosvc.model.node import Node
 from infosvc.model.folding import fold
 from infosvc.sched import Plan, Policy
 from infosvc.sched.hosts import NO_HOST, Allocation, HostPool, WaitingJob
-from infosvc.sched.jobs import ENDED, Event, JobRecord, JobState
+from infosvc.sched.jobs import ENDED, Event, JobRecord
 from infosvc.queue.cestate import SERVED, CEQueues, limit_on, refusal, run_time_ratio
 from infosvc.queue.eligibility import Eligibility
 from infosvc.queue.jobnames import JobNames

@@ -13,7 +13,8 @@ from infosvc.matching import Requirements
 from infosvc.model.glue import ComputingElement
 from infosvc.sched import Plan, Policy, Running, schedule
 from infosvc.sched.hosts import Allocation, HostPool, WaitingJob
-from infosvc.sched.jobs import JobRecord, JobState
+from infosvc.model.ccsjob import JobState
+from infosvc.sched.jobs import JobRecord
 from infosvc.sched.ordering import slack_key
 from infosvc.sched.policy import predicted
 from infosvc.queue.cestate import SERVED, CEFigures, figures_of, full_clusters, running_per_ce

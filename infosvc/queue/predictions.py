@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from infosvc.sched.jobs import JobRecord, JobState
+from infosvc.model.ccsjob import JobState
+from infosvc.sched.jobs import JobRecord
 from infosvc.sched.prediction import UserHistory
 
 __all__ = ["history_of", "predict_queued"]

@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from typing import Callable, Mapping
 
-from infosvc.sched.jobs import ENDED, Event, JobRecord, JobState
+from infosvc.model.ccsjob import JobState
+from infosvc.sched.jobs import ENDED, Event, JobRecord
 
 __all__ = ["dependencies", "start_deadline", "upkeep"]
 

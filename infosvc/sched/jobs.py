@@ -19,21 +19,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from typing import Final
 
+from infosvc.model.ccsjob import JobState
 from infosvc.sched.request import JobRequest
 
-__all__ = ["ENDED", "Event", "JobRecord", "JobState", "TaskRecord", "glue_status", "sss_state"]
-
-
-class JobState(StrEnum):
-    NOT_SUBMITTED = "NotSubmitted"
-    QUEUED = "Queued"
-    RUNNING = "Running"
-    FINISHED = "Finished"
-    FAILED = "Failed"
-    CANCELED = "Canceled"
+__all__ = ["ENDED", "Event", "JobRecord", "TaskRecord", "glue_status", "sss_state"]
 
 
 ENDED: Final = frozenset({JobState.FINISHED, JobState.FAILED, JobState.CANCELED})

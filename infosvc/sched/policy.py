@@ -181,37 +181,83 @@ def schedule(machine: Machine[A], running: Sequence[Running[A]], queue: Iterable
         held = ("no running job's end frees enough" if math.isinf(reservation.at)
                 else f"reserved to start at {when(reservation.at)}")
         plan.waiting[head.id] = f"first in the queue: {free.describe_shortfall(head)}; {held}"
+    _backfill(free, plan, rest, now, _Guard(reservation.at, extra), None,
+              lambda: f"would delay {head.id}, reserved to start at {when(reservation.at)}", explain)
+    return plan
+
+
+@dataclass(slots=True)
+class _Guard(Generic[A]):
+    """A reserved start a backfilled job must not delay: it ends by `at`, or fits in `extra` (what
+    is left at `at` beyond the reservation), whose room is kept as jobs are taken from it."""
+
+    at: float
+    extra: Machine[A] | None
+    room: int = 0
+
+    def __post_init__(self) -> None:
+        self.room = 0 if self.extra is None else self.extra.room()
+
+
+def _backfill(free: Machine[A], plan: Plan[A], rest: Iterator[Queued], now: float, guaranteed: _Guard[A],
+              expected: _Guard[A] | None, delay: Callable[[], str], explain: bool) -> None:
+    """Past the blocked head, in queue order: a later job starts now if it fits on `free` and cannot
+    delay the `guaranteed` start by its estimate (EASY's rule; then what it takes from the extra
+    resources is taken from them too); with `expected` (`predictive`), it must also not be expected
+    to delay that start by its prediction. `delay()`: why a job that fits waits (explain only; the
+    reservation's time is written only then, as a start at infinity has no date).
+
+    The rooms are bounds: without `explain` (a simulation) a job wider than them is refused without
+    asking the machine, and the scan stops once nothing more fits: the decisions are the same."""
     room = free.room()
-    extra_room = 0 if extra is None else extra.room()
     for job in rest:
-        if room <= 0 and not explain:
-            break  # nothing more fits: the decisions are made
-        # the rooms are bounds: a job wider than them is refused without asking the machine
-        in_time = now + job.estimate <= reservation.at
-        if not explain and not in_time and job.processors > extra_room:
+        if not explain and (room <= 0 or job.processors > room):
+            if room <= 0:
+                break
+            continue
+        safe = now + job.estimate <= guaranteed.at
+        # the expected start it is expected to delay, unless what it takes is left then
+        late = None if expected is None or now + predicted(job) <= expected.at else expected
+        if not explain and ((not safe and job.processors > guaranteed.room)
+                            or (late is not None and job.processors > late.room)):
             continue  # it would delay the head whether it fits now or not
-        allocation = free.place(job) if job.processors <= room else None
+        placed = _placed(free, job, room, safe, guaranteed, late)  # unpacked apart: else mypy binds A to A | None
+        allocation, share, fits = placed
         if allocation is None:
             if explain:
-                plan.waiting[job.id] = free.describe_shortfall(job)
-            continue
-        if in_time:
-            free.take(allocation)
-            room = free.room()
-            plan.starts.append(Start(job, allocation, backfilled=True))
-            continue
-        allocation = free.place(job, within=extra) if extra is not None and job.processors <= extra_room else None
-        if allocation is None:
-            if explain:
-                plan.waiting[job.id] = f"would delay {head.id}, reserved to start at {when(reservation.at)}"
+                plan.waiting[job.id] = delay() if fits else free.describe_shortfall(job)
             continue
         free.take(allocation)
         room = free.room()
-        assert extra is not None
-        extra.take(allocation)
-        extra_room = extra.room()
+        if not safe:
+            _take(guaranteed, allocation)
+        if late is not None and share is not None:
+            _take(late, share)
         plan.starts.append(Start(job, allocation, backfilled=True))
-    return plan
+
+
+def _placed(free: Machine[A], job: Queued, room: int, safe: bool, guaranteed: _Guard[A],
+            late: _Guard[A] | None) -> tuple[A | None, A | None, bool]:
+    """Where `job` starts now (None: it does not), what it takes of what is expected to be left
+    at the `late` start it would otherwise delay, and whether it fits on `free` at all (else it
+    waits for resources, not for the reservation)."""
+    allocation = free.place(job) if job.processors <= room else None
+    if allocation is None:
+        return None, None, False
+    if not safe:  # it fits now, but must not take what the head is guaranteed
+        allocation = (free.place(job, within=guaranteed.extra)
+                      if guaranteed.extra is not None and job.processors <= guaranteed.room else None)
+    share = None
+    if allocation is not None and late is not None:
+        share = late.extra.place(job) if late.extra is not None else None
+        allocation = allocation if share is not None else None
+    return allocation, share, True
+
+
+def _take(guard: _Guard[A], allocation: A) -> None:
+    assert guard.extra is not None
+    guard.extra.take(allocation)
+    guard.room = guard.extra.room()
 
 
 def _reserve(free: Machine[A], running: Sequence[Running[A]], starting: Sequence[Start[A]], head: Queued,
@@ -276,40 +322,5 @@ def _backfill_predictive(free: Machine[A], running: Sequence[Running[A]], plan: 
         held = ("no running job's end frees enough" if math.isinf(reservation.at)
                 else f"reserved to start by {when(reservation.at)}, expected at {when(reservation.predicted_at or now)}")
         plan.waiting[head.id] = f"first in the queue: {free.describe_shortfall(head)}; {held}"
-    extra_room = 0 if extra is None else extra.room()
-    expected_room = 0 if expected_extra is None else expected_extra.room()
-    for job in rest:
-        if not explain and (room <= 0 or job.processors > room):
-            if room <= 0:
-                break
-            continue  # refused by the bound alone: most of a long queue is
-        safe = now + job.estimate <= reservation.at
-        wanted = now + predicted(job) <= expected.at
-        if not explain and ((not safe and job.processors > extra_room) or (not wanted and job.processors > expected_room)):
-            continue
-        allocation = free.place(job) if job.processors <= room else None
-        if allocation is None:
-            if explain:
-                plan.waiting[job.id] = free.describe_shortfall(job)
-            continue
-        if not safe:
-            allocation = free.place(job, within=extra) if extra is not None else None
-        share = None
-        if allocation is not None and not wanted:
-            share = expected_extra.place(job) if expected_extra is not None else None
-            allocation = allocation if share is not None else None
-        if allocation is None:
-            if explain:
-                plan.waiting[job.id] = f"would delay {head.id}, reserved to start by {when(reservation.at)}"
-            continue
-        free.take(allocation)
-        room = free.room()
-        if not safe:
-            assert extra is not None
-            extra.take(allocation)
-            extra_room = extra.room()
-        if share is not None:
-            assert expected_extra is not None
-            expected_extra.take(share)
-            expected_room = expected_extra.room()
-        plan.starts.append(Start(job, allocation, backfilled=True))
+    _backfill(free, plan, rest, now, _Guard(reservation.at, extra), _Guard(expected.at, expected_extra),
+              lambda: f"would delay {head.id}, reserved to start by {when(reservation.at)}", explain)

@@ -5,16 +5,8 @@ number of processors."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
 from infosvc.sched.policy import Machine, Queued
-
-
-class Sized(Queued, Protocol):
-    """A queued job that asks for a number of processors."""
-
-    @property
-    def processors(self) -> int: ...
 
 
 @dataclass(slots=True)

@@ -19,10 +19,10 @@ import heapq
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Protocol, Sequence
 
 from infosvc.codec.swf import SwfRecord
-from infosvc.sched.policy import Policy, Running, schedule
+from infosvc.sched.policy import Plan, Policy, Queued, Running, Start, schedule
 from infosvc.sched.pool import ProcessorPool
 from infosvc.sched.ordering import MAX_SLACK, SLACK_FACTOR, TIMED, Order, order_key
 from infosvc.sched.prediction import UserHistory
@@ -35,7 +35,7 @@ BOUND_SECONDS = 10.0
 
 @dataclass(frozen=True, slots=True)
 class SimJob:
-    """A trace's job as the scheduler reads it (a `Sized` Queued): `id` orders jobs of one submit
+    """A trace's job as the scheduler reads it (a Queued): `id` orders jobs of one submit
     time by their number."""
 
     number: int
@@ -130,48 +130,7 @@ def simulate(jobs: Sequence[SimJob], processors: int, policy: Policy,
         raise ValueError(f"a job asks for more than the machine's {processors} processors, or for none")
     if policy is Policy.PREDICTIVE:
         return simulate_predictive(jobs, processors, Options(), progress, every)
-    pool = ProcessorPool.empty(processors)
-    queue: dict[str, SimJob] = {}  # in queue order (arrivals come in it); a start leaves at once
-    # How many queued jobs ask each number of processors: with fewer free than the narrowest asks,
-    # no policy can start anything, and the pass is skipped (the same decisions, far fewer passes).
-    asking = [0] * (processors + 1)
-    narrowest = processors + 1
-    running: dict[str, Running[int]] = {}
-    ends: list[tuple[float, str]] = []  # (end, job id): a heap
-    outcomes: list[Outcome] = []
-    arrival = 0
-    clock = time.monotonic()
-    while arrival < len(jobs) or ends:
-        now = min(jobs[arrival].submitted if arrival < len(jobs) else float("inf"),
-                  ends[0][0] if ends else float("inf"))
-        while ends and ends[0][0] == now:  # completions first
-            _, job_id = heapq.heappop(ends)
-            pool.give(running.pop(job_id).allocation)
-        while arrival < len(jobs) and jobs[arrival].submitted == now:  # then arrivals
-            job = jobs[arrival]
-            queue[job.id] = job
-            asking[job.processors] += 1
-            narrowest = min(narrowest, job.processors)
-            arrival += 1
-        if not queue or pool.free < narrowest:
-            continue
-        plan = schedule(pool, list(running.values()), queue.values(), now, policy, explain=False)
-        if not plan.starts:
-            continue
-        for start in plan.starts:
-            job = start.job  # type: ignore[assignment]
-            pool.take(start.allocation)
-            asking[job.processors] -= 1
-            running[job.id] = Running(job.id, now, job.estimate, start.allocation)
-            heapq.heappush(ends, (now + job.run, job.id))
-            outcomes.append(Outcome(job, now))
-            del queue[job.id]
-        while narrowest <= processors and not asking[narrowest]:
-            narrowest += 1
-        if progress is not None and time.monotonic() - clock >= every:
-            clock = time.monotonic()
-            progress(len(outcomes), now)
-    return outcomes
+    return _replay(jobs, processors, _Arrivals(policy), progress, every)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,11 +169,109 @@ def simulate_predictive(jobs: Sequence[SimJob], processors: int, options: Option
     fixed keys; sorted each pass for the orders that change with the clock), one pass of
     `policy.schedule` per instant as `simulate`. `observe(now, head, at)` is told each pass's
     reserved head and its guaranteed start."""
+    return _replay(jobs, processors, _Predicted(options, observe), progress, every)
+
+
+class _Queue(Protocol):
+    """The waiting jobs of one replay, as its policy reads them: what differs between the policies'
+    event loops (the loop itself, `_replay`, is one)."""
+
+    def __len__(self) -> int: ...
+
+    def arrive(self, job: SimJob, now: float) -> None: ...
+
+    def ended(self, user: int, run: float) -> None:
+        """A job of `user` ended after `run` seconds."""
+
+    def plan(self, pool: ProcessorPool, running: list[Running[int]], now: float) -> Plan[int]: ...
+
+    def started(self, entry: Queued) -> tuple[SimJob, float]:
+        """The trace job a start of the plan is, and the run time it was planned with (NaN: its estimate)."""
+        ...
+
+    def leave(self, starts: list[Start[int]]) -> None:
+        """The plan's starts leave the queue."""
+
+
+class _Arrivals:
+    """FCFS and EASY: the trace jobs themselves, in arrival order (the trace's queue order)."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.jobs: dict[str, SimJob] = {}
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def arrive(self, job: SimJob, now: float) -> None:
+        self.jobs[job.id] = job
+
+    def ended(self, user: int, run: float) -> None:
+        pass
+
+    def plan(self, pool: ProcessorPool, running: list[Running[int]], now: float) -> Plan[int]:
+        return schedule(pool, running, self.jobs.values(), now, self.policy, explain=False)
+
+    def started(self, entry: Queued) -> tuple[SimJob, float]:
+        return entry, math.nan  # type: ignore[return-value]
+
+    def leave(self, starts: list[Start[int]]) -> None:
+        for start in starts:
+            del self.jobs[start.job.id]
+
+
+class _Predicted:
+    """`predictive`: each job with its prediction from its user's ended jobs, in `options.order`."""
+
+    def __init__(self, options: Options, observe: Observer | None) -> None:
+        self.options, self.observe = options, observe
+        self.history = UserHistory()
+        self.keys: list[tuple[float, float, str]] = []  # the queue's keys, sorted ...
+        self.queue: list[Waiting] = []  # ... and its jobs, in the same order (the pass reads this list as it is)
+        self.timed = options.order in TIMED
+
+    def __len__(self) -> int:
+        return len(self.queue)
+
+    def arrive(self, job: SimJob, now: float) -> None:
+        options = self.options
+        guess = self.history.predict(job.user, job.estimate) if options.predictions else job.estimate
+        waiting = Waiting(job.id, job.priority, job.submitted, job.estimate, job.processors, guess, job)
+        key = order_key(options.order, waiting, now, options.slack_factor, options.max_slack)
+        at = bisect.bisect(self.keys, key)
+        self.keys.insert(at, key)
+        self.queue.insert(at, waiting)
+
+    def ended(self, user: int, run: float) -> None:
+        self.history.record(user, run)
+
+    def plan(self, pool: ProcessorPool, running: list[Running[int]], now: float) -> Plan[int]:
+        order = self.options.order
+        if self.timed:
+            self.queue.sort(key=lambda w: order_key(order, w, now))
+            self.keys = [order_key(order, w, now) for w in self.queue]
+        plan = schedule(pool, running, self.queue, now, Policy.PREDICTIVE, explain=False)
+        if self.observe is not None and plan.reservation is not None:
+            self.observe(now, plan.reservation.job, plan.reservation.at)  # type: ignore[arg-type]
+        return plan
+
+    def started(self, entry: Queued) -> tuple[SimJob, float]:
+        waiting: Waiting = entry  # type: ignore[assignment]
+        return waiting.job, waiting.predicted
+
+    def leave(self, starts: list[Start[int]]) -> None:
+        started = {s.job.id for s in starts}
+        kept = [at for at, w in enumerate(self.queue) if w.id not in started]
+        self.keys, self.queue = [self.keys[at] for at in kept], [self.queue[at] for at in kept]
+
+
+def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
+            progress: Callable[[int, float], None] | None, every: float) -> list[Outcome]:
+    """The discrete-event loop: at each instant, completions, then arrivals, then one pass of the
+    queue's policy, whose starts take their processors until they end (at start + run)."""
     pool = ProcessorPool.empty(processors)
-    history = UserHistory()
-    keys: list[tuple[float, float, str]] = []  # the queue's keys, sorted ...
-    queue: list[Waiting] = []  # ... and its jobs, in the same order (the pass reads this list as it is)
-    timed = options.order in TIMED
+    # How many queued jobs ask each number of processors: with fewer free than the narrowest asks,
+    # no policy can start anything, and the pass is skipped (the same decisions, far fewer passes).
     asking = [0] * (processors + 1)
     narrowest = processors + 1
     running: dict[str, Running[int]] = {}
@@ -224,42 +281,29 @@ def simulate_predictive(jobs: Sequence[SimJob], processors: int, options: Option
     clock = time.monotonic()
     while arrival < len(jobs) or ends:
         now = min(jobs[arrival].submitted if arrival < len(jobs) else math.inf, ends[0][0] if ends else math.inf)
-        while ends and ends[0][0] == now:
+        while ends and ends[0][0] == now:  # completions first
             _, job_id, user, run = heapq.heappop(ends)
             pool.give(running.pop(job_id).allocation)
-            history.record(user, run)
-        while arrival < len(jobs) and jobs[arrival].submitted == now:
+            queue.ended(user, run)
+        while arrival < len(jobs) and jobs[arrival].submitted == now:  # then arrivals
             job = jobs[arrival]
-            guess = history.predict(job.user, job.estimate) if options.predictions else job.estimate
-            waiting = Waiting(job.id, job.priority, job.submitted, job.estimate, job.processors, guess, job)
-            key = order_key(options.order, waiting, now, options.slack_factor, options.max_slack)
-            at = bisect.bisect(keys, key)
-            keys.insert(at, key)
-            queue.insert(at, waiting)
+            queue.arrive(job, now)
             asking[job.processors] += 1
             narrowest = min(narrowest, job.processors)
             arrival += 1
         if not queue or pool.free < narrowest:
             continue
-        if timed:
-            queue.sort(key=lambda w: order_key(options.order, w, now))
-            keys = [order_key(options.order, w, now) for w in queue]
-        plan = schedule(pool, list(running.values()), queue, now, Policy.PREDICTIVE, explain=False)
-        if observe is not None and plan.reservation is not None:
-            observe(now, plan.reservation.job, plan.reservation.at)  # type: ignore[arg-type]
+        plan = queue.plan(pool, list(running.values()), now)
         if not plan.starts:
             continue
         for start in plan.starts:
-            waiting = start.job  # type: ignore[assignment]
-            job = waiting.job
+            job, planned = queue.started(start.job)
             pool.take(start.allocation)
             asking[job.processors] -= 1
-            running[job.id] = Running(job.id, now, job.estimate, start.allocation, waiting.predicted)
+            running[job.id] = Running(job.id, now, job.estimate, start.allocation, planned)
             heapq.heappush(ends, (now + job.run, job.id, job.user, job.run))
-            outcomes.append(Outcome(job, now, waiting.predicted))
-        started = {s.job.id for s in plan.starts}
-        kept = [at for at, w in enumerate(queue) if w.id not in started]
-        keys, queue = [keys[at] for at in kept], [queue[at] for at in kept]
+            outcomes.append(Outcome(job, now, planned))
+        queue.leave(plan.starts)
         while narrowest <= processors and not asking[narrowest]:
             narrowest += 1
         if progress is not None and time.monotonic() - clock >= every:

@@ -11,8 +11,9 @@ import sqlite3
 from dataclasses import asdict
 from typing import Any, Iterable, Iterator
 
+from infosvc.model.ccsjob import JobState
 from infosvc.model.job import Condition
-from infosvc.sched.jobs import Event, JobRecord, JobState, TaskRecord
+from infosvc.sched.jobs import Event, JobRecord, TaskRecord
 from infosvc.sched.request import After, JobRequest, TaskRequest
 from infosvc.store.writer import Operation
 

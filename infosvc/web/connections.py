@@ -33,16 +33,12 @@ from ssl import SSLContext
 from typing import Any, Callable, Final
 
 from aiohttp import web
-from aiohttp.abc import AbstractStreamWriter
-from aiohttp.http import HttpVersion11
 from aiohttp.http_exceptions import HttpProcessingError
-from aiohttp.http_parser import RawRequestMessage
-from aiohttp.streams import StreamReader
-from aiohttp.web_protocol import ERROR, RequestHandler
-from aiohttp.web_request import BaseRequest
+from aiohttp.web import BaseRequest, RequestHandler
 
 from infosvc.loglimit import LogLimiter
 from infosvc.config import ServiceConfig
+from infosvc.web.aiohttp_internals import answer_malformed_over_http11, request_in_progress
 from infosvc.web.auth import caller_of
 from infosvc.web.refusals import NO_ROOM, describe_protocol_error
 
@@ -90,16 +86,6 @@ def connection_cap(max_connections: int, open_files: int) -> int:
     return max(1, min(max_connections, open_files - reserve))
 
 
-# --- requests aiohttp cannot parse ----------------------------------------------------------------
-
-#: aiohttp answers a request it could not parse as if it were this one (method UNKNOWN), HTTP/1.0:
-#: the same, but HTTP/1.1, so that the answer's status line is HTTP/1.1 like every other.
-ERROR_11: Final = ERROR._replace(version=HttpVersion11)
-
-RequestFactory = Callable[[RawRequestMessage, StreamReader, RequestHandler, AbstractStreamWriter,
-                           "asyncio.Task[None]"], BaseRequest]
-
-
 # --- one connection -----------------------------------------------------------------------------
 
 class GuardedRequestHandler(RequestHandler):
@@ -107,17 +93,18 @@ class GuardedRequestHandler(RequestHandler):
 
     The hooks: connection_made / connection_lost / data_received / pause_writing / resume_writing
     (asyncio's protocol), finish_response (called once an answer is written) and handle_error
-    (aiohttp's refusals). It reads one private attribute, `_request_in_progress` (see `busy`), and
-    sets another, `_request_factory`; tests/web/test_connections.py checks both are still there.
+    (aiohttp's refusals). What it needs of aiohttp beyond its public API (is a request in
+    progress: `busy`) is in infosvc/web/aiohttp_internals.py, with the test that checks it is there.
 
     With `tls`, the listening socket is plain TCP and this handler runs the TLS handshake itself
     (loop.start_tls): a connection counts, and can be closed, from the moment it is accepted; with
     create_server(ssl=...) it would be invisible to `Connections` until its handshake were over.
     """
 
-    def __init__(self, manager: web.Server, connections: Connections, tls: SSLContext | None = None,
-                 **kwargs: Any) -> None:
-        super().__init__(manager, **kwargs)
+    def __init__(self, manager: web.Server, connections: Connections, tls: SSLContext | None = None, *,
+                 loop: asyncio.AbstractEventLoop, **kwargs: Any) -> None:
+        super().__init__(manager, loop=loop, **kwargs)
+        self.event_loop = loop
         self.connections = connections
         #: False for a connection accepted when there was no room: it is answered 503 and closed.
         self.admitted = True
@@ -131,13 +118,11 @@ class GuardedRequestHandler(RequestHandler):
         self._handshake: asyncio.Task[None] | None = None
         self._deadline: asyncio.TimerHandle | None = None
         self._stall: asyncio.TimerHandle | None = None
-        self._request_factory = connections.request_factory
 
     @property
     def busy(self) -> bool:
         """A request is being handled: its handler runs, or its answer is being written."""
-        # Set by aiohttp around the handler and finish_response (web_protocol._handle_request).
-        return bool(self._request_in_progress)
+        return request_in_progress(self)
 
     # asyncio's protocol
 
@@ -151,7 +136,7 @@ class GuardedRequestHandler(RequestHandler):
             self._tcp = transport
             self.connections.opened(self)
             self._arm(self.connections.header_timeout)  # for the handshake and the request's head
-            self._handshake = self._loop.create_task(self._start_tls(transport, self._tls))
+            self._handshake = self.event_loop.create_task(self._start_tls(transport, self._tls))
             return
         if self._tls is None:
             self.connections.accepted(self)
@@ -168,7 +153,7 @@ class GuardedRequestHandler(RequestHandler):
         tls = None
         try:
             if not tcp.is_closing():  # the client may have left already
-                tls = await self._loop.start_tls(tcp, self, context, server_side=True,
+                tls = await self.event_loop.start_tls(tcp, self, context, server_side=True,
                                                  ssl_handshake_timeout=timeout, ssl_shutdown_timeout=timeout)
         except (OSError, asyncio.TimeoutError):  # a failed handshake (ssl.SSLError), or the client left
             pass
@@ -203,7 +188,7 @@ class GuardedRequestHandler(RequestHandler):
         """The client does not read the answer as fast as it is written: it has header_timeout to resume."""
         super().pause_writing()
         if self._stall is None:
-            self._stall = self._loop.call_later(self.connections.header_timeout, self._stalled)
+            self._stall = self.event_loop.call_later(self.connections.header_timeout, self._stalled)
 
     def resume_writing(self) -> None:
         super().resume_writing()
@@ -244,7 +229,7 @@ class GuardedRequestHandler(RequestHandler):
 
     def _arm(self, seconds: float) -> None:
         self._disarm()
-        self._deadline = self._loop.call_later(seconds, self._expired)
+        self._deadline = self.event_loop.call_later(seconds, self._expired)
 
     def _disarm(self) -> None:
         if self._deadline is not None:
@@ -306,7 +291,6 @@ class Connections:
         #: connections accepted whose connection_made is still to come (the next turn of the loop),
         #: with when to stop counting them should it never come (asyncio failed to make a transport)
         self._accepted: OrderedDict[GuardedRequestHandler, float] = OrderedDict()
-        self.request_factory: RequestFactory | None = None
         self._shrunk_at = -float("inf")
 
     @property
@@ -318,13 +302,7 @@ class Connections:
         """What asyncio calls for each accepted connection: a handler for it, admitted or not.
         `tls`: the connections are TLS (the listening socket is plain TCP: see GuardedRequestHandler)."""
         loop = asyncio.get_running_loop()
-        make_request = manager.request_factory
-
-        def request_factory(message: RawRequestMessage, payload: StreamReader, protocol: RequestHandler,
-                            writer: AbstractStreamWriter, task: asyncio.Task[None]) -> BaseRequest:
-            return make_request(ERROR_11 if message is ERROR else message, payload, protocol, writer, task)
-
-        self.request_factory = request_factory
+        answer_malformed_over_http11(manager)
 
         def accepted() -> GuardedRequestHandler:
             handler = GuardedRequestHandler(manager, self, tls=tls, loop=loop, **handler_args)

@@ -11,8 +11,9 @@ from typing import Any, Final
 from aiohttp import web
 
 from infosvc.errors import excerpt
+from infosvc.model.ccsjob import JobState
 from infosvc.publish.jobs import event_json, job_json, task_order_json
-from infosvc.sched.jobs import JobState
+from infosvc.model.ccsjob import JobState
 from infosvc.errors import Invalid
 from infosvc.hosts import Role
 from infosvc.web.auth import Caller, caller_of

@@ -11,7 +11,7 @@ from infosvc.codec import safexml
 from infosvc.codec.ccsjob_xml import NAMESPACE, SCHEMA_FILE, parse_ccs_job
 from infosvc.errors import DocumentError
 from infosvc.model.ccsjob import (
-    MAX_RUNTIME_SECONDS, CcsJob, CcsPriority, CcsState, format_licenses, format_runtime, parse_depend,
+    MAX_RUNTIME_SECONDS, CcsJob, CcsPriority, JobState, format_licenses, format_runtime, parse_depend,
     parse_licenses, parse_nodes, parse_runtime,
 )
 
@@ -44,7 +44,7 @@ def test_job_with_every_attribute() -> None:
     job = parse_ccs_job((FIXTURES / "full.xml").read_bytes())
     assert (job.id, job.name, job.project) == (42, "Protein fold", "Chemistry")
     assert (job.user, job.submitted_by, job.message) == ("LAB\\alice", "LAB\\bob", "waiting for licenses")
-    assert job.status is CcsState.QUEUED and job.priority is CcsPriority.ABOVE_NORMAL
+    assert job.status is JobState.QUEUED and job.priority is CcsPriority.ABOVE_NORMAL
     assert (job.is_exclusive, job.is_backfill, job.run_until_cancelled) == (False, True, True)
     assert (job.min_processors, job.max_processors) == (4, 16)
     assert job.runtime == ((1 * 24 + 2) * 60 + 30) * 60
@@ -56,7 +56,7 @@ def test_job_with_every_attribute() -> None:
     prepare, fold = job.tasks
     assert (prepare.id, prepare.parent_job_id, prepare.name) == (7, 42, "prepare")
     assert prepare.command_line == "prep.exe /in:data.txt"
-    assert prepare.status is CcsState.FINISHED  # the schema's Completed
+    assert prepare.status is JobState.FINISHED  # the schema's Completed
     assert (prepare.exit_code, prepare.message) == (0, "done")
     assert (prepare.is_rerunnable, prepare.is_exclusive) == (True, True)
     assert (prepare.min_processors, prepare.max_processors, prepare.runtime) == (1, 2, 30 * 60)
@@ -68,7 +68,7 @@ def test_job_with_every_attribute() -> None:
     assert prepare.depend == []
 
     assert fold.depend == ["prepare"] and job.task_named("prepare") == [prepare]
-    assert (fold.status, fold.exit_code, fold.runtime) == (CcsState.RUNNING, -1, 2 * 3600)
+    assert (fold.status, fold.exit_code, fold.runtime) == (JobState.RUNNING, -1, 2 * 3600)
     assert (fold.is_rerunnable, fold.is_exclusive) == (False, False)  # the schema's defaults
     assert (fold.stdin, fold.work_directory, fold.environment) == (None, None, {})
 
@@ -77,7 +77,7 @@ def test_defaults_are_the_schemas() -> None:
     job = parse_ccs_job(tasks_doc(task("")))
     assert job == CcsJob(tasks=job.tasks)
     assert (job.priority, job.is_exclusive, job.runtime, job.status) == (
-        CcsPriority.NORMAL, True, None, CcsState.NOT_SUBMITTED)
+        CcsPriority.NORMAL, True, None, JobState.NOT_SUBMITTED)
     only = job.tasks[0]
     assert (only.is_rerunnable, only.is_exclusive, only.runtime, only.min_processors) == (False, False, None, 1)
     assert parse_ccs_job(job_doc()).tasks == []  # a job may be created before its tasks
@@ -341,9 +341,9 @@ def test_at_most_ten_problems() -> None:
 
 
 def test_states_in_either_spelling() -> None:
-    for text, state in (("Completed", CcsState.FINISHED), ("Finished", CcsState.FINISHED),
-                        ("Cancelled", CcsState.CANCELED), ("Canceled", CcsState.CANCELED),
-                        ("NotSubmitted", CcsState.NOT_SUBMITTED), ("Failed", CcsState.FAILED)):
+    for text, state in (("Completed", JobState.FINISHED), ("Finished", JobState.FINISHED),
+                        ("Cancelled", JobState.CANCELED), ("Canceled", JobState.CANCELED),
+                        ("NotSubmitted", JobState.NOT_SUBMITTED), ("Failed", JobState.FAILED)):
         assert parse_ccs_job(tasks_doc(task(f'Status="{text}"'), job=f'Status="{text}"')).status is state
     assert "Status" == rejected(job_doc('Status="Done"')).attribute
 

@@ -14,7 +14,7 @@ from infosvc.codec.ccsjob_xml import parse_ccs_job
 from infosvc.codec.gridjob_json import parse_grid_job
 from infosvc.codec.job_xml import job_to_xml, parse_job
 from infosvc.errors import DocumentError
-from infosvc.model.ccsjob import CcsJob, CcsPriority, CcsState, CcsTask
+from infosvc.model.ccsjob import CcsJob, CcsPriority, CcsTask, JobState
 from infosvc.model.gridjob import Constraints, GridJob, Requirements, admits
 from infosvc.model.job import (
     Condition, Consumable, Dependency, Designator, Extension, Job, JobGroup, Op, Simple, StreamFile, Task, Term,
@@ -468,7 +468,7 @@ def _ccs_jobs(draw: st.DrawFn) -> CcsJob:
     ) for index, name in enumerate(names)]
     return CcsJob(
         id=draw(st.integers(0, 1000)), name=draw(st.just("") | _phrase), project=draw(st.just("") | _phrase),
-        priority=draw(st.sampled_from(CcsPriority)), status=draw(st.sampled_from(CcsState)),
+        priority=draw(st.sampled_from(CcsPriority)), status=draw(st.sampled_from(JobState)),
         is_exclusive=draw(st.booleans()), is_backfill=draw(st.booleans()),
         min_processors=least, max_processors=least + draw(st.integers(0, 64)),
         run_until_cancelled=draw(st.booleans()),

@@ -67,6 +67,9 @@ FACED = ("config", "hosts", "queue")
 #: What the HTTP layer must not reach into: the aggregates' parts (the roll-up, the host table's
 #: entries, the store, the queue's figures) are theirs; web asks the Aggregator and the JobQueue.
 PARTS = ("rollup", "entries", "ce_queues", "store")
+#: The one module that may touch aiohttp's private names, each documented and tested there
+#: (tests/web/test_aiohttp_internals.py fails on an aiohttp that changes them).
+AIOHTTP_ADAPTER = "infosvc/web/aiohttp_internals.py"
 #: Underscored names that are public API: a namedtuple's methods.
 PUBLIC_UNDERSCORED = ("_replace", "_asdict", "_fields", "_make")
 
@@ -105,7 +108,7 @@ def _reaches(path: Path) -> list[str]:
 
 def test_the_web_layer_touches_no_private_name_and_no_aggregate_s_parts() -> None:
     reaching = {str(path.relative_to(ROOT)): found for path in sorted((ROOT / "infosvc" / "web").rglob("*.py"))
-                if (found := _reaches(path))}
+                if (found := _reaches(path)) and str(path.relative_to(ROOT)) != AIOHTTP_ADAPTER}
     assert not reaching, reaching
 
 

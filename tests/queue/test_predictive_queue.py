@@ -12,9 +12,10 @@ from typing import Any, Awaitable, Callable, Iterator
 import pytest
 
 from infosvc.matching import Site
+from infosvc.model.ccsjob import JobState
 from infosvc.publish.jobs import job_json
 from infosvc.sched import Policy
-from infosvc.sched.jobs import JobState
+from infosvc.model.ccsjob import JobState
 from infosvc.hosts.aggregator import Aggregator
 from infosvc.config.site import parse_config
 from infosvc.queue.jobqueue import JobQueue

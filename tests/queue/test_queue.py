@@ -12,7 +12,7 @@ from typing import Any, Awaitable, Callable, Iterator
 import pytest
 
 from infosvc.matching import Site
-from infosvc.sched.jobs import JobState
+from infosvc.model.ccsjob import JobState
 from infosvc.hosts.aggregator import Aggregator
 from infosvc.config.site import parse_config
 from infosvc.errors import Unavailable

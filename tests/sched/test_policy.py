@@ -153,3 +153,38 @@ def test_a_pass_never_overcommits_and_never_delays_the_reservation(queue_spec: l
         free_then = size - sum(r.allocation for r in running if r.ends > reservation.at) - sum(
             s.allocation for s in plan.starts if s.job.estimate > reservation.at)
         assert free_then >= reservation.job.processors  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class PredictedJob(Job):
+    predicted: float = math.nan
+
+
+def decided(plan: Plan[int]) -> tuple[list[tuple[str, int, bool]], tuple[str, float, int | None] | None]:
+    """The starts and the reservation (not predicted_at: the expected start is worked out only when
+    something could be backfilled)."""
+    r = plan.reservation
+    reserved = None if r is None else (r.job.id, r.at, r.allocation)
+    return [(s.job.id, s.allocation, s.backfilled) for s in plan.starts], reserved
+
+
+@settings(max_examples=300)
+@given(jobs, runs, st.lists(st.sampled_from([1.0, 5.0, 50.0, math.nan]), min_size=25, max_size=25),
+       st.sampled_from([Policy.EASY, Policy.PREDICTIVE]))
+def test_the_reasons_change_no_decision(queue_spec: list[tuple[int, float, int]], run_spec: list[tuple[int, float]],
+                                        guesses: list[float], policy: Policy) -> None:
+    """EASY and predictive backfill in one loop (policy._backfill), which without `explain` (a
+    simulation) refuses jobs by the machine's rooms alone and stops once nothing fits: the same
+    starts and reservation as the service's pass, which asks the machine about every job."""
+    size = 16
+    running, used = [], 0
+    for k, (processors, estimate) in enumerate(run_spec):
+        if used + processors <= size:
+            running.append(Running(f"r{k}", 0.0, estimate, processors, guesses[k]))
+            used += processors
+    queue = queue_order([PredictedJob(f"j{k:02d}", p, e, float(k), pr, guesses[k])
+                         for k, (p, e, pr) in enumerate(queue_spec)])
+    told, silent = (schedule(ProcessorPool(size, size - used), running, queue, now=1.0, policy=policy, explain=explain)
+                    for explain in (True, False))
+    assert decided(told) == decided(silent)
+    assert set(told.waiting) | {s.job.id for s in told.starts} == {j.id for j in queue} and not silent.waiting

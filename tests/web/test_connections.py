@@ -572,11 +572,3 @@ def test_the_log_limiter_writes_one_line_per_interval_and_counts_the_rest(caplog
         "something else",
     ]
 
-
-def test_the_parts_of_aiohttp_this_relies_on_are_there() -> None:
-    """connections.py reads one private attribute of aiohttp's RequestHandler; an aiohttp that
-    renames it must fail here, not silently treat every connection as idle."""
-    from aiohttp.web_protocol import RequestHandler
-
-    assert "_request_in_progress" in RequestHandler.__slots__
-    assert "_request_factory" in RequestHandler.__slots__

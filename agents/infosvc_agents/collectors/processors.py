@@ -281,13 +281,6 @@ def _str(value: Any) -> str | None:
     return (value.strip() or None) if isinstance(value, str) else None
 
 
-def _float(value: str | None) -> float | None:
-    try:
-        return float(value) if value else None
-    except ValueError:
-        return None
-
-
 def _arm_vendor(block: dict[str, str]) -> str | None:
     code = block.get("CPU implementer")
     try:
