@@ -109,7 +109,8 @@ def tile(host: str) -> str:
     return TILE.format(host)
 
 
-def test_the_page_shows_a_posted_host_and_its_change_without_a_reload(serve_app: ServerFactory, browser: Browser) -> None:
+def test_the_page_shows_a_posted_host_and_its_change_without_a_reload(serve_app: ServerFactory,
+                                                                     browser: Browser) -> None:
     server = serve_app()
     server.report("web01.example.org", server.agent_token(), processors=4, free_processors=1)
     browser.navigate(f"{server.url}/")

@@ -1,4 +1,4 @@
-"""schemathesis against /openapi.json on a real server (tests/support/apifuzz.py): no 5xx, no status,
+"""schemathesis against /openapi.json on the app served in process (tests/support/apifuzz.py): no 5xx, no status,
 header, content type or body outside the document, a 405 with Allow for every method a path does
 not have, no write without its token, stateful sequences (a job submitted, then read and
 cancelled) included. Short and on a fixed seed here; `python bench/apifuzz.py` runs it long.

@@ -1,5 +1,6 @@
-"""`infosvc serve` over HTTP on loopback, with real SQLite files: ingest, tokens, limits, bad input,
-filters, the node life cycle, admin actions, history, and restarts (kill -9 included)."""
+"""The server over HTTP on loopback, with real SQLite files: ingest, tokens, limits, bad input,
+filters, the node life cycle, admin actions, history (the app served in process), and restarts
+(kill -9 included) of `infosvc serve` itself."""
 
 from __future__ import annotations
 
