@@ -63,6 +63,13 @@ def module_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerFac
         yield factory
 
 
+@pytest.fixture(scope="module")
+def module_serve_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerFactory]:
+    """As `serve_app`, for in-process servers shared by the tests of one module."""
+    with _servers(InProcessServer, lambda n: tmp_path_factory.mktemp("app")) as factory:
+        yield factory
+
+
 @pytest.fixture
 def accepted(monkeypatch: pytest.MonkeyPatch) -> Accepted:
     """Every key parse_config accepts, recorded as it reads them."""

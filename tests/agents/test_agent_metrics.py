@@ -193,8 +193,8 @@ def get_metrics(port: int) -> str | None:
 
 
 @pytest.fixture
-def agent_with_metrics(serve: ServerFactory, tmp_path: Path) -> Iterator[tuple[Server, int]]:
-    server = serve()
+def agent_with_metrics(serve_app: ServerFactory, tmp_path: Path) -> Iterator[tuple[Server, int]]:
+    server = serve_app()
     token_file = tmp_path / "token"
     token_file.write_text(server.agent_token() + "\n")
     port = free_port()

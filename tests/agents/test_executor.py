@@ -20,8 +20,8 @@ HOSTS = {"exec-a.example": "host1", "exec-b.example": "host2"}
 
 
 @pytest.fixture
-def cluster(serve: ServerFactory, tmp_path: Path) -> Iterator[tuple[Server, Path]]:
-    server = serve(agents=2, executors={f"exec{n}": host for n, host in enumerate(HOSTS)})
+def cluster(serve_app: ServerFactory, tmp_path: Path) -> Iterator[tuple[Server, Path]]:
+    server = serve_app(agents=2, executors={f"exec{n}": host for n, host in enumerate(HOSTS)})
     base = reachable_base()
     work = task_directory(next(base), "work")  # the tasks' account writes its outputs here
     agents = [start_agent(server, host, server.tokens[f"exec{number}"], tmp_path / f"agent{number}",

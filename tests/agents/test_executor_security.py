@@ -36,9 +36,9 @@ def base() -> Iterator[Path]:
 
 
 @pytest.fixture
-def site(serve: ServerFactory, tmp_path: Path, base: Path) -> Iterator[tuple[Server, Path]]:
+def site(serve_app: ServerFactory, tmp_path: Path, base: Path) -> Iterator[tuple[Server, Path]]:
     """A server and one agent running jobs as nobody; the directory a task works in, nobody's."""
-    server = serve(agents=2, executors={"exec": HOST})
+    server = serve_app(agents=2, executors={"exec": HOST})
     agent = start_agent(server, HOST, server.tokens["exec"], tmp_path / "agent", tmp_path / "agent.log")
     try:
         wait_for(lambda: server.node_ids() == [HOST], timeout=30, message="the agent reporting")
@@ -188,11 +188,11 @@ def _pids(work: Path, count: int) -> list[int]:
 
 
 @pytest.fixture(params=["subreaper", "cgroup"])
-def contained_site(request: pytest.FixtureRequest, serve: ServerFactory, tmp_path: Path,
+def contained_site(request: pytest.FixtureRequest, serve_app: ServerFactory, tmp_path: Path,
                    base: Path) -> Iterator[tuple[Server, Path]]:
     if request.param not in _containments():
         pytest.skip(f"containment {request.param} is not available on this host (no writable cgroup v2)")
-    server = serve(agents=2, executors={"exec": HOST})
+    server = serve_app(agents=2, executors={"exec": HOST})
     agent = start_agent(server, HOST, server.tokens["exec"], tmp_path / "agent", tmp_path / "agent.log",
                         more=("--containment", request.param))
     try:
@@ -223,8 +223,8 @@ def test_no_process_outlives_its_cancel(contained_site: tuple[Server, Path]) -> 
 
 # --- 5. which account runs a task; the jobs' own directories -------------------------------------
 
-def test_owners_map_to_accounts_never_root(serve: ServerFactory, tmp_path: Path, base: Path) -> None:
-    server = serve(agents=2, executors={"exec": HOST}, users={"alice": "alice", "bob": "bob", "root": "root"})
+def test_owners_map_to_accounts_never_root(serve_app: ServerFactory, tmp_path: Path, base: Path) -> None:
+    server = serve_app(agents=2, executors={"exec": HOST}, users={"alice": "alice", "bob": "bob", "root": "root"})
     account_map = tmp_path / "accounts"
     account_map.write_text("# owner account\nalice daemon\n")
     agent = start_agent(server, HOST, server.tokens["exec"], tmp_path / "agent", tmp_path / "agent.log",
@@ -309,9 +309,9 @@ def _once_job(work: Path, seconds: float) -> bytes:
 
 
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
-def test_a_restart_never_starts_a_started_task_again(serve: ServerFactory, tmp_path: Path, base: Path,
+def test_a_restart_never_starts_a_started_task_again(serve_app: ServerFactory, tmp_path: Path, base: Path,
                                                      how: str) -> None:
-    server = serve(agents=2, executors={"exec": HOST})
+    server = serve_app(agents=2, executors={"exec": HOST})
     work = task_directory(base, "work")
     state, log = tmp_path / "agent", tmp_path / "agent.log"
     agent = start_agent(server, HOST, server.tokens["exec"], state, log)

@@ -173,9 +173,9 @@ def get_json(url: str) -> Any:
 
 
 @pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus is not installed")
-def test_prometheus_discovers_the_hosts(serve: ServerFactory, tmp_path: Path) -> None:
+def test_prometheus_discovers_the_hosts(serve_app: ServerFactory, tmp_path: Path) -> None:
     """deploy/prometheus.yml pointed at a real server: Prometheus reads /v1/prometheus/targets."""
-    server = serve({"prometheus": {"exporter_port": 9199}})
+    server = serve_app({"prometheus": {"exporter_port": 9199}})
     server.report("node001", server.agent_token())
     server.report("node002", server.agent_token())
     config = tmp_path / "prometheus.yml"

@@ -34,12 +34,12 @@ def test_the_doc_shows_each_format_s_fixture_as_it_is() -> None:
         assert shown.encode("utf-8") == (ROOT / path).read_bytes(), f"docs/job-formats.md shows {path} otherwise"
 
 
-def test_each_is_valid_and_a_real_server_starts_it(serve: ServerFactory) -> None:
+def test_each_is_valid_and_a_real_server_starts_it(serve_app: ServerFactory) -> None:
     done = subprocess.run([sys.executable, "-m", "infosvc", "validate", *(str(ROOT / path) for path in FIXTURES)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count(": valid ") == len(FIXTURES)
-    server = serve(agents=2, executors={"exec1": "n1.example.org", "exec2": "n2.example.org"})
+    server = serve_app(agents=2, executors={"exec1": "n1.example.org", "exec2": "n2.example.org"})
     for host in ("n1.example.org", "n2.example.org"):
         server.report(host, server.agent_token(), processors=4, memory_mb=16384, features=("ssd",))
     token = server.tokens["submit"]

@@ -39,10 +39,10 @@ def backup_with_python(db: Path, out: Path, command: str) -> None:
     (backup_with_cli, "VACUUM INTO '{out}'"),
     (backup_with_python, ""),
 ])
-def test_online_backup_restores_hosts_decisions_and_bindings(serve: ServerFactory, tmp_path: Path,
+def test_online_backup_restores_hosts_decisions_and_bindings(serve_app: ServerFactory, tmp_path: Path,
                                                              how: Callable[[Path, Path, str], None],
                                                              command: str) -> None:
-    server = serve({"lifecycle": {"require_approval": True}})
+    server = serve_app({"lifecycle": {"require_approval": True}})
     tokens = {host: server.agent_token() for host in HOSTS[:5]}
     for host, token in tokens.items():
         server.report(host, token)
@@ -54,7 +54,7 @@ def test_online_backup_restores_hosts_decisions_and_bindings(serve: ServerFactor
     how(server.db, out, command)  # while the server runs
     server.report("node001", tokens["node001"])  # and goes on taking reports
 
-    restored = serve({"lifecycle": {"require_approval": True}}, start=False)
+    restored = serve_app({"lifecycle": {"require_approval": True}}, start=False)
     shutil.copyfile(out, restored.db)
     restored.tokens_file.write_bytes(server.tokens_file.read_bytes())  # the same tokens file
     restored.start()

@@ -159,9 +159,9 @@ def _damage_hosts_index(db: Path) -> None:
             file.write(b"\xa5" * page_size)
 
 
-def test_the_healthz_503_is_documented_as_it_is_answered(serve: ServerFactory) -> None:
+def test_the_healthz_503_is_documented_as_it_is_answered(serve_app: ServerFactory) -> None:
     """A damaged store: GET /healthz answers 503 "failing", and its body is the documented one."""
-    server = serve(start=False)
+    server = serve_app(start=False)
     _damaged_store(server.db)
     server.start()
     healthy = server.get("/healthz")

@@ -34,8 +34,8 @@ def configured(factory: ServerFactory, origins: list[str], **service: Any) -> Se
 
 
 @pytest.fixture(scope="module")
-def site(module_serve: ServerFactory) -> Server:
-    return configured(module_serve, [PORTAL, LOCAL])
+def site(module_serve_app: ServerFactory) -> Server:
+    return configured(module_serve_app, [PORTAL, LOCAL])
 
 
 def concrete(route: Route) -> str:

@@ -154,11 +154,11 @@ def test_a_wrong_read_token_is_a_failing_site_not_a_crash(serve: ServerFactory, 
     assert top.process is not None and top.process.poll() is None
 
 
-def test_a_site_too_large_or_away_is_failing_with_the_reason(serve: ServerFactory) -> None:
-    (site, _) = _site(serve, False)
+def test_a_site_too_large_or_away_is_failing_with_the_reason(serve_app: ServerFactory) -> None:
+    (site, _) = _site(serve_app, False)
     for i in range(3):
         site.report(f"big{i}.example.org", site.agent_token())
-    top = _top(serve, [("big", site.url, None), ("away", f"http://127.0.0.1:{free_port()}", None)],
+    top = _top(serve_app, [("big", site.url, None), ("away", f"http://127.0.0.1:{free_port()}", None)],
                max_body_bytes=2048)
     tree = wait_for(lambda: (t := _glue(top)) and all(s.get("error") for s in t["sites"]) and t, timeout=20,
                     message="both upstreams failing")

@@ -28,8 +28,8 @@ clusters = ["{CLUSTER}"]
 
 
 @pytest.fixture(scope="module")
-def site(module_serve: ServerFactory) -> Server:
-    server = module_serve(start=False)
+def site(module_serve_app: ServerFactory) -> Server:
+    server = module_serve_app(start=False)
     server.config_file.write_text(SITE)
     server.start()
     server.report("cn01", server.agent_token())

@@ -37,8 +37,8 @@ clusters = ["compute", "bigmem"]
 
 
 @pytest.fixture(scope="module")
-def site(module_serve: ServerFactory) -> Server:
-    server = module_serve(start=False)
+def site(module_serve_app: ServerFactory) -> Server:
+    server = module_serve_app(start=False)
     server.config_file.write_text(SITE)
     server.start()
     for host in ("cn01", "cn02", "cn03"):
@@ -140,8 +140,8 @@ def test_the_provider_command_prints_nothing_when_it_fails(site: Server) -> None
     assert bad.returncode == 2 and bad.stdout == b""
 
 
-def test_the_provider_command_presents_its_read_token(serve: ServerFactory, tmp_path: Path) -> None:
-    server = serve({"service": {"read_token_required": True}})
+def test_the_provider_command_presents_its_read_token(serve_app: ServerFactory, tmp_path: Path) -> None:
+    server = serve_app({"service": {"read_token_required": True}})
     server.report("cn01", server.agent_token())
     refused = infosvc("ldif", "--server", server.url, "--schema", "2.0")
     assert refused.returncode == 1 and refused.stdout == b"" and b"401" in refused.stderr

@@ -113,8 +113,8 @@ def cases() -> list[tuple[str, str, str | None, str]]:
 
 
 @pytest.fixture(scope="module")
-def site(module_serve: ServerFactory) -> Server:
-    server = module_serve(agents=2)
+def site(module_serve_app: ServerFactory) -> Server:
+    server = module_serve_app(agents=2)
     server.report("a1.example.org", server.agent_token(), features=("a" * 60 + "b",))
     return server
 

@@ -43,8 +43,8 @@ def start(factory: ServerFactory, **kwargs: Any) -> Server:
 
 
 @pytest.fixture(scope="module")
-def site(module_serve: ServerFactory) -> Server:
-    return start(module_serve, agents=5)
+def site(module_serve_app: ServerFactory) -> Server:
+    return start(module_serve_app, agents=5)
 
 
 def test_glue_json_publishes_the_pools_and_consumables(site: Server) -> None:

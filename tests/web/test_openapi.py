@@ -31,8 +31,8 @@ METHODS = ("get", "put", "post", "delete", "patch", "options", "head", "trace")
 
 
 @pytest.fixture(scope="module")
-def server(module_serve: ServerFactory) -> Server:
-    return module_serve()
+def server(module_serve_app: ServerFactory) -> Server:
+    return module_serve_app()
 
 
 def app_operations() -> set[tuple[str, str]]:

@@ -109,8 +109,9 @@ def tile(host: str) -> str:
     return TILE.format(host)
 
 
-def test_the_page_shows_a_posted_host_and_its_change_without_a_reload(serve: ServerFactory, browser: Browser) -> None:
-    server = serve()
+def test_the_page_shows_a_posted_host_and_its_change_without_a_reload(serve_app: ServerFactory,
+                                                                     browser: Browser) -> None:
+    server = serve_app()
     server.report("web01.example.org", server.agent_token(), processors=4, free_processors=1)
     browser.navigate(f"{server.url}/")
     assert browser.wait_for(f"{tile('web01.example.org')}?.dataset.state", message="the host's tile") == "Ready"
@@ -128,8 +129,8 @@ def test_the_page_shows_a_posted_host_and_its_change_without_a_reload(serve: Ser
     assert browser.errors == []
 
 
-def test_a_host_view_has_its_facts_and_its_history_plotted(serve: ServerFactory, browser: Browser) -> None:
-    server = serve()
+def test_a_host_view_has_its_facts_and_its_history_plotted(serve_app: ServerFactory, browser: Browser) -> None:
+    server = serve_app()
     token = server.agent_token()
     for free in (4, 2, 1):
         server.report("web02.example.org", token, processors=4, free_processors=free, free_memory_mb=2048 * free)
@@ -151,8 +152,8 @@ def test_a_host_view_has_its_facts_and_its_history_plotted(serve: ServerFactory,
     assert browser.errors == []
 
 
-def test_the_page_fits_a_phone(serve: ServerFactory, browser: Browser) -> None:
-    server = serve()
+def test_the_page_fits_a_phone(serve_app: ServerFactory, browser: Browser) -> None:
+    server = serve_app()
     long_name = "a-host-with-a-rather-long-name-to-see-that-it-wraps-or-is-cut." + "x" * 40 + ".example.org"
     for host in ("web03.example.org", long_name):
         server.report(host, server.agent_token(), processors=4, free_processors=2)
@@ -171,8 +172,8 @@ def test_the_page_fits_a_phone(serve: ServerFactory, browser: Browser) -> None:
     assert browser.errors == []
 
 
-def test_a_read_token_is_asked_for_and_kept_for_the_tab(serve: ServerFactory, browser: Browser) -> None:
-    server = serve({"service": {"read_token_required": True}})
+def test_a_read_token_is_asked_for_and_kept_for_the_tab(serve_app: ServerFactory, browser: Browser) -> None:
+    server = serve_app({"service": {"read_token_required": True}})
     server.report("web04.example.org", server.agent_token())
     browser.navigate(f"{server.url}/")
     browser.wait_for("!document.getElementById('token-form').hidden", message="the token form")
@@ -188,8 +189,8 @@ def test_a_read_token_is_asked_for_and_kept_for_the_tab(serve: ServerFactory, br
     assert browser.errors and all(e.source == "network" and "401" in e.text for e in browser.errors), browser.errors
 
 
-def test_a_server_gone_away_is_said_on_the_page(serve: ServerFactory, browser: Browser) -> None:
-    server: Server = serve()
+def test_a_server_gone_away_is_said_on_the_page(serve_app: ServerFactory, browser: Browser) -> None:
+    server: Server = serve_app()
     server.report("web05.example.org", server.agent_token())
     browser.navigate(f"{server.url}/")
     browser.wait_for(f"!!{tile('web05.example.org')}", message="the host's tile")

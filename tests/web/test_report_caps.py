@@ -155,8 +155,8 @@ CASES: dict[str, tuple[Callable[[int, int], Node], str]] = {
 
 
 @pytest.fixture(scope="module")
-def server(module_serve: ServerFactory) -> tuple[Server, str]:
-    server = module_serve(agents=2)
+def server(module_serve_app: ServerFactory) -> tuple[Server, str]:
+    server = module_serve_app(agents=2)
     token = server.agent_token()
     assert server.post_node(node_to_xml(base(0)), token).status == 200
     return server, token
@@ -252,9 +252,9 @@ def test_a_large_real_host_is_taken_far_inside_every_cap(server: tuple[Server, s
     assert len(glue["file_systems"]) == 64 and len(glue["network_adapters"]) == 32, sorted(glue)
 
 
-def test_the_caps_are_the_sites_to_set(serve: ServerFactory) -> None:
+def test_the_caps_are_the_sites_to_set(serve_app: ServerFactory) -> None:
     """A site whose hosts carry more raises a cap; a lower one refuses what the default takes."""
-    srv = serve({"reports": {"max_features": 2}}, agents=1)
+    srv = serve_app({"reports": {"max_features": 2}}, agents=1)
     token = srv.agent_token()
     node = make_node(HOST, features=("a", "b"))
     assert srv.post_node(node_to_xml(node), token).status == 200

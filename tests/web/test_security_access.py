@@ -57,8 +57,8 @@ def with_every_role(server: Server) -> Server:
 
 
 @pytest.fixture(scope="module")
-def site(module_serve: ServerFactory) -> Server:
-    return with_every_role(module_serve(agents=2, executors={"exec0": EXECUTOR_HOST}, start=False))
+def site(module_serve_app: ServerFactory) -> Server:
+    return with_every_role(module_serve_app(agents=2, executors={"exec0": EXECUTOR_HOST}, start=False))
 
 
 def test_every_write_route_is_in_the_matrix() -> None:
@@ -89,8 +89,8 @@ def test_no_write_without_a_token_of_the_right_role(site: Server, route: Route) 
     assert not failures, "\n".join(failures)
 
 
-def test_a_bound_token_cannot_report_for_another_host(serve: ServerFactory) -> None:
-    server = serve(agents=2, bound={"pinned": "pinned.example.org"})
+def test_a_bound_token_cannot_report_for_another_host(serve_app: ServerFactory) -> None:
+    server = serve_app(agents=2, bound={"pinned": "pinned.example.org"})
     pinned = server.tokens["pinned"]
     token = server.agent_token()
     server.report("first.example.org", token)  # bound at first use
@@ -194,8 +194,8 @@ def test_a_wrong_token_file_of_a_command_is_said_without_its_secret(tmp_path: Pa
 READS = [route for route in ROUTES if route.access is Access.READ]
 
 
-def test_reads_need_a_token_when_configured(serve: ServerFactory) -> None:
-    server = with_every_role(serve({"service": {"read_token_required": True}}, agents=2,
+def test_reads_need_a_token_when_configured(serve_app: ServerFactory) -> None:
+    server = with_every_role(serve_app({"service": {"read_token_required": True}}, agents=2,
                                    executors={"exec0": EXECUTOR_HOST}, start=False))
     server.report("r1.example.org", server.agent_token())
     failures = []

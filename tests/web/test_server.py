@@ -1,5 +1,6 @@
-"""`infosvc serve` over HTTP on loopback, with real SQLite files: ingest, tokens, limits, bad input,
-filters, the node life cycle, admin actions, history, and restarts (kill -9 included)."""
+"""The server over HTTP on loopback, with real SQLite files: ingest, tokens, limits, bad input,
+filters, the node life cycle, admin actions, history (the app served in process), and restarts
+(kill -9 included) of `infosvc serve` itself."""
 
 from __future__ import annotations
 
@@ -58,8 +59,8 @@ def sequence_of(document: bytes) -> int:
 # --- one server for most tests of this module ------------------------------------------------
 
 @pytest.fixture(scope="module")
-def shared(module_serve: ServerFactory) -> Server:
-    return module_serve({"service": {"max_body_bytes": MAX_BODY, "body_timeout_seconds": BODY_TIMEOUT},
+def shared(module_serve_app: ServerFactory) -> Server:
+    return module_serve_app({"service": {"max_body_bytes": MAX_BODY, "body_timeout_seconds": BODY_TIMEOUT},
                          "store": {"history_per_host": 3}},
                         agents=24, bound={"pinned": "pinned-host"})
 
@@ -541,8 +542,8 @@ FILTERS = [
 
 
 @pytest.fixture(scope="module")
-def fleet(module_serve: ServerFactory) -> Server:
-    server = module_serve({"lifecycle": {"require_approval": True}}, agents=len(FLEET))
+def fleet(module_serve_app: ServerFactory) -> Server:
+    server = module_serve_app({"lifecycle": {"require_approval": True}}, agents=len(FLEET))
     for host, (keywords, approved, paused) in FLEET.items():
         reply = server.report(host, server.agent_token(), **keywords)
         assert reply.json()["state"] == "Pending"
