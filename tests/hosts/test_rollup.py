@@ -828,3 +828,41 @@ def test_counts_that_are_no_measurement_are_not_published(text: str) -> None:
 def test_absurd_loads_are_not_published(load: float) -> None:
     h = host(make_node("h1", INTEL, load=(load, 1.0, 1.0)), SiteConfig())
     assert h.processor_load is None and h.smp_load is None
+
+
+class QueueBoard:
+    """A job queue as the roll-up sees it (model.glue.CEQueueFigures): asked, never written to."""
+
+    def __init__(self) -> None:
+        self.state: glue.CEQueueState | None = None
+        self.asked: list[str] = []
+
+    def ce_queue_state(self, ce_id: str) -> glue.CEQueueState | None:
+        self.asked.append(ce_id)
+        return self.state
+
+
+def test_the_ces_read_the_queue_s_figures_at_each_rendering() -> None:
+    config = SiteConfig()
+    board = QueueBoard()
+    rollup = Rollup(config, board)
+    for name in ("a1", "a2"):
+        rollup.update(host(make_node(name, SMALL), config))
+    (ce,) = rollup.computing_elements()
+    total = ce.info.total_cpus
+    assert (ce.state.running_jobs, ce.state.waiting_jobs, ce.state.free_cpus, ce.jobs) == (0, 0, total, ())
+    job = glue.CEJob("7", "RUNNING")
+    board.state = glue.CEQueueState(running_jobs=2, waiting_jobs=3, held_cpus=total - 1, estimated_response_time=60,
+                                    worst_response_time=600, jobs=(job,))
+    (ce,) = rollup.computing_elements()  # read now, not a copy taken when the queue was given
+    state = ce.state
+    assert (state.running_jobs, state.waiting_jobs, state.total_jobs) == (2, 3, 5)
+    assert (state.estimated_response_time, state.worst_response_time, ce.jobs) == (60, 600, (job,))
+    assert state.free_cpus == 1  # what the hosts report free, and no more than the queue's jobs leave
+    # a filtered view (GET /v1/glue with host filters) reads the same queue
+    (part,) = rollup.of_hosts([rollup.hosts["a1"]]).computing_elements()
+    assert part.state.running_jobs == 2 and part.state.free_cpus == 0
+    assert board.asked == [DEFAULT_CLUSTER] * 3
+    other = QueueBoard()
+    rollup.read_queue(other)
+    assert rollup.computing_elements()[0].state.running_jobs == 0 and other.asked == [DEFAULT_CLUSTER]
