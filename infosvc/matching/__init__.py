@@ -35,7 +35,7 @@ Semantics (docs/matching.md has the whole list):
 - ResourceManagerType (the LRMS type, without regard to case), Queue (exactly) and Duration (the
   wall-clock time asked, against MaxWallClockTime in minutes; 0 is no limit) ask something of a CE
   serving the host's cluster; the CE terms of one conjunction must all be met by one CE
-  (`ce._ce_together`).
+  (`ce.ce_together`).
 - Other simple properties (User, Account, NodeCount, ...) are no property of a host: they hold,
   and compile_requirements says so in its notes.
 - op Match: a regular expression, fully matched, guarded (see `guarded_regex`).
@@ -55,7 +55,6 @@ from __future__ import annotations
 
 from infosvc.matching.errors import MatchError
 from infosvc.matching.patterns import MAX_PATTERN, MAX_SUBJECT, Regex, guarded_regex
-from infosvc.matching.patterns import _fullmatch as _fullmatch
 from infosvc.matching.ranges import MAX_RANGE, check_range_budget
 from infosvc.matching.requirements import MatchTooCostly, Requirements, Verdict, compile_requirements, evaluate
 from infosvc.matching.result import MAX_REASONS, AnswerLimits, Candidate, MatchResult

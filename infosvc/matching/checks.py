@@ -12,8 +12,8 @@ from ClusterShell.NodeSet import NodeSetParseError
 from infosvc.errors import excerpt
 from infosvc.model.hostid import canonical
 from infosvc.matching.errors import MatchError
-from infosvc.matching.patterns import _fullmatch, guarded_regex
-from infosvc.matching.ranges import _bound_range
+from infosvc.matching.patterns import fullmatch, guarded_regex
+from infosvc.matching.ranges import bound_range
 from infosvc.matching.view import CE, Site
 from infosvc.model.glue import LICENSE, Host
 from infosvc.model.job import Consumable, Context, Feature, Op, Simple, Term
@@ -22,7 +22,7 @@ from infosvc.model.nodeset import NameSet
 from infosvc.model.noderef import Aggregation, NodeRef, NodeRefError
 from infosvc.model.units import DEFAULT_UNITS, UnitError, convert, is_byte_unit
 
-__all__ = ["Test", "Explain", "Check"]
+__all__ = ["Test", "Explain", "Check", "number_words", "consumable_check", "simple_check", "feature_check", "node_check"]
 
 Test = Callable[[Node, Host, Site], bool]
 Explain = Callable[[Node, Host, Site], str]
@@ -40,7 +40,7 @@ class Check:
     #: available_cpus >= n, ("ram", mb) for main_memory.ram_available (not None) >= mb
     threshold: tuple[str, float] | None = None
     #: for a term that asks something of one computing element (ResourceManagerType, Queue,
-    #: Duration): that test on one CE, and what is asked in words; see `_ce_together`
+    #: Duration): that test on one CE, and what is asked in words; see `ce_together`
     ce_test: Callable[[CE], bool] | None = None
     ce_asked: tuple[str, ...] = ()
     #: (name, negated) when the test is no more than whether the node has one feature (or not)
@@ -54,11 +54,12 @@ _NUMERIC: dict[Op, Callable[[float, float], bool]] = {
 }
 
 
-def _num(value: float) -> str:
+def number_words(value: float) -> str:
+    """An amount as a reason writes it: 4, not 4.0; 2.5 as it is."""
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
-def _consumable_check(term: Term, item: Consumable) -> Check:
+def consumable_check(term: Term, item: Consumable) -> Check:
     context = item.effective_context
     if context is Context.USED:
         return Check(term, True, lambda n, h, s: True, lambda n, h, s: f"{_label(item)}: context Used asks nothing")
@@ -75,7 +76,7 @@ def _consumable_check(term: Term, item: Consumable) -> Check:
         elif op in (Op.LE, Op.LT, Op.NE):
             # The most the job takes (Processors GE 8 with LE 16: 8 to 16): no bound on the host.
             return Check(term, True, lambda n, h, s: True,
-                         lambda n, h, s: f"{_label(item)}: {op.value} {_num(float(item.value))} bounds the job only")
+                         lambda n, h, s: f"{_label(item)}: {op.value} {number_words(float(item.value))} bounds the job only")
     compare = _NUMERIC[op]
     ctx_word = "configured" if context is Context.CONFIGURED else "available"
     units = item.units or DEFAULT_UNITS.get(item.kind)
@@ -88,7 +89,7 @@ def _consumable_check(term: Term, item: Consumable) -> Check:
         def cpus(host: Host) -> int:
             return host.total_cpus if configured else host.available_cpus
 
-        want_text = f"{label}: asked {op.value} {_num(wanted)} {ctx_word}"
+        want_text = f"{label}: asked {op.value} {number_words(wanted)} {ctx_word}"
         test_cpus: Test = (
             (lambda n, h, s: h.available_cpus >= wanted) if op is Op.GE and not configured
             else (lambda n, h, s: compare(cpus(h), wanted)))
@@ -101,9 +102,9 @@ def _consumable_check(term: Term, item: Consumable) -> Check:
         except UnitError as exc:
             raise MatchError(f"Memory units: {exc}") from None
         except OverflowError:
-            raise MatchError(f"Memory: {_num(wanted)} {units} is past any amount a host can have") from None
+            raise MatchError(f"Memory: {number_words(wanted)} {units} is past any amount a host can have") from None
         configured = context is Context.CONFIGURED
-        shown = f"{_num(wanted)} {units}" + (f" ({_num(wanted_mb)} MB)" if units and units.upper() != "MB" else "")
+        shown = f"{number_words(wanted)} {units}" + (f" ({number_words(wanted_mb)} MB)" if units and units.upper() != "MB" else "")
         want_text = f"{label}: asked {op.value} {shown} {ctx_word}"
 
         def ram(host: Host) -> int | None:
@@ -134,7 +135,7 @@ def _consumable_check(term: Term, item: Consumable) -> Check:
     else:
         units_bytes = units is not None
     category = "configured" if context is Context.CONFIGURED else "available"
-    want_text = f"{label}: asked {op.value} {_num(wanted)}{' ' + units if units else ''} {ctx_word}"
+    want_text = f"{label}: asked {op.value} {number_words(wanted)}{' ' + units if units else ''} {ctx_word}"
 
     def from_config(host: Host) -> list[float]:
         given = host.resources
@@ -170,7 +171,7 @@ def _consumable_check(term: Term, item: Consumable) -> Check:
         values = amounts(n, h)
         if not values:
             return f"{want_text}, host has none"
-        return f"{want_text}, host has " + ", ".join(_num(v) + (f" {units}" if units else "") for v in values)
+        return f"{want_text}, host has " + ", ".join(number_words(v) + (f" {units}" if units else "") for v in values)
 
     return Check(term, False, test_other, explain_other)
 
@@ -186,7 +187,7 @@ def _string_test(term: Term, label: str, value: str) -> Callable[[list[str]], bo
     op = term.effective_op
     if op is Op.MATCH:
         regex = guarded_regex(value, f"the {label} pattern")
-        return lambda values: any(_fullmatch(regex, v) for v in values)
+        return lambda values: any(fullmatch(regex, v) for v in values)
     if op not in (Op.EQ, Op.NE):
         raise MatchError(f"op {op.value} does not apply to {label}: use EQ, NE or Match")
     wanted = value.casefold()
@@ -199,9 +200,9 @@ def _string_test(term: Term, label: str, value: str) -> Callable[[list[str]], bo
 _NOT_OF_A_HOST = "is not a property of a host"
 
 
-def _simple_check(term: Term, item: Simple, notes: list[str]) -> Check:
+def simple_check(term: Term, item: Simple, notes: list[str]) -> Check:
     """A simple property of the host or its cluster; the ones asked of a computing element
-    (infosvc.matching.ce.CE_TERMS) are compiled by `ce._ce_check` instead."""
+    (infosvc.matching.ce.CE_TERMS) are compiled by `ce.ce_check` instead."""
     name, value = item.name, item.value
     op_text = term.effective_op.value
     getter: Callable[[Node, Host, Site], list[str]]
@@ -233,7 +234,7 @@ def _simple_check(term: Term, item: Simple, notes: list[str]) -> Check:
     return Check(term, static, lambda n, h, s: values_ok(getter(n, h, s)), explain)
 
 
-def _feature_check(term: Term, item: Feature) -> Check:
+def feature_check(term: Term, item: Feature) -> Check:
     op = term.effective_op
     if op not in (Op.EQ, Op.NE, Op.MATCH):
         raise MatchError(f"op {op.value} does not apply to Feature: use EQ, NE or Match")
@@ -243,11 +244,11 @@ def _feature_check(term: Term, item: Feature) -> Check:
         asked = f"Feature: asked {'no feature' if negate else 'a feature'} matching {excerpt(item.value.strip())}"
 
         def test_pattern(n: Node, h: Host, s: Site) -> bool:
-            return any(_fullmatch(regex, f) for f in n.features) != negate
+            return any(fullmatch(regex, f) for f in n.features) != negate
         test: Test = test_pattern
     else:
         if item.aggregation is Aggregation.RANGE:
-            _bound_range("Feature", item.value)
+            bound_range("Feature", item.value)
         try:
             names = item.names()
         except NodeRefError as exc:
@@ -277,7 +278,7 @@ def _host_key(name: str) -> str:
     return canonical(name)
 
 
-def _node_check(term: Term, item: NodeRef) -> Check:
+def node_check(term: Term, item: NodeRef) -> Check:
     op = term.effective_op
     if op not in (Op.EQ, Op.NE, Op.MATCH):
         raise MatchError(f"op {op.value} does not apply to Node: use EQ, NE or Match")
@@ -287,12 +288,12 @@ def _node_check(term: Term, item: NodeRef) -> Check:
         asked = f"Node: asked {'not ' if negate else ''}matching {excerpt(item.value.strip())}"
 
         def test_pattern(n: Node, h: Host, s: Site) -> bool:
-            return _fullmatch(regex, h.unique_id) != negate
+            return fullmatch(regex, h.unique_id) != negate
         test: Test = test_pattern
     else:
         names: Container[str]
         if item.aggregation is Aggregation.RANGE:
-            _bound_range("Node", item.value)
+            bound_range("Node", item.value)
             # a membership test, never the names written out (infosvc.model.nodeset.NameSet)
             try:
                 names = NameSet(item.value)

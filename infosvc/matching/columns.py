@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator, cast
 import numpy as np
 
 from infosvc.matching.hostcolumns import MIXED, NO_NODE, Columns, HostColumns
-from infosvc.matching.requirements import Requirements, _verdict
+from infosvc.matching.requirements import Requirements, verdict_of
 from infosvc.matching.result import Candidate, MatchResult
 from infosvc.matching.view import Site, SiteView, SyncedColumns
 from infosvc.model.glue import Host
@@ -85,7 +85,7 @@ def _match_columns(requirements: Requirements, rollup: SiteView, node_of: Callab
                 node = nodes[sample]
                 assert node is not None
                 static_runs += 1
-                static = cache[key] = _verdict(requirements.static, node, hosts[sample], site)
+                static = cache[key] = verdict_of(requirements.static, node, hosts[sample], site)
             oks.append(static.ok)
             scores.append(static.score)
         sub_of_row = cols.sub_of_row
@@ -100,7 +100,7 @@ def _match_columns(requirements: Requirements, rollup: SiteView, node_of: Callab
                 static = cache.get((sub_id, node.opsys))
                 if static is None:
                     static_runs += 1
-                    static = cache[(sub_id, node.opsys)] = _verdict(requirements.static, node, hosts[r], site)
+                    static = cache[(sub_id, node.opsys)] = verdict_of(requirements.static, node, hosts[r], site)
                 static_ok[r], base[r] = static.ok, static.score
         considered = static_ok & cols.has_node & cols.ready
     else:

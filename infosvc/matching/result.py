@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from infosvc.errors import excerpt
-from infosvc.matching.requirements import Requirements, _evaluate
+from infosvc.matching.requirements import Requirements, evaluate
 from infosvc.matching.view import Site
 from infosvc.model.glue import Host
 from infosvc.model.node import Node
@@ -67,24 +67,27 @@ class MatchResult:
             self._matches = self._candidates()
         return self._matches
 
+    def _reasons(self, host: Host, subcluster: str | None, node: Node) -> tuple[str, ...]:
+        """Why a host the match rejected does not fit, from the node it was decided on."""
+        return evaluate(self.requirements, node, host, subcluster=subcluster, site=self._site, count=False).reasons
+
     @property
     def rejected(self) -> list[tuple[str, tuple[str, ...]]]:
         if self._rejected is None:
-            req, site = self.requirements, self._site
-            self._rejected = [(host.unique_id, _evaluate(req, node, host, sub, site, count=False).reasons)
+            self._rejected = [(host.unique_id, self._reasons(host, sub, node))
                               for host, sub, node in self._misses() if node is not None]
         return self._rejected
 
     def rejected_groups(self) -> list[tuple[tuple[str, ...], list[str]]]:
         """The rejected hosts grouped by their reasons, (reasons, host ids), in the order first met:
         the hosts of one subcluster in one state commonly share theirs."""
-        req, site = self.requirements, self._site
+        req = self.requirements
         groups: dict[tuple[str, ...], list[str]] = {}
         for index, (host, sub, node) in enumerate(self._misses()):
             if not index & 63:
                 req.spend()
             if node is not None:
-                groups.setdefault(_evaluate(req, node, host, sub, site, count=False).reasons, []).append(host.unique_id)
+                groups.setdefault(self._reasons(host, sub, node), []).append(host.unique_id)
         return list(groups.items())
 
     def as_json(self, limits: AnswerLimits | None = None) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import infosvc.matching as _package
 from infosvc.matching.hostcolumns import HostColumns
 from infosvc.matching.columns import _match_columns
 from infosvc.matching.expression import CExpr, CLeaf
-from infosvc.matching.requirements import Requirements, Verdict, _verdict
+from infosvc.matching.requirements import Requirements, Verdict, verdict_of
 from infosvc.matching.result import MatchResult, _Found, _Miss
 from infosvc.matching.view import Site, SiteView, SyncedColumns
 from infosvc.model.node import Node
@@ -113,7 +113,7 @@ def match(requirements: Requirements, rollup: SiteView, node_of: Callable[[str],
                 if sample is None:
                     continue
                 static_runs += 1
-                static = cache[(sub_id, None)] = _verdict(requirements.static, sample[1], sample[0], site)
+                static = cache[(sub_id, None)] = verdict_of(requirements.static, sample[1], sample[0], site)
             if not static.ok:
                 for host in members:
                     add_missed((host, sub_id, node_of(host.unique_id)))
@@ -136,7 +136,7 @@ def match(requirements: Requirements, rollup: SiteView, node_of: Callable[[str],
                     static = cache.get(key)
                     if static is None:
                         static_runs += 1
-                        static = cache[key] = _verdict(requirements.static, node, host, site)
+                        static = cache[key] = verdict_of(requirements.static, node, host, site)
                     by_opsys[node.opsys] = static
                 if not static.ok:
                     add_missed((host, sub_id, node))

@@ -736,9 +736,9 @@ def test_ce_policy_comes_from_the_site_config() -> None:
 
 
 def test_a_subject_that_is_no_unicode_text_never_matches() -> None:
-    from infosvc.matching import _fullmatch
+    from infosvc.matching.patterns import fullmatch
 
-    assert not _fullmatch(guarded_regex(".*"), "a\ud800b")
+    assert not fullmatch(guarded_regex(".*"), "a\ud800b")
     with pytest.raises(MatchError, match="not Unicode text"):
         guarded_regex("a\ud800")
 
