@@ -17,7 +17,7 @@ from infosvc.matching.ranges import bound_range
 from infosvc.matching.view import CE, Site
 from infosvc.model.glue import LICENSE, Host
 from infosvc.model.job import Consumable, Context, Feature, Op, Simple, Term
-from infosvc.model.node import Node
+from infosvc.model.node import Consumable as NodeAmount, Node
 from infosvc.model.nodeset import NameSet
 from infosvc.model.noderef import Aggregation, NodeRef, NodeRefError
 from infosvc.model.units import DEFAULT_UNITS, UnitError, convert, is_byte_unit
@@ -60,6 +60,7 @@ def number_words(value: float) -> str:
 
 
 def consumable_check(term: Term, item: Consumable) -> Check:
+    """An amount (Processors, Memory, Disk, Swap, Network, Resource) asked of a host."""
     context = item.effective_context
     if context is Context.USED:
         return Check(term, True, lambda n, h, s: True, lambda n, h, s: f"{_label(item)}: context Used asks nothing")
@@ -77,81 +78,102 @@ def consumable_check(term: Term, item: Consumable) -> Check:
             # The most the job takes (Processors GE 8 with LE 16: 8 to 16): no bound on the host.
             return Check(term, True, lambda n, h, s: True,
                          lambda n, h, s: f"{_label(item)}: {op.value} {number_words(float(item.value))} bounds the job only")
-    compare = _NUMERIC[op]
-    ctx_word = "configured" if context is Context.CONFIGURED else "available"
-    units = item.units or DEFAULT_UNITS.get(item.kind)
-    wanted = float(item.value)
-    label = _label(item)
-
+    asked = _Amount(term, item, op, context is Context.CONFIGURED, item.units or DEFAULT_UNITS.get(item.kind),
+                    float(item.value), _label(item))
     if item.kind == "Processors":
-        configured = context is Context.CONFIGURED
-
-        def cpus(host: Host) -> int:
-            return host.total_cpus if configured else host.available_cpus
-
-        want_text = f"{label}: asked {op.value} {number_words(wanted)} {ctx_word}"
-        test_cpus: Test = (
-            (lambda n, h, s: h.available_cpus >= wanted) if op is Op.GE and not configured
-            else (lambda n, h, s: compare(cpus(h), wanted)))
-        return Check(term, configured, test_cpus, lambda n, h, s: f"{want_text}, host has {cpus(h)}",
-                     ("cpus", wanted) if op is Op.GE and not configured else None)
-
+        return _processors_check(asked)
     if item.kind == "Memory":
-        try:
-            wanted_mb = convert(wanted, units or "MB", "MB")
-        except UnitError as exc:
-            raise MatchError(f"Memory units: {exc}") from None
-        except OverflowError:
-            raise MatchError(f"Memory: {number_words(wanted)} {units} is past any amount a host can have") from None
-        configured = context is Context.CONFIGURED
-        shown = f"{number_words(wanted)} {units}" + (f" ({number_words(wanted_mb)} MB)" if units and units.upper() != "MB" else "")
-        want_text = f"{label}: asked {op.value} {shown} {ctx_word}"
+        return _memory_check(asked)
+    return _listed_amount_check(asked)
 
-        def ram(host: Host) -> int | None:
-            mem = host.main_memory
-            return mem.ram_size if configured else mem.ram_available
 
-        test_mem: Test
-        if op is Op.GE and not configured:  # the common case, without the calls
-            def test_mem(n: Node, h: Host, s: Site) -> bool:
-                have = h.main_memory.ram_available
-                return have is not None and have >= wanted_mb
-        else:
-            def test_mem(n: Node, h: Host, s: Site) -> bool:
-                have = ram(h)
-                return have is not None and compare(have, wanted_mb)
+@dataclass(frozen=True, slots=True)
+class _Amount:
+    """An amount term as its check reads it: the op as it applies to the host (EQ on an amount the
+    job takes is GE), whether it describes the host (context Configured), the units and the value."""
 
-        def explain_mem(n: Node, h: Host, s: Site) -> str:
-            have = ram(h)
-            return f"{want_text}, host has " + ("no Memory reported" if have is None else f"{have} MB")
+    term: Term
+    item: Consumable
+    op: Op
+    configured: bool
+    units: str | None
+    wanted: float
+    label: str
 
-        # Configured RAM is not static: the subcluster key rounds it to the GiB.
-        return Check(term, False, test_mem, explain_mem, ("ram", wanted_mb) if op is Op.GE and not configured else None)
+    @property
+    def compare(self) -> Callable[[float, float], bool]:
+        return _NUMERIC[self.op]
 
-    # Disk, Swap, Network, and Resource (licenses, NetworkAdapter, ...): the node's own list, and for
-    # a Resource what the site config gives the host (infosvc.site.resources), in either context.
-    if units is not None and not is_byte_unit(units):
-        units_bytes = False
+    @property
+    def context_word(self) -> str:
+        return "configured" if self.configured else "available"
+
+    @property
+    def threshold(self) -> bool:
+        """Whether the host must have at least the value free (what the columns decide)."""
+        return self.op is Op.GE and not self.configured
+
+
+def _processors_check(asked: _Amount) -> Check:
+    configured, wanted, compare = asked.configured, asked.wanted, asked.compare
+
+    def cpus(host: Host) -> int:
+        return host.total_cpus if configured else host.available_cpus
+
+    want_text = f"{asked.label}: asked {asked.op.value} {number_words(wanted)} {asked.context_word}"
+    test_cpus: Test = (
+        (lambda n, h, s: h.available_cpus >= wanted) if asked.threshold
+        else (lambda n, h, s: compare(cpus(h), wanted)))
+    return Check(asked.term, configured, test_cpus, lambda n, h, s: f"{want_text}, host has {cpus(h)}",
+                 ("cpus", wanted) if asked.threshold else None)
+
+
+def _memory_check(asked: _Amount) -> Check:
+    configured, wanted, units, compare = asked.configured, asked.wanted, asked.units, asked.compare
+    try:
+        wanted_mb = convert(wanted, units or "MB", "MB")
+    except UnitError as exc:
+        raise MatchError(f"Memory units: {exc}") from None
+    except OverflowError:
+        raise MatchError(f"Memory: {number_words(wanted)} {units} is past any amount a host can have") from None
+    shown = f"{number_words(wanted)} {units}" + (f" ({number_words(wanted_mb)} MB)" if units and units.upper() != "MB" else "")
+    want_text = f"{asked.label}: asked {asked.op.value} {shown} {asked.context_word}"
+
+    def ram(host: Host) -> int | None:
+        mem = host.main_memory
+        return mem.ram_size if configured else mem.ram_available
+
+    test_mem: Test
+    if asked.threshold:  # the common case, without the calls
+        def test_mem(n: Node, h: Host, s: Site) -> bool:
+            have = h.main_memory.ram_available
+            return have is not None and have >= wanted_mb
     else:
-        units_bytes = units is not None
-    category = "configured" if context is Context.CONFIGURED else "available"
-    want_text = f"{label}: asked {op.value} {number_words(wanted)}{' ' + units if units else ''} {ctx_word}"
+        def test_mem(n: Node, h: Host, s: Site) -> bool:
+            have = ram(h)
+            return have is not None and compare(have, wanted_mb)
 
-    def from_config(host: Host) -> list[float]:
-        given = host.resources
-        if given is None:
-            return []
-        if item.name == LICENSE:  # a license pool's count: the queue holds what running jobs draw
-            return [float(count) for feature, count in given.licenses if item.type in (None, feature)]
-        return [float(amount) for name, amount in given.consumables if name == item.name and item.type is None]
+    def explain_mem(n: Node, h: Host, s: Site) -> str:
+        have = ram(h)
+        return f"{want_text}, host has " + ("no Memory reported" if have is None else f"{have} MB")
+
+    # Configured RAM is not static: the subcluster key rounds it to the GiB.
+    return Check(asked.term, False, test_mem, explain_mem, ("ram", wanted_mb) if asked.threshold else None)
+
+
+def _listed_amount_check(asked: _Amount) -> Check:
+    """Disk, Swap, Network, and Resource (licenses, NetworkAdapter, ...): the node's own list, and for
+    a Resource what the site config gives the host (infosvc.site.resources), in either context."""
+    item, units, wanted, compare = asked.item, asked.units, asked.wanted, asked.compare
+    units_bytes = units is not None and is_byte_unit(units)
+    category = "configured" if asked.configured else "available"
+    want_text = f"{asked.label}: asked {asked.op.value} {number_words(wanted)}{' ' + units if units else ''} {category}"
 
     def amounts(node: Node, host: Host) -> list[float]:
-        props = node.configured if category == "configured" else node.available
-        found = from_config(host) if item.kind == "Resource" else []
+        props = node.configured if asked.configured else node.available
+        found = _from_config(item, host) if item.kind == "Resource" else []
         for have in props.items:
-            if have.kind != item.kind:
-                continue
-            if item.kind == "Resource" and (have.name != item.name or (item.type is not None and have.type != item.type)):
+            if not _same_kind(item, have):
                 continue
             value = float(have.value)
             if units_bytes and units is not None:
@@ -173,7 +195,24 @@ def consumable_check(term: Term, item: Consumable) -> Check:
             return f"{want_text}, host has none"
         return f"{want_text}, host has " + ", ".join(number_words(v) + (f" {units}" if units else "") for v in values)
 
-    return Check(term, False, test_other, explain_other)
+    return Check(asked.term, False, test_other, explain_other)
+
+
+def _from_config(item: Consumable, host: Host) -> list[float]:
+    """What the site config gives the host of a Resource (infosvc.site.resources)."""
+    given = host.resources
+    if given is None:
+        return []
+    if item.name == LICENSE:  # a license pool's count: the queue holds what running jobs draw
+        return [float(count) for feature, count in given.licenses if item.type in (None, feature)]
+    return [float(amount) for name, amount in given.consumables if name == item.name and item.type is None]
+
+
+def _same_kind(item: Consumable, have: NodeAmount) -> bool:
+    """Whether a node's amount is of the kind asked (a Resource: of its name, and type if asked)."""
+    if have.kind != item.kind:
+        return False
+    return item.kind != "Resource" or (have.name == item.name and (item.type is None or have.type == item.type))
 
 
 def _label(item: Consumable) -> str:
