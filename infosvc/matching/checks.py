@@ -22,7 +22,8 @@ from infosvc.model.nodeset import NameSet
 from infosvc.model.noderef import Aggregation, NodeRef, NodeRefError
 from infosvc.model.units import DEFAULT_UNITS, UnitError, convert, is_byte_unit
 
-__all__ = ["Test", "Explain", "Check", "number_words", "consumable_check", "simple_check", "feature_check", "node_check"]
+__all__ = ["Test", "Explain", "Check", "number_words", "consumable_check", "simple_check", "feature_check",
+           "node_check"]
 
 Test = Callable[[Node, Host, Site], bool]
 Explain = Callable[[Node, Host, Site], str]
@@ -76,8 +77,8 @@ def consumable_check(term: Term, item: Consumable) -> Check:
             op = Op.GE  # an amount the job takes: the host must have at least that much
         elif op in (Op.LE, Op.LT, Op.NE):
             # The most the job takes (Processors GE 8 with LE 16: 8 to 16): no bound on the host.
-            return Check(term, True, lambda n, h, s: True,
-                         lambda n, h, s: f"{_label(item)}: {op.value} {number_words(float(item.value))} bounds the job only")
+            bound = f"{_label(item)}: {op.value} {number_words(float(item.value))} bounds the job only"
+            return Check(term, True, lambda n, h, s: True, lambda n, h, s: bound)
     asked = _Amount(term, item, op, context is Context.CONFIGURED, item.units or DEFAULT_UNITS.get(item.kind),
                     float(item.value), _label(item))
     if item.kind == "Processors":
@@ -136,7 +137,8 @@ def _memory_check(asked: _Amount) -> Check:
         raise MatchError(f"Memory units: {exc}") from None
     except OverflowError:
         raise MatchError(f"Memory: {number_words(wanted)} {units} is past any amount a host can have") from None
-    shown = f"{number_words(wanted)} {units}" + (f" ({number_words(wanted_mb)} MB)" if units and units.upper() != "MB" else "")
+    in_mb = f" ({number_words(wanted_mb)} MB)" if units and units.upper() != "MB" else ""
+    shown = f"{number_words(wanted)} {units}{in_mb}"
     want_text = f"{asked.label}: asked {asked.op.value} {shown} {asked.context_word}"
 
     def ram(host: Host) -> int | None:

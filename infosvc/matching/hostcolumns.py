@@ -38,8 +38,8 @@ import numpy.typing as npt
 from infosvc.model.glue import Host
 from infosvc.model.node import Node
 
-__all__ = ["Columns", "HostColumns", "Membership", "columns_for", "MIXED", "NO_NODE", "BoolArray", "FloatArray", "IndexArray",
-           "IntArray"]
+__all__ = ["Columns", "HostColumns", "Membership", "columns_for", "MIXED", "NO_NODE", "BoolArray", "FloatArray",
+           "IndexArray", "IntArray"]
 
 MIXED = object()
 NO_NODE = object()
