@@ -86,7 +86,7 @@ def match_columns(requirements: Requirements, rollup: SiteView, node_of: Callabl
 def _static_part(cols: Columns, statics: StaticVerdicts, requirements: Requirements) -> tuple[BoolArray, FloatArray]:
     """Whether each row passes the static part, and its score: one verdict per subcluster (and
     Opsys), as the per-host way decides it, spread over the subcluster's rows."""
-    nodes, hosts, starts = cols.nodes, cols.hosts, cols.starts.tolist()
+    nodes, hosts, starts, of_group = cols.nodes, cols.hosts, cols.starts.tolist(), statics.of_group
     oks: list[bool] = []
     scores: list[float] = []
     mixed: list[int] = []  # subclusters whose nodes differ in Opsys: decided row by row below
@@ -102,7 +102,7 @@ def _static_part(cols: Columns, statics: StaticVerdicts, requirements: Requireme
         else:
             rows = range(starts[i], starts[i + 1])
             # MIXED here only when the verdict is one per subcluster, whatever the Opsys
-            static = statics.of_group(sub_id, cast("str | None", opsys),
+            static = of_group(sub_id, cast("str | None", opsys),
                                       ((node, hosts[r]) for r in rows if (node := nodes[r]) is not None))
         oks.append(static is not None and static.ok)
         scores.append(0.0 if static is None else static.score)

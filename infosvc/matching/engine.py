@@ -51,52 +51,64 @@ def match_hosts(requirements: Requirements, rollup: SiteView, node_of: Callable[
     """`match` host by host: subcluster by subcluster in the roll-up's order, each one's hosts in
     theirs. A subcluster the static part rules out costs one append per host."""
     sweep = _Sweep(requirements, node_of, site, question)
-    for sub_id, sub in rollup.subclusters.items():
-        requirements.spend()
-        sweep.subcluster(sub_id, sub.cluster, rollup.hosts_of(sub_id))
+    subclusters = rollup.subclusters
+    # The CE a cluster's fitting hosts are named with, once per cluster: a site may have 10,000
+    # singleton subclusters and one cluster.
+    ces = {cluster: requirements.computing_element(site, cluster)
+           for cluster in {sub.cluster for sub in subclusters.values()}}
+    hosts, hosts_of, spend = sweep.hosts, rollup.hosts_of, requirements.spend
+    for sub_id, sub in subclusters.items():
+        spend()
+        hosts(sub_id, ces[sub.cluster], hosts_of(sub_id))
     requirements.evaluations["static"] += sweep.statics.runs
     if requirements.dynamic:
         requirements.evaluations["dynamic"] += sweep.dynamic_runs
     return MatchResult(requirements, site, HostFindings(in_order(sweep.groups), sweep.missed))
 
 
+def _anything(node: Node, host: Host, site: Site) -> bool:
+    return True
+
+
 class _Sweep:
-    """One pass host by host: what it found so far, and what it counted."""
+    """One pass host by host: what it reads, what it found so far, and what it counted."""
 
     def __init__(self, requirements: Requirements, node_of: Callable[[str], Node | None], site: Site,
                  question: HostQuestion) -> None:
-        self.requirements, self.node_of, self.site, self.question = requirements, node_of, site, question
         self.statics = StaticVerdicts(requirements, site)
         self.groups: Groups = {}
         self.missed: list[Miss] = []
         self.dynamic_runs = 0
         self.visited = 0  # hosts, for the budget's check every 128
+        #: whether the static part is decided once for a whole subcluster; else, its verdict for
+        #: every host (no static part) or None (one per node Opsys, found host by host)
+        self.whole = bool(requirements.static) and self.statics.per_subcluster
+        self.fixed = None if requirements.static else NO_STATIC_PART
+        #: what `hosts` reads on every call, in one tuple (one attribute read, not seven)
+        self.reads = (node_of, site, requirements.spend, self.groups, self.missed.append,
+                      question.fits or _anything, question.scorer)
 
-    def subcluster(self, sub_id: str, cluster: str, members: Iterable[Host]) -> None:
-        ce = self.requirements.computing_element(self.site, cluster)
-        if not self.requirements.static:
-            self.hosts(sub_id, ce, members, NO_STATIC_PART)
-        elif not self.statics.per_subcluster:
-            self.hosts(sub_id, ce, members, None)  # one verdict per node Opsys, found host by host
-        else:
-            # One verdict for the whole subcluster: a subcluster it rules out costs no per-host work.
-            members = list(members)
-            node_of = self.node_of
-            with_nodes = ((node, host) for host in members if (node := node_of(host.unique_id)) is not None)
-            static = self.statics.of_group(sub_id, None, with_nodes)
-            if static is None:
-                return  # no host of it has a node: all are left out
-            if static.ok:
-                self.hosts(sub_id, ce, members, static)
-            else:
-                self.missed.extend((host, sub_id, node_of(host.unique_id)) for host in members)
+    def whole_subcluster(self, sub_id: str, members: Iterable[Host]) -> tuple[Verdict | None, list[Host]]:
+        """One static verdict for the whole subcluster, and its hosts; None when it is decided
+        already: no host of it has a node (all are left out), or the verdict rules all out."""
+        members = list(members)
+        node_of = self.reads[0]
+        with_nodes = ((node, host) for host in members if (node := node_of(host.unique_id)) is not None)
+        static = self.statics.of_group(sub_id, None, with_nodes)
+        if static is not None and not static.ok:
+            self.missed.extend((host, sub_id, node_of(host.unique_id)) for host in members)
+            return None, members
+        return static, members
 
-    def hosts(self, sub_id: str, ce: str | None, members: Iterable[Host], fixed: Verdict | None) -> None:
-        """Each host of one subcluster asked the question, `fixed` its static verdict (None: looked up
-        per node Opsys). The hot loop of the per-host way: what it reads is in locals."""
-        node_of, site, spend, groups, add_missed = (
-            self.node_of, self.site, self.requirements.spend, self.groups, self.missed.append)
-        fits, scorer = self.question.fits, self.question.scorer
+    def hosts(self, sub_id: str, ce: str | None, members: Iterable[Host]) -> None:
+        """Each host of one subcluster asked the question. The hot loop of the per-host way: what it
+        reads is in locals."""
+        node_of, site, spend, groups, add_missed, fits, scorer = self.reads
+        fixed = self.fixed
+        if self.whole:
+            fixed, members = self.whole_subcluster(sub_id, members)
+            if fixed is None:
+                return
         static_of = self.statics.of_host
         by_opsys: dict[str | None, Verdict] = {}  # this subcluster's part of the static cache
         visited, runs = self.visited, 0
@@ -113,7 +125,7 @@ class _Sweep:
                 add_missed((host, sub_id, node))
                 continue
             runs += 1
-            if fits is not None and not fits(node, host, site):
+            if not fits(node, host, site):
                 add_missed((host, sub_id, node))
                 continue
             score = static.score if scorer is None else scorer(node, host, site, static.score)
