@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from typing import Any, Callable, Iterator, cast
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -85,27 +85,30 @@ def match_columns(requirements: Requirements, rollup: SiteView, node_of: Callabl
 
 def _static_part(cols: Columns, statics: StaticVerdicts, requirements: Requirements) -> tuple[BoolArray, FloatArray]:
     """Whether each row passes the static part, and its score: one verdict per subcluster (and
-    Opsys), as the per-host way decides it, spread over the subcluster's rows."""
-    nodes, hosts, starts, of_group = cols.nodes, cols.hosts, cols.starts.tolist(), statics.of_group
+    Opsys), as the per-host way decides it (on its first host with a node), spread over its rows."""
+    nodes, hosts, starts, of_host = cols.nodes, cols.hosts, cols.starts.tolist(), statics.of_host
+    per_subcluster = statics.per_subcluster
     oks: list[bool] = []
     scores: list[float] = []
     mixed: list[int] = []  # subclusters whose nodes differ in Opsys: decided row by row below
-    for i, sub_id in enumerate(cols.sub_ids):
+    for i, (sub_id, opsys) in enumerate(zip(cols.sub_ids, cols.sub_opsys)):
         if not i & 63:
             requirements.spend()
-        opsys = cols.sub_opsys[i]
-        if opsys is MIXED and not statics.per_subcluster:
-            mixed.append(i)
-            static = None
-        elif opsys is NO_NODE:
-            static = None  # no node: the subcluster's hosts are all left out (its rows have none)
-        else:
-            rows = range(starts[i], starts[i + 1])
-            # MIXED here only when the verdict is one per subcluster, whatever the Opsys
-            static = of_group(sub_id, cast("str | None", opsys),
-                                      ((node, hosts[r]) for r in rows if (node := nodes[r]) is not None))
-        oks.append(static is not None and static.ok)
-        scores.append(0.0 if static is None else static.score)
+        if opsys is NO_NODE or (opsys is MIXED and not per_subcluster):
+            # No node: the subcluster's hosts are all left out (so are its rows: they have none).
+            if opsys is MIXED:
+                mixed.append(i)
+            oks.append(False)
+            scores.append(0.0)
+            continue
+        row = starts[i]
+        if nodes[row] is None:  # rare: its first host has no node
+            row = next(r for r in range(row, starts[i + 1]) if nodes[r] is not None)
+        node = nodes[row]
+        assert node is not None
+        static = of_host(sub_id, node, hosts[row])
+        oks.append(static.ok)
+        scores.append(static.score)
     static_ok = np.array(oks, np.bool_)[cols.sub_of_row]
     base = np.array(scores, np.float64)[cols.sub_of_row]
     for i in mixed:  # rare: a subcluster of several Opsys, one verdict per (subcluster, Opsys)
@@ -113,7 +116,7 @@ def _static_part(cols: Columns, statics: StaticVerdicts, requirements: Requireme
         for r in range(starts[i], starts[i + 1]):
             node = nodes[r]
             if node is not None:
-                static = statics.of_host(sub_id, node, hosts[r])
+                static = of_host(sub_id, node, hosts[r])
                 static_ok[r], base[r] = static.ok, static.score
     return static_ok, base
 

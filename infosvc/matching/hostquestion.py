@@ -105,6 +105,9 @@ def _scorer(preferred: tuple[CExpr, ...], soft: tuple[tuple[Check, float], ...])
         return None
     if not preferred and len(soft) == 1:  # the common case: one soft term, one call
         (check, share), = soft
+        if check.feature is not None:  # one feature (or its absence): read inline, not through the test
+            name, negated = check.feature
+            return lambda n, h, s, score: score + share if (name in n.features) != negated else score
         test = check.test
         return lambda n, h, s, score: score + share if test(n, h, s) else score
 
