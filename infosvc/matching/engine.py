@@ -84,9 +84,10 @@ class _Sweep:
         #: every host (no static part) or None (one per node Opsys, found host by host)
         self.whole = bool(requirements.static) and self.statics.per_subcluster
         self.fixed = None if requirements.static else NO_STATIC_PART
-        #: what `hosts` reads on every call, in one tuple (one attribute read, not seven)
+        #: what `hosts` reads on every call, in one tuple (one attribute read, not ten: it is called
+        #: once per subcluster, and a site may have 10,000 of one host each)
         self.reads = (node_of, site, requirements.spend, self.groups, self.missed.append,
-                      question.fits or _anything, question.scorer)
+                      question.fits or _anything, question.scorer, self.statics.of_host, self.fixed, self.whole)
 
     def whole_subcluster(self, sub_id: str, members: Iterable[Host]) -> tuple[Verdict | None, list[Host]]:
         """One static verdict for the whole subcluster, and its hosts; None when it is decided
@@ -103,13 +104,11 @@ class _Sweep:
     def hosts(self, sub_id: str, ce: str | None, members: Iterable[Host]) -> None:
         """Each host of one subcluster asked the question. The hot loop of the per-host way: what it
         reads is in locals."""
-        node_of, site, spend, groups, add_missed, fits, scorer = self.reads
-        fixed = self.fixed
-        if self.whole:
+        node_of, site, spend, groups, add_missed, fits, scorer, static_of, fixed, whole = self.reads
+        if whole:
             fixed, members = self.whole_subcluster(sub_id, members)
             if fixed is None:
                 return
-        static_of = self.statics.of_host
         by_opsys: dict[str | None, Verdict] = {}  # this subcluster's part of the static cache
         visited, runs = self.visited, 0
         for host in members:
