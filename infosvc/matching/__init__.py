@@ -5,8 +5,9 @@ expressions (the job's, its task groups', their tasks') into `Requirements`; `ev
 gives a `Verdict(ok, reasons, score)` for one host from its SSS Node and its GLUE Host; `match`
 runs a job over a whole site and orders the hosts that fit; given the site's columns
 (infosvc.matching.hostcolumns), it decides a job whose per-host part is free-CPU / RAM thresholds with
-array operations instead of a loop over the hosts (`columns._match_columns`). What it reads of a
-site is a `SiteView`: infosvc.hosts.rollup.Rollup is one, and so is a simulator's site.
+array operations instead of a loop over the hosts (`columns.match_columns`), and any other job host
+by host (`engine.match_hosts`): one engine, two ways, the same answer. What it reads of a site is a
+`SiteView`: infosvc.hosts.rollup.Rollup is one, and so is a simulator's site.
 
 Static and dynamic parts. Each leaf of the expression is *static* when its outcome depends only on
 what every host of a subcluster shares (rollup.subcluster_key: cluster, processor model and clock,
@@ -35,7 +36,7 @@ Semantics (docs/matching.md has the whole list):
 - ResourceManagerType (the LRMS type, without regard to case), Queue (exactly) and Duration (the
   wall-clock time asked, against MaxWallClockTime in minutes; 0 is no limit) ask something of a CE
   serving the host's cluster; the CE terms of one conjunction must all be met by one CE
-  (`ce._ce_together`).
+  (`ce.ce_together`).
 - Other simple properties (User, Account, NodeCount, ...) are no property of a host: they hold,
   and compile_requirements says so in its notes.
 - op Match: a regular expression, fully matched, guarded (see `guarded_regex`).
@@ -47,25 +48,26 @@ Semantics (docs/matching.md has the whole list):
 The modules, by concern: `errors` (MatchError), `patterns` (the RE2 guard), `ranges` (Range
 bounds), `view` (SiteView, Site, SiteSnapshot), `checks` (one term of a host), `ce` (terms on a
 computing element), `expression` (the compiled expression), `requirements` (compiling a job, its
-budget, one host's Verdict), `sweep` (`match` over a site), `columns` (the same without a per-host
-loop), `result` (what a match found, and its bounded answer).
+budget, one host's Verdict), `engine` (`match` over a site, and its per-host way), and the seams
+it is cut along: `hostquestion` (what each host is asked), `subclusters` (the static part once per
+subcluster), `ranking` (the order of the hosts that fit); `columns` (the fast way, over
+`hostcolumns`), `result` (what a match found, and its bounded answer).
 """
 
 from __future__ import annotations
 
+from infosvc.matching.engine import match
 from infosvc.matching.errors import MatchError
+from infosvc.matching.hostquestion import HostQuestion
 from infosvc.matching.patterns import MAX_PATTERN, MAX_SUBJECT, Regex, guarded_regex
-from infosvc.matching.patterns import _fullmatch as _fullmatch
 from infosvc.matching.ranges import MAX_RANGE, check_range_budget
 from infosvc.matching.requirements import MatchTooCostly, Requirements, Verdict, compile_requirements, evaluate
 from infosvc.matching.result import MAX_REASONS, AnswerLimits, Candidate, MatchResult
-from infosvc.matching.sweep import _limits as _limits
-from infosvc.matching.sweep import match
 from infosvc.matching.view import CE, Site, SiteSnapshot, SiteView, SubclusterView, SyncedColumns
 
 __all__ = [
     "MatchError", "Requirements", "Verdict", "Site", "Candidate", "MatchResult", "compile_requirements",
     "evaluate", "match", "AnswerLimits", "SiteSnapshot", "SyncedColumns", "MatchTooCostly", "MAX_REASONS",
     "guarded_regex", "check_range_budget", "MAX_PATTERN", "MAX_SUBJECT", "MAX_RANGE",
-    "SiteView", "SubclusterView", "CE", "Regex",
+    "SiteView", "SubclusterView", "CE", "Regex", "HostQuestion",
 ]

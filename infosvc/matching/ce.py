@@ -7,17 +7,17 @@ from __future__ import annotations
 from typing import Callable
 
 from infosvc.errors import excerpt
-from infosvc.matching.checks import Check, _num
+from infosvc.matching.checks import Check, number_words
 from infosvc.matching.errors import MatchError
 from infosvc.matching.expression import CExpr, CLeaf
-from infosvc.matching.patterns import _fullmatch, guarded_regex
+from infosvc.matching.patterns import fullmatch, guarded_regex
 from infosvc.matching.view import CE, Site
 from infosvc.model import durations
 from infosvc.model.glue import Host
 from infosvc.model.job import Op, Simple, Term
 from infosvc.model.node import Node
 
-__all__ = ["CE_TERMS"]
+__all__ = ["CE_TERMS", "ce_check", "ce_together"]
 
 #: The simple properties asked of a computing element, not of the host.
 CE_TERMS = ("Queue", "ResourceManagerType", "Duration")
@@ -25,12 +25,12 @@ CE_TERMS = ("Queue", "ResourceManagerType", "Duration")
 def _duration_words(seconds: float) -> str:
     """A wall-clock time for people: 2 h, 90 min, 1 h 30 min, 45 s."""
     if seconds >= 3600 and seconds % 3600 == 0:
-        return f"{_num(seconds / 3600)} h"
+        return f"{number_words(seconds / 3600)} h"
     if seconds >= 3600 and seconds % 60 == 0:
-        return f"{_num(seconds // 3600)} h {_num(seconds % 3600 / 60)} min"
+        return f"{number_words(seconds // 3600)} h {number_words(seconds % 3600 / 60)} min"
     if seconds >= 60 and seconds % 60 == 0:
-        return f"{_num(seconds / 60)} min"
-    return f"{_num(seconds)} s"
+        return f"{number_words(seconds / 60)} min"
+    return f"{number_words(seconds)} s"
 
 
 def _ce_words(ce: CE, with_wall_clock: bool) -> str:
@@ -41,12 +41,12 @@ def _ce_words(ce: CE, with_wall_clock: bool) -> str:
     return f"{ce.id} ({', '.join(words)})"
 
 
-def _ce_check(term: Term, item: Simple) -> Check:
+def ce_check(term: Term, item: Simple) -> Check:
     """A term on one computing element (docs/job-formats.md): ResourceManagerType (the CE's LRMS
     type, without regard to case), Queue (the CE's queue, exactly: batch systems treat queue names
     so), Duration (the wall-clock time asked, in seconds or as an xsd:duration, against the CE's
     MaxWallClockTime in minutes; 0, not specified, is no limit). The host fits when some CE serving
-    its cluster satisfies it; `_ce_together` joins a level's CE terms so that one CE must satisfy
+    its cluster satisfies it; `ce_together` joins a level's CE terms so that one CE must satisfy
     them all."""
     name, value, op = item.name, item.value, term.effective_op
     op_text = op.value
@@ -79,7 +79,7 @@ def _ce_check(term: Term, item: Simple) -> Check:
         read: Callable[[CE], str] = (lambda ce: ce.queue) if name == "Queue" else (lambda ce: ce.lrms_type)
         if op is Op.MATCH:
             regex = guarded_regex(value, f"the {name} pattern")
-            ce_test = lambda ce: _fullmatch(regex, read(ce))  # noqa: E731
+            ce_test = lambda ce: fullmatch(regex, read(ce))  # noqa: E731
         elif op not in (Op.EQ, Op.NE):
             raise MatchError(f"op {op_text} does not apply to {name}: use EQ, NE or Match")
         else:
@@ -99,7 +99,7 @@ def _ce_check(term: Term, item: Simple) -> Check:
                  ce_test=ce_test, ce_asked=(words,))
 
 
-def _ce_together(conjuncts: list[CExpr]) -> list[CExpr]:
+def ce_together(conjuncts: list[CExpr]) -> list[CExpr]:
     """The CE terms of a conjunction as one leaf, in the place of the first: what a task asks of a
     computing element (LRMS, queue, wall-clock time) must be met by one CE serving the host, not
     each by some CE or other (docs/job-formats.md, "CE terms go together")."""

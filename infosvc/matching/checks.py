@@ -12,17 +12,18 @@ from ClusterShell.NodeSet import NodeSetParseError
 from infosvc.errors import excerpt
 from infosvc.model.hostid import canonical
 from infosvc.matching.errors import MatchError
-from infosvc.matching.patterns import _fullmatch, guarded_regex
-from infosvc.matching.ranges import _bound_range
+from infosvc.matching.patterns import fullmatch, guarded_regex
+from infosvc.matching.ranges import bound_range
 from infosvc.matching.view import CE, Site
 from infosvc.model.glue import LICENSE, Host
 from infosvc.model.job import Consumable, Context, Feature, Op, Simple, Term
-from infosvc.model.node import Node
+from infosvc.model.node import Consumable as NodeAmount, Node
 from infosvc.model.nodeset import NameSet
 from infosvc.model.noderef import Aggregation, NodeRef, NodeRefError
 from infosvc.model.units import DEFAULT_UNITS, UnitError, convert, is_byte_unit
 
-__all__ = ["Test", "Explain", "Check"]
+__all__ = ["Test", "Explain", "Check", "number_words", "consumable_check", "simple_check", "feature_check",
+           "node_check"]
 
 Test = Callable[[Node, Host, Site], bool]
 Explain = Callable[[Node, Host, Site], str]
@@ -40,7 +41,7 @@ class Check:
     #: available_cpus >= n, ("ram", mb) for main_memory.ram_available (not None) >= mb
     threshold: tuple[str, float] | None = None
     #: for a term that asks something of one computing element (ResourceManagerType, Queue,
-    #: Duration): that test on one CE, and what is asked in words; see `_ce_together`
+    #: Duration): that test on one CE, and what is asked in words; see `ce_together`
     ce_test: Callable[[CE], bool] | None = None
     ce_asked: tuple[str, ...] = ()
     #: (name, negated) when the test is no more than whether the node has one feature (or not)
@@ -54,11 +55,13 @@ _NUMERIC: dict[Op, Callable[[float, float], bool]] = {
 }
 
 
-def _num(value: float) -> str:
+def number_words(value: float) -> str:
+    """An amount as a reason writes it: 4, not 4.0; 2.5 as it is."""
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
-def _consumable_check(term: Term, item: Consumable) -> Check:
+def consumable_check(term: Term, item: Consumable) -> Check:
+    """An amount (Processors, Memory, Disk, Swap, Network, Resource) asked of a host."""
     context = item.effective_context
     if context is Context.USED:
         return Check(term, True, lambda n, h, s: True, lambda n, h, s: f"{_label(item)}: context Used asks nothing")
@@ -74,83 +77,105 @@ def _consumable_check(term: Term, item: Consumable) -> Check:
             op = Op.GE  # an amount the job takes: the host must have at least that much
         elif op in (Op.LE, Op.LT, Op.NE):
             # The most the job takes (Processors GE 8 with LE 16: 8 to 16): no bound on the host.
-            return Check(term, True, lambda n, h, s: True,
-                         lambda n, h, s: f"{_label(item)}: {op.value} {_num(float(item.value))} bounds the job only")
-    compare = _NUMERIC[op]
-    ctx_word = "configured" if context is Context.CONFIGURED else "available"
-    units = item.units or DEFAULT_UNITS.get(item.kind)
-    wanted = float(item.value)
-    label = _label(item)
-
+            bound = f"{_label(item)}: {op.value} {number_words(float(item.value))} bounds the job only"
+            return Check(term, True, lambda n, h, s: True, lambda n, h, s: bound)
+    asked = _Amount(term, item, op, context is Context.CONFIGURED, item.units or DEFAULT_UNITS.get(item.kind),
+                    float(item.value), _label(item))
     if item.kind == "Processors":
-        configured = context is Context.CONFIGURED
-
-        def cpus(host: Host) -> int:
-            return host.total_cpus if configured else host.available_cpus
-
-        want_text = f"{label}: asked {op.value} {_num(wanted)} {ctx_word}"
-        test_cpus: Test = (
-            (lambda n, h, s: h.available_cpus >= wanted) if op is Op.GE and not configured
-            else (lambda n, h, s: compare(cpus(h), wanted)))
-        return Check(term, configured, test_cpus, lambda n, h, s: f"{want_text}, host has {cpus(h)}",
-                     ("cpus", wanted) if op is Op.GE and not configured else None)
-
+        return _processors_check(asked)
     if item.kind == "Memory":
-        try:
-            wanted_mb = convert(wanted, units or "MB", "MB")
-        except UnitError as exc:
-            raise MatchError(f"Memory units: {exc}") from None
-        except OverflowError:
-            raise MatchError(f"Memory: {_num(wanted)} {units} is past any amount a host can have") from None
-        configured = context is Context.CONFIGURED
-        shown = f"{_num(wanted)} {units}" + (f" ({_num(wanted_mb)} MB)" if units and units.upper() != "MB" else "")
-        want_text = f"{label}: asked {op.value} {shown} {ctx_word}"
+        return _memory_check(asked)
+    return _listed_amount_check(asked)
 
-        def ram(host: Host) -> int | None:
-            mem = host.main_memory
-            return mem.ram_size if configured else mem.ram_available
 
-        test_mem: Test
-        if op is Op.GE and not configured:  # the common case, without the calls
-            def test_mem(n: Node, h: Host, s: Site) -> bool:
-                have = h.main_memory.ram_available
-                return have is not None and have >= wanted_mb
-        else:
-            def test_mem(n: Node, h: Host, s: Site) -> bool:
-                have = ram(h)
-                return have is not None and compare(have, wanted_mb)
+@dataclass(frozen=True, slots=True)
+class _Amount:
+    """An amount term as its check reads it: the op as it applies to the host (EQ on an amount the
+    job takes is GE), whether it describes the host (context Configured), the units and the value."""
 
-        def explain_mem(n: Node, h: Host, s: Site) -> str:
-            have = ram(h)
-            return f"{want_text}, host has " + ("no Memory reported" if have is None else f"{have} MB")
+    term: Term
+    item: Consumable
+    op: Op
+    configured: bool
+    units: str | None
+    wanted: float
+    label: str
 
-        # Configured RAM is not static: the subcluster key rounds it to the GiB.
-        return Check(term, False, test_mem, explain_mem, ("ram", wanted_mb) if op is Op.GE and not configured else None)
+    @property
+    def compare(self) -> Callable[[float, float], bool]:
+        return _NUMERIC[self.op]
 
-    # Disk, Swap, Network, and Resource (licenses, NetworkAdapter, ...): the node's own list, and for
-    # a Resource what the site config gives the host (infosvc.config.resources), in either context.
-    if units is not None and not is_byte_unit(units):
-        units_bytes = False
+    @property
+    def context_word(self) -> str:
+        return "configured" if self.configured else "available"
+
+    @property
+    def threshold(self) -> bool:
+        """Whether the host must have at least the value free (what the columns decide)."""
+        return self.op is Op.GE and not self.configured
+
+
+def _processors_check(asked: _Amount) -> Check:
+    configured, wanted, compare = asked.configured, asked.wanted, asked.compare
+
+    def cpus(host: Host) -> int:
+        return host.total_cpus if configured else host.available_cpus
+
+    want_text = f"{asked.label}: asked {asked.op.value} {number_words(wanted)} {asked.context_word}"
+    test_cpus: Test = (
+        (lambda n, h, s: h.available_cpus >= wanted) if asked.threshold
+        else (lambda n, h, s: compare(cpus(h), wanted)))
+    return Check(asked.term, configured, test_cpus, lambda n, h, s: f"{want_text}, host has {cpus(h)}",
+                 ("cpus", wanted) if asked.threshold else None)
+
+
+def _memory_check(asked: _Amount) -> Check:
+    configured, wanted, units, compare = asked.configured, asked.wanted, asked.units, asked.compare
+    try:
+        wanted_mb = convert(wanted, units or "MB", "MB")
+    except UnitError as exc:
+        raise MatchError(f"Memory units: {exc}") from None
+    except OverflowError:
+        raise MatchError(f"Memory: {number_words(wanted)} {units} is past any amount a host can have") from None
+    in_mb = f" ({number_words(wanted_mb)} MB)" if units and units.upper() != "MB" else ""
+    shown = f"{number_words(wanted)} {units}{in_mb}"
+    want_text = f"{asked.label}: asked {asked.op.value} {shown} {asked.context_word}"
+
+    def ram(host: Host) -> int | None:
+        mem = host.main_memory
+        return mem.ram_size if configured else mem.ram_available
+
+    test_mem: Test
+    if asked.threshold:  # the common case, without the calls
+        def test_mem(n: Node, h: Host, s: Site) -> bool:
+            have = h.main_memory.ram_available
+            return have is not None and have >= wanted_mb
     else:
-        units_bytes = units is not None
-    category = "configured" if context is Context.CONFIGURED else "available"
-    want_text = f"{label}: asked {op.value} {_num(wanted)}{' ' + units if units else ''} {ctx_word}"
+        def test_mem(n: Node, h: Host, s: Site) -> bool:
+            have = ram(h)
+            return have is not None and compare(have, wanted_mb)
 
-    def from_config(host: Host) -> list[float]:
-        given = host.resources
-        if given is None:
-            return []
-        if item.name == LICENSE:  # a license pool's count: the queue holds what running jobs draw
-            return [float(count) for feature, count in given.licenses if item.type in (None, feature)]
-        return [float(amount) for name, amount in given.consumables if name == item.name and item.type is None]
+    def explain_mem(n: Node, h: Host, s: Site) -> str:
+        have = ram(h)
+        return f"{want_text}, host has " + ("no Memory reported" if have is None else f"{have} MB")
+
+    # Configured RAM is not static: the subcluster key rounds it to the GiB.
+    return Check(asked.term, False, test_mem, explain_mem, ("ram", wanted_mb) if asked.threshold else None)
+
+
+def _listed_amount_check(asked: _Amount) -> Check:
+    """Disk, Swap, Network, and Resource (licenses, NetworkAdapter, ...): the node's own list, and for
+    a Resource what the site config gives the host (infosvc.config.resources), in either context."""
+    item, units, wanted, compare = asked.item, asked.units, asked.wanted, asked.compare
+    units_bytes = units is not None and is_byte_unit(units)
+    category = "configured" if asked.configured else "available"
+    want_text = f"{asked.label}: asked {asked.op.value} {number_words(wanted)}{' ' + units if units else ''} {category}"
 
     def amounts(node: Node, host: Host) -> list[float]:
-        props = node.configured if category == "configured" else node.available
-        found = from_config(host) if item.kind == "Resource" else []
+        props = node.configured if asked.configured else node.available
+        found = _from_config(item, host) if item.kind == "Resource" else []
         for have in props.items:
-            if have.kind != item.kind:
-                continue
-            if item.kind == "Resource" and (have.name != item.name or (item.type is not None and have.type != item.type)):
+            if not _same_kind(item, have):
                 continue
             value = float(have.value)
             if units_bytes and units is not None:
@@ -170,9 +195,26 @@ def _consumable_check(term: Term, item: Consumable) -> Check:
         values = amounts(n, h)
         if not values:
             return f"{want_text}, host has none"
-        return f"{want_text}, host has " + ", ".join(_num(v) + (f" {units}" if units else "") for v in values)
+        return f"{want_text}, host has " + ", ".join(number_words(v) + (f" {units}" if units else "") for v in values)
 
-    return Check(term, False, test_other, explain_other)
+    return Check(asked.term, False, test_other, explain_other)
+
+
+def _from_config(item: Consumable, host: Host) -> list[float]:
+    """What the site config gives the host of a Resource (infosvc.config.resources)."""
+    given = host.resources
+    if given is None:
+        return []
+    if item.name == LICENSE:  # a license pool's count: the queue holds what running jobs draw
+        return [float(count) for feature, count in given.licenses if item.type in (None, feature)]
+    return [float(amount) for name, amount in given.consumables if name == item.name and item.type is None]
+
+
+def _same_kind(item: Consumable, have: NodeAmount) -> bool:
+    """Whether a node's amount is of the kind asked (a Resource: of its name, and type if asked)."""
+    if have.kind != item.kind:
+        return False
+    return item.kind != "Resource" or (have.name == item.name and (item.type is None or have.type == item.type))
 
 
 def _label(item: Consumable) -> str:
@@ -186,7 +228,7 @@ def _string_test(term: Term, label: str, value: str) -> Callable[[list[str]], bo
     op = term.effective_op
     if op is Op.MATCH:
         regex = guarded_regex(value, f"the {label} pattern")
-        return lambda values: any(_fullmatch(regex, v) for v in values)
+        return lambda values: any(fullmatch(regex, v) for v in values)
     if op not in (Op.EQ, Op.NE):
         raise MatchError(f"op {op.value} does not apply to {label}: use EQ, NE or Match")
     wanted = value.casefold()
@@ -199,9 +241,9 @@ def _string_test(term: Term, label: str, value: str) -> Callable[[list[str]], bo
 _NOT_OF_A_HOST = "is not a property of a host"
 
 
-def _simple_check(term: Term, item: Simple, notes: list[str]) -> Check:
+def simple_check(term: Term, item: Simple, notes: list[str]) -> Check:
     """A simple property of the host or its cluster; the ones asked of a computing element
-    (infosvc.matching.ce.CE_TERMS) are compiled by `ce._ce_check` instead."""
+    (infosvc.matching.ce.CE_TERMS) are compiled by `ce.ce_check` instead."""
     name, value = item.name, item.value
     op_text = term.effective_op.value
     getter: Callable[[Node, Host, Site], list[str]]
@@ -233,7 +275,7 @@ def _simple_check(term: Term, item: Simple, notes: list[str]) -> Check:
     return Check(term, static, lambda n, h, s: values_ok(getter(n, h, s)), explain)
 
 
-def _feature_check(term: Term, item: Feature) -> Check:
+def feature_check(term: Term, item: Feature) -> Check:
     op = term.effective_op
     if op not in (Op.EQ, Op.NE, Op.MATCH):
         raise MatchError(f"op {op.value} does not apply to Feature: use EQ, NE or Match")
@@ -243,11 +285,11 @@ def _feature_check(term: Term, item: Feature) -> Check:
         asked = f"Feature: asked {'no feature' if negate else 'a feature'} matching {excerpt(item.value.strip())}"
 
         def test_pattern(n: Node, h: Host, s: Site) -> bool:
-            return any(_fullmatch(regex, f) for f in n.features) != negate
+            return any(fullmatch(regex, f) for f in n.features) != negate
         test: Test = test_pattern
     else:
         if item.aggregation is Aggregation.RANGE:
-            _bound_range("Feature", item.value)
+            bound_range("Feature", item.value)
         try:
             names = item.names()
         except NodeRefError as exc:
@@ -277,7 +319,7 @@ def _host_key(name: str) -> str:
     return canonical(name)
 
 
-def _node_check(term: Term, item: NodeRef) -> Check:
+def node_check(term: Term, item: NodeRef) -> Check:
     op = term.effective_op
     if op not in (Op.EQ, Op.NE, Op.MATCH):
         raise MatchError(f"op {op.value} does not apply to Node: use EQ, NE or Match")
@@ -287,12 +329,12 @@ def _node_check(term: Term, item: NodeRef) -> Check:
         asked = f"Node: asked {'not ' if negate else ''}matching {excerpt(item.value.strip())}"
 
         def test_pattern(n: Node, h: Host, s: Site) -> bool:
-            return _fullmatch(regex, h.unique_id) != negate
+            return fullmatch(regex, h.unique_id) != negate
         test: Test = test_pattern
     else:
         names: Container[str]
         if item.aggregation is Aggregation.RANGE:
-            _bound_range("Node", item.value)
+            bound_range("Node", item.value)
             # a membership test, never the names written out (infosvc.model.nodeset.NameSet)
             try:
                 names = NameSet(item.value)

@@ -38,7 +38,8 @@ import numpy.typing as npt
 from infosvc.model.glue import Host
 from infosvc.model.node import Node
 
-__all__ = ["Columns", "HostColumns", "Membership", "columns_for", "MIXED", "NO_NODE"]
+__all__ = ["Columns", "HostColumns", "Membership", "columns_for", "MIXED", "NO_NODE", "BoolArray", "FloatArray",
+           "IndexArray", "IntArray"]
 
 MIXED = object()
 NO_NODE = object()
@@ -172,8 +173,6 @@ def _patch(prev: Columns, dict_hosts: list[Host], rows: list[int], node_of: Call
     copies, so that `prev` stays as it was."""
     hosts, nodes = list(prev.hosts), list(prev.nodes)
     cpus, ram, ready, has_node = prev.cpus.copy(), prev.ram.copy(), prev.ready.copy(), prev.has_node.copy()
-    ram_size, clock = prev.ram_size, prev.clock
-    resort = False
     values = []
     for r, host in zip(rows, dict_hosts):
         hosts[r] = host
@@ -186,12 +185,27 @@ def _patch(prev: Columns, dict_hosts: list[Host], rows: list[int], node_of: Call
     ready[rows] = [v[2] for v in values]
     big = prev.big.copy()
     big[rows] = [v[5] for v in values]
+    ram_size, clock, order = _reordered(prev, rows, values)
+    return Columns(prev.sub_ids, prev.counts, prev.starts, hosts, nodes, prev.ids, prev.sub_of_row, cpus, ram, ready,
+                   has_node, ram_size, clock, prev.id_rank, order, _patched_opsys(prev, nodes, rows), prev.dict_ids,
+                   prev.dict_hosts, prev.row_of, _patched_features(prev, nodes, rows), big)
+
+
+def _reordered(prev: Columns, rows: list[int], values: list[tuple[float, float, bool, int, int, bool]]
+               ) -> tuple[IntArray, IntArray, IndexArray]:
+    """The memory size and clock columns, and the CCS order, with the patched rows' values: `prev`'s
+    own unless a size or clock changed (rare: the order changes)."""
     sizes = np.array([v[3] for v in values], np.int64)
     mhzs = np.array([v[4] for v in values], np.int64)
-    if (sizes != ram_size[rows]).any() or (mhzs != clock[rows]).any():  # rare: the CCS order changes
-        ram_size, clock, resort = ram_size.copy(), clock.copy(), True
-        ram_size[rows], clock[rows] = sizes, mhzs
-    order = _ccs_order(ram_size, clock, prev.id_rank) if resort else prev.ccs_order
+    if not ((sizes != prev.ram_size[rows]).any() or (mhzs != prev.clock[rows]).any()):
+        return prev.ram_size, prev.clock, prev.ccs_order
+    ram_size, clock = prev.ram_size.copy(), prev.clock.copy()
+    ram_size[rows], clock[rows] = sizes, mhzs
+    return ram_size, clock, _ccs_order(ram_size, clock, prev.id_rank)
+
+
+def _patched_opsys(prev: Columns, nodes: list[Node | None], rows: list[int]) -> tuple[object, ...]:
+    """Each subcluster's one Opsys, with the patched rows' nodes."""
     sub_opsys = list(prev.sub_opsys)
     bounds = prev.starts.tolist()
     redo = set()
@@ -203,15 +217,18 @@ def _patch(prev: Columns, dict_hosts: list[Host], rows: list[int], node_of: Call
             redo.add(i)
     for i in redo:
         sub_opsys[i] = _sub_opsys(nodes, bounds[i], bounds[i + 1])
+    return tuple(sub_opsys)
+
+
+def _patched_features(prev: Columns, nodes: list[Node | None], rows: list[int]) -> dict[str, BoolArray]:
+    """The feature columns made so far, with the patched rows' nodes."""
     features = {}
     for name, had in prev.features.items():
         has = features[name] = had.copy()
         for r in rows:
             node = nodes[r]
             has[r] = node is not None and name in node.features
-    return Columns(prev.sub_ids, prev.counts, prev.starts, hosts, nodes, prev.ids, prev.sub_of_row, cpus, ram, ready,
-                   has_node, ram_size, clock, prev.id_rank, order, tuple(sub_opsys), prev.dict_ids, prev.dict_hosts,
-                   prev.row_of, features, big)
+    return features
 
 
 class HostColumns:

@@ -10,7 +10,7 @@ import re2
 
 from infosvc.matching.errors import MatchError
 
-__all__ = ["MAX_PATTERN", "MAX_SUBJECT", "Regex", "guarded_regex"]
+__all__ = ["MAX_PATTERN", "MAX_SUBJECT", "Regex", "guarded_regex", "fullmatch"]
 
 #: Longest regular expression accepted (characters), and longest text one is matched against.
 MAX_PATTERN = 256
@@ -56,7 +56,9 @@ _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False  # a refused pattern is the submitter's 400, not a line on stderr
 
 
-def _fullmatch(regex: Regex, text: str | None) -> bool:
+def fullmatch(regex: Regex, text: str | None) -> bool:
+    """Whether `regex` matches the whole of `text`; never for no text, one past MAX_SUBJECT
+    characters, or one RE2 cannot take."""
     if text is None or len(text) > MAX_SUBJECT:
         return False
     try:

@@ -12,13 +12,13 @@ from infosvc.matching.errors import MatchError
 from infosvc.model.job import Feature, Job, Task, TaskGroup
 from infosvc.model.noderef import Aggregation, NodeRef
 
-__all__ = ["MAX_RANGE", "check_range_budget"]
+__all__ = ["MAX_RANGE", "check_range_budget", "bound_range"]
 
 #: Most names a Range may expand to, and all the Ranges of one request together (check_range_budget).
 MAX_RANGE = 100_000
 
 
-def _bound_range(what: str, expression: str) -> None:
+def bound_range(what: str, expression: str) -> None:
     """MatchError for a Range of more than MAX_RANGE names, told from its text before anything
     is expanded (infosvc.model.nodeset.names_upper_bound)."""
     if _range_size(what, expression) > MAX_RANGE:
@@ -46,7 +46,7 @@ def check_range_budget(jobs: Iterable[Job | TaskGroup | Task], budget: int = MAX
             if isinstance(item, (NodeRef, Feature)) and item.aggregation is Aggregation.RANGE:
                 size = _range_size(term.name, item.value)
                 if size > MAX_RANGE:
-                    _bound_range(term.name, item.value)
+                    bound_range(term.name, item.value)
                 total += size
                 if total > budget:
                     raise MatchError(f"the Ranges of this request name more than {budget} names in all; "

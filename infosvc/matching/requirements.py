@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from infosvc.matching.ce import CE_TERMS, _ce_check, _ce_together
-from infosvc.matching.checks import Check, _consumable_check, _feature_check, _node_check, _simple_check
+from infosvc.matching.ce import CE_TERMS, ce_check, ce_together
+from infosvc.matching.checks import Check, consumable_check, feature_check, node_check, simple_check
 from infosvc.matching.errors import MatchError
 from infosvc.matching.expression import CAnd, CExpr, CLeaf, CNot, COr, CPreferred
 from infosvc.matching.view import Site
@@ -19,7 +19,7 @@ from infosvc.model.job import (
 )
 from infosvc.model.node import Node
 
-__all__ = ["MatchTooCostly", "Verdict", "Requirements", "compile_requirements", "evaluate"]
+__all__ = ["MatchTooCostly", "Verdict", "Requirements", "compile_requirements", "evaluate", "verdict_of"]
 
 
 class MatchTooCostly(MatchError):
@@ -79,7 +79,7 @@ class Requirements:
 
     def computing_element(self, site: Site, cluster: str) -> str | None:
         """The CE a fitting host of `cluster` is named with: the first (in configuration order)
-        that gives what the job asks of one CE (`_ce_together`), else the first."""
+        that gives what the job asks of one CE (`ce_together`), else the first."""
         if self._ce_site is not site:
             self._ce_site, self._ce_of = site, {}
         if cluster in self._ce_of:
@@ -97,14 +97,14 @@ class Requirements:
 def _compile_leaf(term: Term, notes: list[str]) -> Check:
     item = term.item
     if isinstance(item, Consumable):
-        return _consumable_check(term, item)
+        return consumable_check(term, item)
     if isinstance(item, Simple):
         if item.name in CE_TERMS:
-            return _ce_check(term, item)
-        return _simple_check(term, item, notes)
+            return ce_check(term, item)
+        return simple_check(term, item, notes)
     if isinstance(item, Feature):
-        return _feature_check(term, item)
-    return _node_check(term, item)
+        return feature_check(term, item)
+    return node_check(term, item)
 
 
 def _compile(expr: Expr, notes: list[str]) -> CExpr:
@@ -113,7 +113,7 @@ def _compile(expr: Expr, notes: list[str]) -> CExpr:
     if isinstance(expr, Not):
         return CNot(_compile(expr.operand, notes))
     if isinstance(expr, And):
-        operands = _ce_together([_compile(e, notes) for e in expr.operands])
+        operands = ce_together([_compile(e, notes) for e in expr.operands])
         return CAnd(tuple(operands)) if len(operands) != 1 else operands[0]
     if isinstance(expr, Or):
         return COr(tuple(_compile(e, notes) for e in expr.operands))
@@ -161,7 +161,7 @@ def _level(target: Job | TaskGroup | Task, notes: list[str]) -> tuple[list[CExpr
             conjuncts.append(COr(tuple(CAnd(tuple(c)) if len(c) != 1 else c[0] for c in alternatives)))
     for _, s in below:
         soft.extend(s)
-    return _ce_together(conjuncts), soft
+    return ce_together(conjuncts), soft
 
 
 def _requested(terms: list[Term], notes: list[str]) -> tuple[list[CExpr], list[tuple[Check, float]]]:
@@ -177,7 +177,9 @@ def _requested(terms: list[Term], notes: list[str]) -> tuple[list[CExpr], list[t
 
 # --- one host -----------------------------------------------------------------------------------
 
-def _verdict(parts: tuple[CExpr, ...], node: Node, host: Host, site: Site) -> Verdict:
+def verdict_of(parts: tuple[CExpr, ...], node: Node, host: Host, site: Site) -> Verdict:
+    """Whether `parts` (a Requirements' static or dynamic conjuncts) all hold for one host, the
+    reasons of those that do not, and the Preferred sets' score: no cache, nothing counted."""
     reasons: list[str] = []
     score = 0.0
     for expr in parts:
@@ -190,16 +192,14 @@ def _verdict(parts: tuple[CExpr, ...], node: Node, host: Host, site: Site) -> Ve
 
 
 def evaluate(requirements: Requirements, node: Node, host: Host, *, subcluster: str | None = None,
-             site: Site | None = None) -> Verdict:
+             site: Site | None = None, count: bool = True) -> Verdict:
     """Whether `host` (its SSS Node and GLUE Host) fits, every reason if not, and its score.
 
     With `subcluster`, the static part is evaluated once per (subcluster, node Opsys) and reused.
+    With `count` False, `requirements.evaluations` is left as it is: a match's answer explains the
+    hosts it rejected with this, and the counts are the match's own.
     """
-    return _evaluate(requirements, node, host, subcluster, site or _EMPTY_SITE, count=True)
-
-
-def _evaluate(requirements: Requirements, node: Node, host: Host, subcluster: str | None, site: Site, *,
-              count: bool) -> Verdict:
+    site = site or _EMPTY_SITE
     reasons: list[str] = []
     if (refusal := host.refusal) is not None:
         reasons.append(refusal)
@@ -208,7 +208,7 @@ def _evaluate(requirements: Requirements, node: Node, host: Host, subcluster: st
         cached = requirements.static_cache.get(key) if key is not None else None
         if cached is None:
             requirements.evaluations["static"] += count
-            cached = _verdict(requirements.static, node, host, site)
+            cached = verdict_of(requirements.static, node, host, site)
             if key is not None:
                 requirements.static_cache[key] = cached
         static_score = cached.score
@@ -218,7 +218,7 @@ def _evaluate(requirements: Requirements, node: Node, host: Host, subcluster: st
     score = static_score
     if requirements.dynamic:
         requirements.evaluations["dynamic"] += count
-        verdict = _verdict(requirements.dynamic, node, host, site)
+        verdict = verdict_of(requirements.dynamic, node, host, site)
         reasons.extend(verdict.reasons)
         score += verdict.score
     for check, share in requirements.soft:

@@ -392,23 +392,24 @@ THRESHOLD_JOBS = [
 
 
 @pytest.mark.parametrize("requested", THRESHOLD_JOBS)
-def test_threshold_fast_path_is_the_general_path(requested: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from infosvc import matching
+def test_threshold_fast_path_is_the_general_path(requested: str) -> None:
+    from infosvc.matching import HostQuestion
+    from infosvc.matching.hostquestion import thresholds
 
     rollup, by_id = varied_site()
     assert len(rollup.subclusters) > 5
     fast_req = requirements(requested)
-    assert (matching._limits(fast_req.dynamic) is not None) == bool(fast_req.dynamic)  # thresholds inline
+    assert (thresholds(fast_req.dynamic) is not None) == bool(fast_req.dynamic)  # thresholds inline
     fast = match(fast_req, rollup, by_id.get)
-    with monkeypatch.context() as m:
-        m.setattr(matching, "_limits", lambda dynamic: None)  # the closures of the general path
-        slow_req = requirements(requested)
-        slow = match(slow_req, rollup, by_id.get)
+    slow_req = requirements(requested)
+    general = HostQuestion.of(slow_req, use_thresholds=False)  # the terms' own closures
+    assert general.thresholds is None
+    slow = match(slow_req, rollup, by_id.get, question=general)
     assert fast.matches and fast.rejected
     assert [(c.host.unique_id, c.subcluster, c.computing_element, c.score) for c in fast.matches] == \
         [(c.host.unique_id, c.subcluster, c.computing_element, c.score) for c in slow.matches]
     assert fast.rejected == slow.rejected
-    assert [(h.unique_id, s, n) for h, s, n in fast._missed] == [(h.unique_id, s, n) for h, s, n in slow._missed]
+    assert [(h.unique_id, s, n) for h, s, n in fast.misses()] == [(h.unique_id, s, n) for h, s, n in slow.misses()]
     assert fast_req.evaluations == slow_req.evaluations
     # the order is a plain sort on the whole key
     def whole_key(c: Any) -> tuple[float, int, int, str]:
@@ -425,13 +426,13 @@ def test_threshold_fast_path_is_the_general_path(requested: str, monkeypatch: py
 
 
 def test_thresholds_compile_only_for_plain_amounts() -> None:
-    from infosvc import matching
+    from infosvc.matching.hostquestion import thresholds
 
-    assert matching._limits(requirements('<Processors>4</Processors><Memory units="GB">2</Memory>').dynamic) \
+    assert thresholds(requirements('<Processors>4</Processors><Memory units="GB">2</Memory>').dynamic) \
         == (4.0, 2048.0)
     for requested in ('<Processors op="GT">4</Processors>', '<Memory context="Configured" op="GE">4</Memory>',
                       '<Feature>ib</Feature>', '<Disk op="GE">10</Disk>'):
-        assert matching._limits(requirements(requested).dynamic) is None, requested
+        assert thresholds(requirements(requested).dynamic) is None, requested
 
 
 # --- the columnar way (infosvc.matching.hostcolumns) agrees with the general way -------------------------
@@ -736,9 +737,9 @@ def test_ce_policy_comes_from_the_site_config() -> None:
 
 
 def test_a_subject_that_is_no_unicode_text_never_matches() -> None:
-    from infosvc.matching import _fullmatch
+    from infosvc.matching.patterns import fullmatch
 
-    assert not _fullmatch(guarded_regex(".*"), "a\ud800b")
+    assert not fullmatch(guarded_regex(".*"), "a\ud800b")
     with pytest.raises(MatchError, match="not Unicode text"):
         guarded_regex("a\ud800")
 
