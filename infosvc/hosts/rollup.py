@@ -222,19 +222,12 @@ class Rollup:
         for ce in self.config.computing_elements:
             clusters = all_ids if ce.all_clusters else ce.clusters
             totals = self.totals(clusters)
-            queued = self._queue.ce_queue_state(ce.id)
+            queued = self._queue.ce_state(ce.id, ce.status, totals.free_cpus, totals.total_cpus)
+            jobs: tuple[glue.CEJob, ...] = ()
             if queued is None:
                 state = glue.CEState(status=ce.status, free_cpus=totals.free_cpus)
-                jobs: tuple[glue.CEJob, ...] = ()
             else:
-                # free: what the hosts report free, and no more than the queue's jobs leave (the
-                # hold is the last pass's; the hosts' figures are this moment's)
-                state = glue.CEState(status=ce.status, running_jobs=queued.running_jobs,
-                                     waiting_jobs=queued.waiting_jobs,
-                                     worst_response_time=queued.worst_response_time,
-                                     estimated_response_time=queued.estimated_response_time,
-                                     free_cpus=max(0, min(totals.free_cpus, totals.total_cpus - queued.held_cpus)))
-                jobs = queued.jobs
+                state, jobs = queued
             found.append(glue.ComputingElement(
                 unique_id=ce.id, name=ce.name, queue=ce.queue,
                 info=glue.CEInfo(lrms_type=ce.lrms_type, lrms_version=ce.lrms_version or None,

@@ -231,30 +231,21 @@ class CEState:
         return self.running_jobs + self.waiting_jobs
 
 
-@dataclass(frozen=True, slots=True)
-class CEQueueState:
-    """A CE's figures as its job queue tells them at the moment they are read."""
-
-    running_jobs: int
-    waiting_jobs: int
-    #: processors the queue's running jobs hold on the CE's hosts
-    held_cpus: int
-    estimated_response_time: int
-    worst_response_time: int
-    jobs: tuple[CEJob, ...] = ()
-
-
 class CEQueueFigures(Protocol):
     """The one way a job queue's figures reach the CEs a roll-up publishes: read-only, asked by the
     publisher at each rendering; a queue implements it (infosvc.queue.jobqueue.JobQueue)."""
 
-    def ce_queue_state(self, ce_id: str) -> CEQueueState | None: ...
+    def ce_state(self, ce_id: str, status: str, free_cpus: int,
+                 total_cpus: int) -> tuple[CEState, tuple[CEJob, ...]] | None:
+        """The CE's State now, from its `status` and its hosts' processors, free and in all, and
+        its jobs; None when the queue has no figures for it."""
 
 
 class NoQueue:
     """A site without a job queue (a federation's union, a test's roll-up): no CE has figures."""
 
-    def ce_queue_state(self, ce_id: str) -> CEQueueState | None:
+    def ce_state(self, ce_id: str, status: str, free_cpus: int,
+                 total_cpus: int) -> tuple[CEState, tuple[CEJob, ...]] | None:
         return None
 
 

@@ -23,7 +23,7 @@ from typing import Callable, Final, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from infosvc.model.glue import CEJob, CEQueueState, ComputingElement
+from infosvc.model.glue import CEJob, CEState, ComputingElement
 from infosvc.sched.forecast import DEPTH, Demand, first_start, whole_hosts
 from infosvc.sched.hosts import HostPool, Mask
 from infosvc.sched.jobs import JobRecord
@@ -59,14 +59,18 @@ class CEQueues:
     figures: dict[str, CEFigures] = field(default_factory=dict)
     clock: Callable[[], float] | None = None
 
-    def ce_queue_state(self, ce_id: str) -> CEQueueState | None:
-        """The CE's figures of the last pass, its response times counted from now (model.glue.CEQueueFigures)."""
+    def ce_state(self, ce_id: str, status: str, free_cpus: int,
+                 total_cpus: int) -> tuple[CEState, tuple[CEJob, ...]] | None:
+        """The CE's State from the last pass's figures, its response times counted from now
+        (model.glue.CEQueueFigures)."""
         queued = self.figures.get(ce_id)
         if queued is None:
             return None
-        return CEQueueState(queued.running_jobs, queued.waiting_jobs, queued.held_cpus,
-                            self.seconds_until(queued.estimated_start), self.seconds_until(queued.worst_start),
-                            queued.jobs)
+        # free: what the hosts report free, and no more than the queue's jobs leave (the hold is
+        # the last pass's; the hosts' figures are this moment's)
+        return CEState(status, queued.running_jobs, queued.waiting_jobs, self.seconds_until(queued.worst_start),
+                       self.seconds_until(queued.estimated_start),
+                       max(0, min(free_cpus, total_cpus - queued.held_cpus))), queued.jobs
 
     def seconds_until(self, instant: float) -> int:
         if not math.isfinite(instant) or self.clock is None:

@@ -28,7 +28,7 @@ from infosvc.errors import excerpt
 from infosvc.loglimit import LogLimiter
 from infosvc.matching import Requirements, Site
 from infosvc.model.ccsjob import JobState
-from infosvc.model.glue import CEQueueState, ComputingElement, Host
+from infosvc.model.glue import CEJob, CEState, ComputingElement, Host
 from infosvc.model.node import Node
 from infosvc.model.folding import fold
 from infosvc.sched import Plan, Policy
@@ -93,7 +93,7 @@ class JobQueue:
         self._refresh: asyncio.TimerHandle | None = None
         self._waiting_jobs: dict[str, WaitingJob] = {}
         self._waiting_pool: HostPool | None = None
-        #: the CEs' figures of the last pass, which the CEs publish (ce_queue_state)
+        #: the CEs' figures of the last pass, which the CEs publish (ce_state)
         self.ce_queues = CEQueues(clock=clock)
 
     # --- start ---------------------------------------------------------------------------
@@ -141,9 +141,10 @@ class JobQueue:
         clusters = {host.cluster for name in job.hosts if (host := self.table.rollup.hosts.get(name)) is not None}
         return sorted({ce.id for cluster in clusters for ce in site.ces.get(cluster, ())})
 
-    def ce_queue_state(self, ce_id: str) -> CEQueueState | None:
+    def ce_state(self, ce_id: str, status: str, free_cpus: int,
+                 total_cpus: int) -> tuple[CEState, tuple[CEJob, ...]] | None:
         """What the CE publishes of this queue (model.glue.CEQueueFigures, which the roll-up reads)."""
-        return self.ce_queues.ce_queue_state(ce_id)
+        return self.ce_queues.ce_state(ce_id, status, free_cpus, total_cpus)
 
     def tasks_on(self, host: str) -> list[tuple[JobRecord, int]]:
         """The tasks dispatched to `host` and not yet ended: what its executor must run."""

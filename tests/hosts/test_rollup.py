@@ -834,12 +834,17 @@ class QueueBoard:
     """A job queue as the roll-up sees it (model.glue.CEQueueFigures): asked, never written to."""
 
     def __init__(self) -> None:
-        self.state: glue.CEQueueState | None = None
+        #: (running, waiting, held processors, estimated and worst response time, jobs), or None
+        self.figures: tuple[int, int, int, int, int, tuple[glue.CEJob, ...]] | None = None
         self.asked: list[str] = []
 
-    def ce_queue_state(self, ce_id: str) -> glue.CEQueueState | None:
+    def ce_state(self, ce_id: str, status: str, free_cpus: int,
+                 total_cpus: int) -> tuple[glue.CEState, tuple[glue.CEJob, ...]] | None:
         self.asked.append(ce_id)
-        return self.state
+        if self.figures is None:
+            return None
+        running, waiting, held, estimated, worst, jobs = self.figures
+        return glue.CEState(status, running, waiting, worst, estimated, max(0, min(free_cpus, total_cpus - held))), jobs
 
 
 def test_the_ces_read_the_queue_s_figures_at_each_rendering() -> None:
@@ -852,13 +857,12 @@ def test_the_ces_read_the_queue_s_figures_at_each_rendering() -> None:
     total = ce.info.total_cpus
     assert (ce.state.running_jobs, ce.state.waiting_jobs, ce.state.free_cpus, ce.jobs) == (0, 0, total, ())
     job = glue.CEJob("7", "RUNNING")
-    board.state = glue.CEQueueState(running_jobs=2, waiting_jobs=3, held_cpus=total - 1, estimated_response_time=60,
-                                    worst_response_time=600, jobs=(job,))
+    board.figures = (2, 3, total - 1, 60, 600, (job,))
     (ce,) = rollup.computing_elements()  # read now, not a copy taken when the queue was given
     state = ce.state
     assert (state.running_jobs, state.waiting_jobs, state.total_jobs) == (2, 3, 5)
     assert (state.estimated_response_time, state.worst_response_time, ce.jobs) == (60, 600, (job,))
-    assert state.free_cpus == 1  # what the hosts report free, and no more than the queue's jobs leave
+    assert state.free_cpus == 1 and state.status == "Production"  # the roll-up's status and processors
     # a filtered view (GET /v1/glue with host filters) reads the same queue
     (part,) = rollup.of_hosts([rollup.hosts["a1"]]).computing_elements()
     assert part.state.running_jobs == 2 and part.state.free_cpus == 0
