@@ -248,7 +248,8 @@ def _execution_environment(sub: SubCluster, ids: _Ids, shares: list[str]) -> tup
                Assoc("ShareID", "ShareID", tuple(shares)),
                Assoc("ApplicationEnvironmentID", "ApplicationEnvironmentID", app_ids),
                Assoc("BenchmarkID", "BenchmarkID", tuple(b.id for b in benchmarks))],
-        keys=[("GLUE2ResourceManagerForeignKey", ids.manager)])
+        keys=[("GLUE2ResourceManagerForeignKey", ids.manager),
+              ("GLUE2ExecutionEnvironmentComputingManagerForeignKey", ids.manager)])
     return ee, benchmarks
 
 
@@ -298,8 +299,13 @@ def _shares(tree: GlueTree, ces: Sequence[ComputingElement], ids: _Ids) -> tuple
             assoc=[Assoc("EndpointID", "EndpointID", (ids.endpoint,)), Assoc("ResourceID", "ResourceID", resources),
                    Assoc("ServiceID", "ServiceID", (ids.service,), True),
                    Assoc("PolicyID", "MappingPolicyID", (pid,) if rules else ())],
+            # the generic keys and the Computing-specific ones beside them, as CREAM's, ARC's and
+            # HTCondor-CE's providers publish: DIRAC and ginfo follow the latter
             keys=[("GLUE2ShareServiceForeignKey", ids.service), ("GLUE2ShareEndpointForeignKey", ids.endpoint),
-                  *(("GLUE2ShareResourceForeignKey", r) for r in resources)]))
+                  *(("GLUE2ShareResourceForeignKey", r) for r in resources),
+                  ("GLUE2ComputingShareComputingServiceForeignKey", ids.service),
+                  ("GLUE2ComputingShareComputingEndpointForeignKey", ids.endpoint),
+                  *(("GLUE2ComputingShareExecutionEnvironmentForeignKey", r) for r in resources)]))
     return shares, mappings
 
 
@@ -327,7 +333,8 @@ def _endpoint(tree: GlueTree, ces: Sequence[ComputingElement], ids: _Ids) -> tup
         assoc=[Assoc("ServiceID", "ServiceID", (ids.service,), True),
                Assoc("ShareID", "ShareID", tuple(ids.share_of.values())),
                Assoc("PolicyID", "AccessPolicyID", tuple(a.id for a in access))],
-        keys=[("GLUE2EndpointServiceForeignKey", ids.service)])
+        keys=[("GLUE2EndpointServiceForeignKey", ids.service),
+              ("GLUE2ComputingEndpointComputingServiceForeignKey", ids.service)])
     return endpoint, access
 
 
@@ -345,7 +352,8 @@ def _manager(ces: Sequence[ComputingElement], subs: list[SubCluster], ids: _Ids,
                Assoc("ResourceID", "ResourceID", tuple(e.id for e in ees)),
                Assoc("ApplicationEnvironmentID", "ApplicationEnvironmentID", tuple(a.id for a in apps)),
                Assoc("BenchmarkID", "BenchmarkID", tuple(b.id for b in benchmarks))],
-        keys=[("GLUE2ManagerServiceForeignKey", ids.service)])
+        keys=[("GLUE2ManagerServiceForeignKey", ids.service),
+              ("GLUE2ComputingManagerComputingServiceForeignKey", ids.service)])
 
 
 def _service(ids: _Ids) -> Entity:
