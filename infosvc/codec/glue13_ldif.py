@@ -16,7 +16,10 @@ from typing import Final
 
 from infosvc.codec import ldif
 from infosvc.codec.glue_xml import Fragment, count, port
-from infosvc.codec.gridformat import GridOptions, TreeDocuments, site_id
+from infosvc.codec.gridformat import (
+    IMPLEMENTATION_VERSION, JOB_MANAGER, GridOptions, TreeDocuments, jobs_url, scaling_reference, site_id,
+    subclusters_of_ce, vo_of_rule,
+)
 from infosvc.model import glue
 from infosvc.model.glue import GlueTree, SubCluster
 from infosvc.model.snapshot import snapshot_of
@@ -46,7 +49,10 @@ def _classes(*names: str) -> ldif.Attributes:
     return [("objectClass", name) for name in names]
 
 
-def ce_entry(ce: glue.ComputingElement, site: str, snapshot: tuple[str, str]) -> str:
+def ce_entry(ce: glue.ComputingElement, site: str, snapshot: tuple[str, str], contact: str,
+             reference: int | None = None) -> str:
+    """The CE's entry; `contact` the job API's URL, `reference` the SpecInt2000 its time limits are
+    counted in (GlueCECapability CPUScalingReferenceSI00, as gLite's providers write it)."""
     info, policy, state = ce.info, ce.policy, ce.state
     classes = ["GlueCETop", "GlueCE", "GlueCEInfo", "GlueCEPolicy", "GlueCEState"]
     if ce.access_control_rules:
@@ -55,10 +61,11 @@ def ce_entry(ce: glue.ComputingElement, site: str, snapshot: tuple[str, str]) ->
     attrs += ldif.lines_of([
         ("GlueCEUniqueID", ce.unique_id), ("GlueCEName", ce.name),
         ("GlueCEHostingCluster", ce.clusters[0] if ce.clusters else None),
-        ("GlueCEImplementationName", "infosvc"),
+        ("GlueCEImplementationName", "infosvc"), ("GlueCEImplementationVersion", IMPLEMENTATION_VERSION),
         ("GlueCEInfoTotalCPUs", max(0, info.total_cpus)), ("GlueCEInfoLRMSType", info.lrms_type),
         ("GlueCEInfoLRMSVersion", info.lrms_version), ("GlueCEInfoGRAMVersion", info.gram_version),
         ("GlueCEInfoHostName", info.host_name), ("GlueCEInfoGatekeeperPort", port(info.gatekeeper_port)),
+        ("GlueCEInfoContactString", contact), ("GlueCEInfoJobManager", JOB_MANAGER),
         ("GlueCEStateStatus", state.status),
         ("GlueCEStateRunningJobs", max(0, state.running_jobs)), ("GlueCEStateWaitingJobs", max(0, state.waiting_jobs)),
         ("GlueCEStateTotalJobs", max(0, state.total_jobs)),
@@ -72,12 +79,44 @@ def ce_entry(ce: glue.ComputingElement, site: str, snapshot: tuple[str, str]) ->
         ("GlueCEPolicyPriority", policy.priority),
         ("GlueCECapability", f"InfosvcSnapshot={snapshot[0]}"),
         ("GlueCECapability", f"InfosvcSnapshotTime={snapshot[1]}"),
+        ("GlueCECapability", f"CPUScalingReferenceSI00={reference}" if reference is not None else None),
     ])
     attrs += [("GlueCEAccessControlBaseRule", rule) for rule in ce.access_control_rules]
     attrs += [("GlueForeignKey", f"GlueClusterUniqueID={cid}") for cid in ce.clusters]
     attrs += ldif.lines_of([("GlueInformationServiceURL", ce.information_service_url)])
     attrs += _VERSION
     return _entry(f"GlueCEUniqueID={_rdn(ce.unique_id)},{BASE}", attrs)
+
+
+def vo_view_entries(ce: glue.ComputingElement) -> str:
+    """A GlueVOView below the CE for each VO its rules admit (what lcg-infosites and the WMS's
+    ranking read per VO). The figures are the CE's: the queue keeps no accounting per VO, as sites
+    without it publish (docs/glue-mapping.md)."""
+    state, policy = ce.state, ce.policy
+    out = []
+    views: dict[str, str] = {}
+    for rule in ce.access_control_rules:
+        vo = vo_of_rule(rule)
+        if vo is not None and not rule.strip().upper().startswith("DENY"):
+            views.setdefault(vo, rule.strip())
+    for vo, rule in views.items():
+        attrs = _classes("GlueCETop", "GlueVOView", "GlueCEInfo", "GlueCEState", "GlueCEAccessControlBase",
+                         "GlueCEPolicy", "GlueKey", "GlueSchemaVersion")
+        attrs += ldif.lines_of([
+            ("GlueVOViewLocalID", vo), ("GlueCEAccessControlBaseRule", rule),
+            ("GlueCEStateRunningJobs", max(0, state.running_jobs)),
+            ("GlueCEStateWaitingJobs", max(0, state.waiting_jobs)),
+            ("GlueCEStateTotalJobs", max(0, state.total_jobs)),
+            ("GlueCEStateFreeJobSlots", max(0, state.free_cpus)),
+            ("GlueCEStateEstimatedResponseTime", max(0, state.estimated_response_time)),
+            ("GlueCEStateWorstResponseTime", max(0, state.worst_response_time)),
+            ("GlueCEPolicyMaxWallClockTime", max(0, policy.max_wall_clock_time)),
+            ("GlueCEPolicyMaxCPUTime", max(0, policy.max_cpu_time)),
+            ("GlueChunkKey", f"GlueCEUniqueID={ce.unique_id}"),
+        ])
+        attrs += _VERSION
+        out.append(_entry(f"GlueVOViewLocalID={_rdn(vo)},GlueCEUniqueID={_rdn(ce.unique_id)},{BASE}", attrs))
+    return "".join(out)
 
 
 def cluster_dn(cluster_id: str) -> str:
@@ -106,6 +145,7 @@ def subcluster_entry(sub: SubCluster, url: str | None) -> str:
     attrs = _classes(*classes, "GlueInformationService", "GlueKey", "GlueSchemaVersion")
     attrs += ldif.lines_of([
         ("GlueSubClusterUniqueID", sub.unique_id), ("GlueSubClusterName", sub.name),
+        ("GlueSubClusterPhysicalCPUs", sub.physical_cpus if sub.sockets_per_host else None),
         ("GlueSubClusterLogicalCPUs", max(0, sub.total_cpus)),
         ("GlueHostArchitecturePlatformType", arch.platform_type), ("GlueHostArchitectureSMPSize", count(arch.smp_size)),
         ("GlueHostOperatingSystemName", os_.name), ("GlueHostOperatingSystemRelease", os_.release),
@@ -116,6 +156,7 @@ def subcluster_entry(sub: SubCluster, url: str | None) -> str:
         ("GlueHostProcessorCacheL1", count(p.cache_l1)), ("GlueHostProcessorCacheL1I", count(p.cache_l1i)),
         ("GlueHostProcessorCacheL1D", count(p.cache_l1d)), ("GlueHostProcessorCacheL2", count(p.cache_l2)),
         ("GlueHostMainMemoryRAMSize", count(mem.ram_size)),
+        ("GlueHostMainMemoryVirtualSize", count(sub.virtual_size_per_host)),
     ])
     if sub.benchmark is not None:
         attrs += [("GlueHostBenchmarkSI00", str(max(0, sub.benchmark.si00))),
@@ -145,8 +186,10 @@ class Glue13Ldif(TreeDocuments):
             out.append(base_entries())
         marks = (snapshot.id, snapshot.time)
         services: dict[str, list[str]] = {}
+        contact = jobs_url(tree, site)
         for ce in snapshot.computing_elements:
-            out.append(ce_entry(ce, site, marks))
+            out.append(ce_entry(ce, site, marks, contact, scaling_reference(subclusters_of_ce(tree, ce))))
+            out.append(vo_view_entries(ce))
             for cid in ce.clusters:
                 services.setdefault(cid, []).append(ce.unique_id)
         url = tree.information_service_url

@@ -21,10 +21,12 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Final, Iterable, Sequence, Union
-from urllib.parse import urlsplit
 
 from infosvc.codec.glue_xml import count
-from infosvc.codec.gridformat import GridOptions, site_id
+from infosvc.codec.gridformat import (
+    IMPLEMENTATION_VERSION, GridOptions, jobs_url, scaling_factor, scaling_reference, site_id, subclusters_of_ce,
+    vo_of_rule,
+)
 from infosvc.model.glue import ComputingElement, GlueTree, SubCluster
 from infosvc.model.snapshot import Snapshot, snapshot_of
 
@@ -37,7 +39,6 @@ CAPABILITY: Final = "executionmanagement.jobexecution"
 #: as gLite's CE providers name it and the EGI profile's validator admits; the CE's rules are in it
 POLICY_SCHEME: Final = "org.glite.standard"
 _NOT_LOCAL = re.compile(r"[^A-Za-z0-9_.:\-]")
-_VO_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,10 +99,7 @@ def user_domain(rule: str, urn: str) -> str:
     """The UserDomain a rule admits: the VO of `VO:name` and `VOMS:/name/...` (what providers put in
     GLUE2PolicyUserDomainForeignKey); for any other rule (a DN, ...) an id of the site's making, since
     XML and JSON need one and a rule names no VO to take it from."""
-    kind, sep, rest = rule.partition(":")
-    kind = kind.upper()
-    name = rest if kind == "VO" else rest.split("/")[1] if kind == "VOMS" and rest.startswith("/") else ""
-    return name if sep and _VO_NAME.fullmatch(name) else f"{urn}:userdomain:{local(rule)}"
+    return vo_of_rule(rule) or f"{urn}:userdomain:{local(rule)}"
 
 
 def _policy(kind: str, pid: str, parent_dn: str, rules: list[str], urn: str, target: Assoc,
@@ -198,8 +196,9 @@ def build(tree: GlueTree, options: GridOptions) -> Glue2Site:
             shares_by_cluster.setdefault(cid, []).append(ids.share_of[ce.unique_id])
     ees: list[Entity] = []
     benchmarks: list[Entity] = []
+    reference = scaling_reference(subs)
     for sub in subs:
-        ee, its_benchmarks = _execution_environment(sub, ids, shares_by_cluster.get(sub.cluster, []))
+        ee, its_benchmarks = _execution_environment(sub, ids, shares_by_cluster.get(sub.cluster, []), reference)
         ees.append(ee)
         benchmarks.extend(its_benchmarks)
     apps = _application_environments(subs, ids)
@@ -224,9 +223,17 @@ def _benchmarks(sub: SubCluster, ee_id: str, ee_dn: str, ids: _Ids) -> list[Enti
             for bid in (f"{ee_id}:{kind}",)]
 
 
-def _execution_environment(sub: SubCluster, ids: _Ids, shares: list[str]) -> tuple[Entity, list[Entity]]:
-    """The subcluster's ExecutionEnvironment (`shares`: those of the CEs that serve its cluster),
-    and its Benchmarks."""
+def _multiplicity(sockets: int | None, logical: int | None) -> str | None:
+    """GLUE 2.0's CPUMultiplicity of a host: one or more sockets, one or more cores each."""
+    if not sockets or not logical:
+        return None
+    return f"{'multicpu' if sockets > 1 else 'singlecpu'}-{'multicore' if logical > sockets else 'singlecore'}"
+
+
+def _execution_environment(sub: SubCluster, ids: _Ids, shares: list[str],
+                           reference: int | None) -> tuple[Entity, list[Entity]]:
+    """The subcluster's ExecutionEnvironment (`shares`: those of the CEs that serve its cluster;
+    `reference`: the SpecInt2000 the scaling factors are counted against), and its Benchmarks."""
     ee_id = ids.ee_of[sub.unique_id]
     ee_dn = f"GLUE2ResourceID={ee_id},{ids.service_dn}"
     benchmarks = _benchmarks(sub, ee_id, ee_dn, ids)
@@ -234,14 +241,20 @@ def _execution_environment(sub: SubCluster, ids: _Ids, shares: list[str]) -> tup
     app_ids = tuple(ids.app(rte) for rte in software.runtime_environment) if software is not None else ()
     arch, os_, p = sub.architecture, sub.operating_system, sub.processor
     ready = sub.states.get("Ready", 0)
+    sockets = sub.sockets_per_host
+    factor = scaling_factor(sub, reference)
     ee = Entity(
         "ExecutionEnvironment", "Resource", ee_id, ee_dn, sub.name,
         attrs=_opt([("Platform", _platform(arch.platform_type)), ("VirtualMachine", None),
                     ("TotalInstances", max(0, sub.host_count)),
-                    ("UnavailableInstances", max(0, sub.host_count - ready)),
-                    ("LogicalCPUs", count(arch.smp_size)), ("CPUVendor", p.vendor), ("CPUModel", p.model),
+                    ("UnavailableInstances", max(0, sub.host_count - ready)), ("PhysicalCPUs", sockets),
+                    ("LogicalCPUs", count(arch.smp_size)),
+                    ("CPUMultiplicity", _multiplicity(sockets, count(arch.smp_size))),
+                    ("CPUVendor", p.vendor), ("CPUModel", p.model),
                     ("CPUVersion", p.version), ("CPUClockSpeed", count(p.clock_speed)),
+                    ("CPUTimeScalingFactor", factor), ("WallTimeScalingFactor", factor),
                     ("MainMemorySize", count(sub.main_memory.ram_size) or 0),
+                    ("VirtualMemorySize", count(sub.virtual_size_per_host)),
                     ("OSFamily", _os_family(os_.name)), ("OSName", _os_name(os_.name)),
                     ("OSVersion", os_.release), ("ConnectivityIn", XB()), ("ConnectivityOut", XB())]),
         assoc=[Assoc("ManagerID", "ManagerID", (ids.manager,), True),
@@ -275,7 +288,8 @@ def _shares(tree: GlueTree, ces: Sequence[ComputingElement], ids: _Ids) -> tuple
     for ce in ces:
         sid, state, policy = ids.share_of[ce.unique_id], ce.state, ce.policy
         share_dn = f"GLUE2ShareID={sid},{ids.service_dn}"
-        resources = tuple(ids.ee_of[s.unique_id] for cid in ce.clusters for s in tree.subclusters_of(cid))
+        served = subclusters_of_ce(tree, ce)
+        resources = tuple(ids.ee_of[s.unique_id] for s in served)
         rules = policy_rules(ce.access_control_rules)
         # the share's own local part under a kind of its own: a suffix (a provider's SHARE_policy)
         # could equal the id of the share of a CE whose id ends so
@@ -288,14 +302,21 @@ def _shares(tree: GlueTree, ces: Sequence[ComputingElement], ids: _Ids) -> tuple
             "ComputingShare", "Share", sid, share_dn, ce.name, [ids.mark],
             base_attrs=[("Description", f"computing element {ce.unique_id}")],
             attrs=_opt([("MappingQueue", ce.queue), ("MaxWallTime", _minutes(policy.max_wall_clock_time)),
+                        # a job that gives no limit runs with the CE's (infosvc.queue.cestate.limit_on)
+                        ("DefaultWallTime", _minutes(policy.max_wall_clock_time)),
                         ("MaxCPUTime", _minutes(policy.max_cpu_time)),
+                        ("DefaultCPUTime", _minutes(policy.max_cpu_time)),
                         ("MaxTotalJobs", policy.max_total_jobs or None),
                         ("MaxRunningJobs", policy.max_running_jobs or None),
+                        # a job may span the CE's hosts: the scheduler places it on any of them
+                        ("MaxSlotsPerJob", ce.info.total_cpus or None),
+                        *_memory_limits(served),
                         ("ServingState", _serving(state.status)), ("TotalJobs", max(0, state.total_jobs)),
                         ("RunningJobs", max(0, state.running_jobs)), ("WaitingJobs", max(0, state.waiting_jobs)),
                         ("EstimatedAverageWaitingTime", max(0, state.estimated_response_time)),
                         ("EstimatedWorstWaitingTime", max(0, state.worst_response_time)),
-                        ("FreeSlots", max(0, state.free_cpus))]),
+                        ("FreeSlots", max(0, state.free_cpus)),
+                        ("UsedSlots", max(0, ce.info.total_cpus - state.free_cpus))]),
             assoc=[Assoc("EndpointID", "EndpointID", (ids.endpoint,)), Assoc("ResourceID", "ResourceID", resources),
                    Assoc("ServiceID", "ServiceID", (ids.service,), True),
                    Assoc("PolicyID", "MappingPolicyID", (pid,) if rules else ())],
@@ -309,12 +330,20 @@ def _shares(tree: GlueTree, ces: Sequence[ComputingElement], ids: _Ids) -> tuple
     return shares, mappings
 
 
+def _memory_limits(served: list[SubCluster]) -> list[tuple[str, Value | None]]:
+    """MaxMainMemory and GuaranteedMainMemory (MB: a job on one host has at most the largest host's
+    RAM, and at least the smallest's), and the same of virtual memory (RAM and swap), of the hosts
+    the share's CE serves."""
+    ram = [s.main_memory.ram_size for s in served if s.live_hosts and s.main_memory.ram_size]
+    virtual = [v for s in served if (v := s.virtual_size_per_host)]
+    return [("MaxMainMemory", max(ram, default=None)), ("GuaranteedMainMemory", min(ram, default=None)),
+            ("MaxVirtualMemory", max(virtual, default=None)),
+            ("GuaranteedVirtualMemory", min(virtual, default=None))]
+
+
 def _endpoint(tree: GlueTree, ces: Sequence[ComputingElement], ids: _Ids) -> tuple[Entity, list[Entity]]:
     """The ComputingEndpoint (the job API, at the information service's scheme and host), serving as
     the best of the CEs' states, and its AccessPolicy when any CE has access rules."""
-    url = tree.information_service_url
-    parts = urlsplit(url) if url else None
-    base_url = f"{parts.scheme}://{parts.netloc}" if parts is not None and parts.netloc else f"https://{ids.site}"
     states = [ce.state.status for ce in ces]
     serving = next((_serving(s) for s in ("Production", "Queueing", "Draining") if s in states), "closed")
     endpoint_dn = f"GLUE2EndpointID={ids.endpoint},{ids.service_dn}"
@@ -327,8 +356,9 @@ def _endpoint(tree: GlueTree, ces: Sequence[ComputingElement], ids: _Ids) -> tup
     endpoint = Entity(
         "ComputingEndpoint", "Endpoint", ids.endpoint, endpoint_dn,
         "infosvc job API",
-        base_attrs=[("URL", f"{base_url}/v1/jobs"), ("Capability", [CAPABILITY]), ("Technology", "rest"),
+        base_attrs=[("URL", jobs_url(tree, ids.site)), ("Capability", [CAPABILITY]), ("Technology", "rest"),
                     ("InterfaceName", INTERFACE), ("InterfaceVersion", "1"), ("ImplementationName", "infosvc"),
+                    ("ImplementationVersion", IMPLEMENTATION_VERSION),
                     ("QualityLevel", "production"), ("HealthState", "ok"), ("ServingState", serving)],
         assoc=[Assoc("ServiceID", "ServiceID", (ids.service,), True),
                Assoc("ShareID", "ShareID", tuple(ids.share_of.values())),
@@ -343,11 +373,14 @@ def _manager(ces: Sequence[ComputingElement], subs: list[SubCluster], ids: _Ids,
     """The ComputingManager (the scheduler, as the first CE names its LRMS), with every resource it manages."""
     first = ces[0] if ces else None
     total = sum(max(0, s.total_cpus) for s in subs)
+    # sockets, when every subcluster's live hosts report them (a part would be no total)
+    physical = sum(s.physical_cpus for s in subs) if all(s.sockets_per_host for s in subs if s.live_hosts) else None
     return Entity(
         "ComputingManager", "Manager", ids.manager, ids.manager_dn, "infosvc scheduler",
         base_attrs=_opt([("ProductName", first.info.lrms_type if first else "infosvc"),
                          ("ProductVersion", first.info.lrms_version if first else None)]),
-        attrs=[("TotalLogicalCPUs", total), ("TotalSlots", total), ("Homogeneous", XB(len(subs) <= 1))],
+        attrs=_opt([("TotalPhysicalCPUs", physical), ("TotalLogicalCPUs", total), ("TotalSlots", total),
+                    ("Homogeneous", XB(len(subs) <= 1))]),
         assoc=[Assoc("ServiceID", "ServiceID", (ids.service,), True),
                Assoc("ResourceID", "ResourceID", tuple(e.id for e in ees)),
                Assoc("ApplicationEnvironmentID", "ApplicationEnvironmentID", tuple(a.id for a in apps)),

@@ -14,12 +14,18 @@ from dataclasses import dataclass
 from typing import Final, Iterable
 from urllib.parse import urlsplit
 
+from infosvc import __version__
 from infosvc.model import glue
 from infosvc.model.glue import GlueTree, Host, SubCluster
 
 #: The site id when neither the reader nor the config's URLs give one.
 DEFAULT_SITE: Final = "infosvc"
+#: What the CE and the endpoint name as their implementation's version: this package's.
+IMPLEMENTATION_VERSION: Final = __version__
+#: The batch system's word for itself where a CE names its job manager (GLUE 1.3 GlueCEInfoJobManager).
+JOB_MANAGER: Final = "infosvc"
 _SITE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}")
+_VO_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +54,45 @@ def site_id(tree: GlueTree, options: GridOptions) -> str:
         if ce.info.host_name:
             return ce.info.host_name
     return DEFAULT_SITE
+
+
+def jobs_url(tree: GlueTree, site: str) -> str:
+    """The job API's URL, which the CEs' contact string and the GLUE 2.0 endpoint publish: at the
+    scheme, host and port of the information service URL, else `https://SITE` (say so: check-config
+    and `infosvc ldif` warn when the config gives no information_service_url)."""
+    url = tree.information_service_url
+    parts = urlsplit(url) if url else None
+    base = f"{parts.scheme}://{parts.netloc}" if parts is not None and parts.netloc else f"https://{site}"
+    return f"{base}/v1/jobs"
+
+
+def subclusters_of_ce(tree: GlueTree, ce: glue.ComputingElement) -> list[SubCluster]:
+    return [sub for cid in ce.clusters for sub in tree.subclusters_of(cid)]
+
+
+def scaling_reference(subs: Iterable[SubCluster]) -> int | None:
+    """The SpecInt2000 that CPU and wall time limits are counted in: the slowest benchmarked
+    subcluster's, so that a limit holds on every host (a scaling factor of 1 there, more on faster
+    ones); None when no subcluster has a benchmark (every factor 1)."""
+    return min((s.benchmark.si00 for s in subs if s.benchmark is not None and s.benchmark.si00 > 0), default=None)
+
+
+def scaling_factor(sub: SubCluster, reference: int | None) -> float:
+    """How much more a second of this subcluster does than one of the reference's (1 when unknown)."""
+    if reference is None or sub.benchmark is None or sub.benchmark.si00 <= 0:
+        return 1.0
+    return round(sub.benchmark.si00 / reference, 3)
+
+
+def vo_of_rule(rule: str) -> str | None:
+    """The VO a CE's access rule admits (`VO:atlas`, `VOMS:/atlas/Role=production` give `atlas`);
+    None for a rule that names none (a DN, a DENY)."""
+    kind, sep, rest = rule.strip().partition(":")
+    kind = kind.upper()
+    if not sep:
+        return None
+    name = rest if kind == "VO" else rest.split("/")[1] if kind == "VOMS" and rest.startswith("/") else ""
+    return name if _VO_NAME.fullmatch(name) else None
 
 
 class TreeDocuments:

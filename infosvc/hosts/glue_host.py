@@ -220,4 +220,5 @@ def host_from_node(node: Node, state: str, config: SiteConfig, last_report: str,
         cpus, max(0, int(free.value)) if free is not None else 0,  # total_cpus, available_cpus
         node.state, paused, reason,  # reported_state, paused, reason
         resources=resources_of(config.resources, node.id, cluster.id), clock_skew_seconds=clock_skew,
+        physical_cpus=_int(cpu.get("Sockets")) or None,
     )

@@ -161,9 +161,14 @@ class Rollup:
         if not sub.states[host.state]:
             del sub.states[host.state]
         if host.live:
+            memory = host.main_memory
             sub.live_hosts += sign
             sub.total_cpus += sign * host.total_cpus
-            sub.ram_available += sign * (host.main_memory.ram_available or 0)
+            sub.ram_available += sign * (memory.ram_available or 0)
+            sub.virtual_size += sign * ((memory.ram_size or 0) + (memory.virtual_size or 0))
+            if host.physical_cpus:
+                sub.physical_cpus += sign * host.physical_cpus
+                sub.hosts_with_sockets += sign
         sub.free_cpus += sign * host.free_cpus
 
     # --- reading ------------------------------------------------------------------------------

@@ -137,6 +137,8 @@ class Host:
     resources: Resources | None = None
     #: the agent's clock less the server's, in seconds (infosvc addition, hosts/clockskew.py); None: unknown
     clock_skew_seconds: float | None = None
+    #: processor sockets (GLUE 1.3 PhysicalCPUs, 2.0 PhysicalCPUs); None: not reported
+    physical_cpus: int | None = None
 
     @property
     def live(self) -> bool:
@@ -186,7 +188,24 @@ class SubCluster:
     total_cpus: int = 0  # over live hosts
     free_cpus: int = 0  # over Ready hosts
     ram_available: int = 0  # MB, over live hosts
+    #: processor sockets, over live hosts that report them; and how many hosts report them
+    physical_cpus: int = 0
+    hosts_with_sockets: int = 0
+    #: RAM and swap (MB), over live hosts: each host's virtual memory, as GLUE 1.3 and 2.0 publish it
+    virtual_size: int = 0
     states: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def sockets_per_host(self) -> int | None:
+        """Sockets per host when every live host reports them (the hosts share a processor model)."""
+        if not self.live_hosts or self.hosts_with_sockets != self.live_hosts:
+            return None
+        return self.physical_cpus // self.live_hosts
+
+    @property
+    def virtual_size_per_host(self) -> int | None:
+        """A host's RAM and swap (MB), the mean over live hosts (identical hosts have the same swap)."""
+        return self.virtual_size // self.live_hosts if self.live_hosts else None
 
 
 @dataclass(frozen=True, slots=True)
