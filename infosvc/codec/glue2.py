@@ -334,7 +334,7 @@ def _memory_limits(served: list[SubCluster]) -> list[tuple[str, Value | None]]:
     """MaxMainMemory and GuaranteedMainMemory (MB: a job on one host has at most the largest host's
     RAM, and at least the smallest's), and the same of virtual memory (RAM and swap), of the hosts
     the share's CE serves."""
-    ram = [s.main_memory.ram_size for s in served if s.live_hosts and s.main_memory.ram_size]
+    ram = [r for s in served if (r := s.ram_size_per_host)]
     virtual = [v for s in served if (v := s.virtual_size_per_host)]
     return [("MaxMainMemory", max(ram, default=None)), ("GuaranteedMainMemory", min(ram, default=None)),
             ("MaxVirtualMemory", max(virtual, default=None)),

@@ -165,6 +165,7 @@ class Rollup:
             sub.live_hosts += sign
             sub.total_cpus += sign * host.total_cpus
             sub.ram_available += sign * (memory.ram_available or 0)
+            sub.ram_size += sign * (memory.ram_size or 0)
             sub.virtual_size += sign * ((memory.ram_size or 0) + (memory.virtual_size or 0))
             if host.physical_cpus:
                 sub.physical_cpus += sign * host.physical_cpus

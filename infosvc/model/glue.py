@@ -191,7 +191,9 @@ class SubCluster:
     #: processor sockets, over live hosts that report them; and how many hosts report them
     physical_cpus: int = 0
     hosts_with_sockets: int = 0
-    #: RAM and swap (MB), over live hosts: each host's virtual memory, as GLUE 1.3 and 2.0 publish it
+    #: RAM, and RAM and swap (MB), over live hosts: each host's main and virtual memory, as GLUE 1.3
+    #: and 2.0 publish them (main_memory.ram_size is the RAM class the subcluster is keyed by)
+    ram_size: int = 0
     virtual_size: int = 0
     states: dict[str, int] = field(default_factory=dict)
 
@@ -201,6 +203,11 @@ class SubCluster:
         if not self.live_hosts or self.hosts_with_sockets != self.live_hosts:
             return None
         return self.physical_cpus // self.live_hosts
+
+    @property
+    def ram_size_per_host(self) -> int | None:
+        """A host's RAM (MB), the mean over live hosts: no more than identical hosts have."""
+        return self.ram_size // self.live_hosts if self.live_hosts else None
 
     @property
     def virtual_size_per_host(self) -> int | None:

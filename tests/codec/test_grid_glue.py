@@ -255,3 +255,84 @@ def test_ldif_of_a_site_changes_by_a_diff(rollup: Rollup) -> None:
     text = ldif.changes(before, after)
     assert "changetype: delete" in text and "changetype: modify" in text and "changetype: add" not in text
     assert "GlueCEStateFreeCPUs" in text
+
+
+# --- what glue-validator names mandatory, and what real providers publish ------------------------
+
+def _values_of(entries: dict[str, ldif.Attributes], dn_start: str) -> dict[str, list[str]]:
+    [attrs] = [attrs for dn, attrs in entries.items() if dn.startswith(dn_start)]
+    found: dict[str, list[str]] = {}
+    for name, value in attrs:
+        found.setdefault(name, []).append(value)
+    return found
+
+
+def _sized_site() -> Rollup:
+    """Two subclusters of hosts that report sockets and swap, one benchmarked faster than the other."""
+    from infosvc.hosts import host_from_node
+    from infosvc.model.node import Consumable, Extension
+    from support.documents import make_node
+    from support.gridsite import WHEN
+
+    config = site_config()
+    rollup = Rollup(config)
+    for name, cpus, ram, sockets, swap in [(f"a{i:03d}", 16, 16000, 2, 4000) for i in (1, 2, 3)] + [
+            ("b01", 64, 256000, 1, 0), ("b02", 64, 256000, 1, 0)]:
+        node = make_node(name, processors=cpus, memory_mb=ram, model="Xeon" if name[0] == "a" else "EPYC",
+                         extra=(Extension("Sockets", str(sockets), "Processor"),))
+        node.configured.add(Consumable("Swap", float(swap), units="MB"))
+        rollup.update(host_from_node(node, "Ready", config, WHEN))
+    rollup.read_queue(CEQueues(clock=lambda: 1000.0, figures={
+        CE: CEFigures(running_jobs=3, waiting_jobs=5, held_cpus=24, estimated_start=1600.0, worst_start=4600.0)}))
+    return rollup
+
+
+def test_glue13_publishes_the_mandatory_and_the_providers_attributes() -> None:
+    entries = ldif.parse(render(_sized_site(), "ldif-1.3").decode())
+    ce = _values_of(entries, "GlueCEUniqueID=" + ldif.dn_value(CE))
+    from infosvc import __version__
+    assert ce["GlueCEImplementationVersion"] == [__version__]
+    assert ce["GlueCEInfoContactString"] == ["https://glue.example.org:8443/v1/jobs"]
+    assert ce["GlueCEInfoJobManager"] == ["infosvc"]
+    assert "CPUScalingReferenceSI00=1500" in ce["GlueCECapability"]  # a001-a020 are benchmarked at 1500
+    xeon = _values_of(entries, "GlueSubClusterUniqueID=alpha-")
+    assert xeon["GlueSubClusterPhysicalCPUs"] == ["6"] and xeon["GlueSubClusterLogicalCPUs"] == ["48"]
+    assert xeon["GlueHostMainMemoryVirtualSize"] == ["20000"]  # RAM and swap
+    views = {dn.split(",")[0]: dict(attrs) for dn, attrs in entries.items() if dn.startswith("GlueVOViewLocalID=")}
+    assert set(views) == {"GlueVOViewLocalID=atlas", "GlueVOViewLocalID=dteam"}
+    atlas = views["GlueVOViewLocalID=atlas"]
+    assert atlas["GlueCEAccessControlBaseRule"] == "VO:atlas" and atlas["GlueChunkKey"] == f"GlueCEUniqueID={CE}"
+    assert (atlas["GlueCEStateRunningJobs"], atlas["GlueCEStateWaitingJobs"]) == ("3", "5")  # the CE's: no per-VO
+    assert views["GlueVOViewLocalID=dteam"]["GlueCEAccessControlBaseRule"] == "VOMS:/dteam/Role=x"
+    assert not any("GlueVOViewLocalID" in dn and "ce-beta" in dn for dn in entries)  # no rules, no views
+
+
+def test_glue2_publishes_the_egi_profile_s_mandatory_attributes() -> None:
+    entries = ldif.parse(render(_sized_site(), "ldif-2.0").decode())
+    from infosvc import __version__
+    endpoint = _values_of(entries, "GLUE2EndpointID=")
+    assert endpoint["GLUE2EndpointImplementationVersion"] == [__version__]
+    assert endpoint["GLUE2EndpointURL"] == ["https://glue.example.org:8443/v1/jobs"]
+    manager = _values_of(entries, "GLUE2ManagerID=")
+    assert manager["GLUE2ComputingManagerTotalPhysicalCPUs"] == ["8"]  # 3 x 2 + 2 x 1
+    xeon = _values_of(entries, "GLUE2ResourceID=urn:infosvc:glue.example.org:ee:alpha-")
+    assert xeon["GLUE2ExecutionEnvironmentPhysicalCPUs"] == ["2"]
+    assert xeon["GLUE2ExecutionEnvironmentCPUMultiplicity"] == ["multicpu-multicore"]
+    assert xeon["GLUE2ExecutionEnvironmentVirtualMemorySize"] == ["20000"]
+    # the reference is the slowest benchmarked subcluster's: its factor is 1
+    assert xeon["GLUE2ExecutionEnvironmentCPUTimeScalingFactor"] == xeon["GLUE2ExecutionEnvironmentWallTimeScalingFactor"]
+    share = _values_of(entries, "GLUE2ShareID=urn:infosvc:glue.example.org:share:ce.example.org")
+    assert share["GLUE2ComputingShareDefaultWallTime"] == share["GLUE2ComputingShareMaxWallTime"] == [str(2880 * 60)]
+    assert share["GLUE2ComputingShareDefaultCPUTime"] == [str(1440 * 60)]
+    assert share["GLUE2ComputingShareMaxMainMemory"] == ["256000"]
+    assert share["GLUE2ComputingShareGuaranteedMainMemory"] == ["16000"]
+    assert share["GLUE2ComputingShareMaxVirtualMemory"] == ["256000"]
+    assert share["GLUE2ComputingShareGuaranteedVirtualMemory"] == ["20000"]
+    assert share["GLUE2ComputingShareMaxSlotsPerJob"] == ["176"]
+    free = int(share["GLUE2ComputingShareFreeSlots"][0])
+    assert share["GLUE2ComputingShareUsedSlots"] == [str(176 - free)]
+    # the joins DIRAC and ginfo follow, beside the generic keys
+    assert share["GLUE2ComputingShareComputingServiceForeignKey"] == share["GLUE2ShareServiceForeignKey"]
+    assert share["GLUE2ComputingShareComputingEndpointForeignKey"] == share["GLUE2ShareEndpointForeignKey"]
+    assert share["GLUE2ComputingShareExecutionEnvironmentForeignKey"] == share["GLUE2ShareResourceForeignKey"]
+    assert xeon["GLUE2ExecutionEnvironmentComputingManagerForeignKey"] == xeon["GLUE2ResourceManagerForeignKey"]
