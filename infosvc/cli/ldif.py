@@ -17,7 +17,7 @@ from typing import Any
 
 from infosvc.cli.controls import visible
 from infosvc.cli.client import MAX_ANSWER_BYTES, Client, ClientError, error_of
-from infosvc.codec.gridformat import valid_site
+from infosvc.codec.gridformat import WARNING_PREFIX, valid_site
 
 
 def add_command(commands: Any, common: Any) -> None:
@@ -76,4 +76,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     sys.stdout.buffer.write(body)
     sys.stdout.flush()
+    # what the LDIF says a grid client will miss (its comments), once each, for whoever runs it by hand
+    prefix = WARNING_PREFIX.encode()
+    for line in dict.fromkeys(line for line in body.splitlines() if line.startswith(prefix)):
+        print(f"infosvc ldif: warning: {visible(line[len(prefix):].decode('utf-8', 'replace'))}", file=sys.stderr)
     return 0

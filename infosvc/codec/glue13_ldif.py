@@ -17,8 +17,8 @@ from typing import Final
 from infosvc.codec import ldif
 from infosvc.codec.glue_xml import Fragment, count, port
 from infosvc.codec.gridformat import (
-    IMPLEMENTATION_VERSION, JOB_MANAGER, GridOptions, TreeDocuments, jobs_url, scaling_reference, site_id,
-    subclusters_of_ce, vo_of_rule,
+    IMPLEMENTATION_VERSION, JOB_MANAGER, GridOptions, TreeDocuments, gap_comments, jobs_url, scaling_reference,
+    site_id, subclusters_of_ce, vo_of_rule,
 )
 from infosvc.model import glue
 from infosvc.model.glue import GlueTree, SubCluster
@@ -181,7 +181,8 @@ class Glue13Ldif(TreeDocuments):
     def tree(self, tree: GlueTree, fragment: Fragment) -> bytes:
         snapshot = snapshot_of(tree)
         site = site_id(tree, self.options)
-        out = [f"# GLUE 1.3 of site {site} by infosvc; CE figures of snapshot {snapshot.id} at {snapshot.time}\n\n"]
+        out = [f"# GLUE 1.3 of site {site} by infosvc; CE figures of snapshot {snapshot.id} at {snapshot.time}\n",
+               gap_comments(tree), "\n"]
         if self.options.base:
             out.append(base_entries())
         marks = (snapshot.id, snapshot.time)

@@ -16,7 +16,7 @@ from infosvc.codec import ldif
 from infosvc.codec.glue13_ldif import Glue13Ldif
 from infosvc.codec.glue2 import GROUP, SUFFIX, XB, Entity, Value, build
 from infosvc.codec.glue_xml import Fragment
-from infosvc.codec.gridformat import GridOptions, TreeDocuments
+from infosvc.codec.gridformat import GridOptions, TreeDocuments, gap_comments
 from infosvc.model.glue import GlueTree
 from infosvc.model.snapshot import SnapshotView, take
 
@@ -65,7 +65,8 @@ class Glue2Ldif(TreeDocuments):
     def tree(self, tree: GlueTree, fragment: Fragment) -> bytes:
         site = build(tree, self.options)
         snap = site.snapshot
-        out = [f"# GLUE 2.0 of site {site.site} by infosvc; CE figures of snapshot {snap.id} at {snap.time}\n\n"]
+        out = [f"# GLUE 2.0 of site {site.site} by infosvc; CE figures of snapshot {snap.id} at {snap.time}\n",
+               gap_comments(tree), "\n"]
         if self.options.base:
             out.append(base_entries())
         out.extend(entity_entry(e, snap.time) for e in site.entities)

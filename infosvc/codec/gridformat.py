@@ -56,6 +56,30 @@ def site_id(tree: GlueTree, options: GridOptions) -> str:
     return DEFAULT_SITE
 
 
+#: How each LDIF document names what a grid client would miss (`infosvc ldif` shows them on standard error).
+WARNING_PREFIX: Final = "# warning: "
+
+
+def grid_gaps(information_service_url: str | None, ce_rules: Iterable[Iterable[str]]) -> list[str]:
+    """What a site's config leaves a grid client without, one line each: the service's address,
+    and the VOs its computing elements serve. check-config and the LDIF documents say the same."""
+    gaps = []
+    if not information_service_url:
+        gaps.append("no [service] information_service_url: the site id is guessed and the job API is published "
+                    "as https://SITE/v1/jobs; set it to the URL grid clients reach this service at")
+    if not any(list(rules) for rules in ce_rules):
+        gaps.append("no computing element has access_control: GLUE 2.0 publishes no MappingPolicy and no "
+                    "AccessPolicy (errors in EGI's profile) and grid clients cannot find the site by VO; "
+                    "give each computing element the VOs it serves")
+    return gaps
+
+
+def gap_comments(tree: GlueTree) -> str:
+    """The tree's gaps (grid_gaps) as LDIF comment lines, which a BDII ignores."""
+    gaps = grid_gaps(tree.information_service_url, (ce.access_control_rules for ce in tree.computing_elements()))
+    return "".join(f"{WARNING_PREFIX}{gap}\n" for gap in gaps)
+
+
 def jobs_url(tree: GlueTree, site: str) -> str:
     """The job API's URL, which the CEs' contact string and the GLUE 2.0 endpoint publish: at the
     scheme, host and port of the information service URL, else `https://SITE` (say so: check-config

@@ -39,6 +39,23 @@ def test_check_config(tmp_path: Path) -> None:
     assert missing.returncode == 1 and "cannot read" in missing.stderr and "Traceback" not in missing.stderr
 
 
+def test_check_config_says_what_a_grid_client_would_miss(tmp_path: Path) -> None:
+    """Valid, but no service address and no CE's VOs: two warnings (exit 0); a grid site's config none."""
+    bare = tmp_path / "bare.toml"
+    bare.write_text('[[clusters]]\nid = "compute"\nnodes = "cn[01-08]"\n')
+    done = run("infosvc", "check-config", str(bare))
+    assert done.returncode == 0 and done.stdout == f"{bare}: valid (1 cluster, 1 computing element)\n"
+    warnings = done.stderr.splitlines()
+    assert len(warnings) == 2 and all(line.startswith(f"{bare}: warning: ") for line in warnings)
+    assert "information_service_url" in warnings[0] and "access_control" in warnings[1]
+    grid = tmp_path / "grid.toml"
+    grid.write_text('[service]\ninformation_service_url = "https://bdii.example.org:8443/v1/glue"\n'
+                    '[[computing_elements]]\nid = "ce.example.org:2119/jobmanager-infosvc-all"\n'
+                    'access_control = ["VO:atlas"]\n')
+    done = run("infosvc", "check-config", str(grid))
+    assert done.returncode == 0 and done.stderr == ""
+
+
 
 BAD_LISTENS = {
     "8080": "HOST:PORT", "localhost": "HOST:PORT", "127.0.0.1:": "HOST:PORT", "127.0.0.1:http": "HOST:PORT",

@@ -336,3 +336,17 @@ def test_glue2_publishes_the_egi_profile_s_mandatory_attributes() -> None:
     assert share["GLUE2ComputingShareComputingEndpointForeignKey"] == share["GLUE2ShareEndpointForeignKey"]
     assert share["GLUE2ComputingShareExecutionEnvironmentForeignKey"] == share["GLUE2ShareResourceForeignKey"]
     assert xeon["GLUE2ExecutionEnvironmentComputingManagerForeignKey"] == xeon["GLUE2ResourceManagerForeignKey"]
+
+
+def test_the_ldif_says_what_a_grid_client_would_miss() -> None:
+    """A site without the service's address or any CE's VOs says so in comments a BDII ignores."""
+    from infosvc.codec.gridformat import WARNING_PREFIX
+    from infosvc.config import SiteConfig
+
+    bare = Rollup(SiteConfig())
+    for fmt in ("ldif-1.3", "ldif-2.0"):
+        text = render(bare, fmt).decode()
+        warnings = [line for line in text.splitlines() if line.startswith(WARNING_PREFIX)]
+        assert len(warnings) == 2 and "information_service_url" in warnings[0] and "access_control" in warnings[1]
+        assert text.startswith("# GLUE") and ldif.parse(text) is not None
+    assert WARNING_PREFIX not in render(site_rollup(), "ldif").decode()  # a grid site's: none

@@ -151,3 +151,6 @@ def test_the_provider_command_presents_its_read_token(serve_app: ServerFactory, 
     assert done.returncode == 0, done.stderr
     check_ldif(done.stdout.decode(), GLUE20)
     assert server.tokens["admin"].encode() not in done.stdout + done.stderr
+    # a site configured for no grid: what its LDIF's comments say a client would miss, once each
+    said = done.stderr.decode().splitlines()
+    assert len(said) == 2 and all(line.startswith("infosvc ldif: warning: ") for line in said), said
