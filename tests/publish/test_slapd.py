@@ -118,7 +118,8 @@ def shares_for(slapd: Slapd, vo: str) -> list[str]:
 
 
 def test_a_client_finds_a_vos_shares_by_their_mapping_policy(slapd: Slapd) -> None:
-    slapd.add(resource_ldif(queue_site()))  # the test site: CE "all" admits VO:atlas and VOMS:/dteam/Role=x, the others none
+    # the test site: CE "all" admits VO:atlas and VOMS:/dteam/Role=x, the others none
+    slapd.add(resource_ldif(queue_site()))
     assert shares_for(slapd, "atlas") == ["all"]
     assert shares_for(slapd, "cms") == []
     policies = slapd.search(GLUE2, "(objectClass=GLUE2MappingPolicy)", "GLUE2MappingPolicyShareForeignKey",
