@@ -158,7 +158,7 @@ class NodeMetrics(Collector):
             # node_exporter's meaning, operstate alone: lo's "unknown" is 0 here though the Node has it up
             out.add("node_network_up", 1.0 if nic.operstate == "up" else 0.0, nic.name)
         if (system := facts.get("system")) is not None:
-            out.add("node_uname_info", 1.0, system.domainname or "", system.machine, system.hostname,
+            out.add("node_uname_info", 1.0, system.domainname or "", system.machine or "", system.hostname,
                     system.kernel_release, system.sysname, system.kernel_version)
             if system.release_fields:  # as node_exporter: every label, empty when os-release lacks its key
                 out.add("node_os_info", 1.0, *(system.release_fields.get(key.upper(), "") for key in OS_RELEASE_LABELS))

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from infosvc_agents.collectors import CollectorRegistry, default_collectors
+from infosvc_agents.collectors import CollectorRegistry, CollectorRun, default_collectors
 from infosvc_agents.collectors.filesystems import FileSystem, FileSystemCollector, unescape
 from infosvc_agents.collectors.load import LoadCollector, LoadSample
 from infosvc_agents.collectors.memory import MemoryCollector, MemorySample
@@ -26,6 +26,7 @@ from infosvc_agents.collectors.processors import (
     STAT_MODES, ProcessorCollector, ProcessorInfo, ProcessorSample, parse_cpu_list, parse_stat_cpus,
 )
 from infosvc_agents.collectors.system import SystemCollector, SystemInfo, parse_os_release
+from infosvc_agents.host_node import build_node
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 HOST1 = FIXTURES / "host1"  # 2-socket x86_64 server
@@ -93,7 +94,7 @@ def test_the_clock_is_the_nominal_one_whatever_the_current_one(tmp_path: Path) -
     from infosvc.config.site import parse_config
     from infosvc.hosts.rollup import host_from_node, subcluster_key
 
-    from infosvc_agents.collectors import CollectorRegistry, default_collectors
+    from infosvc_agents.collectors import CollectorRegistry, CollectorRun, default_collectors
     from infosvc_agents.host_node import build_node
 
     keys, clocks = set(), set()
@@ -544,6 +545,31 @@ def test_system_os_release_fallbacks(tmp_path: Path, caplog: pytest.LogCaptureFi
     assert (info.os_name, info.os_release, info.os_version) == (None, None, None)
     assert info.hostname == "node17.cluster.example.org"
     assert any("no os-release" in m for m in warnings_of(caplog))
+
+
+def test_a_proc_root_tree_gives_its_own_architecture_not_this_machines(tmp_path: Path) -> None:
+    """An ARM host's files read on an x86_64 machine: PlatformType and InstructionSet both aarch64."""
+    arm = SystemCollector(str(HOST2 / "etc"), uname=lambda: FAKE_UNAME, proc_root=str(HOST2 / "proc")).collect()
+    assert (FAKE_UNAME.machine, arm.machine) == ("x86_64", "aarch64")  # from its cpuinfo ("CPU architecture: 8")
+    processors = ProcessorCollector(str(HOST2 / "proc"), str(HOST2 / "sys"), cpuinfo=dict).collect()
+    node = build_node({"system": CollectorRun("system", arm), "processors": CollectorRun("processors", processors)})
+    assert node.arch == "aarch64" and [e.value for e in node.extensions if e.name == "InstructionSet"] == ["aarch64"]
+    # the kernel's own name (/proc/sys/kernel/arch, Linux 6.1+) comes first, then the cpuinfo's
+    root = tmp_path / "ppc"
+    shutil.copytree(HOST2, root)
+    (root / "proc" / "sys" / "kernel").mkdir(parents=True)
+    (root / "proc" / "sys" / "kernel" / "arch").write_text("ppc64le\n")
+    assert SystemCollector(str(root / "etc"), uname=lambda: FAKE_UNAME, proc_root=str(root / "proc")).info.machine == (
+        "ppc64le")
+    (root / "proc" / "cpuinfo").write_text("processor\t: 0\ncpu\t\t: POWER9 (raw), altivec supported\n")
+    assert ProcessorCollector(str(root / "proc"), str(root / "sys"), cpuinfo=dict).info.isa == "ppc64le"
+    # neither: unknown (the Node then has no Arch), never this machine's
+    (root / "proc" / "sys" / "kernel" / "arch").unlink()
+    assert SystemCollector(str(root / "etc"), uname=lambda: FAKE_UNAME, proc_root=str(root / "proc")).info.machine is (
+        None)
+    assert ProcessorCollector(str(root / "proc"), str(root / "sys"), cpuinfo=dict).info.isa is None
+    # this machine's own /proc: uname, as before
+    assert SystemCollector(str(HOST2 / "etc"), uname=lambda: FAKE_UNAME).info.machine == "x86_64"
 
 
 def test_parse_os_release_quoting() -> None:

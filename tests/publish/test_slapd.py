@@ -12,8 +12,6 @@ Without slapd and ldap-utils the tests skip locally; under CI (.ci/run installs 
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Iterator
 
@@ -21,20 +19,16 @@ import pytest
 
 from infosvc.codec import ldif
 from infosvc.codec.glue2 import local
-from infosvc.codec.gridformat import GridOptions
-from infosvc.publish.glue import Glue
 from infosvc.queue.cestate import CEFigures, CEQueues
-from infosvc.config.site import SiteConfig, parse_config
-from infosvc.hosts.rollup import Rollup, host_from_node
+from infosvc.hosts.rollup import host_from_node
 from support.documents import make_node
-from support.gridsite import CONFIG, WHEN, site_config, site_rollup
-from support.slapd import SUFFIXES, Slapd, by_suffix, find, normal, normal_dn
+from support.gridsite import CE_ALL as CE, SITE, WHEN, config_with_rules, queue_site, resource_ldif, site_config
+from support.slapd import SUFFIXES, Slapd, by_suffix, normal, normal_dn, running
 
-CE = "ce.example.org:2119/jobmanager-infosvc-all"
 PRODUCTION_CES = "(&(objectClass=GlueCE)(GlueCEStateStatus=Production))"
 BIG_MEMORY = "(&(objectClass=GLUE2ExecutionEnvironment)(GLUE2ExecutionEnvironmentMainMemorySize>=8192))"
 GLUE2 = "GLUE2GroupID=resource,o=glue"
-SITE_URN = "urn:infosvc:EXAMPLE-SITE"
+SITE_URN = f"urn:infosvc:{SITE}"
 
 
 def vo_policies(vo: str) -> str:
@@ -42,39 +36,10 @@ def vo_policies(vo: str) -> str:
     return f"(&(objectClass=GLUE2MappingPolicy)(GLUE2PolicyRule=VO:{vo}))"
 
 
-def binary(name: str) -> str:
-    path = find(name)
-    if path is None:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"{name} not found under CI: .ci/run installs the Debian packages slapd and ldap-utils")
-        pytest.skip(f"{name} not installed (apt-get install slapd ldap-utils); CI is not set, so skipped")
-    return path
-
-
 @pytest.fixture
 def slapd(tmp_path: Path) -> Iterator[Slapd]:
-    tools = {name: binary(name) for name in ("ldapadd", "ldapmodify", "ldapsearch")}
-    server = Slapd(tmp_path / "slapd", binary("slapd"), tools=tools).start()
-    try:
+    with running(tmp_path / "slapd") as server:
         yield server
-    finally:
-        server.stop()
-
-
-def site(config: SiteConfig | None = None) -> Rollup:
-    """The test site, with small hosts (4 GB) beside the big ones, and CE figures from a queue."""
-    config = config or site_config()
-    rollup = site_rollup(config)
-    for i in range(50, 54):
-        rollup.update(host_from_node(make_node(f"a{i:03d}", memory_mb=4096, model="Atom"), "Ready", config, WHEN))
-    rollup.read_queue(CEQueues(clock=lambda: 1000.0, figures={
-        CE: CEFigures(running_jobs=3, waiting_jobs=5, held_cpus=24, estimated_start=1600.0,
-                                              worst_start=4600.0)}))
-    return rollup
-
-
-def rendering(rollup: Rollup) -> str:
-    return Glue(rollup).rendering("ldif", GridOptions(base=True, site="EXAMPLE-SITE")).tree().decode()
 
 
 def everything(slapd: Slapd, *extra: str) -> dict[str, ldif.Attributes]:
@@ -85,8 +50,8 @@ def everything(slapd: Slapd, *extra: str) -> dict[str, ldif.Attributes]:
 
 
 def test_the_site_loads_and_answers_the_grid_clients_queries(slapd: Slapd) -> None:
-    rollup = site()
-    text = rendering(rollup)
+    rollup = queue_site()
+    text = resource_ldif(rollup)
     slapd.add(text)
     assert normal(everything(slapd)) == normal(ldif.parse(text))  # what was written is what is held
     ces = slapd.search("mds-vo-name=resource,o=grid", PRODUCTION_CES, "GlueCEUniqueID", "GlueCEStateFreeCPUs",
@@ -102,8 +67,8 @@ def test_the_site_loads_and_answers_the_grid_clients_queries(slapd: Slapd) -> No
 
 
 def test_a_second_run_is_applied_as_a_diff_not_a_reload(slapd: Slapd) -> None:
-    rollup = site()
-    first = rendering(rollup)
+    rollup = queue_site()
+    first = resource_ldif(rollup)
     slapd.add(first)
     before = everything(slapd, "entryUUID")
     # hosts change: beta's big hosts go (its subcluster and execution environment with them), a new
@@ -117,7 +82,7 @@ def test_a_second_run_is_applied_as_a_diff_not_a_reload(slapd: Slapd) -> None:
     rollup.read_queue(CEQueues(clock=lambda: 1000.0, figures={
         CE: CEFigures(running_jobs=7, waiting_jobs=0, held_cpus=56, estimated_start=1000.0,
                                               worst_start=2000.0)}))
-    second = rendering(rollup)
+    second = resource_ldif(rollup)
     old, new = by_suffix(ldif.parse(first)), by_suffix(ldif.parse(second))
     kinds = set()
     for suffix in SUFFIXES:
@@ -140,13 +105,6 @@ def test_a_second_run_is_applied_as_a_diff_not_a_reload(slapd: Slapd) -> None:
     assert all(ldif.changes(ldif.parse(new[s]), ldif.parse(new[s])) == "" for s in SUFFIXES)
 
 
-def config_with_rules(rules: dict[str, list[str]]) -> SiteConfig:
-    raw = json.loads(json.dumps(CONFIG))
-    for ce in raw["computing_elements"]:
-        ce["access_control"] = rules.get(ce["id"], [])
-    return parse_config(raw)
-
-
 def shares_for(slapd: Slapd, vo: str) -> list[str]:
     """A VO's shares as a client finds them: the policies naming the VO, then each policy's share."""
     names = []
@@ -160,7 +118,8 @@ def shares_for(slapd: Slapd, vo: str) -> list[str]:
 
 
 def test_a_client_finds_a_vos_shares_by_their_mapping_policy(slapd: Slapd) -> None:
-    slapd.add(rendering(site()))  # the test site: CE "all" admits VO:atlas and VOMS:/dteam/Role=x, the others none
+    # the test site: CE "all" admits VO:atlas and VOMS:/dteam/Role=x, the others none
+    slapd.add(resource_ldif(queue_site()))
     assert shares_for(slapd, "atlas") == ["all"]
     assert shares_for(slapd, "cms") == []
     policies = slapd.search(GLUE2, "(objectClass=GLUE2MappingPolicy)", "GLUE2MappingPolicyShareForeignKey",
@@ -177,7 +136,7 @@ def test_a_client_finds_a_vos_shares_by_their_mapping_policy(slapd: Slapd) -> No
 def test_changed_rules_are_applied_as_a_diff(slapd: Slapd) -> None:
     before_rules = {CE: ["VO:atlas"], "ce-none": ["VO:ops"]}
     after_rules = {CE: ["VO:atlas", "VO:cms"], "ce-beta": ["VO:cms", "VOMS:/cms/Role=production"]}
-    first, second = (rendering(site(config_with_rules(r))) for r in (before_rules, after_rules))
+    first, second = (resource_ldif(queue_site(config_with_rules(r))) for r in (before_rules, after_rules))
     slapd.add(first)
     assert (shares_for(slapd, "ops"), shares_for(slapd, "cms")) == (["ce-none"], [])
     atlas_policy = normal_dn(f"GLUE2PolicyID={SITE_URN}:mappingpolicy:{local(CE)},GLUE2ShareID={SITE_URN}:share:"

@@ -1,18 +1,27 @@
 """A site for the grid renderings' tests (GLUE 1.3 / 2.0 LDIF, GLUE 2.0 XML and JSON): clusters,
 computing elements of every status, benchmarks, software with awkward names, hosts of three kinds
-and every life-cycle state, built through the real SSS -> GLUE roll-up."""
+and every life-cycle state, built through the real SSS -> GLUE roll-up; and the same site with CE
+figures from a queue, as a resource BDII's provider prints it (tests/publish/test_slapd.py,
+test_grid_joins.py)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from infosvc.codec.gridformat import GridOptions
 from infosvc.model.glue import Host
 from infosvc.config.site import SiteConfig, parse_config
 from infosvc.hosts.rollup import Rollup, host_from_node
+from infosvc.publish.glue import Glue
+from infosvc.queue.cestate import CEFigures, CEQueues
 from support.documents import make_node
 
 WHEN = "2024-05-01T12:00:00Z"
+#: the CE that serves every cluster, has a queue's figures and (by default) access rules
+CE_ALL = "ce.example.org:2119/jobmanager-infosvc-all"
+#: the site id the LDIF is printed for (`infosvc ldif --site`)
+SITE = "EXAMPLE-SITE"
 
 CONFIG: dict[str, Any] = {
     "service": {"information_service_url": "https://glue.example.org:8443/v1/glue"},
@@ -22,7 +31,7 @@ CONFIG: dict[str, Any] = {
         {"id": "empty", "name": "Nothing here yet", "nodes": "z[1-4]"},
     ],
     "computing_elements": [
-        {"id": "ce.example.org:2119/jobmanager-infosvc-all", "name": "All", "queue": "all",
+        {"id": CE_ALL, "name": "All", "queue": "all",
          "clusters": ["alpha", "beta=2", "empty"], "lrms_version": "1.0", "gram_version": "2",
          "host_name": "ce.example.org", "gatekeeper_port": 2119, "access_control": ["VO:atlas", "VOMS:/dteam/Role=x"],
          "policy": {"max_wall_clock_time": 2880, "max_cpu_time": 1440, "max_total_jobs": 1000,
@@ -63,3 +72,27 @@ def site_rollup(config: SiteConfig | None = None, big_memory: int = 5) -> Rollup
     for host in site_hosts(config, big_memory):
         rollup.update(host)
     return rollup
+
+
+def config_with_rules(rules: dict[str, list[str]]) -> SiteConfig:
+    """The site's configuration with each CE's access rules replaced by `rules` (none where absent)."""
+    raw = json.loads(json.dumps(CONFIG))
+    for ce in raw["computing_elements"]:
+        ce["access_control"] = rules.get(ce["id"], [])
+    return parse_config(raw)
+
+
+def queue_site(config: SiteConfig | None = None) -> Rollup:
+    """The test site, with small hosts (4 GB) beside the big ones, and CE figures from a queue."""
+    config = config or site_config()
+    rollup = site_rollup(config)
+    for i in range(50, 54):
+        rollup.update(host_from_node(make_node(f"a{i:03d}", memory_mb=4096, model="Atom"), "Ready", config, WHEN))
+    rollup.read_queue(CEQueues(clock=lambda: 1000.0, figures={
+        CE_ALL: CEFigures(running_jobs=3, waiting_jobs=5, held_cpus=24, estimated_start=1600.0, worst_start=4600.0)}))
+    return rollup
+
+
+def resource_ldif(rollup: Rollup) -> str:
+    """The site's GLUE 1.3 and 2.0 LDIF with the BDII's base entries, as `infosvc ldif --base --site` prints it."""
+    return Glue(rollup).rendering("ldif", GridOptions(base=True, site=SITE)).tree().decode()

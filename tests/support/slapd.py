@@ -4,7 +4,8 @@ vendored in schemas/, mdb databases, no size limit), and the OpenLDAP clients a 
 it (ldapadd, ldapmodify, ldapsearch). For tests/publish/test_slapd.py and bench/ldif.py.
 
 The binaries come from the Debian packages slapd and ldap-utils (.ci/run installs them); slapd is
-in /usr/sbin, which a user's PATH may lack, so that is looked in too.
+in /usr/sbin, which a user's PATH may lack, so that is looked in too. Without them a test skips
+locally and fails under CI (`binary`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,12 @@ import shutil
 import socket
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
+
+import pytest
 
 from infosvc.codec import ldif
 from support import ROOT
@@ -32,6 +37,27 @@ INDEXES = ("objectClass eq,pres", "GlueCEUniqueID eq", "GlueCEStateStatus eq", "
 
 def find(name: str) -> str | None:
     return shutil.which(name, path=os.environ.get("PATH", "") + os.pathsep + "/usr/sbin" + os.pathsep + "/usr/bin")
+
+
+def binary(name: str) -> str:
+    """The installed tool `name`; a test without it skips, unless under CI, where it fails."""
+    path = find(name)
+    if path is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"{name} not found under CI: .ci/run installs the Debian packages slapd and ldap-utils")
+        pytest.skip(f"{name} not installed (apt-get install slapd ldap-utils); CI is not set, so skipped")
+    return path
+
+
+@contextmanager
+def running(directory: Path) -> Iterator[Slapd]:
+    """A started slapd with its files in `directory`, stopped at the end."""
+    tools = {name: binary(name) for name in ("ldapadd", "ldapmodify", "ldapsearch")}
+    server = Slapd(directory, binary("slapd"), tools=tools).start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def config_text(directory: Path) -> str:

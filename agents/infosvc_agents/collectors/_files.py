@@ -52,6 +52,12 @@ def is_live_proc(path: str) -> bool:
     return os.path.realpath(path).startswith("/proc/")
 
 
+def is_live_root(proc_root: str) -> bool:
+    """Whether a --proc-root is this machine's own /proc: only then may uname or py-cpuinfo, which
+    describe the machine we run on, stand in for what the root's files say."""
+    return os.path.realpath(proc_root) == "/proc"
+
+
 class ProcFile:
     """A procfs file read whole every sample.
 

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Final
 
-from infosvc_agents.collectors._files import ProcFile, read_attr, read_text
+from infosvc_agents.collectors._files import ProcFile, is_live_root, read_attr, read_text
 
 log = logging.getLogger("infosvc_agents.collectors.processors")
 
@@ -161,7 +161,7 @@ class ProcessorCollector:
         if cpuinfo is None:
             # py-cpuinfo describes the machine we run on, so it is only asked when the roots
             # are that machine's: on a fixture tree it would mix in facts of the wrong host.
-            cpuinfo = _py_cpuinfo if os.path.realpath(proc_root) == "/proc" else dict
+            cpuinfo = _py_cpuinfo if is_live_root(proc_root) else dict
         self.info = read_processor_info(proc_root, sys_root, cpuinfo)
         self._hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         self._last: tuple[int, int] | None = None
@@ -227,7 +227,7 @@ def read_processor_info(proc_root: str, sys_root: str, cpuinfo: Callable[[], dic
         log.warning("cannot read /proc/cpuinfo: %s", exc)
         blocks = []
     cpus = [b for b in blocks if "processor" in b]
-    first = cpus[0] if cpus else (blocks[0] if blocks else {})
+    first = _first_cpu(blocks)
     cpu_dir = os.path.join(sys_root, "devices", "system", "cpu")
 
     online_text = read_attr(os.path.join(cpu_dir, "online"))
@@ -331,7 +331,13 @@ def _sysfs_clock(cpu_dir: str, online: list[int]) -> float | None:
     return None
 
 
-def _isa(block: dict[str, str], proc_root: str) -> str | None:
+def _first_cpu(blocks: list[dict[str, str]]) -> dict[str, str]:
+    """The first processor's block of /proc/cpuinfo (else its first block): the one read for the model."""
+    return next((b for b in blocks if "processor" in b), blocks[0] if blocks else {})
+
+
+def _cpuinfo_isa(block: dict[str, str]) -> str | None:
+    """The architecture a /proc/cpuinfo block implies, in uname's names; None when it does not say."""
     if "vendor_id" in block and "flags" in block:
         return "x86_64" if "lm" in block["flags"].split() else "i686"
     arch = block.get("CPU architecture", "")
@@ -342,9 +348,33 @@ def _isa(block: dict[str, str], proc_root: str) -> str | None:
     isa = block.get("isa", "")
     if isa.startswith("rv64"):
         return "riscv64"
-    if os.path.realpath(proc_root) == "/proc":
-        return os.uname().machine or None
     return None
+
+
+def _kernel_arch(proc_root: str) -> str | None:
+    """The root's kernel's own machine name (/proc/sys/kernel/arch, Linux 6.1 and later)."""
+    return read_attr(os.path.join(proc_root, "sys", "kernel", "arch")) or None
+
+
+def _live_machine(proc_root: str) -> str | None:
+    """uname's machine, for this machine's own /proc only: a tree read through --proc-root is
+    another host, which this machine's uname does not describe."""
+    return (os.uname().machine or None) if is_live_root(proc_root) else None
+
+
+def _isa(block: dict[str, str], proc_root: str) -> str | None:
+    return _cpuinfo_isa(block) or _kernel_arch(proc_root) or _live_machine(proc_root)
+
+
+def root_machine(proc_root: str) -> str | None:
+    """The machine (uname's name for the architecture) of the host whose /proc is `proc_root`: its
+    kernel's, else what its /proc/cpuinfo implies, else (this machine's own /proc only) uname's;
+    None when none says. Read once, when a collector is made."""
+    try:
+        block = _first_cpu(parse_cpuinfo(read_text(os.path.join(proc_root, "cpuinfo"))))
+    except OSError:
+        block = {}
+    return _kernel_arch(proc_root) or _cpuinfo_isa(block) or _live_machine(proc_root)
 
 
 def _sysfs_caches(cpu_dir: str, online: list[int]) -> dict[str, int]:

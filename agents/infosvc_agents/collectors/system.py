@@ -1,5 +1,6 @@
 """System: kernel (uname, and the NIS domain name uname also gives) and operating system release
-(os-release), read once at construction."""
+(os-release), read once at construction. The architecture is the root's: uname's for this
+machine's /proc, else (a tree read through --proc-root) what that tree's kernel or cpuinfo says."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable
 
-from infosvc_agents.collectors._files import read_attr, read_text
+from infosvc_agents.collectors._files import is_live_root, read_attr, read_text
+from infosvc_agents.collectors.processors import root_machine
 
 log = logging.getLogger("infosvc_agents.collectors.system")
 
@@ -18,7 +20,7 @@ class SystemInfo:
     sysname: str
     kernel_release: str
     kernel_version: str
-    machine: str
+    machine: str | None  # None: a --proc-root tree whose kernel and cpuinfo name no architecture
     os_name: str | None
     os_release: str | None
     os_version: str | None
@@ -60,7 +62,7 @@ class SystemCollector:
             sysname=u.sysname,
             kernel_release=u.release,
             kernel_version=u.version,
-            machine=u.machine,
+            machine=u.machine if is_live_root(proc_root) else root_machine(proc_root),
             os_name=release.get("NAME") or None,
             os_release=release.get("VERSION_ID") or None,
             os_version=release.get("VERSION_CODENAME") or release.get("VERSION") or None,
