@@ -175,7 +175,10 @@ class _Ids:
         urn = f"urn:infosvc:{site}"
         service_id, manager_id = f"{urn}:service", f"{urn}:manager"
         service_dn = f"GLUE2ServiceID={service_id},{GROUP}"
-        return cls(site, urn, f"InfosvcSnapshot={snapshot.id}", service_id, f"{urn}:endpoint", manager_id, service_dn,
+        # the endpoint's id ends in `.infosvc`: DIRAC takes a CE's type from what follows the last
+        # dot of a share's endpoint key, and a key without one stops its whole GLUE 2 pass
+        return cls(site, urn, f"InfosvcSnapshot={snapshot.id}", service_id, f"{urn}:endpoint.infosvc", manager_id,
+                   service_dn,
                    f"GLUE2ManagerID={manager_id},{service_dn}",
                    {ce.unique_id: f"{urn}:share:{local(ce.unique_id)}" for ce in snapshot.computing_elements},
                    {s.unique_id: f"{urn}:ee:{local(s.unique_id)}" for s in subs})

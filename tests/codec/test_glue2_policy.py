@@ -104,7 +104,7 @@ def test_every_rendering_publishes_the_same_policies_valid_against_its_schema(ro
          ("atlas", "dteam")),
         ("MappingPolicy", f"{URN}:mappingpolicy:{local(BETA)}", beta, share(BETA), ("cms", "atlas", subject)),
         ("AccessPolicy", f"{URN}:accesspolicy", ("VO:atlas", "VOMS:/dteam/Role=x", *beta[:1], *beta[2:]),
-         f"{URN}:endpoint", ("atlas", "dteam", "cms", subject)),
+         f"{URN}:endpoint.infosvc", ("atlas", "dteam", "cms", subject)),
     }  # ce-none has no rules, so no policy
     # and the share and the endpoint name theirs
     for s in root.iter(f"{NS}ComputingShare"):

@@ -26,6 +26,7 @@ from infosvc.model.glue import CEJob
 from infosvc.publish.glue import Glue
 from infosvc.queue.cestate import CEFigures, CEQueues
 from support import ROOT
+from infosvc.model.node import Consumable, Extension
 from support.documents import make_node
 from support.gluevalidator import SUITES, Report, parse, run
 
@@ -84,7 +85,11 @@ def realistic_site() -> Rollup:
     rollup = Rollup(config)
     for names, kind in KINDS:
         for name in names:
-            rollup.update(host_from_node(make_node(name, **kind), STATES.get(name, "Ready"), config, WHEN))
+            # as the agent reports them: sockets (PhysicalCPUs) and swap (virtual memory)
+            node = make_node(name, **kind, extra=(Extension("Sockets", "1" if "EPYC 7302" in kind["model"] else "2",
+                                                            "Processor"),))
+            node.configured.add(Consumable("Swap", 8192.0, units="MB"))
+            rollup.update(host_from_node(node, STATES.get(name, "Ready"), config, WHEN))
     long_jobs = (CEJob("1001", "RUNNING", "atlas001", PILOT, "https://ce01.example.org:8443/jobs/1001"),
                  CEJob("1002", "RUNNING", "cmsprd", "/DC=ch/DC=cern/OU=computers/CN=cmsprod"),
                  CEJob("1003", "WAITING", "lhcb003"))

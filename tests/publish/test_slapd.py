@@ -130,7 +130,7 @@ def test_a_client_finds_a_vos_shares_by_their_mapping_policy(slapd: Slapd) -> No
     # the endpoint's access policy, what `ginfo --service --vo` reads
     access = slapd.search(GLUE2, "(&(objectClass=GLUE2AccessPolicy)(GLUE2PolicyRule=VO:atlas))",
                           "GLUE2AccessPolicyEndpointForeignKey")
-    assert [dict(a)["GLUE2AccessPolicyEndpointForeignKey"] for a in access.values()] == [f"{SITE_URN}:endpoint"]
+    assert [dict(a)["GLUE2AccessPolicyEndpointForeignKey"] for a in access.values()] == [f"{SITE_URN}:endpoint.infosvc"]
 
 
 def test_changed_rules_are_applied_as_a_diff(slapd: Slapd) -> None:
