@@ -60,6 +60,21 @@ def _subcluster_for(host: Host, key: tuple[object, ...]) -> SubCluster:
         application_software=host.application_software, resources=host.resources)
 
 
+#: processor vendor, version, caches L1, L1I, L1D, L2; OS version: what a subcluster publishes when shared
+Details = tuple[str | None, str | None, int | None, int | None, int | None, int | None, str | None]
+
+
+def _publish_details(sub: SubCluster, shared: Details | None) -> None:
+    vendor, version, l1, l1i, l1d, l2, os_version = shared or (None,) * 7
+    p = sub.processor
+    if (p.vendor, p.version, p.cache_l1, p.cache_l1i, p.cache_l1d, p.cache_l2, sub.operating_system.version) == (
+            vendor, version, l1, l1i, l1d, l2, os_version):
+        return  # a report that changed nothing of it: the same objects stay
+    sub.processor = replace(sub.processor, vendor=vendor, version=version, cache_l1=l1, cache_l1i=l1i,
+                            cache_l1d=l1d, cache_l2=l2)
+    sub.operating_system = replace(sub.operating_system, version=os_version)
+
+
 @dataclass(frozen=True, slots=True)
 class Totals:
     hosts: int = 0
@@ -80,6 +95,9 @@ class Rollup:
         self._key_of: dict[tuple[object, ...], str] = {}  # homogeneity key -> subcluster
         self._key_by_sub: dict[str, tuple[object, ...]] = {}  # and back
         self._subs_of_cluster: dict[str, dict[str, None]] = {}
+        #: subcluster -> how many of its hosts have each set of the details outside the key (processor
+        #: vendor, version and caches, OS version): published while its hosts share one
+        self._details: dict[str, dict[Details, int]] = {}
         #: where the CEs' job figures are read at each rendering (the site's job queue)
         self._queue = queue
 
@@ -151,11 +169,12 @@ class Rollup:
         if not members:
             sub = self.subclusters.pop(sub_id)
             del self._members[sub_id]
+            self._details.pop(sub_id, None)
             del self._key_of[self._key_by_sub.pop(sub_id)]
             self._subs_of_cluster[sub.cluster].pop(sub_id, None)
 
-    @staticmethod
-    def _account(sub: SubCluster, host: Host, sign: int) -> None:
+    def _account(self, sub: SubCluster, host: Host, sign: int) -> None:
+        self._share_details(sub, host, sign)
         sub.host_count += sign
         sub.states[host.state] = sub.states.get(host.state, 0) + sign
         if not sub.states[host.state]:
@@ -171,6 +190,22 @@ class Rollup:
                 sub.physical_cpus += sign * host.physical_cpus
                 sub.hosts_with_sockets += sign
         sub.free_cpus += sign * host.free_cpus
+
+    def _share_details(self, sub: SubCluster, host: Host, sign: int) -> None:
+        """Count the host's details outside the key; when the members come to share one set, or stop
+        to, the subcluster's Processor and OperatingSystem say so (a change of the set's count only
+        costs the count)."""
+        p, os_ = host.processor, host.operating_system
+        details = (p.vendor, p.version, p.cache_l1, p.cache_l1i, p.cache_l1d, p.cache_l2, os_.version)
+        counts = self._details.setdefault(sub.unique_id, {})
+        before = len(counts)
+        left = counts.get(details, 0) + sign
+        if left:
+            counts[details] = left
+        else:
+            counts.pop(details, None)
+        if len(counts) != before:
+            _publish_details(sub, next(iter(counts)) if len(counts) == 1 else None)
 
     # --- reading ------------------------------------------------------------------------------
 

@@ -481,8 +481,14 @@ def test_subcluster_publishes_only_shared_attributes(site: Rollup) -> None:
     assert sub.cluster == "compute" and sub.unique_id.startswith("compute-")
     assert sub.name == f"x86_64 40cpu {INTEL.model} 2500MHz 192GiB Rocky Linux 9.3"
     assert sub.architecture == glue.Architecture("x86_64", 40)
-    assert sub.operating_system == glue.OperatingSystem("Rocky Linux", "9.3", None)
-    assert sub.processor == glue.Processor(model=INTEL.model, clock_speed=2500, instruction_set="x86_64")
+    member = site.hosts["node0001"].processor
+    # outside the key, what every member shares is published too (vendor, version, caches, OS version)
+    assert sub.operating_system == glue.OperatingSystem("Rocky Linux", "9.3", "Blue Onyx")
+    assert sub.processor == glue.Processor(vendor="GenuineIntel", model=INTEL.model, version=member.version,
+                                           clock_speed=2500, instruction_set="x86_64", cache_l1=member.cache_l1,
+                                           cache_l1i=member.cache_l1i, cache_l1d=member.cache_l1d,
+                                           cache_l2=member.cache_l2)
+    assert member.version and member.cache_l2  # the fixture gives them: the test would tell a lost one
     assert sub.main_memory == glue.MainMemory(ram_size=192 * 1024)
     assert sub.benchmark is None and sub.application_software is None
 
@@ -707,11 +713,11 @@ def test_update_touches_only_its_subclusters(site: Rollup, site_config: SiteConf
     touched: list[str] = []
     account = Rollup._account
 
-    def spy(sub: SubCluster, h: Host, sign: int) -> None:
+    def spy(self: Rollup, sub: SubCluster, h: Host, sign: int) -> None:
         touched.append(sub.unique_id)
-        account(sub, h, sign)
+        account(self, sub, h, sign)
 
-    monkeypatch.setattr(Rollup, "_account", staticmethod(spy))
+    monkeypatch.setattr(Rollup, "_account", spy)
     intel = site.subcluster_of("node0002")
     amd = site.subcluster_of("node1001")
     assert intel is not None and amd is not None
@@ -870,3 +876,23 @@ def test_the_ces_read_the_queue_s_figures_at_each_rendering() -> None:
     other = QueueBoard()
     rollup.read_queue(other)
     assert rollup.computing_elements()[0].state.running_jobs == 0 and other.asked == [DEFAULT_CLUSTER]
+
+
+def test_details_outside_the_key_are_published_while_every_member_shares_them(site_config: SiteConfig) -> None:
+    rollup = Rollup(site_config)
+    for i in (1, 2, 3):
+        rollup.update(host(site_node(f"node{i:04d}"), site_config))
+    (sub,) = rollup.subclusters.values()
+    assert sub.processor.vendor == "GenuineIntel" and sub.operating_system.version == "Blue Onyx"
+    odd = host(site_node("node0004"), site_config)
+    odd = replace(odd, processor=replace(odd.processor, vendor="AuthenticAMD"),
+                  operating_system=replace(odd.operating_system, version="Green Obsidian"))
+    rollup.update(odd)
+    assert rollup.subcluster_of("node0004") is sub and sub.host_count == 4
+    assert sub.processor.vendor is None and sub.operating_system.version is None  # no longer shared
+    assert sub.processor.model == INTEL.model  # what the key holds stays
+    rollup.remove("node0004")
+    assert sub.processor.vendor == "GenuineIntel" and sub.operating_system.version == "Blue Onyx"
+    kept = sub.processor
+    rollup.update(host(site_node("node0002"), site_config))  # a report that changes nothing of it
+    assert sub.processor is kept
