@@ -52,7 +52,9 @@ def config(hosts: int) -> SiteConfig:
     per = max(1, hosts // 10)
     clusters = [{"id": f"cluster{k}", "nodes": f"n[{k * per:05d}-{(k + 1) * per - 1:05d}]"} for k in range(10)]
     ces = [{"id": f"ce{k}.example.org:8443/infosvc-q{k}", "queue": f"q{k}",
-            "clusters": [f"cluster{c}" for c in range(10) if c % 3 == k], "status": "Production" if k else "Draining"}
+            "clusters": [f"cluster{c}" for c in range(10) if c % 3 == k], "status": "Production" if k else "Draining",
+            # a grid site's CEs name the VOs they serve: GLUE 1.3 then has a GlueVOView per VO
+            "access_control": ["VO:atlas", "VO:cms", "VOMS:/lhcb/Role=production", "VO:ops"]}
            for k in range(3)]
     return parse_config({"service": {"information_service_url": "https://infosvc.example.org:8443"},
                          "clusters": clusters, "computing_elements": ces,
