@@ -90,9 +90,11 @@ def ce_entry(ce: glue.ComputingElement, site: str, snapshot: tuple[str, str], co
 
 def vo_view_entries(ce: glue.ComputingElement) -> str:
     """A GlueVOView below the CE for each VO its rules admit (what lcg-infosites and the WMS's
-    ranking read per VO). The figures are the CE's: the queue keeps no accounting per VO, as sites
-    without it publish (docs/glue-mapping.md)."""
+    ranking read per VO): its running and waiting jobs are those whose Project names the VO; when
+    no job of the CE names one, the CE's, as sites without accounting per VO publish
+    (docs/glue-mapping.md)."""
     state, policy = ce.state, ce.policy
+    counted = {f.vo: (f.running_jobs, f.waiting_jobs) for f in ce.by_vo}
     out = []
     views: dict[str, str] = {}
     for rule in ce.access_control_rules:
@@ -100,13 +102,13 @@ def vo_view_entries(ce: glue.ComputingElement) -> str:
         if vo is not None and not rule.strip().upper().startswith("DENY"):
             views.setdefault(vo, rule.strip())
     for vo, rule in views.items():
+        running, waiting = counted.get(vo, (0, 0)) if counted else (state.running_jobs, state.waiting_jobs)
         attrs = _classes("GlueCETop", "GlueVOView", "GlueCEInfo", "GlueCEState", "GlueCEAccessControlBase",
                          "GlueCEPolicy", "GlueKey", "GlueSchemaVersion")
         attrs += ldif.lines_of([
             ("GlueVOViewLocalID", vo), ("GlueCEAccessControlBaseRule", rule),
-            ("GlueCEStateRunningJobs", max(0, state.running_jobs)),
-            ("GlueCEStateWaitingJobs", max(0, state.waiting_jobs)),
-            ("GlueCEStateTotalJobs", max(0, state.total_jobs)),
+            ("GlueCEStateRunningJobs", max(0, running)), ("GlueCEStateWaitingJobs", max(0, waiting)),
+            ("GlueCEStateTotalJobs", max(0, running + waiting)),
             ("GlueCEStateFreeJobSlots", max(0, state.free_cpus)),
             ("GlueCEStateEstimatedResponseTime", max(0, state.estimated_response_time)),
             ("GlueCEStateWorstResponseTime", max(0, state.worst_response_time)),

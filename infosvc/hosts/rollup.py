@@ -263,19 +263,16 @@ class Rollup:
         for ce in self.config.computing_elements:
             clusters = all_ids if ce.all_clusters else ce.clusters
             totals = self.totals(clusters)
-            queued = self._queue.ce_state(ce.id, ce.status, totals.free_cpus, totals.total_cpus)
-            jobs: tuple[glue.CEJob, ...] = ()
-            if queued is None:
-                state = glue.CEState(status=ce.status, free_cpus=totals.free_cpus)
-            else:
-                state, jobs = queued
+            queued = self._queue.ce_state(ce.id, ce.status, totals.free_cpus, totals.total_cpus) or glue.CEQueued(
+                glue.CEState(status=ce.status, free_cpus=totals.free_cpus))
+            state, jobs = queued.state, queued.jobs
             found.append(glue.ComputingElement(
                 unique_id=ce.id, name=ce.name, queue=ce.queue,
                 info=glue.CEInfo(lrms_type=ce.lrms_type, lrms_version=ce.lrms_version or None,
                                  gram_version=ce.gram_version or None, host_name=ce.host_name or None,
                                  gatekeeper_port=ce.gatekeeper_port or None, total_cpus=totals.total_cpus),
                 policy=ce.policy, state=state, access_control_rules=ce.access_control, jobs=jobs,
-                clusters=clusters, information_service_url=url))
+                clusters=clusters, information_service_url=url, by_vo=queued.by_vo))
         return found
 
     def computing_element(self, ce_id: str) -> glue.ComputingElement | None:

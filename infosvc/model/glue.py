@@ -257,21 +257,38 @@ class CEState:
         return self.running_jobs + self.waiting_jobs
 
 
+@dataclass(frozen=True, slots=True)
+class VOFigures:
+    """A VO's jobs on a CE: those whose Project names it (GLUE 1.3 GlueVOView)."""
+
+    vo: str
+    running_jobs: int
+    waiting_jobs: int
+
+
+@dataclass(frozen=True, slots=True)
+class CEQueued:
+    """What a job queue tells a CE it publishes: its State, its jobs, and its jobs per VO (empty when
+    no job of it names a VO: the VO views then show the CE's figures)."""
+
+    state: CEState
+    jobs: tuple[CEJob, ...] = ()
+    by_vo: tuple[VOFigures, ...] = ()
+
+
 class CEQueueFigures(Protocol):
     """The one way a job queue's figures reach the CEs a roll-up publishes: read-only, asked by the
     publisher at each rendering; a queue implements it (infosvc.queue.jobqueue.JobQueue)."""
 
-    def ce_state(self, ce_id: str, status: str, free_cpus: int,
-                 total_cpus: int) -> tuple[CEState, tuple[CEJob, ...]] | None:
-        """The CE's State now, from its `status` and its hosts' processors, free and in all, and
-        its jobs; None when the queue has no figures for it."""
+    def ce_state(self, ce_id: str, status: str, free_cpus: int, total_cpus: int) -> CEQueued | None:
+        """The CE's State now, from its `status` and its hosts' processors, free and in all, its
+        jobs and its jobs per VO; None when the queue has no figures for it."""
 
 
 class NoQueue:
     """A site without a job queue (a federation's union, a test's roll-up): no CE has figures."""
 
-    def ce_state(self, ce_id: str, status: str, free_cpus: int,
-                 total_cpus: int) -> tuple[CEState, tuple[CEJob, ...]] | None:
+    def ce_state(self, ce_id: str, status: str, free_cpus: int, total_cpus: int) -> CEQueued | None:
         return None
 
 
@@ -300,6 +317,8 @@ class ComputingElement:
     jobs: tuple[CEJob, ...] = ()
     clusters: tuple[str, ...] = ()  # cluster unique ids
     information_service_url: str | None = None
+    #: its jobs per VO, from their Project (infosvc addition; empty: no job names a VO)
+    by_vo: tuple[VOFigures, ...] = ()
 
 
 class GlueTree(Protocol):

@@ -31,7 +31,7 @@ def _digest(ces: Sequence[ComputingElement]) -> str:
     for ce in ces:
         s = ce.state
         h.update(repr((ce.unique_id, s.status, ce.info.total_cpus, s.free_cpus, s.running_jobs, s.waiting_jobs,
-                       s.estimated_response_time, s.worst_response_time)).encode())
+                       s.estimated_response_time, s.worst_response_time, ce.by_vo)).encode())
     return h.hexdigest()
 
 

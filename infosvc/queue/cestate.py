@@ -23,7 +23,7 @@ from typing import Callable, Final, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from infosvc.model.glue import CEJob, CEState, ComputingElement
+from infosvc.model.glue import CEJob, CEQueued, CEState, ComputingElement, VOFigures
 from infosvc.sched.forecast import DEPTH, Demand, first_start, whole_hosts
 from infosvc.sched.hosts import HostPool, Mask
 from infosvc.sched.jobs import JobRecord
@@ -50,6 +50,7 @@ class CEFigures:
     estimated_start: float
     worst_start: float
     jobs: tuple[CEJob, ...] = ()
+    by_vo: tuple[VOFigures, ...] = ()
 
 
 @dataclass(slots=True)
@@ -59,8 +60,7 @@ class CEQueues:
     figures: dict[str, CEFigures] = field(default_factory=dict)
     clock: Callable[[], float] | None = None
 
-    def ce_state(self, ce_id: str, status: str, free_cpus: int,
-                 total_cpus: int) -> tuple[CEState, tuple[CEJob, ...]] | None:
+    def ce_state(self, ce_id: str, status: str, free_cpus: int, total_cpus: int) -> CEQueued | None:
         """The CE's State from the last pass's figures, its response times counted from now
         (model.glue.CEQueueFigures)."""
         queued = self.figures.get(ce_id)
@@ -68,9 +68,9 @@ class CEQueues:
             return None
         # free: what the hosts report free, and no more than the queue's jobs leave (the hold is
         # the last pass's; the hosts' figures are this moment's)
-        return CEState(status, queued.running_jobs, queued.waiting_jobs, self.seconds_until(queued.worst_start),
-                       self.seconds_until(queued.estimated_start),
-                       max(0, min(free_cpus, total_cpus - queued.held_cpus))), queued.jobs
+        return CEQueued(CEState(status, queued.running_jobs, queued.waiting_jobs, self.seconds_until(queued.worst_start),
+                                self.seconds_until(queued.estimated_start),
+                                max(0, min(free_cpus, total_cpus - queued.held_cpus))), queued.jobs, queued.by_vo)
 
     def seconds_until(self, instant: float) -> int:
         if not math.isfinite(instant) or self.clock is None:
@@ -103,6 +103,9 @@ class Holding(Protocol):
 
     @property
     def estimate(self) -> float: ...
+
+    @property
+    def project(self) -> str: ...
 
 
 def figures_of(ces: Sequence[ComputingElement], cluster_of: Mapping[str, str], pool: HostPool,
@@ -167,8 +170,18 @@ def figures_of(ces: Sequence[ComputingElement], cluster_of: Mapping[str, str], p
         listed += [CEJob(local_id=job.id, status="SCHEDULED" if job.id == reserved else "WAITING", local_owner=job.owner,
                          global_id=f"{ce.unique_id}/{job.id}") for job in waiting_here[:MAX_CE_JOBS - len(listed)]]
         found[ce.unique_id] = CEFigures(len(running_here), len(waiting_here), held_here, min(estimated, worst), worst,
-                                        tuple(listed))
+                                        tuple(listed), by_vo(running_here, waiting_here))
     return found
+
+
+def by_vo(running: Iterable[Holding], waiting: Iterable[JobRecord]) -> tuple[VOFigures, ...]:
+    """Running and waiting jobs per VO, by the Project each job names; none when no job names one."""
+    counts: dict[str, list[int]] = {}
+    for column, jobs in ((0, running), (1, waiting)):
+        for job in jobs:
+            if job.project:
+                counts.setdefault(job.project, [0, 0])[column] += 1
+    return tuple(VOFigures(vo, run, wait) for vo, (run, wait) in sorted(counts.items()))
 
 
 # --- the CEs' Status and Policy, as the queue enforces them ----------------------------------------

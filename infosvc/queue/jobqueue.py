@@ -28,7 +28,7 @@ from infosvc.errors import excerpt
 from infosvc.loglimit import LogLimiter
 from infosvc.matching import Requirements, Site
 from infosvc.model.ccsjob import JobState
-from infosvc.model.glue import CEJob, CEState, ComputingElement, Host
+from infosvc.model.glue import CEQueued, ComputingElement, Host
 from infosvc.model.node import Node
 from infosvc.model.folding import fold
 from infosvc.sched import Plan, Policy
@@ -141,8 +141,7 @@ class JobQueue:
         clusters = {host.cluster for name in job.hosts if (host := self.table.rollup.hosts.get(name)) is not None}
         return sorted({ce.id for cluster in clusters for ce in site.ces.get(cluster, ())})
 
-    def ce_state(self, ce_id: str, status: str, free_cpus: int,
-                 total_cpus: int) -> tuple[CEState, tuple[CEJob, ...]] | None:
+    def ce_state(self, ce_id: str, status: str, free_cpus: int, total_cpus: int) -> CEQueued | None:
         """What the CE publishes of this queue (model.glue.CEQueueFigures, which the roll-up reads)."""
         return self.ce_queues.ce_state(ce_id, status, free_cpus, total_cpus)
 

@@ -33,6 +33,7 @@ class Started:
     hosts: dict[str, int]
     started: float
     estimate: float
+    project: str = ""
 
 
 @dataclass(slots=True)
@@ -78,7 +79,7 @@ class PassPlan:
             kept.append(start)
             record = records[start.job.id]
             started.append(Started(record.id, record.owner, {pool.ids[r]: n for r, n in zip(
-                start.allocation.rows, start.allocation.processors)}, self.now, start.job.estimate))
+                start.allocation.rows, start.allocation.processors)}, self.now, start.job.estimate, record.project))
         plan.starts = kept
         ids = {s.id for s in started}
         waiting = [(record, w.eligible, may) for w, record, may in ordered if record.id not in ids]

@@ -96,6 +96,10 @@ class JobRecord:
         return self.request.estimate
 
     @property
+    def project(self) -> str:
+        return self.request.project
+
+    @property
     def limit_at(self) -> float:
         return math.inf if self.started is None else self.started + self.request.estimate
 

@@ -136,6 +136,8 @@ class JobRequest:
     asks_hosts: bool = False
     #: what the job wrote outside Requested and was read as Requested (infosvc.model.jobneeds)
     read_as_requested: tuple[str, ...] = ()
+    #: its Project (SSS; CCS Project maps there): for a grid site, the VO it runs for ("": none said)
+    project: str = ""
 
     def __post_init__(self) -> None:
         # read back from the store's JSON as a list
@@ -186,7 +188,7 @@ def read_request(needs: NeedsRead, owner: str) -> JobRequest:
         exclusive=_flag(props, "IsExclusive", True), asked_nodes=asked, required_nodes=tuple(required),
         licenses=_licenses(props.requested),
         run_until_cancelled=_flag(props, "RuntillCancelled", False) or _flag(props, "RunUntilCanceled", False),
-        tasks=tasks, after=after, read_as_requested=read)
+        tasks=tasks, after=after, read_as_requested=read, project=(props.get("Project") or "").strip())
 
 
 def _priority(text: str | None) -> int:

@@ -844,13 +844,13 @@ class QueueBoard:
         self.figures: tuple[int, int, int, int, int, tuple[glue.CEJob, ...]] | None = None
         self.asked: list[str] = []
 
-    def ce_state(self, ce_id: str, status: str, free_cpus: int,
-                 total_cpus: int) -> tuple[glue.CEState, tuple[glue.CEJob, ...]] | None:
+    def ce_state(self, ce_id: str, status: str, free_cpus: int, total_cpus: int) -> glue.CEQueued | None:
         self.asked.append(ce_id)
         if self.figures is None:
             return None
         running, waiting, held, estimated, worst, jobs = self.figures
-        return glue.CEState(status, running, waiting, worst, estimated, max(0, min(free_cpus, total_cpus - held))), jobs
+        state = glue.CEState(status, running, waiting, worst, estimated, max(0, min(free_cpus, total_cpus - held)))
+        return glue.CEQueued(state, jobs, (glue.VOFigures("atlas", running, 0),))
 
 
 def test_the_ces_read_the_queue_s_figures_at_each_rendering() -> None:
@@ -868,6 +868,7 @@ def test_the_ces_read_the_queue_s_figures_at_each_rendering() -> None:
     state = ce.state
     assert (state.running_jobs, state.waiting_jobs, state.total_jobs) == (2, 3, 5)
     assert (state.estimated_response_time, state.worst_response_time, ce.jobs) == (60, 600, (job,))
+    assert ce.by_vo == (glue.VOFigures("atlas", 2, 0),)
     assert state.free_cpus == 1 and state.status == "Production"  # the roll-up's status and processors
     # a filtered view (GET /v1/glue with host filters) reads the same queue
     (part,) = rollup.of_hosts([rollup.hosts["a1"]]).computing_elements()

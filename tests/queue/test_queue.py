@@ -399,3 +399,32 @@ def test_failing_passes_log_one_traceback_per_kind_per_interval(site: Site_, mon
         site.run(poke_often)
     failed = [r for r in caplog.records if r.getMessage().startswith("scheduling pass failed")]
     assert len(passes) >= 10 and len(failed) == 1 and failed[0].exc_info is not None
+
+
+def test_each_vo_view_counts_the_jobs_whose_project_names_it(tmp_path: Path) -> None:
+    """GLUE 1.3's GlueVOView per VO of the CE's rules: the jobs that name the VO as their Project;
+    a CE none of whose jobs names one shows its own figures in each view."""
+    from infosvc.codec import ldif
+    from infosvc.codec.gridformat import GridOptions
+    from infosvc.publish.glue import Glue
+
+    def views() -> dict[str, tuple[str, str]]:
+        text = Glue(site.agg.tree).rendering("ldif-1.3", GridOptions()).tree().decode()
+        return {dn.split(",")[0].split("=")[1]: (a["GlueCEStateRunningJobs"], a["GlueCEStateWaitingJobs"])
+                for dn, attrs in ldif.parse(text).items() if dn.startswith("GlueVOViewLocalID=")
+                for a in (dict(attrs),)}
+
+    site = ce_site(tmp_path, access_control=["VO:atlas", "VO:cms", "VOMS:/ops/Role=lcgadmin"])
+    try:
+        [plain] = site.submit(sss("plain", 4))
+        site.schedule()
+        assert views() == {"atlas": ("1", "0"), "cms": ("1", "0"), "ops": ("1", "0")}  # the CE's own
+        site.run(lambda: site.queue.cancel(plain, admin=True, submitter="s"))
+        for name, project in (("a1", "atlas"), ("a2", "atlas"), ("a3", "atlas"), ("a4", "atlas"), ("c1", "cms")):
+            site.submit(sss(name, 4).replace("<Executable>", f"<Project>{project}</Project><Executable>"))
+        site.schedule()
+        assert views() == {"atlas": ("3", "1"), "cms": ("0", "1"), "ops": ("0", "0")}
+        [ce] = site.agg.tree.computing_elements()
+        assert (ce.state.running_jobs, ce.state.waiting_jobs) == (3, 2)  # the CE's figures count them all
+    finally:
+        site.close()
