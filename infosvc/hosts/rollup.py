@@ -108,9 +108,16 @@ class Rollup:
         old = self.hosts.get(host.unique_id)
         key = subcluster_key(host)
         sub_id = self._key_of.get(key)
+        # the details outside the key are counted again only when they (or the subcluster) change:
+        # the groups are memoized in host_from_node, so the same text is the same object
+        recount = old is None or old.processor is not host.processor \
+            or old.operating_system is not host.operating_system
         if old is not None:
             old_sub = self._sub_of[host.unique_id]
             self._account(self.subclusters[old_sub], old, -1)
+            recount = recount or old_sub != sub_id
+            if recount:
+                self._share_details(self.subclusters[old_sub], old, -1)
             if old_sub != sub_id:
                 self._leave(host.unique_id, old_sub)
         if sub_id is None:
@@ -126,6 +133,8 @@ class Rollup:
         self._sub_of[host.unique_id] = sub_id
         self.hosts[host.unique_id] = host
         self._account(sub, host, +1)
+        if recount:
+            self._share_details(sub, host, +1)
         return sub
 
     def read_queue(self, queue: CEQueueFigures) -> None:
@@ -160,6 +169,7 @@ class Rollup:
             return
         sub_id = self._sub_of[host_id]
         self._account(self.subclusters[sub_id], old, -1)
+        self._share_details(self.subclusters[sub_id], old, -1)
         self._leave(host_id, sub_id)
         del self._sub_of[host_id]
 
@@ -173,8 +183,8 @@ class Rollup:
             del self._key_of[self._key_by_sub.pop(sub_id)]
             self._subs_of_cluster[sub.cluster].pop(sub_id, None)
 
-    def _account(self, sub: SubCluster, host: Host, sign: int) -> None:
-        self._share_details(sub, host, sign)
+    @staticmethod
+    def _account(sub: SubCluster, host: Host, sign: int) -> None:
         sub.host_count += sign
         sub.states[host.state] = sub.states.get(host.state, 0) + sign
         if not sub.states[host.state]:

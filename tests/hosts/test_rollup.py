@@ -713,11 +713,11 @@ def test_update_touches_only_its_subclusters(site: Rollup, site_config: SiteConf
     touched: list[str] = []
     account = Rollup._account
 
-    def spy(self: Rollup, sub: SubCluster, h: Host, sign: int) -> None:
+    def spy(sub: SubCluster, h: Host, sign: int) -> None:
         touched.append(sub.unique_id)
-        account(self, sub, h, sign)
+        account(sub, h, sign)
 
-    monkeypatch.setattr(Rollup, "_account", spy)
+    monkeypatch.setattr(Rollup, "_account", staticmethod(spy))
     intel = site.subcluster_of("node0002")
     amd = site.subcluster_of("node1001")
     assert intel is not None and amd is not None
