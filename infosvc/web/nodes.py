@@ -21,7 +21,7 @@ from infosvc.web.auth import caller_of
 from infosvc.web.bodies import read_body
 from infosvc.web.errors import HttpError
 from infosvc.web.keys import AGGREGATOR, HISTORY_WORKERS, METRICS
-from infosvc.web.pretty import filters_of
+from infosvc.web.pretty import Joined, filters_of
 from infosvc.web.negotiate import JSON, XML, wants_xml
 
 
@@ -49,10 +49,15 @@ async def post_node(request: web.Request) -> web.Response:
 
 
 def render_nodes(entries: list[HostEntry], xml: bool) -> web.Response:
+    """The hosts' cached renderings, joined only as they are written (web.pretty.Joined)."""
     if xml:
-        body = b"<?xml version='1.0' encoding='UTF-8'?>\n<Nodes>" + b"".join(e.xml() for e in entries) + b"</Nodes>\n"
-        return web.Response(body=body, content_type=XML)
-    return web.Response(body=b"[" + b",".join(e.json() for e in entries) + b"]", content_type=JSON)
+        parts = [b"<?xml version='1.0' encoding='UTF-8'?>\n<Nodes>", *(e.xml() for e in entries), b"</Nodes>\n"]
+        return web.Response(body=Joined(parts, XML))
+    parts = [b"["]
+    for entry in entries:
+        parts += (entry.json(), b",")
+    parts[-1] = b"]\n" if entries else b"[]\n"
+    return web.Response(body=Joined(parts, JSON))
 
 
 async def get_nodes(request: web.Request) -> web.Response:

@@ -50,6 +50,13 @@ def wants_pretty(request: web.Request) -> bool:
     raise QueryError(PRETTY, "1 or 0 (true or false)")
 
 
+def _pretty_asked(request: web.Request) -> bool:
+    try:
+        return wants_pretty(request)
+    except QueryError:
+        return False  # the route's own check answers 400 for it; an error answer is left as it is
+
+
 class InSlices(Payload):
     """A large answer written a slice at a time, each awaited: written whole, asyncio's transport
     copies what the socket did not take at once (on Python 3.11, 99 MB of a top level's union held
@@ -73,6 +80,46 @@ class InSlices(Payload):
             await writer.write(view[start:start + SLICE_BYTES])
 
 
+class Joined(Payload):
+    """An answer made of parts already in memory (each host's cached rendering, issue 27), written
+    a slice of parts at a time and never joined into one body: GET /v1/nodes of 10,000 hosts held
+    a 64 MB body, and a copy for its newline, while it was answered. Its size is the parts' sum,
+    so Content-Length is exact; `?pretty=1` joins it (`joined`) to indent it."""
+
+    _value: list[bytes]
+
+    def __init__(self, parts: list[bytes], content_type: str) -> None:
+        super().__init__(parts, content_type=content_type)
+        self._total = sum(map(len, parts))
+        self._size = self._total
+
+    def joined(self) -> bytes:
+        return b"".join(self._value)
+
+    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        return self.joined().decode(encoding, errors)
+
+    async def write(self, writer: AbstractStreamWriter) -> None:
+        await self.write_with_length(writer, None)
+
+    async def write_with_length(self, writer: AbstractStreamWriter, content_length: int | None) -> None:
+        left = self._total if content_length is None else min(content_length, self._total)
+        batch: list[bytes] = []
+        size = 0
+        for part in self._value:
+            if left <= 0:
+                break
+            part = part[:left] if len(part) > left else part
+            left -= len(part)
+            batch.append(part)
+            size += len(part)
+            if size >= SLICE_BYTES:
+                await writer.write(b"".join(batch))
+                batch, size = [], 0
+        if batch:
+            await writer.write(b"".join(batch))
+
+
 def _in_slices(response: web.Response) -> web.Response:
     body = response.body
     if isinstance(body, bytes) and len(body) > SLICE_BYTES:
@@ -84,6 +131,10 @@ def _in_slices(response: web.Response) -> web.Response:
 async def readable(request: web.Request,
                    handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
     response = await handler(request)
+    if isinstance(response, web.Response) and isinstance(response.body, Joined):
+        if not _pretty_asked(request):
+            return response  # written as it is, its newline its own
+        response.body = response.body.joined()
     if not isinstance(response, web.Response) or not isinstance(response.body, bytes) or not response.body:
         return response
     return _in_slices(await _readable(request, response))
@@ -96,11 +147,7 @@ async def _readable(request: web.Request, response: web.Response) -> web.Respons
     if not xml and kind != "application/json":
         return response
     body: bytes = response.body
-    try:
-        pretty = wants_pretty(request)
-    except QueryError:
-        pretty = False  # the route's own check answers 400 for it; an error answer is left as it is
-    if pretty:
+    if _pretty_asked(request):
         body = await asyncio.to_thread(_indent, body, xml) if len(body) > OFF_LOOP_BYTES else _indent(body, xml)
     elif not body.endswith(b"\n"):
         # A copy of the body: the large documents (GLUE trees, a top level's union) are rendered

@@ -93,3 +93,78 @@ def test_a_large_answer_is_written_in_slices_whole_and_exact() -> None:
             assert json.loads(await pretty.read()) == json.loads(document)
 
     asyncio.run(run())
+
+
+def test_an_answer_of_parts_is_written_as_the_joined_bytes_without_joining_them() -> None:
+    """GET /v1/nodes writes the hosts' cached renderings as they are (Joined): the bytes and the
+    Content-Length are those of the parts joined, for GET and HEAD, and `?pretty=1` indents them."""
+    import asyncio
+
+    from aiohttp import web
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from infosvc.web.nodes import render_nodes
+    from infosvc.web.pretty import SLICE_BYTES, Joined, readable
+
+    class Entry:
+        def __init__(self, n: int) -> None:
+            self.document = json.dumps({"id": f"host{n:06d}", "pad": "x" * 300}).encode()
+
+        def json(self) -> bytes:
+            return self.document
+
+        def xml(self) -> bytes:
+            return b"<Node><Id>" + self.document[8:21] + b"</Id></Node>"
+
+    entries = [Entry(n) for n in range(12_000)]
+    expected = b"[" + b",".join(e.json() for e in entries) + b"]\n"  # what render_nodes joined before
+    assert len(expected) > 3 * SLICE_BYTES
+
+    async def nodes(request: web.Request) -> web.Response:
+        xml = request.query.get("format") == "xml"
+        response = render_nodes(entries if request.query.get("none") is None else [], xml)  # type: ignore[arg-type]
+        assert isinstance(response.body, Joined)
+        return response
+
+    async def run() -> None:
+        app = web.Application(middlewares=[readable])
+        app.router.add_get("/nodes", nodes)
+        async with TestClient(TestServer(app)) as client:
+            got = await client.get("/nodes")
+            assert got.status == 200 and got.headers["Content-Type"].startswith("application/json")
+            assert int(got.headers["Content-Length"]) == len(expected)
+            assert await got.read() == expected
+            head = await client.head("/nodes")
+            assert int(head.headers["Content-Length"]) == len(expected) and await head.read() == b""
+            pretty = await client.get("/nodes?pretty=1")
+            assert json.loads(await pretty.read()) == json.loads(expected)
+            empty = await client.get("/nodes?none=1")
+            assert await empty.read() == b"[]\n"
+            xml = await client.get("/nodes?format=xml")
+            body = await xml.read()
+            assert body.startswith(b"<?xml") and body.endswith(b"</Nodes>\n") and body.count(b"<Node>") == 12_000
+
+    asyncio.run(run())
+
+
+def test_joined_writes_slices_no_larger_than_a_few_parts_past_a_slice() -> None:
+    """Joined never builds the whole body: each write is about a slice."""
+    import asyncio
+
+    from infosvc.web.pretty import SLICE_BYTES, Joined
+
+    parts = [bytes([65 + n % 26]) * 1000 for n in range(5000)]
+    written: list[bytes] = []
+
+    class Writer:
+        async def write(self, data: bytes) -> None:
+            written.append(bytes(data))
+
+    payload = Joined(parts, "application/json")
+    assert payload.size == 5_000_000
+    asyncio.run(payload.write(Writer()))  # type: ignore[arg-type]
+    assert b"".join(written) == b"".join(parts)
+    assert len(written) > 3 and max(map(len, written)) < SLICE_BYTES + 1000
+    written.clear()
+    asyncio.run(payload.write_with_length(Writer(), 2500))  # type: ignore[arg-type]
+    assert b"".join(written) == b"".join(parts)[:2500]
