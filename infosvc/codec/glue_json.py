@@ -212,9 +212,13 @@ class JsonDocuments:
         return b"".join((b'{"computing_elements":', _dump(ces), b',"clusters":', _dump(clusters),
                          b',"subclusters":[', b",".join(subclusters), b'],"hosts":[', b",".join(hosts), b"]}\n"))
 
-    def hosts(self, fragments: Iterable[bytes]) -> bytes:
-        """{"hosts": [...]}: these hosts' objects, in the order given."""
-        return b'{"hosts":[' + b",".join(fragments) + b"]}"
+    def host_parts(self, fragments: Iterable[bytes]) -> list[bytes]:
+        """{"hosts": [...]}: these hosts' objects, in the order given, as parts to write in turn."""
+        parts = [b'{"hosts":[']
+        for fragment in fragments:
+            parts += (fragment, b",")
+        parts[-1] = b"]}\n" if len(parts) > 1 else b'{"hosts":[]}\n'
+        return parts
 
     def host_document(self, fragment: bytes) -> bytes:
         return fragment

@@ -279,9 +279,9 @@ class XmlDocuments:
         out.append(b"</Glue>\n")
         return b"".join(out)
 
-    def hosts(self, fragments: Iterable[bytes]) -> bytes:
-        """A <Hosts> document of these hosts' fragments, in the order given."""
-        return b"".join((_DECLARATION, f"<Hosts{self._xmlns}>".encode(), *fragments, b"</Hosts>\n"))
+    def host_parts(self, fragments: Iterable[bytes]) -> list[bytes]:
+        """A <Hosts> document of these hosts' fragments, in the order given, as parts to write in turn."""
+        return [_DECLARATION, f"<Hosts{self._xmlns}>".encode(), *fragments, b"</Hosts>\n"]
 
     def host_document(self, fragment: bytes) -> bytes:
         return b"".join((_DECLARATION, f"<Host{self._xmlns}>".encode(), fragment[len(b"<Host>"):], b"\n"))

@@ -128,7 +128,7 @@ class TreeDocuments:
     def host(self, host: Host, sub_id: str | None) -> bytes:
         return b""
 
-    def hosts(self, fragments: Iterable[bytes]) -> bytes:
+    def host_parts(self, fragments: Iterable[bytes]) -> list[bytes]:
         raise ValueError("this format publishes the whole tree only")
 
     def host_document(self, fragment: bytes) -> bytes:

@@ -42,7 +42,7 @@ class Documents(Protocol):
 
     def tree(self, tree: GlueTree, fragment: Fragment) -> bytes: ...
 
-    def hosts(self, fragments: Iterable[bytes]) -> bytes: ...
+    def host_parts(self, fragments: Iterable[bytes]) -> list[bytes]: ...
 
     def host_document(self, fragment: bytes) -> bytes: ...
 
@@ -131,11 +131,16 @@ class Rendering:
         self._prune()
         return body
 
-    def hosts(self, hosts: Iterable[Host]) -> bytes:
-        """These hosts, in the order given."""
-        body = self.documents.hosts([self._fragment_in_tree(host) for host in hosts])
+    def host_parts(self, hosts: Iterable[Host]) -> list[bytes]:
+        """These hosts, in the order given, as the parts of one document (each host's cached
+        fragment among them: written in turn, never joined, web.pretty.Joined)."""
+        parts = self.documents.host_parts([self._fragment_in_tree(host) for host in hosts])
         self._prune()
-        return body
+        return parts
+
+    def hosts(self, hosts: Iterable[Host]) -> bytes:
+        """These hosts, in the order given, as one document."""
+        return b"".join(self.host_parts(hosts))
 
     def warm(self, hosts: Iterable[Host]) -> None:
         """Render now these hosts of the tree (say, as they report), not at the next read."""

@@ -29,7 +29,7 @@ from infosvc.hosts import PARAMETERS, HostFilter, QueryError, nodeset_order
 from infosvc.web import glue, meta, prometheus
 from infosvc.web.keys import AGGREGATOR, CONFIG, FEDERATION, GLUE
 from infosvc.web.negotiate import format_of
-from infosvc.web.pretty import filters_of
+from infosvc.web.pretty import Joined, filters_of
 from infosvc.web.auth import Handler
 from infosvc.web.routes import ROUTES, Route, add_routes
 
@@ -117,7 +117,7 @@ async def get_glue_hosts(request: web.Request) -> web.Response:
     rendering = request.app[GLUE].formats[format_of(request)]
     hosts = _select(request)
     chosen = list(request.app[FEDERATION].hosts.values()) if hosts is None else hosts
-    return web.Response(body=rendering.hosts(chosen), content_type=rendering.media_type)
+    return web.Response(body=Joined(rendering.host_parts(chosen), rendering.media_type))
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -16,7 +16,7 @@ from infosvc.web.gridquery import GRID_PARAMETERS, glue_format, grid_tree
 from infosvc.hosts import HostFilter, QueryError
 from infosvc.web.keys import AGGREGATOR, GLUE, PAST_VIEWS
 from infosvc.web.negotiate import format_of
-from infosvc.web.pretty import PRETTY, filters_of
+from infosvc.web.pretty import PRETTY, Joined, filters_of
 
 
 async def get_glue(request: web.Request) -> web.Response:
@@ -65,7 +65,7 @@ async def get_glue_hosts(request: web.Request) -> web.Response:
     agg = request.app[AGGREGATOR]
     hosts = agg.tree.hosts
     selected = [hosts[e.id] for e in HostFilter.parse(filters_of(request)).select(agg.table) if e.id in hosts]
-    return web.Response(body=rendering.hosts(selected), content_type=rendering.media_type)
+    return web.Response(body=Joined(rendering.host_parts(selected), rendering.media_type))
 
 
 async def get_glue_entity(request: web.Request) -> web.Response:

@@ -168,3 +168,22 @@ def test_joined_writes_slices_no_larger_than_a_few_parts_past_a_slice() -> None:
     written.clear()
     asyncio.run(payload.write_with_length(Writer(), 2500))  # type: ignore[arg-type]
     assert b"".join(written) == b"".join(parts)[:2500]
+
+
+def test_host_lists_are_written_from_their_parts_whole(serve_app: ServerFactory) -> None:
+    """GET /v1/nodes and /v1/glue/hosts (JSON and XML) are written from each host's cached
+    rendering: every host there, once, in a document whose Content-Length is its size."""
+    server = serve_app(agents=30)
+    for n in range(30):
+        server.report(f"h{n:02d}", server.agent_token())
+    for path in ("/v1/nodes", "/v1/glue/hosts", "/v1/nodes?format=xml", "/v1/glue/hosts?format=xml"):
+        reply = server.get(path)
+        assert reply.status == 200 and int(reply.headers["content-length"]) == len(reply.body), path
+        assert reply.body.endswith(b"\n") and not reply.body.endswith(b"\n\n"), path
+        if "xml" in path:
+            root = etree.fromstring(reply.body)
+            assert len(root) == 30, path
+        else:
+            listed = reply.json()
+            assert len(listed if isinstance(listed, list) else listed["hosts"]) == 30, path
+    assert server.get("/v1/glue/hosts?state=Unreachable").json() == {"hosts": []}
