@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import re
-import subprocess
 import sys
 import time
 import tracemalloc
@@ -21,11 +19,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from infosvc.codec.node_xml import parse_node  # noqa: E402
 from infosvc.config import SiteConfig  # noqa: E402
 from infosvc.hosts import HostTable  # noqa: E402
 from infosvc.publish.glue import Glue  # noqa: E402
+from nodes_read import agent_documents  # noqa: E402
 
 
 def main() -> int:
@@ -33,11 +33,7 @@ def main() -> int:
     args.add_argument("--hosts", type=int, default=10_000)
     args.add_argument("--top", type=int, default=15)
     opts = args.parse_args()
-    template = subprocess.run([sys.executable, "-m", "infosvc_agents", "--once", "--id", "bench-template"],
-                              capture_output=True, check=True).stdout
-    documents = [re.sub(rb"<Name>[^<]*</Name>", f"<Name>node{i:05d}</Name>".encode(),
-                        template.replace(b"bench-template", f"node{i:05d}.bench".encode()), count=1)
-                 for i in range(opts.hosts)]
+    documents = agent_documents(opts.hosts)
     gc.collect()
     tracemalloc.start(1)
     before = tracemalloc.take_snapshot()
@@ -53,7 +49,7 @@ def main() -> int:
     stats = after.compare_to(before, "lineno")
     total = sum(s.size_diff for s in stats)
     documents_bytes = sum(map(len, documents))
-    print(f"{opts.hosts} hosts, {len(template)} B a report: {total / opts.hosts / 1024:.1f} KiB a host in all "
+    print(f"{opts.hosts} hosts, {len(documents[0])} B a report: {total / opts.hosts / 1024:.1f} KiB a host in all "
           f"({documents_bytes / opts.hosts / 1024:.1f} KiB of it the documents as they came)")
     for stat in stats[:opts.top]:
         frame = stat.traceback[0]

@@ -37,6 +37,15 @@ def status_kb(pid: int, field: str) -> int:
     return int(match.group(1))
 
 
+def agent_documents(hosts: int) -> list[bytes]:
+    """This machine's own agent document (`infosvc-agent --once`) as `hosts` hosts send it: Id
+    nodeNNNNN.bench, Name nodeNNNNN (an Id is the Name's own long form, never another host's)."""
+    template = subprocess.run([sys.executable, "-m", "infosvc_agents", "--once", "--id", "bench-template"],
+                              capture_output=True, check=True).stdout
+    return [re.sub(rb"<Name>[^<]*</Name>", f"<Name>node{i:05d}</Name>".encode(),
+                   template.replace(b"bench-template", f"node{i:05d}.bench".encode()), count=1) for i in range(hosts)]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -48,8 +57,7 @@ def main() -> int:
     args.add_argument("--hosts", type=int, default=10_000)
     args.add_argument("--reads", type=int, default=3)
     opts = args.parse_args()
-    template = subprocess.run([sys.executable, "-m", "infosvc_agents", "--once", "--id", "bench-template"],
-                              capture_output=True, check=True).stdout
+    documents = agent_documents(opts.hosts)
     with tempfile.TemporaryDirectory() as tmp:
         # an agent token is bound to the first host it reports for: one each
         tokens = [secrets.token_hex(16) for _ in range(opts.hosts)]
@@ -69,9 +77,7 @@ def main() -> int:
             def report(first: int) -> None:
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
                 for i in range(first, opts.hosts, 4):
-                    body = re.sub(rb"<Name>[^<]*</Name>", f"<Name>node{i:05d}</Name>".encode(),
-                                  template.replace(b"bench-template", f"node{i:05d}.bench".encode()), count=1)
-                    conn.request("POST", "/v1/nodes", body, {"Authorization": f"Bearer {tokens[i]}",
+                    conn.request("POST", "/v1/nodes", documents[i], {"Authorization": f"Bearer {tokens[i]}",
                                                             "Content-Type": "application/xml"})
                     answer = conn.getresponse()
                     answer.read()
@@ -81,7 +87,7 @@ def main() -> int:
             with ThreadPoolExecutor(4) as pool:
                 list(pool.map(report, range(4)))
             print(f"{opts.hosts} hosts reported in {time.monotonic() - started:.1f} s "
-                  f"({len(template)} B a report)", flush=True)
+                  f"({len(documents[0])} B a report)", flush=True)
             time.sleep(2)
             results = []
             for _ in range(opts.reads):

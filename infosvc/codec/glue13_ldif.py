@@ -17,8 +17,8 @@ from typing import Final
 from infosvc.codec import ldif
 from infosvc.codec.glue_xml import Fragment, count, port
 from infosvc.codec.gridformat import (
-    IMPLEMENTATION_VERSION, JOB_MANAGER, GridOptions, TreeDocuments, gap_comments, jobs_url, scaling_reference,
-    site_id, subclusters_of_ce, vo_of_rule,
+    IMPLEMENTATION_VERSION, JOB_MANAGER, GridOptions, TreeDocuments, all_subclusters, gap_comments, jobs_url,
+    scaling_reference, site_id, vo_of_rule,
 )
 from infosvc.model import glue
 from infosvc.model.glue import GlueTree, SubCluster
@@ -99,7 +99,7 @@ def vo_view_entries(ce: glue.ComputingElement) -> str:
     views: dict[str, str] = {}
     for rule in ce.access_control_rules:
         vo = vo_of_rule(rule)
-        if vo is not None and not rule.strip().upper().startswith("DENY"):
+        if vo is not None:
             views.setdefault(vo, rule.strip())
     for vo, rule in views.items():
         running, waiting = counted.get(vo, (0, 0)) if counted else (state.running_jobs, state.waiting_jobs)
@@ -184,14 +184,16 @@ class Glue13Ldif(TreeDocuments):
         snapshot = snapshot_of(tree)
         site = site_id(tree, self.options)
         out = [f"# GLUE 1.3 of site {site} by infosvc; CE figures of snapshot {snapshot.id} at {snapshot.time}\n",
-               gap_comments(tree), "\n"]
+               gap_comments(tree.information_service_url, snapshot.computing_elements), "\n"]
         if self.options.base:
             out.append(base_entries())
         marks = (snapshot.id, snapshot.time)
         services: dict[str, list[str]] = {}
         contact = jobs_url(tree, site)
+        # the site's reference, as GLUE 2.0's scaling factors are counted against it
+        reference = scaling_reference(all_subclusters(tree))
         for ce in snapshot.computing_elements:
-            out.append(ce_entry(ce, site, marks, contact, scaling_reference(subclusters_of_ce(tree, ce))))
+            out.append(ce_entry(ce, site, marks, contact, reference))
             out.append(vo_view_entries(ce))
             for cid in ce.clusters:
                 services.setdefault(cid, []).append(ce.unique_id)

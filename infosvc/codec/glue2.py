@@ -24,8 +24,8 @@ from typing import Final, Iterable, Sequence, Union
 
 from infosvc.codec.glue_xml import count
 from infosvc.codec.gridformat import (
-    IMPLEMENTATION_VERSION, GridOptions, jobs_url, scaling_factor, scaling_reference, site_id, subclusters_of_ce,
-    vo_of_rule,
+    IMPLEMENTATION_VERSION, GridOptions, all_subclusters, jobs_url, scaling_factor, scaling_reference, site_id,
+    subclusters_of_ce, vo_of_rule,
 )
 from infosvc.model.glue import ComputingElement, GlueTree, SubCluster
 from infosvc.model.snapshot import Snapshot, snapshot_of
@@ -191,7 +191,7 @@ def build(tree: GlueTree, options: GridOptions) -> Glue2Site:
     """The GLUE 2.0 entities of the tree, with its CE figures of one snapshot."""
     snapshot = snapshot_of(tree)
     ces = snapshot.computing_elements
-    subs: list[SubCluster] = [s for c in tree.clusters() for s in tree.subclusters_of(c.unique_id)]
+    subs = all_subclusters(tree)
     ids = _Ids.of(local(site_id(tree, options)), snapshot, subs)
     shares_by_cluster: dict[str, list[str]] = {}
     for ce in ces:

@@ -66,7 +66,7 @@ class Glue2Ldif(TreeDocuments):
         site = build(tree, self.options)
         snap = site.snapshot
         out = [f"# GLUE 2.0 of site {site.site} by infosvc; CE figures of snapshot {snap.id} at {snap.time}\n",
-               gap_comments(tree), "\n"]
+               gap_comments(tree.information_service_url, snap.computing_elements), "\n"]
         if self.options.base:
             out.append(base_entries())
         out.extend(entity_entry(e, snap.time) for e in site.entities)

@@ -74,9 +74,10 @@ def grid_gaps(information_service_url: str | None, ce_rules: Iterable[Iterable[s
     return gaps
 
 
-def gap_comments(tree: GlueTree) -> str:
-    """The tree's gaps (grid_gaps) as LDIF comment lines, which a BDII ignores."""
-    gaps = grid_gaps(tree.information_service_url, (ce.access_control_rules for ce in tree.computing_elements()))
+def gap_comments(information_service_url: str | None, ces: Iterable[glue.ComputingElement]) -> str:
+    """The site's gaps (grid_gaps) as LDIF comment lines, which a BDII ignores; `ces` those of the
+    document's snapshot (read once for the document, not again here)."""
+    gaps = grid_gaps(information_service_url, (ce.access_control_rules for ce in ces))
     return "".join(f"{WARNING_PREFIX}{gap}\n" for gap in gaps)
 
 
@@ -88,6 +89,11 @@ def jobs_url(tree: GlueTree, site: str) -> str:
     parts = urlsplit(url) if url else None
     base = f"{parts.scheme}://{parts.netloc}" if parts is not None and parts.netloc else f"https://{site}"
     return f"{base}/v1/jobs"
+
+
+def all_subclusters(tree: GlueTree) -> list[SubCluster]:
+    """The tree's subclusters, cluster by cluster (the order every rendering lists them in)."""
+    return [sub for cluster in tree.clusters() for sub in tree.subclusters_of(cluster.unique_id)]
 
 
 def subclusters_of_ce(tree: GlueTree, ce: glue.ComputingElement) -> list[SubCluster]:
