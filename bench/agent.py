@@ -1,8 +1,13 @@
 """Benchmark of the host agent and the Node codec, against node_exporter measured in the same run.
 
-Figures: CPU and wall time of one agent sample (collect, build, serialize) after the first; the
-agent process's RSS after a sample; parse + validate of a ~4 KB SSS Node document; and
-node_exporter's CPU per scrape and RSS with the six collectors that cover the same ground.
+The figure a site pays is the agent's whole cycle: `infosvc-agent --server URL` as it runs, each
+sample collected, built into a document, pushed to a real `infosvc serve` on loopback and its
+answer read, the loop's own work and every thread included. It is measured in the agent's own
+process (CPU time over `--cycles` samples after a warm-up, and its RSS at the end), with the
+connection kept (an interval below push.KEEP_CONNECTION_BELOW) and, as a second row, dropped
+after each exchange (a longer interval). Its peer is node_exporter with the six collectors that
+cover the same ground, scraped over HTTP: CPU per scrape and RSS. Beside them: one sample alone
+(collect, build, serialize), and parse + validate of a ~4 KB SSS Node document.
 
 Run with `make bench` (or `python bench/agent.py`); prints a table and writes
 bench/results/agent.json.
@@ -10,6 +15,7 @@ bench/results/agent.json.
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import subprocess
@@ -44,6 +50,53 @@ print(json.dumps({"samples": n, "cpu_ms": cpu / n * 1e3, "wall_ms_median": stati
                   "wall_ms_p95": sorted(walls)[int(n * 0.95)] * 1e3, "rss_mib": rss_kib / 1024,
                   "document_bytes": len(first)}))
 """
+
+
+_CYCLE = r"""
+import json, sys, time
+from infosvc_agents import cli, push
+warm, cycles, mode, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+if mode == "dropped":
+    push.KEEP_CONNECTION_BELOW = 0.0  # as with an interval longer than that
+run = push.PushLoop.run
+def measured(self, samples=None):
+    run(self, samples=warm)
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    run(self, samples=cycles)
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    rss_kib = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmRSS:"))
+    with open(out, "w") as handle:
+        json.dump({"cycles": cycles, "cpu_ms": cpu / cycles * 1e3, "wall_s": wall, "rss_mib": rss_kib / 1024,
+                   "delivered": self.delivered, "refused": self.refused, "kept": len(self.kept)}, handle)
+push.PushLoop.run = measured
+sys.exit(cli.main(sys.argv[5:]))
+"""
+
+
+def agent_cycle(cycles: int = 1000, interval: float = 0.02, warm: int = 50) -> dict:
+    """The agent's whole cycle against a real server, kept and dropped connection: see the docstring."""
+    import secrets
+    import tempfile
+
+    from serving import start_server
+
+    with tempfile.TemporaryDirectory() as tmp:
+        token = secrets.token_hex(16)
+        Path(tmp, "agent.token").write_text(token + "\n")
+        server, port = start_server(tmp, f"agent {token} bench-agent.bench\n")
+        try:
+            results = {}
+            for mode in ("kept", "dropped"):
+                out = Path(tmp, f"{mode}.json")
+                subprocess.run([sys.executable, "-c", _CYCLE, str(warm), str(cycles), mode, str(out),
+                                "--server", f"http://127.0.0.1:{port}", "--token-file", f"{tmp}/agent.token",
+                                "--id", "bench-agent.bench", "--interval", str(interval), "--samples", str(cycles)],
+                               check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
+                results[mode] = json.loads(out.read_text())
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    return results
 
 
 def agent_sample(samples: int = 2000) -> dict:
@@ -103,13 +156,28 @@ def node_parse(rounds: int = 5000) -> dict:
 def main() -> int:
     import node_exporter
 
-    results: dict = {"agent": agent_sample(), "parse": node_parse()}
+    args = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    args.add_argument("--cycles", type=int, default=1000, help="agent cycles measured per mode (1000)")
+    opts = args.parse_args()
     binary = node_exporter.ensure_installed()
+    results: dict = {"cycle": agent_cycle(opts.cycles), "agent": agent_sample(), "parse": node_parse()}
     results["node_exporter"] = node_exporter.measure(scrapes=1000) if binary else None
-    agent, parse, ne = results["agent"], results["parse"], results["node_exporter"]
+    agent, parse, ne, cycle = results["agent"], results["parse"], results["node_exporter"], results["cycle"]
+    print(f"{'whole cycle':34} {'CPU ms':>10} {'RSS MiB':>8} {'x node_exporter CPU':>20} {'x RSS':>6}")
+    for mode, row in cycle.items():
+        cpu_x = f"{row['cpu_ms'] / ne['cpu_ms_per_scrape']:.2f}" if ne else "-"
+        rss_x = f"{row['rss_mib'] / ne['rss_mib']:.2f}" if ne else "-"
+        print(f"{'agent, connection ' + mode:34} {row['cpu_ms']:10.3f} {row['rss_mib']:8.1f} {cpu_x:>20} {rss_x:>6}"
+              f"  ({row['delivered']} delivered, {row['refused']} refused)")
+    if ne:
+        print(f"{'node_exporter ' + ne['version'] + ', one scrape':34} {ne['cpu_ms_per_scrape']:10.3f}"
+              f" {ne['rss_mib']:8.1f}")
+        results["cycle_ratios"] = {mode: {"cpu": row["cpu_ms"] / ne["cpu_ms_per_scrape"],
+                                          "rss": row["rss_mib"] / ne["rss_mib"]} for mode, row in cycle.items()}
+    print()
     rows = [
-        ("agent sample CPU (ms)", agent["cpu_ms"], TARGET_SAMPLE_CPU_MS, ne and ne["cpu_ms_per_scrape"]),
-        ("agent sample wall median (ms)", agent["wall_ms_median"], TARGET_SAMPLE_WALL_MS, ne and ne["wall_ms_median"]),
+        ("sample alone CPU (ms)", agent["cpu_ms"], TARGET_SAMPLE_CPU_MS, ne and ne["cpu_ms_per_scrape"]),
+        ("sample alone wall median (ms)", agent["wall_ms_median"], TARGET_SAMPLE_WALL_MS, ne and ne["wall_ms_median"]),
         ("agent RSS (MiB)", agent["rss_mib"], TARGET_RSS_MIB, ne and ne["rss_mib"]),
         ("parse+validate 4 KB Node (us)", parse["parse_validate_us_median"], TARGET_PARSE_US, None),
     ]

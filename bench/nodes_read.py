@@ -19,13 +19,15 @@ import json
 import os
 import re
 import secrets
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from serving import start_server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,12 +48,6 @@ def agent_documents(hosts: int) -> list[bytes]:
                    template.replace(b"bench-template", f"node{i:05d}.bench".encode()), count=1) for i in range(hosts)]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def main() -> int:
     args = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     args.add_argument("--hosts", type=int, default=10_000)
@@ -61,19 +57,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         # an agent token is bound to the first host it reports for: one each
         tokens = [secrets.token_hex(16) for _ in range(opts.hosts)]
-        (Path(tmp) / "tokens").write_text("".join(f"agent {token} node{i:05d}.bench\n" for i, token in enumerate(tokens)))
-        port = free_port()
-        server = subprocess.Popen([sys.executable, "-m", "infosvc", "serve", "--db", f"{tmp}/db.sqlite", "--tokens",
-                                   f"{tmp}/tokens", "--listen", f"127.0.0.1:{port}"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server, port = start_server(tmp, "".join(f"agent {token} node{i:05d}.bench\n" for i, token in enumerate(tokens)))
         try:
-            for _ in range(200):
-                try:
-                    http.client.HTTPConnection("127.0.0.1", port, timeout=1).request("GET", "/healthz")
-                    break
-                except OSError:
-                    time.sleep(0.1)
-
             def report(first: int) -> None:
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
                 for i in range(first, opts.hosts, 4):

@@ -26,7 +26,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from infosvc_agents.spool import Spool
@@ -34,6 +34,9 @@ from infosvc_agents.spool import Spool
 log = logging.getLogger("infosvc_agents.push")
 
 RETRYABLE = frozenset({408, 429})
+#: the push loop keeps its connection between exchanges less than this many seconds apart (the
+#: server keeps an agent's idle connection 30 s: service.keepalive_seconds); a longer wait drops it
+KEEP_CONNECTION_BELOW = 20.0
 #: one exchange with the server takes at most this many `Sender.timeout`s in all
 DEADLINES = 3
 
@@ -88,10 +91,17 @@ class Sender:
     ca_file: str | None = None
     #: where `token` came from: read again when the server refuses it (401)
     token_file: str | None = None
+    #: keep the connection for the next exchange (the push loop's, while its interval is short)
+    keep_alive: bool = False
     _context: ssl.SSLContext | None = field(default=None, init=False, repr=False)
+    _connection: http.client.HTTPConnection | None = field(default=None, init=False, repr=False)
+    _deadline: "_Deadline" = field(init=False, repr=False)
+    _base_path: str = field(default="", init=False, repr=False)
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.server)
+        self._deadline = _Deadline(self.timeout)
+        self._base_path = parts.path.rstrip("/")
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"server URL must be http:// or https://HOST[:PORT], not {self.server!r}")
         try:
@@ -106,6 +116,7 @@ class Sender:
             except OSError as exc:  # ssl.SSLError too
                 raise ValueError(f"CA file {self.ca_file}: {exc.strerror or exc}") from None
             self._context.minimum_version = ssl.TLSVersion.TLSv1_2
+            self._context.sslsocket_class = _DeadlineSSLSocket
 
     def send(self, document: bytes) -> None:
         status, body, retry_after = self._exchange("POST", "/v1/nodes", document, "application/xml", 4096)
@@ -149,43 +160,151 @@ class Sender:
 
     def _exchange(self, method: str, path: str, body: bytes | None, content_type: str | None,
                   limit: int) -> tuple[int, bytes, str | None]:
-        """`call`, and the answer's Retry-After header."""
-        parts = urlsplit(self.server)
-        connection: http.client.HTTPConnection
-        if self._context is not None:
-            connection = http.client.HTTPSConnection(parts.hostname or "", parts.port, timeout=self.timeout,
-                                                     context=self._context)
-        else:
-            connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=self.timeout)
+        """`call`, and the answer's Retry-After header. The whole exchange (connecting, the TLS
+        handshake, sending, the answer read) ends by DEADLINES timeouts: a server that answers a
+        byte at a time, each in time, would otherwise hold the agent (and its sampling) for ever.
+        With `keep_alive` the connection is kept for the next exchange; a kept one the server
+        closed meanwhile is replaced once, within the same deadline."""
+        self._deadline.at = time.monotonic() + self.timeout * DEADLINES
         headers = {"Authorization": f"Bearer {self.token}"}
         if content_type is not None:
             headers["Content-Type"] = content_type
-        # `timeout` bounds each read and write; a server that answers a byte at a time, each in time,
-        # would hold the agent (and its sampling) for ever: the whole exchange is cut at DEADLINES
-        # timeouts by shutting the socket under the reader.
-        watchdog = threading.Timer(self.timeout * DEADLINES, _cut, (connection,))
-        watchdog.daemon = True
-        watchdog.start()
-        try:
-            connection.request(method, parts.path.rstrip("/") + path, body=body, headers=headers)
-            response = connection.getresponse()
-            answer = response.read(limit)
-        except (OSError, http.client.HTTPException, ValueError) as exc:  # ValueError: a socket cut mid-TLS
-            raise PushError(f"cannot reach {self.server}: {exc}", retry=True) from None
-        finally:
-            watchdog.cancel()
+        target = self._base_path + path
+        for fresh in ((False, True) if self._connection is not None else (True,)):
+            connection = self._connect() if fresh else self._connection
+            assert connection is not None
+            try:
+                connection.request(method, target, body=body, headers=headers)
+                response = connection.getresponse()
+                answer = response.read(limit)
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+                self.close()
+                if fresh:  # a new connection failed: the server's doing, not an idle close
+                    raise PushError(f"cannot reach {self.server}: {exc}", retry=True) from None
+                continue
+            except (OSError, http.client.HTTPException, ValueError) as exc:  # ValueError: a socket cut mid-TLS
+                self.close()
+                raise PushError(f"cannot reach {self.server}: {exc}", retry=True) from None
+            if not self.keep_alive or response.will_close or not response.isclosed():
+                self.close()  # not asked to keep it, the server will not, or an answer over `limit` is left unread
+            return response.status, answer, response.getheader("Retry-After")
+        raise AssertionError("unreachable")
+
+    def _connect(self) -> http.client.HTTPConnection:
+        parts = urlsplit(self.server)
+        connection: http.client.HTTPConnection
+        if self._context is not None:
+            connection = _TLSConnection(parts.hostname or "", parts.port, self._deadline, self._context)
+        else:
+            connection = _Connection(parts.hostname or "", parts.port, self._deadline)
+        self._connection = connection
+        return connection
+
+    def close(self) -> None:
+        """Drop the kept connection, if any (the push loop does before a long wait: the server
+        would close it first)."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
             connection.close()
-        return response.status, answer, response.getheader("Retry-After")
 
 
-def _cut(connection: http.client.HTTPConnection) -> None:
-    """End an exchange past its deadline: the blocked read returns, and the exchange fails."""
-    sock = connection.sock
-    if sock is not None:
+class _Deadline:
+    """When the exchange under way must have ended (monotonic seconds), and the bound of each
+    read and write; shared by the Sender and its sockets."""
+
+    __slots__ = ("at", "each")
+
+    def __init__(self, each: float) -> None:
+        self.at = 0.0
+        self.each = each
+
+    def left(self) -> float:
+        left = self.at - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"the exchange took longer than {self.each * DEADLINES:g} s")
+        return min(self.each, left)
+
+
+class _DeadlineSocket(socket.socket):
+    """A socket whose every read and write waits at most what is left of the exchange's deadline:
+    no watchdog thread per exchange."""
+
+    deadline: _Deadline
+
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        self.settimeout(self.deadline.left())
+        return super().recv_into(buffer, nbytes, flags)
+
+    def sendall(self, data: Any, flags: int = 0) -> None:
+        self.settimeout(self.deadline.left())
+        super().sendall(data, flags)
+
+
+class _DeadlineSSLSocket(ssl.SSLSocket):
+    """The same, over TLS (the SSL object reads the socket's timeout at each call)."""
+
+    deadline: _Deadline
+
+    def recv_into(self, buffer: Any, nbytes: int | None = None, flags: int = 0) -> int:
+        self.settimeout(self.deadline.left())
+        return super().recv_into(buffer, nbytes, flags)
+
+    def sendall(self, data: Any, flags: int = 0) -> None:
+        self.settimeout(self.deadline.left())
+        super().sendall(data, flags)
+
+    def do_handshake(self, block: bool = False) -> None:
+        self.settimeout(self.deadline.left())
+        super().do_handshake(block)
+
+
+class _Connection(http.client.HTTPConnection):
+    """An HTTP connection whose socket keeps the exchange's deadline."""
+
+    def __init__(self, host: str, port: int | None, deadline: _Deadline) -> None:
+        super().__init__(host, port, timeout=deadline.each)
+        self.deadline = deadline
+
+    def connect(self) -> None:
+        self.sock = _connect_within((self.host, self.port), self.deadline)
+
+
+class _TLSConnection(_Connection):
+    """The same over TLS, the handshake within the deadline too (the certificate and the host
+    name verified by the context, as HTTPSConnection does)."""
+
+    default_port = http.client.HTTPS_PORT
+
+    def __init__(self, host: str, port: int | None, deadline: _Deadline, context: ssl.SSLContext) -> None:
+        super().__init__(host, port, deadline)
+        self.context = context
+
+    def connect(self) -> None:
+        super().connect()
+        sock = self.context.wrap_socket(self.sock, server_hostname=self.host, do_handshake_on_connect=False)
+        assert isinstance(sock, _DeadlineSSLSocket)
+        sock.deadline = self.deadline
+        sock.do_handshake()
+        self.sock = sock
+
+
+def _connect_within(address: tuple[str, int], deadline: _Deadline) -> socket.socket:
+    """socket.create_connection, each address tried within what is left of the deadline, the
+    socket a _DeadlineSocket."""
+    host, port = address
+    error: OSError | None = None
+    for family, kind, proto, _, sockaddr in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
+        sock = _DeadlineSocket(family, kind, proto)
+        sock.deadline = deadline
         try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+            sock.settimeout(deadline.left())
+            sock.connect(sockaddr)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
+        except OSError as exc:
+            sock.close()
+            error = exc
+    raise error if error is not None else OSError(f"no address for {host}")
 
 
 @dataclass(slots=True)
@@ -214,6 +333,7 @@ class PushLoop:
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
+        self.sender.keep_alive = True  # dropped before any wait of KEEP_CONNECTION_BELOW or more: see run
         if self.spool is None:
             return
         left = self.spool.load()
@@ -306,9 +426,13 @@ class PushLoop:
             if self.kept and now >= self._retry_at:
                 self.deliver()
             if samples is not None and taken >= samples and not self.kept:
-                return
+                break
             wake = next_sample if not self.kept else min(next_sample, max(self._retry_at, now + 0.01))
-            self._stop.wait(max(0.0, wake - self.clock()))
+            wait = max(0.0, wake - self.clock())
+            if wait >= KEEP_CONNECTION_BELOW:
+                self.sender.close()  # the server would close it first, and a kept socket costs it a slot
+            self._stop.wait(wait)
+        self.sender.close()
 
 
 def read_token(path: str, role: str = "agent") -> str:
