@@ -111,5 +111,9 @@ class Unavailable(Refused):
     """The request is valid but cannot be taken now (every computing element closed or full)."""
 
 
+class Conflict(Refused):
+    """The request builds on a state the service does not hold (a delta report of a sample it has not)."""
+
+
 class TooLarge(Refused):
     """What the request carries is past what the site takes of it (a report past a [reports] cap)."""

@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _push(agent: "HostAgent", args: argparse.Namespace) -> int:
-    from infosvc_agents.push import PushLoop, Sender, read_token
+    from infosvc_agents.push import PushLoop, Sample, Sender, read_token
     from infosvc_agents.spool import Spool, SpoolError
 
     try:
@@ -138,7 +138,8 @@ def _push(agent: "HostAgent", args: argparse.Namespace) -> int:
         return 2
     # From here on: what the spool held at start is said as it is read.
     logging.getLogger().setLevel(logging.DEBUG if args.verbose else logging.INFO)
-    loop = PushLoop(agent.document, sender, interval=args.interval, max_kept=args.max_kept,
+    # Samples as Nodes: each is sent as a delta of the last whole one the server took, where it can be.
+    loop = PushLoop(lambda: Sample(agent.node()), sender, interval=args.interval, max_kept=args.max_kept,
                     backoff_initial=min(1.0, args.backoff_max), backoff_max=args.backoff_max, spool=spool)
     if args.metrics_listen and not _serve_metrics(agent, args.metrics_listen, loop):
         return 2
@@ -167,8 +168,8 @@ def _push(agent: "HostAgent", args: argparse.Namespace) -> int:
     if executor:
         executor.stop()
         runner.join(timeout=30)
-    logging.info("stopped: %d delivered, %d dropped, %d refused, %d kept undelivered, of %d taken%s",
-                 loop.delivered, loop.dropped, loop.refused, len(loop.kept), loop.taken,
+    logging.info("stopped: %d delivered (%d as deltas), %d dropped, %d refused, %d kept undelivered, of %d taken%s",
+                 loop.delivered, loop.deltas, loop.dropped, loop.refused, len(loop.kept), loop.taken,
                  f" (the spool: {loop.resumed} from the last run, {loop.spooled()} left for the next)" if spool else "")
     if spool:
         spool.close()

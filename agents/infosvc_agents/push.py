@@ -29,6 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
+from infosvc.codec.node_xml import node_to_xml
+from infosvc.model.node import Node
+from infosvc.model.nodedelta import SAMPLE_ID, delta_of
+
 from infosvc_agents.spool import Spool
 
 log = logging.getLogger("infosvc_agents.push")
@@ -43,12 +47,33 @@ DEADLINES = 3
 
 class PushError(Exception):
     """A delivery that failed; `retry` says whether sending the same sample again may succeed,
-    `retry_after` how many seconds the server asked to be left alone (its Retry-After), if it did."""
+    `retry_after` how many seconds the server asked to be left alone (its Retry-After), if it did,
+    `status` the server's answer (None: none came)."""
 
-    def __init__(self, message: str, *, retry: bool, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, *, retry: bool, retry_after: float | None = None,
+                 status: int | None = None) -> None:
         super().__init__(message)
         self.retry = retry
         self.retry_after = retry_after
+        self.status = status
+
+
+class Sample:
+    """One sample as the push loop keeps it: the Node, and its whole document when it is needed
+    (the spool's file, a server without the base, a sample with no delta to say). The Node is
+    kept only while the sample is the newest kept: older ones are kept as their documents."""
+
+    __slots__ = ("node", "_document")
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self._document: bytes | None = None
+
+    @property
+    def document(self) -> bytes:
+        if self._document is None:
+            self._document = node_to_xml(self.node)
+        return self._document
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
@@ -65,14 +90,15 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-def acknowledges(body: bytes) -> bool:
-    """Whether an answer's body is the aggregator's acknowledgement of a report: a JSON object
-    naming the host."""
+def acknowledgement(body: bytes) -> dict[str, object] | None:
+    """The aggregator's acknowledgement of a report in an answer's body: a JSON object naming the
+    host (and, from a server that takes deltas, the sample they may build on: "base"); None when
+    the body is not one."""
     try:
         answer = json.loads(body)
     except ValueError:
-        return False
-    return isinstance(answer, dict) and isinstance(answer.get("host"), str)
+        return None
+    return answer if isinstance(answer, dict) and isinstance(answer.get("host"), str) else None
 
 
 @dataclass(slots=True)
@@ -118,11 +144,13 @@ class Sender:
             self._context.minimum_version = ssl.TLSVersion.TLSv1_2
             self._context.sslsocket_class = _DeadlineSSLSocket
 
-    def send(self, document: bytes) -> None:
+    def send(self, document: bytes) -> dict[str, object]:
+        """Deliver one report: the server's acknowledgement, or PushError."""
         status, body, retry_after = self._exchange("POST", "/v1/nodes", document, "application/xml", 4096)
         if 200 <= status < 300:
-            if acknowledges(body):
-                return
+            answer = acknowledgement(body)
+            if answer is not None:
+                return answer
             # Not the aggregator's answer (a proxy's or a portal's page, a cut body): the sample
             # may not be stored, so it is kept and sent again; the aggregator stores it once.
             raise PushError(f"server answered {status} without an acknowledgement: "
@@ -134,7 +162,7 @@ class Sender:
             raise PushError(f"server refused the token (401){note}; the sample is kept", retry=True)
         retry = status >= 500 or status in RETRYABLE
         raise PushError(f"server answered {status}: {body[:300].decode('utf-8', 'replace')}", retry=retry,
-                        retry_after=retry_after_seconds(retry_after) if retry else None)
+                        retry_after=retry_after_seconds(retry_after) if retry else None, status=status)
 
     def _reread_token(self) -> tuple[bool, str]:
         """Read the token file again (a rotation): whether the token changed, and what happened
@@ -309,7 +337,8 @@ def _connect_within(address: tuple[str, int], deadline: _Deadline) -> socket.soc
 
 @dataclass(slots=True)
 class PushLoop:
-    sample: Callable[[], bytes]
+    #: a new sample: its document, or a Sample (sent as a delta of the last whole one the server took, when it can be)
+    sample: Callable[[], bytes | Sample]
     sender: Sender
     interval: float = 60.0
     jitter: float = 0.1
@@ -319,13 +348,17 @@ class PushLoop:
     clock: Callable[[], float] = time.monotonic
     #: where kept samples are also written (--spool); what it holds at start is kept first
     spool: Spool | None = None
-    kept: deque[bytes] = field(default_factory=deque)
+    kept: deque[bytes | Sample] = field(default_factory=deque)
     taken: int = 0
     delivered: int = 0
     dropped: int = 0
     refused: int = 0
     #: samples an earlier run left in the spool, read at start
     resumed: int = 0
+    #: of those delivered, how many went as deltas
+    deltas: int = 0
+    #: the last whole sample the server acknowledged, which the next deltas build on (None: send whole)
+    _base: Node | None = None
     #: each kept sample's file in the spool (None: in memory only), beside `kept`
     _files: deque[str | None] = field(default_factory=deque)
     _backoff: float = 0.0
@@ -351,14 +384,17 @@ class PushLoop:
         if self.resumed:
             log.info("spool %s: %d sample(s) left by the last run, sent first", self.spool.directory, self.resumed)
 
-    def keep(self, document: bytes) -> None:
+    def keep(self, sample: bytes | Sample) -> None:
         if len(self.kept) >= self.max_kept:
             self._forget_oldest()
             self.dropped += 1
             log.warning("server unreachable for long: dropped the oldest kept sample (%d dropped so far)", self.dropped)
+        if self.kept and isinstance(self.kept[-1], Sample):
+            self.kept[-1] = self.kept[-1].document  # a Node is kept for the newest sample alone
         # On disk before it is first sent: a restart from here on sends it again, not never.
+        document = sample.document if isinstance(sample, Sample) else sample
         self._files.append(self.spool.add(document) if self.spool is not None else None)
-        self.kept.append(document)
+        self.kept.append(sample)
 
     def spooled(self) -> int:
         """How many kept samples are in the spool (those it could not write are in memory only)."""
@@ -375,9 +411,24 @@ class PushLoop:
     def deliver(self) -> bool:
         """Send kept samples oldest first; False when the server could not take them (back off)."""
         while self.kept:
+            head = self.kept[0]
+            delta = None
+            if self._base is not None and isinstance(head, Sample):
+                delta = delta_of(self._base, head.node)
             try:
-                self.sender.send(self.kept[0])
+                if delta is not None:
+                    answer = self.sender.send(node_to_xml(delta))
+                else:
+                    answer = self.sender.send(head.document if isinstance(head, Sample) else head)
             except PushError as exc:
+                if delta is not None and exc.status in (400, 409):
+                    # 409: the server does not hold the sample the delta builds on (restarted from
+                    # an older store, the host removed, another sender); 400: it would not take
+                    # this delta. Either way the whole document goes, at once.
+                    log.log(logging.INFO if exc.status == 409 else logging.WARNING,
+                            "delta refused (%s): sending the whole sample", exc)
+                    self._base = None
+                    continue
                 if exc.retry and exc.retry_after is not None:
                     # The server answered and said when to come back (it sheds load): at least that
                     # long, spread a little so that the agents it turned away do not return at once.
@@ -394,6 +445,12 @@ class PushLoop:
                 self.refused += 1
                 log.error("sample refused, dropped: %s", exc)
                 continue
+            if delta is not None:
+                self.deltas += 1
+            elif isinstance(head, Sample) and answer.get("base") == head.node.extension(SAMPLE_ID, "Agent"):
+                self._base = head.node  # the server holds it, and takes deltas of it: its answer named it the base
+            else:
+                self._base = None
             self._forget_oldest()
             self.delivered += 1
             if self._backoff:

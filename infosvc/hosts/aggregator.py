@@ -19,6 +19,7 @@ from infosvc.errors import DocumentError, excerpt
 from infosvc.model.hostid import HostIdError, canonical, host_id
 from infosvc.model.glue import Host
 from infosvc.model.node import Node
+from infosvc.model.nodedelta import apply_delta, base_sample
 from infosvc.model.nodeset import NameSet
 from infosvc.hosts.clockskew import ClockSkew
 from infosvc.hosts.history import PastReport, node_history, site_at
@@ -27,7 +28,7 @@ from infosvc.hosts.table import HostEntry, HostTable
 from infosvc.hosts.reportcaps import check_report
 from infosvc.config import SiteConfig
 from infosvc.store import HostEvent, Report, Store
-from infosvc.errors import Forbidden, NotFound, TooLarge, Unavailable
+from infosvc.errors import Conflict, Forbidden, NotFound, TooLarge, Unavailable
 from infosvc.hosts.tokens import Tokens
 
 log = logging.getLogger("infosvc.hosts.aggregator")
@@ -67,6 +68,8 @@ class Aggregator:
         #: each host's agent clock against ours, from its reports' SampleTime
         self.clock_skew = ClockSkew()
         self.rejected: Counter[str] = Counter()
+        #: of the reports accepted, how many were deltas
+        self.deltas = 0
         #: stored bindings the tokens file overrides: dropped from the store by `start()`
         self.stale_bindings: list[str] = []
         for key, host in store.token_bindings().items():
@@ -103,7 +106,9 @@ class Aggregator:
         return wall
 
     async def ingest(self, key: str, body: bytes) -> HostEntry:
-        """Store and apply the report `body` of the agent whose token's digest is `key`."""
+        """Store and apply the report `body` of the agent whose token's digest is `key`: a whole
+        report, or a delta of the host's whole report this server holds (Conflict if it does not)."""
+        base_seq: int | None = None
         try:
             node = parse_node(body, max_bytes=self.config.service.max_body_bytes)
             try:
@@ -113,6 +118,15 @@ class Aggregator:
             bind = self._check_binding(key, node.id)
             self._check_name(node)
             check_report(node, self.config.reports)
+            builds_on = base_sample(node)
+            if builds_on is not None:
+                entry = self.table.get(node.id)
+                if entry is None or entry.base is None or entry.base_sample != builds_on:
+                    self.rejected["no_base"] += 1
+                    raise Conflict(f"host {node.id!r}: no sample {builds_on!r} held to build this delta on",
+                                   "send the whole document")
+                base_seq = entry.base_seq
+                node = apply_delta(entry.base, node)
         except Forbidden:
             self.rejected["forbidden"] += 1
             raise
@@ -141,7 +155,8 @@ class Aggregator:
         storing = (node.id, node.extension("SampleId", "Agent") or "")
         self._storing.add(storing)
         try:
-            await self.store.add_report(Report(node.id, body, now, approved), bind_token=key if carries else None)
+            seq = await self.store.add_report(Report(node.id, body, now, approved, base=base_seq),
+                                              bind_token=key if carries else None)
         except Exception as exc:
             if carries and key in self._claims:  # not durable yet
                 self._claims[key] -= 1
@@ -159,7 +174,10 @@ class Aggregator:
         if carries:
             self._claims.pop(key, None)  # the claim is durable
         self.accepted += 1
-        entry = self.table.report(node, body, now, self.clock_skew.observe(node.id, node, now))
+        if base_seq is not None:
+            self.deltas += 1
+        entry = self.table.report(node, body, now, self.clock_skew.observe(node.id, node, now), seq=seq,
+                                  delta=base_seq is not None)
         if entry.state.value != before:
             audit.info("host %s: %s -> %s (a report)", entry.id, before, entry.state.value)
         self._warm((entry,))

@@ -16,11 +16,11 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Generator, Iterable
 
 from infosvc.codec.node_json import node_to_json
-from infosvc.codec.node_xml import parse_node
 from infosvc.errors import DocumentError
 from infosvc.config import SiteConfig
 from infosvc.hosts.table import iso_time
 from infosvc.hosts.lifecycle import node_state
+from infosvc.hosts.reports import node_of_report
 from infosvc.hosts.query import QueryError
 from infosvc.hosts.rollup import Rollup
 from infosvc.hosts.glue_host import host_from_node
@@ -64,9 +64,9 @@ def node_history(store: Store, host_id: str, since: float, until: float, limit: 
     most `limit`, parsed one at a time as they are taken; a stored document that no longer parses
     is left out."""
     with contextlib.closing(store.history_pages(host_id, limit, since, until, before)) as rows:
-        for seq, reported_at, document in rows:
+        for seq, reported_at, document, base in rows:
             try:
-                node = parse_node(document)
+                node = node_of_report(document, base)
             except DocumentError:
                 continue
             node.id = host_id
@@ -109,12 +109,12 @@ def site_at(config: SiteConfig, store: Store, at: float, approved_now: Callable[
     life = config.lifecycle
     decided = decisions_at(store.host_events(), at)
     rollup = Rollup(config)
-    for host_id, reported_at, document in store.reports_at(at, max_hosts):
+    for host_id, reported_at, document, base in store.reports_at(at, max_hosts):
         mine = decided.get(host_id, Decided())
         if mine.removed_at is not None and mine.removed_at >= reported_at:
             continue  # removed by then, and not heard from since
         try:
-            node = parse_node(document)
+            node = node_of_report(document, base)
         except DocumentError:
             continue
         node.id = host_id

@@ -20,6 +20,7 @@ from infosvc.codec.node_xml import node_to_xml, parse_node
 from infosvc.errors import DocumentError
 from infosvc.hosts.lifecycle import NodeState, node_state, unreachable_at
 from infosvc.model.node import Node
+from infosvc.model.nodedelta import AGENT, SAMPLE_ID, apply_delta
 from infosvc.hosts.rollup import Rollup
 from infosvc.hosts.glue_host import host_from_node
 from infosvc.config import SiteConfig
@@ -53,6 +54,15 @@ class HostEntry:
     _xml: bytes | None = field(default=None, repr=False)
     #: this host's lines of the per-host families of GET /metrics (infosvc.publish.prometheus.host_lines)
     metric_lines: tuple[str, ...] | None = field(default=None, repr=False)
+    #: the host's newest whole report, which its delta reports build on (None: none held), and its
+    #: number in the store's history
+    base: Node | None = field(default=None, repr=False)
+    base_seq: int | None = None
+
+    @property
+    def base_sample(self) -> str | None:
+        """The SampleId of the whole report this host's deltas may build on."""
+        return self.base.extension(SAMPLE_ID, AGENT) if self.base is not None and self.base_seq is not None else None
 
     @property
     def sss_state(self) -> str:
@@ -113,13 +123,15 @@ class HostTable:
         count = 0
         for record in records:
             try:
-                node = parse_node(record.document)
+                base = parse_node(record.document)
+                base.id = record.id  # the key it was stored under: canonical (infosvc.model.hostid) since schema 2
+                node = base if record.delta is None else apply_delta(base, parse_node(record.delta))
             except DocumentError as exc:
                 log.error("stored report of %s does not parse any more, skipped: %s", record.id, exc)
                 continue
-            node.id = record.id  # the key it was stored under: canonical (infosvc.model.hostid) since schema 2
-            entry = HostEntry(record.id, node, record.document, record.reported_at, record.first_seen,
-                              record.approved, record.paused, reason=record.reason, heard=record.reported_at)
+            entry = HostEntry(record.id, node, record.delta or record.document, record.reported_at,
+                              record.first_seen, record.approved, record.paused, reason=record.reason,
+                              heard=record.reported_at, base=base, base_seq=record.base_seq)
             entry.state = self._state(entry, now)
             self.entries[entry.id] = entry
             self._publish(entry)
@@ -129,14 +141,18 @@ class HostTable:
     def new_host_approved(self) -> bool:
         return not self.config.lifecycle.require_approval
 
-    def report(self, node: Node, document: bytes, now: float, clock_skew: float | None = None) -> HostEntry:
-        """Apply a report that the store has committed; `clock_skew`: its host's, with it counted."""
+    def report(self, node: Node, document: bytes, now: float, clock_skew: float | None = None, *,
+               seq: int | None = None, delta: bool = False) -> HostEntry:
+        """Apply a report that the store has committed as number `seq`; `clock_skew`: its host's,
+        with it counted. A whole report (`delta` false) becomes the base of the host's deltas."""
         entry = self.entries.get(node.id)
         if entry is None:
             entry = HostEntry(node.id, node, document, now, now, self.new_host_approved(), False, heard=now)
             self.entries[node.id] = entry
         else:
             entry.node, entry.document, entry.reported_at, entry.heard = node, document, now, now
+        if not delta:
+            entry.base, entry.base_seq = node, seq
         entry.clock_skew = clock_skew
         entry.state = self._state(entry, now)
         self._publish(entry)

@@ -43,7 +43,7 @@ MIB = 1 << 20
 STATES: tuple[str, ...] = tuple(s.value for s in NodeState)
 #: Reasons a report is refused (Aggregator.rejected, infosvc.web.app.post_node): exported from 0.
 REJECT_REASONS: tuple[str, ...] = ("unauthorized", "forbidden", "invalid", "too_large", "timeout", "store",
-                                   "overloaded")
+                                   "overloaded", "no_base")
 LIVE = (NodeState.READY, NodeState.PAUSED)
 INGEST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 

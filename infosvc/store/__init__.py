@@ -153,9 +153,10 @@ class Store:
             return read_history(conn, host_id, limit, since, until)
 
     def history_pages(self, host_id: str, limit: int, since: float = float("-inf"), until: float = float("inf"),
-                      before: int | None = None) -> Generator[tuple[int, float, bytes], None, None]:
-        """(number, received, document) of the host's reports in [since, until] numbered below
-        `before`, newest first, at most `limit`, read as they are taken (store/hosts.py)."""
+                      before: int | None = None) -> Generator[tuple[int, float, bytes, bytes | None], None, None]:
+        """(number, received, document, the whole report a delta builds on) of the host's reports
+        in [since, until] numbered below `before`, newest first, at most `limit`, read as they are
+        taken (store/hosts.py)."""
         with self._reader() as conn:
             yield from read_history_pages(conn, host_id, limit, since, until, before)
 
@@ -163,7 +164,7 @@ class Store:
         with self._reader() as conn:
             return read_host_events(conn, host_id, until)
 
-    def reports_at(self, at: float, limit: int) -> list[tuple[str, float, bytes]]:
+    def reports_at(self, at: float, limit: int) -> list[tuple[str, float, bytes, bytes | None]]:
         """Each host's newest report received at or before `at` (store/hosts.py)."""
         with self._reader() as conn:
             return read_reports_at(conn, at, limit)
@@ -214,9 +215,10 @@ class Store:
         self.failing = None
         return done
 
-    async def add_report(self, report: Report, *, bind_token: str | None = None) -> None:
-        """Store a report; with `bind_token`, also bind that token digest to the host, atomically."""
-        await self.write(write_report(report, bind_token, self.history_per_host))
+    async def add_report(self, report: Report, *, bind_token: str | None = None) -> int:
+        """Store a report; with `bind_token`, also bind that token digest to the host, atomically.
+        Its number in the history (a delta's `base`)."""
+        return int(await self.write(write_report(report, bind_token, self.history_per_host)))
 
     async def set_flags(self, host_id: str, *, approved: bool | None = None, paused: bool | None = None,
                         event: HostEvent | None = None) -> bool:

@@ -23,6 +23,10 @@ class HostRecord:
     approved: bool
     paused: bool
     reason: str | None = None
+    #: the newest report when it is a delta of `document` (None: `document` is the newest)
+    delta: bytes | None = None
+    #: the number of `document` in the reports (None: not known, a store from before deltas)
+    base_seq: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,29 +45,45 @@ class Report:
     document: bytes
     reported_at: float
     approved: bool  # the host's approval, should this report create it
+    #: a delta report: the number of the whole report it builds on (None: a whole report)
+    base: int | None = None
 
 
 def write_report(report: Report, bind_token: str | None, keep: int) -> Operation:
-    """The report as the host's newest, in its history (of at most `keep`); with `bind_token`,
-    that token digest bound to the host in the same operation (a claim is kept only with the
-    report that made it)."""
+    """The report as the host's newest, in its history (of at most `keep`, and the whole report
+    the oldest of them builds on); with `bind_token`, that token digest bound to the host in the
+    same operation (a claim is kept only with the report that made it). The operation gives the
+    report's number in the history."""
 
-    def write(conn: sqlite3.Connection) -> None:
+    def write(conn: sqlite3.Connection) -> int:
         if bind_token is not None:
             # Several reports in flight may carry the same first claim (Aggregator.ingest): the
             # first to commit makes it. A clash on host_id (another token's claim) still fails.
             conn.execute("INSERT INTO token_bindings (token_hash, host_id, bound_at) VALUES (?, ?, ?) "
                          "ON CONFLICT(token_hash) DO NOTHING", [bind_token, report.host_id, report.reported_at])
+        seq = conn.execute("INSERT INTO reports (host_id, reported_at, document, base) VALUES (?, ?, ?, ?)",
+                           [report.host_id, report.reported_at, report.document, report.base]).lastrowid
+        assert seq is not None
+        if report.base is None:
+            conn.execute(
+                "INSERT INTO hosts (id, document, reported_at, first_seen, approved, paused, base_seq) "
+                "VALUES (?, ?, ?, ?, ?, 0, ?) ON CONFLICT(id) DO UPDATE SET document = excluded.document, "
+                "reported_at = excluded.reported_at, delta = NULL, base_seq = excluded.base_seq",
+                [report.host_id, report.document, report.reported_at, report.reported_at, int(report.approved), seq])
+        else:
+            # Only over the whole report it builds on: should a whole one have come meanwhile (two
+            # senders), the host's row keeps that newer base.
+            conn.execute("UPDATE hosts SET delta = ?, reported_at = ? WHERE id = ? AND base_seq = ?",
+                         [report.document, report.reported_at, report.host_id, report.base])
+        # Bounded history: drop this host's reports older than its newest `keep`, but the whole
+        # report the oldest kept one builds on (every other delta kept builds on it or on a whole
+        # report kept: a delta builds on its host's newest whole report).
         conn.execute(
-            "INSERT INTO hosts (id, document, reported_at, first_seen, approved, paused) VALUES (?, ?, ?, ?, ?, 0) "
-            "ON CONFLICT(id) DO UPDATE SET document = excluded.document, reported_at = excluded.reported_at",
-            [report.host_id, report.document, report.reported_at, report.reported_at, int(report.approved)])
-        conn.execute("INSERT INTO reports (host_id, reported_at, document) VALUES (?, ?, ?)",
-                     [report.host_id, report.reported_at, report.document])
-        # Bounded history: drop this host's reports older than its newest `keep`.
-        conn.execute(
-            "DELETE FROM reports WHERE host_id = ? AND seq < (SELECT seq FROM reports WHERE host_id = ? "
-            "ORDER BY seq DESC LIMIT 1 OFFSET ?)", [report.host_id, report.host_id, keep - 1])
+            "WITH cut AS (SELECT seq FROM reports WHERE host_id = :host ORDER BY seq DESC LIMIT 1 OFFSET :older) "
+            "DELETE FROM reports WHERE host_id = :host AND seq < (SELECT seq FROM cut) AND seq IS NOT "
+            "(SELECT base FROM reports WHERE host_id = :host AND seq >= (SELECT seq FROM cut) ORDER BY seq LIMIT 1)",
+            {"host": report.host_id, "older": keep - 1})
+        return seq
 
     return write
 
@@ -125,26 +145,30 @@ def drop_binding(token_hash: str) -> Operation:
 
 
 def read_hosts(conn: sqlite3.Connection) -> Iterator[HostRecord]:
-    for row in conn.execute("SELECT id, document, reported_at, first_seen, approved, paused, reason FROM hosts"):
-        yield HostRecord(row[0], row[1], row[2], row[3], bool(row[4]), bool(row[5]), row[6])
+    for row in conn.execute("SELECT id, document, reported_at, first_seen, approved, paused, reason, delta, base_seq "
+                            "FROM hosts"):
+        yield HostRecord(row[0], row[1], row[2], row[3], bool(row[4]), bool(row[5]), row[6], row[7], row[8])
 
 
 def read_history(conn: sqlite3.Connection, host_id: str, limit: int, since: float = float("-inf"),
                  until: float = float("inf")) -> list[tuple[float, bytes]]:
-    """The host's newest `limit` reports received in [since, until], newest first."""
+    """The host's newest `limit` reports received in [since, until], newest first, as they came
+    (a delta as the delta)."""
     rows = conn.execute("SELECT reported_at, document FROM reports WHERE host_id = ? AND reported_at >= ? "
                         "AND reported_at <= ? ORDER BY seq DESC LIMIT ?", [host_id, since, until, limit]).fetchall()
     return [(row[0], row[1]) for row in rows]
 
 
 def read_history_pages(conn: sqlite3.Connection, host_id: str, limit: int, since: float, until: float,
-                       before: int | None) -> Iterator[tuple[int, float, bytes]]:
+                       before: int | None) -> Iterator[tuple[int, float, bytes, bytes | None]]:
     """The host's reports received in [since, until] and numbered below `before` (None: from the
-    newest), newest first, at most `limit`, each with its number: one at a time, so that a reader
-    that has what it wants stops reading the rest."""
+    newest), newest first, at most `limit`, each with its number and, for a delta, the whole
+    report it builds on: one at a time, so that a reader that has what it wants stops reading
+    the rest."""
     yield from conn.execute(
-        "SELECT seq, reported_at, document FROM reports WHERE host_id = ? AND reported_at >= ? AND reported_at <= ? "
-        "AND seq < ? ORDER BY seq DESC LIMIT ?", [host_id, since, until, (1 << 63) - 1 if before is None else before, limit])
+        "SELECT r.seq, r.reported_at, r.document, b.document FROM reports r LEFT JOIN reports b ON b.seq = r.base "
+        "WHERE r.host_id = ? AND r.reported_at >= ? AND r.reported_at <= ? AND r.seq < ? ORDER BY r.seq DESC LIMIT ?",
+        [host_id, since, until, (1 << 63) - 1 if before is None else before, limit])
 
 
 def read_host_events(conn: sqlite3.Connection, host_id: str | None = None, until: float = float("inf")) -> list[HostEvent]:
@@ -157,16 +181,19 @@ def read_host_events(conn: sqlite3.Connection, host_id: str | None = None, until
     return [HostEvent(*row) for row in conn.execute(query + " ORDER BY seq", args)]
 
 
-def read_reports_at(conn: sqlite3.Connection, at: float, limit: int) -> list[tuple[str, float, bytes]]:
-    """Each host's newest report received at or before `at` (at most `limit` hosts): what the
-    service held of the site then. Removed hosts are in it while their history is kept."""
+def read_reports_at(conn: sqlite3.Connection, at: float,
+                    limit: int) -> list[tuple[str, float, bytes, bytes | None]]:
+    """Each host's newest report received at or before `at` (at most `limit` hosts), and for a
+    delta the whole report it builds on: what the service held of the site then. Removed hosts
+    are in it while their history is kept."""
     hosts = [row[0] for row in conn.execute("SELECT DISTINCT host_id FROM reports LIMIT ?", [limit])]
     found = []
     for host_id in hosts:
-        row = conn.execute("SELECT reported_at, document FROM reports WHERE host_id = ? AND reported_at <= ? "
-                           "ORDER BY reported_at DESC, seq DESC LIMIT 1", [host_id, at]).fetchone()
+        row = conn.execute("SELECT r.reported_at, r.document, b.document FROM reports r "
+                           "LEFT JOIN reports b ON b.seq = r.base WHERE r.host_id = ? AND r.reported_at <= ? "
+                           "ORDER BY r.reported_at DESC, r.seq DESC LIMIT 1", [host_id, at]).fetchone()
         if row is not None:
-            found.append((host_id, row[0], row[1]))
+            found.append((host_id, row[0], row[1], row[2]))
     return found
 
 

@@ -63,9 +63,20 @@ def _migration_4(db: sqlite_utils.Database) -> None:
     conn.execute("CREATE INDEX reports_time ON reports (host_id, reported_at)")
 
 
+def _migration_5(db: sqlite_utils.Database) -> None:
+    """Delta reports (infosvc/model/nodedelta.py): a report that builds on a whole one names its
+    number (reports.base); a host's row keeps its newest whole report (document, and its number:
+    base_seq) and the newest delta of it (delta; NULL when the newest report is whole)."""
+    conn = db.conn
+    conn.execute("ALTER TABLE reports ADD COLUMN base INTEGER")
+    conn.execute("ALTER TABLE hosts ADD COLUMN delta BLOB")
+    conn.execute("ALTER TABLE hosts ADD COLUMN base_seq INTEGER")
+    conn.execute("UPDATE hosts SET base_seq = (SELECT max(seq) FROM reports WHERE reports.host_id = hosts.id)")
+
+
 #: Schema migrations, applied in order; the database records how many it has had.
 MIGRATIONS: Final[list[Callable[[sqlite_utils.Database], None]]] = [
-    _migration_1, _migration_2, _migration_3, _migration_4]
+    _migration_1, _migration_2, _migration_3, _migration_4, _migration_5]
 
 def migrate(db: sqlite_utils.Database) -> int:
     """Bring the schema up to date; returns the schema version."""

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from infosvc.errors import MESSAGE_CHARS, DocumentError, excerpt
 from infosvc.loglimit import LogLimiter
-from infosvc.errors import Forbidden, Invalid, NotFound, Refused, TooLarge, Unavailable
+from infosvc.errors import Conflict, Forbidden, Invalid, NotFound, Refused, TooLarge, Unavailable
 from infosvc.hosts import QueryError
 from infosvc.store import StoreCorrupt, StoreError
 
@@ -23,7 +23,7 @@ log = logging.getLogger("infosvc.web")
 store_refusals = LogLimiter(log)
 
 #: The status of each kind of the site's refusals.
-STATUS_OF: dict[type[Refused], int] = {Forbidden: 403, NotFound: 404, Invalid: 400, Unavailable: 503,
+STATUS_OF: dict[type[Refused], int] = {Forbidden: 403, NotFound: 404, Invalid: 400, Conflict: 409, Unavailable: 503,
                                        TooLarge: 413}
 
 

@@ -45,7 +45,10 @@ async def post_node(request: web.Request) -> web.Response:
     finally:
         agg.pending -= 1
     request.app[METRICS].ingest_seconds.observe(time.perf_counter() - started)
-    return web.Response(body=json.dumps({"host": entry.id, "state": entry.state.value}).encode(), content_type=JSON)
+    answer = {"host": entry.id, "state": entry.state.value}
+    if (base := entry.base_sample) is not None:
+        answer["base"] = base  # the sample this host's delta reports may build on
+    return web.Response(body=json.dumps(answer).encode(), content_type=JSON)
 
 
 def render_nodes(entries: list[HostEntry], xml: bool) -> web.Response:

@@ -11,7 +11,7 @@ from pathlib import Path
 from support.server import Server
 
 #: the agent's last log line (agents/infosvc_agents/cli.py)
-STOPPED = re.compile(r"stopped: (\d+) delivered, (\d+) dropped, (\d+) refused, (\d+) kept undelivered, of (\d+) taken")
+STOPPED = re.compile(r"stopped: (\d+) delivered \(\d+ as deltas\), (\d+) dropped, (\d+) refused, (\d+) kept undelivered, of (\d+) taken")
 
 
 def stop(agent: subprocess.Popen[bytes], timeout: float = 30) -> None:
