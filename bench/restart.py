@@ -1,0 +1,140 @@
+"""A restart of a site with many hosts: how long until `infosvc serve` answers /healthz, and until
+every host is published (GET /v1/nodes lists them all), after a clean stop (SIGTERM) and after a
+crash (SIGKILL).
+
+A real `infosvc serve` on loopback takes one report per host (this machine's own agent document,
+`infosvc-agent --once`, its Id changed: ~6 KB, what a real agent sends), then is stopped and
+started again on the same store, the clock running from the start of the new process.
+
+    .venv/bin/python bench/restart.py [--hosts 10000]
+
+prints a line per restart and writes bench/results/restart.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nodes_read import agent_documents  # noqa: E402
+from serving import free_port, start_server  # noqa: E402
+
+
+def host_count(port: int) -> int | None:
+    """How many hosts GET /v1/nodes lists, or None while it does not answer 200."""
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", "/v1/nodes")
+        answer = conn.getresponse()
+        body = answer.read()
+    except OSError:
+        return None
+    return len(json.loads(body)) if answer.status == 200 else None
+
+
+def healthy(port: int) -> bool:
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+        conn.request("GET", "/healthz")
+        return conn.getresponse().status in (200, 503)  # answering, whatever it says
+    except OSError:
+        return False
+
+
+def restart(tmp: str, port: int, hosts: int) -> dict[str, float]:
+    started = time.monotonic()
+    server = subprocess.Popen([sys.executable, "-m", "infosvc", "serve", "--db", f"{tmp}/db.sqlite", "--tokens",
+                               f"{tmp}/tokens", "--listen", f"127.0.0.1:{port}"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while not healthy(port):
+        if server.poll() is not None:
+            raise RuntimeError(f"infosvc serve exited with {server.returncode}")
+        time.sleep(0.01)
+    answering = time.monotonic() - started
+    while (host_count(port) or 0) < hosts:
+        time.sleep(0.05)
+    published = time.monotonic() - started
+    return {"healthz_s": answering, "all_published_s": published, "pid": server.pid}
+
+
+def main() -> int:
+    args = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    args.add_argument("--hosts", type=int, default=10_000)
+    args.add_argument("--keep", metavar="DIR", help="leave the store in DIR (made) rather than a temporary directory")
+    opts = args.parse_args()
+    documents = agent_documents(opts.hosts)
+    results: dict[str, object] = {"hosts": opts.hosts, "report_bytes": len(documents[0])}
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = opts.keep or scratch
+        Path(tmp).mkdir(parents=True, exist_ok=True)
+        tokens = [secrets.token_hex(16) for _ in range(opts.hosts)]
+        server, port = start_server(tmp, "".join(f"agent {token} node{i:05d}.bench\n" for i, token in enumerate(tokens)))
+
+        def report(first: int) -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            for i in range(first, opts.hosts, 4):
+                conn.request("POST", "/v1/nodes", documents[i], {"Authorization": f"Bearer {tokens[i]}",
+                                                        "Content-Type": "application/xml"})
+                answer = conn.getresponse()
+                answer.read()
+                assert answer.status == 200, answer.status
+
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(report, range(4)))
+        print(f"{opts.hosts} hosts reported ({len(documents[0])} B a report)", flush=True)
+        for how, signum in (("clean stop (SIGTERM)", signal.SIGTERM), ("crash (SIGKILL)", signal.SIGKILL),
+                            ("clean stop again (SIGTERM)", signal.SIGTERM)):
+            server.send_signal(signum)
+            server.wait(timeout=120)
+            port = free_port()
+            figures = restart(tmp, port, opts.hosts)
+            server = _Process(figures.pop("pid"))  # type: ignore[assignment]
+            results[how] = figures
+            print(f"after a {how}: /healthz answers in {figures['healthz_s']:.2f} s, "
+                  f"all {opts.hosts} hosts published in {figures['all_published_s']:.2f} s", flush=True)
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=120)
+    out = Path(__file__).resolve().parent / "results"
+    out.mkdir(exist_ok=True)
+    (out / "restart.json").write_text(json.dumps(results, indent=2))
+    return 0
+
+
+class _Process:
+    """A started server by its pid (Popen's own object went with the restart's scope)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def send_signal(self, signum: int) -> None:
+        import os
+
+        os.kill(self.pid, signum)
+
+    def wait(self, timeout: float) -> None:
+        import os
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                done, _ = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if done:
+                return
+            time.sleep(0.02)
+        raise TimeoutError(f"process {self.pid} did not end")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
