@@ -389,3 +389,51 @@ def test_a_supervisor_started_either_way_runs_the_task_and_records_it(base: Path
             assert supervisor.wait(timeout=10) == 0
     finally:
         launcher.close()
+
+
+# --- 10. a job cannot write a line of its choosing into the agent's log ----------------------------
+
+FORGED = "infosvc-agent: WARNING FORGED LINE"
+#: a stream name that ends the agent's line and writes one of its own, reorders what follows
+#: (U+202E) and opens a terminal sequence (U+009B, C1 CSI); XML and a grid job carry each of these
+TRAP = f"nofile\n{FORGED}\u202e\u009b[2J"
+
+
+@pytest.mark.parametrize("form", ["sss", "grid"])
+def test_a_job_cannot_forge_a_line_of_the_agents_log(serve_app: ServerFactory, tmp_path: Path, base: Path,
+                                                     form: str) -> None:
+    """The agent logs a task's end with its reason, and the reason quotes the path the job named
+    (run as root, the agent's log is the host's): every value is written on its one line, with its
+    control, C1 and bidi characters as escapes."""
+    import json
+    from xml.sax.saxutils import escape
+
+    server = serve_app(agents=2, executors={"exec": HOST})
+    log = tmp_path / "agent.log"
+    agent = start_agent(server, HOST, server.tokens["exec"], tmp_path / "agent", log,
+                        more=("--work-root", str(base / "jobs")))
+    try:
+        wait_for(lambda: server.node_ids() == [HOST], timeout=30, message="the agent reporting")
+        if form == "sss":
+            document = (f"<Job><Id>forge</Id><Executable>/bin/cat</Executable>"
+                        f"<InputFile>{escape(TRAP, {chr(10): '&#10;'})}</InputFile>"
+                        "<Requested><Processors>1</Processors></Requested></Job>").encode()
+            content_type = "application/xml"
+        else:
+            document = json.dumps({"version": 2, "executable": "/bin/cat", "default_storage_base": "file:///",
+                                   "stdin": TRAP}).encode()
+            content_type = "application/json"
+        reply = server.request("POST", "/v1/jobs", document, token=server.tokens["submit"],
+                               headers={"Content-Type": content_type})
+        assert reply.status in (200, 201, 202), reply.body
+        done = ended(server, str(reply.json()["id"]))
+        assert done["state"] == "Failed" and FORGED in done["reason"], done
+        wait_for(lambda: "task 0 ended: exit code 127" in log.read_text(encoding="utf-8", errors="replace"),
+                 timeout=10, message="the task's end in the agent's log")
+    finally:
+        stop_process(agent)
+    text = log.read_text(encoding="utf-8", errors="replace")
+    assert not [line for line in text.split("\n") if line.startswith(FORGED)], text
+    for raw in ("\u202e", "\u009b", "\x1b", "\r"):
+        assert raw not in text, (raw, text)
+    assert "\\n" + FORGED in text and "\\u202e" in text and "\\x9b" in text
