@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -36,15 +36,23 @@ def base() -> Iterator[Path]:
 
 
 @pytest.fixture
-def site(serve_app: ServerFactory, tmp_path: Path, base: Path) -> Iterator[tuple[Server, Path]]:
-    """A server and one agent running jobs as nobody; the directory a task works in, nobody's."""
+def agent_site(serve_app: ServerFactory, tmp_path: Path,
+               base: Path) -> Iterator[tuple[Server, Path, subprocess.Popen[bytes]]]:
+    """A server and one agent running jobs as nobody; the directory a task works in, nobody's; the
+    agent. A job that names no directory (a grid job) gets its own under `base/jobs`."""
     server = serve_app(agents=2, executors={"exec": HOST})
-    agent = start_agent(server, HOST, server.tokens["exec"], tmp_path / "agent", tmp_path / "agent.log")
+    agent = start_agent(server, HOST, server.tokens["exec"], tmp_path / "agent", tmp_path / "agent.log",
+                        more=("--work-root", str(base / "jobs")))
     try:
         wait_for(lambda: server.node_ids() == [HOST], timeout=30, message="the agent reporting")
-        yield server, task_directory(base, "work")
+        yield server, task_directory(base, "work"), agent
     finally:
         stop_process(agent)
+
+
+@pytest.fixture
+def site(agent_site: tuple[Server, Path, subprocess.Popen[bytes]]) -> tuple[Server, Path]:
+    return agent_site[0], agent_site[1]
 
 
 def root_file(base: Path, name: str, mode: int = 0o600) -> Path:
@@ -59,26 +67,74 @@ def root_file(base: Path, name: str, mode: int = 0o600) -> Path:
 
 # --- 1. task files are opened as the task's account ---------------------------------------------
 
-def test_stdin_of_a_root_only_file_fails_the_task_and_leaks_nothing(site: tuple[Server, Path], base: Path) -> None:
+#: Each format's names for a task's streams (docs/job-formats.md)
+STREAMS = {"sss": {"stdin": "InputFile", "stdout": "OutputFile", "stderr": "ErrorFile"},
+           "ccs": {"stdin": "Stdin", "stdout": "Stdout", "stderr": "Stderr"},
+           "grid": {"stdin": "stdin", "stdout": "stdout", "stderr": "stderr"}}
+
+
+def run_streams(server: Server, base: Path, work: Path, form: str, script: str, streams: dict[str, str]) -> Any:
+    """A job of one task `/bin/sh -c SCRIPT` naming `streams` ({"stdin": name, ...}) in `form`,
+    run to its end in `work`. A grid job names no working directory and its streams are URLs
+    (`file:///NAME` against the base `file:///`), which the executor opens as paths relative to
+    the job's own directory: that directory is made for it before it runs (the host paused
+    meanwhile), holding `file:`, a link to base/rootdir an earlier job could have left there, so
+    that the URL leads where a root-only file or directory is."""
+    from xml.sax.saxutils import escape, quoteattr
+
+    tags = STREAMS[form]
+    if form == "sss":
+        return ended(server, submit(server, sh_job("streams", script, work, extra="".join(
+            f"<{tags[k]}>{escape(v)}</{tags[k]}>" for k, v in streams.items()))))
+    if form == "ccs":
+        attributes = "".join(f" {tags[k]}={quoteattr(v)}" for k, v in streams.items())
+        document = ('<Job xmlns="http://www.microsoft.com/ComputeCluster/" Name="streams"><Tasks>'
+                    f"<Task CommandLine={quoteattr(f'/bin/sh -c {chr(39)}{script}{chr(39)}')} "
+                    f"WorkDirectory={quoteattr(str(work))}{attributes}/></Tasks></Job>").encode()
+        return ended(server, submit(server, document))
+    import json
+
+    assert server.admin(HOST, "pause").status == 200
+    document = json.dumps({"version": 2, "executable": "/bin/sh", "arguments": ["-c", script],
+                           "default_storage_base": "file:///", **streams}).encode()
+    job_id = submit(server, document, content_type="application/json")
+    own = task_directory(base / "jobs", job_id)
+    own.chmod(0o700)
+    (own / "file:").symlink_to(base / "rootdir")
+    assert server.admin(HOST, "resume").status == 200
+    return ended(server, job_id)
+
+
+def stream_name(form: str, name: str) -> str:
+    """The name the task's reason quotes: a grid job's is the URL it was resolved to."""
+    return f"file:///{name}" if form == "grid" else name
+
+
+@pytest.mark.parametrize("form", ["sss", "ccs", "grid"])
+def test_stdin_of_a_root_only_file_fails_the_task_and_leaks_nothing(site: tuple[Server, Path], base: Path,
+                                                                    form: str) -> None:
     server, work = site
     secret = root_file(base, "secret")
-    done = ended(server, submit(server, sh_job("peek", "cat", work, extra=f"<InputFile>{secret}</InputFile>"
-                                               "<OutputFile>peek.out</OutputFile>")))
-    assert done["state"] == "Failed" and done["exit_code"] == 127
-    assert f"Stdin {secret}: permission denied as {TASK_ACCOUNT}" in done["reason"]
-    assert not (work / "peek.out").exists() or SECRET not in (work / "peek.out").read_text()
+    name = "secret" if form == "grid" else str(secret)
+    done = run_streams(server, base, work, form, "cat", {"stdin": name, "stdout": "peek.out"})
+    assert done["state"] == "Failed" and done["exit_code"] == 127, done
+    assert f"Stdin {stream_name(form, name)}: permission denied as {TASK_ACCOUNT}" in done["reason"]
+    assert SECRET not in "".join(path.read_text() for path in base.rglob("peek.out"))
 
 
-@pytest.mark.parametrize("where", ["absolute", "relative"])
+@pytest.mark.parametrize(("form", "stream", "where"), [
+    (form, stream, where) for form in ("sss", "ccs") for stream in ("stdout", "stderr")
+    for where in ("absolute", "relative")] + [("grid", "stdout", "link"), ("grid", "stderr", "link")])
 def test_outputs_cannot_create_files_where_the_account_may_not(site: tuple[Server, Path], base: Path,
-                                                               where: str) -> None:
+                                                               form: str, stream: str, where: str) -> None:
     server, work = site
     root_file(base, "secret")
     target = base / "rootdir" / "planted"
-    name = str(target) if where == "absolute" else "../rootdir/planted"
-    done = ended(server, submit(server, sh_job("plant", "echo '* * * * * root sh /tmp/x'", work,
-                                               extra=f"<OutputFile>{name}</OutputFile>")))
-    assert done["state"] == "Failed" and f"Stdout {name}: permission denied as {TASK_ACCOUNT}" in done["reason"]
+    name = {"absolute": str(target), "relative": "../rootdir/planted", "link": "planted"}[where]
+    done = run_streams(server, base, work, form, "echo owned; echo owned >&2", {stream: name})
+    label = stream.capitalize()
+    assert done["state"] == "Failed", done
+    assert f"{label} {stream_name(form, name)}: permission denied as {TASK_ACCOUNT}" in done["reason"], done
     assert not target.exists()
 
 
@@ -189,7 +245,7 @@ def _pids(work: Path, count: int) -> list[int]:
 
 @pytest.fixture(params=["subreaper", "cgroup"])
 def contained_site(request: pytest.FixtureRequest, serve_app: ServerFactory, tmp_path: Path,
-                   base: Path) -> Iterator[tuple[Server, Path]]:
+                   base: Path) -> Iterator[tuple[Server, Path, subprocess.Popen[bytes]]]:
     if request.param not in _containments():
         pytest.skip(f"containment {request.param} is not available on this host (no writable cgroup v2)")
     server = serve_app(agents=2, executors={"exec": HOST})
@@ -197,13 +253,13 @@ def contained_site(request: pytest.FixtureRequest, serve_app: ServerFactory, tmp
                         more=("--containment", request.param))
     try:
         wait_for(lambda: server.node_ids() == [HOST], timeout=30, message="the agent reporting")
-        yield server, task_directory(base, "work")
+        yield server, task_directory(base, "work"), agent
     finally:
         stop_process(agent)
 
 
-def test_no_process_outlives_its_finished_task(contained_site: tuple[Server, Path]) -> None:
-    server, work = contained_site
+def test_no_process_outlives_its_finished_task(contained_site: tuple[Server, Path, Any]) -> None:
+    server, work, _ = contained_site
     done = ended(server, submit(server, sh_job("escape", escaping(work, "exit 0"), work)))
     assert done["state"] == "Finished"
     pids = _pids(work, 4)
@@ -211,14 +267,99 @@ def test_no_process_outlives_its_finished_task(contained_site: tuple[Server, Pat
     wait_for(lambda: not any(alive(pid) for pid in pids), timeout=15, message="every escaped process ended")
 
 
-def test_no_process_outlives_its_cancel(contained_site: tuple[Server, Path]) -> None:
-    server, work = contained_site
+def test_no_process_outlives_its_cancel(contained_site: tuple[Server, Path, Any]) -> None:
+    server, work, _ = contained_site
     job_id = submit(server, sh_job("escape", escaping(work, "trap '' TERM; sleep 600"), work))
     pids = _pids(work, 4)
     wait_for(lambda: job(server, job_id)["state"] == "Running", timeout=20)
     reply = server.request("DELETE", f"/v1/jobs/{job_id}", token=server.tokens["submit"])
     assert reply.status == 200
     wait_for(lambda: not any(alive(pid) for pid in pids), timeout=20, message="every process of the cancelled task")
+
+
+def test_no_process_outlives_its_run_time_limit(contained_site: tuple[Server, Path, Any]) -> None:
+    server, work, _ = contained_site
+    job_id = submit(server, sh_job("escape", escaping(work, "trap '' TERM; sleep 600"), work,
+                                   requested="<Duration>3</Duration>"))
+    pids = _pids(work, 4)
+    done = ended(server, job_id)
+    assert done["state"] == "Canceled" and "run time limit" in done["reason"], done
+    wait_for(lambda: not any(alive(pid) for pid in pids), timeout=20, message="every process of the task at its limit")
+
+
+def test_no_process_outlives_the_agents_stop(contained_site: tuple[Server, Path, Any]) -> None:
+    """SIGTERM (`systemctl stop`): the agent stops each task whole, waits for it, reports it, and
+    only then exits."""
+    server, work, agent = contained_site
+    job_id = submit(server, sh_job("escape", escaping(work, "sleep 600"), work))
+    pids = _pids(work, 4)
+    wait_for(lambda: job(server, job_id)["state"] == "Running", timeout=20)
+    agent.send_signal(signal.SIGTERM)
+    agent.wait(timeout=40)
+    assert not [pid for pid in pids if alive(pid)]
+    done = job(server, job_id)
+    assert done["state"] == "Failed" and done["exit_code"] == 128 + signal.SIGTERM, done
+
+
+# --- 4. a task stopped on its way to exec -----------------------------------------------------------
+
+def _on_its_way(agent: subprocess.Popen[bytes]) -> int:
+    """The task's process while it still runs the supervisor's code (dropped to the account, not
+    yet exec'd: its command name is still Python's)."""
+    from infosvc_agents.taskrun import descendants
+
+    uid = pwd.getpwnam(TASK_ACCOUNT).pw_uid
+    for pid in descendants(agent.pid):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        name = status.split("\n", 1)[0].split(":", 1)[1].strip()
+        uids = next(line.split()[1:] for line in status.splitlines() if line.startswith("Uid:"))
+        if name.startswith("python") and int(uids[0]) == uid:
+            return pid
+    return 0
+
+
+@pytest.mark.parametrize("then", ["cancel", "limit", "supervisor killed"])
+def test_a_task_stopped_on_its_way_to_exec_is_killed(agent_site: tuple[Server, Path, subprocess.Popen[bytes]],
+                                                      then: str) -> None:
+    """The account may stop its task's process between the drop and the exec (SIGSTOP: it is the
+    account's from the drop on), which then never execs and never says so: the supervisor still
+    kills it at a cancel and at the limit, and the kernel kills it with its supervisor
+    (PR_SET_PDEATHSIG), so it cannot be resumed uncontained later. A PATH of 40,000 missing
+    directories (the job's own environment) keeps the process on its way for a second or so."""
+    server, work, agent = agent_site
+    path = ":".join(["/n"] * 40000 + ["/bin", "/usr/bin"])
+    limit = "<Duration>4</Duration>" if then == "limit" else ""
+    job_id = submit(server, (f"<Job><Id>stopped</Id><Executable>true</Executable>"
+                             f"<InitialWorkingDirectory>{work}</InitialWorkingDirectory>"
+                             f'<Environment><Variable name="PATH">{path}</Variable></Environment>'
+                             f"<Requested><Processors>1</Processors>{limit}</Requested></Job>").encode())
+    pid = wait_for(lambda: _on_its_way(agent), timeout=20, interval=0.002, message="the task on its way to exec")
+    try:
+        account = pwd.getpwnam(TASK_ACCOUNT)
+        stopper = subprocess.run(["kill", "-STOP", str(pid)], user=account.pw_uid, group=account.pw_gid,
+                                 extra_groups=[], capture_output=True, text=True, timeout=10)
+        assert stopper.returncode == 0, stopper.stderr  # the account's to stop
+        wait_for(lambda: Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T", timeout=5,
+                 message="the task's process stopped")
+        time.sleep(0.5)
+        running = job(server, job_id)
+        assert alive(pid) and running["state"] == "Running" and running["tasks"][0]["began"] is None, running
+        if then == "cancel":
+            assert server.request("DELETE", f"/v1/jobs/{job_id}", token=server.tokens["submit"]).status == 200
+        elif then == "supervisor killed":
+            supervisor = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            os.kill(supervisor, signal.SIGKILL)
+        wait_for(lambda: not alive(pid), timeout=15, message="the stopped process killed")
+        done = ended(server, job_id)
+        assert done["state"] in ("Failed", "Canceled"), done
+    finally:
+        if alive(pid):  # whatever failed above, the test leaves no process behind
+            os.kill(pid, signal.SIGKILL)
+    if then == "limit":
+        assert "run time limit" in done["reason"], done
 
 
 # --- 5. which account runs a task; the jobs' own directories -------------------------------------
