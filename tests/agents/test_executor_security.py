@@ -444,9 +444,9 @@ def test_run_as_root_is_refused_at_start(tmp_path: Path) -> None:
 
 # --- 9. a restarted agent never starts a started task again ----------------------------------------
 
-def _once_job(work: Path, seconds: float) -> bytes:
-    # not rerunnable (an SSS Job's default): counts its starts, then runs a while
-    return sh_job("once", f"echo start >> starts; sleep {seconds}; echo done >> starts", work)
+def _once_job(work: Path) -> bytes:
+    # not rerunnable (an SSS Job's default): counts its starts, then runs until the test lets it end
+    return sh_job("once", "echo start >> starts; while [ ! -e go ]; do sleep 0.1; done; echo done >> starts", work)
 
 
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
@@ -458,7 +458,7 @@ def test_a_restart_never_starts_a_started_task_again(serve_app: ServerFactory, t
     agent = start_agent(server, HOST, server.tokens["exec"], state, log)
     try:
         wait_for(lambda: server.node_ids() == [HOST], timeout=30, message="the agent reporting")
-        job_id = submit(server, _once_job(work, 4 if how == "SIGKILL" else 60))
+        job_id = submit(server, _once_job(work))
         wait_for(lambda: (work / "starts").exists(), timeout=20, message="the task started")
         agent.send_signal(getattr(signal, how))
         agent.wait(timeout=30)
@@ -466,13 +466,24 @@ def test_a_restart_never_starts_a_started_task_again(serve_app: ServerFactory, t
             # the stopping agent stopped its task and said so
             stopped = ended(server, job_id, timeout=5)
             assert stopped["state"] == "Failed" and stopped["exit_code"] == 128 + signal.SIGTERM, stopped
+        before = len(log.read_bytes())
         agent = start_agent(server, HOST, server.tokens["exec"], state, log)
+        if how == "SIGKILL":
+            # the task still runs when the agent is back (it waits for `go`): adopted, not started again
+            wait_for(lambda: b"still runs" in log.read_bytes()[before:], timeout=20, message="the task adopted")
+            time.sleep(1)  # a few rounds of the restarted executor
+            running = job(server, job_id)
+            assert running["state"] == "Running" and (work / "starts").read_text() == "start\n", running
+            (work / "go").touch()
         done = ended(server, job_id)
         time.sleep(1)  # a few rounds of the restarted executor
         assert (work / "starts").read_text().count("start") == 1
         if how == "SIGKILL":
-            # adopted: the task ran on to its end under its supervisor, and that end was reported
+            # adopted: the task ran on to its end under its supervisor, and that end was reported once
             assert done["state"] == "Finished" and (work / "starts").read_text() == "start\ndone\n", done
+            assert [event["state"] for event in job(server, job_id)["events"] if event["task"] == 0] == [
+                "Running", "Running", "Finished"], done["events"]
+            assert log.read_text(errors="replace").count(f"job {job_id} task 0 ended") == 1
     finally:
         stop_process(agent)
 
