@@ -1,4 +1,4 @@
-"""What a submitter can make the executor do on a host (issue 24, items 1-5 and 9): the attacks of
+"""What a submitter can make the executor do on a host (issue 24, items 1-5, 9 and 10): the attacks of
 a job holding a submit token against `infosvc-agent --run-jobs --run-as nobody` run as root, each
 on a real server with a real agent. Everything a task names is opened as the task's account, never
 by the agent; the task has the account's groups alone; every process it starts ends with it; no
@@ -399,6 +399,63 @@ def test_owners_map_to_accounts_never_root(serve_app: ServerFactory, tmp_path: P
         assert (base / "jobs").stat().st_mode & 0o777 == 0o711  # reachable, not listable, whatever the umask
         after = ended(server, submit(server, sh_job("after", "true", None), token=server.tokens["bob"]))
         assert after["state"] == "Finished"
+    finally:
+        stop_process(agent)
+
+
+#: The local account an owner of the same name has, made for the test where it is missing.
+OWN_ACCOUNT = "infosvc-test-owner"
+
+
+@pytest.fixture
+def own_account() -> Iterator[pwd.struct_passwd]:
+    """A local account of a uid >= 1000 (useradd's UID_MIN), named as a job's owner will be: made
+    with useradd if missing, and removed after (with its group); the test skips, saying why, where
+    it cannot be made."""
+    try:
+        yield pwd.getpwnam(OWN_ACCOUNT)  # left by another run: kept, since this run did not make it
+        return
+    except KeyError:
+        pass
+    try:
+        made = subprocess.run(["useradd", "--no-create-home", "--home-dir", "/nonexistent", "--shell",
+                               "/usr/sbin/nologin", "--key", "UID_MIN=1000", OWN_ACCOUNT],
+                              capture_output=True, text=True, timeout=60)
+    except OSError as exc:
+        pytest.skip(f"cannot make the local account {OWN_ACCOUNT}: {exc}")
+    if made.returncode != 0:
+        pytest.skip(f"cannot make the local account {OWN_ACCOUNT}: useradd: {made.stderr.strip()}")
+    try:
+        yield pwd.getpwnam(OWN_ACCOUNT)
+    finally:
+        subprocess.run(["userdel", OWN_ACCOUNT], capture_output=True, timeout=60, check=True)
+
+
+def test_an_owner_runs_as_its_own_account_where_the_host_allows(serve_app: ServerFactory, tmp_path: Path,
+                                                                 base: Path,
+                                                                 own_account: pwd.struct_passwd) -> None:
+    """--run-as-owner: the owner whose local account exists with a uid of at least --min-uid runs as
+    it, with its own groups; an owner whose account is below --min-uid (daemon), one with no account
+    here, and root fall to the pool account; none runs as root."""
+    assert own_account.pw_uid >= 1000
+    owners = {"own": OWN_ACCOUNT, "system": "daemon", "ghost": "no-such-owner-here", "root": "root"}
+    server = serve_app(agents=2, executors={"exec": HOST}, users=owners)
+    agent = start_agent(server, HOST, server.tokens["exec"], tmp_path / "agent", tmp_path / "agent.log",
+                        more=("--run-as-owner", "--min-uid", "1000", "--work-root", str(base / "jobs")))
+    try:
+        wait_for(lambda: server.node_ids() == [HOST], timeout=30, message="the agent reporting")
+        ran = {}
+        for token, owner in owners.items():
+            job_id = submit(server, sh_job(f"who-{token}", "id -un > who; id -u >> who; id -G >> who", None),
+                            token=server.tokens[token])
+            done = ended(server, job_id)
+            assert done["state"] == "Finished" and done["owner"] == owner, done
+            name, uid, groups = (base / "jobs" / job_id / "who").read_text().split("\n")[:3]
+            ran[token] = name
+            assert int(uid) != 0 and 0 not in map(int, groups.split())
+            account = pwd.getpwnam(name)
+            assert sorted(map(int, groups.split())) == sorted(set(os.getgrouplist(name, account.pw_gid)))
+        assert ran == {"own": OWN_ACCOUNT, "system": TASK_ACCOUNT, "ghost": TASK_ACCOUNT, "root": TASK_ACCOUNT}
     finally:
         stop_process(agent)
 
