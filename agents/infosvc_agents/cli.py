@@ -82,10 +82,23 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def configure_logging(level: int) -> None:
+    """The root logger's one handler (stderr): `infosvc-agent: LEVEL MESSAGE`, each record one
+    line whose control, C1 and bidi characters are escapes. Its values come from jobs (a task's
+    file names in its end's reason) and from the server: none may write a line of its own into
+    the log of an agent run as root, nor drive the terminal of whoever reads it."""
+    from infosvc.controls import VisibleFormatter
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(VisibleFormatter("infosvc-agent: %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="infosvc-agent: %(levelname)s %(message)s")
+    configure_logging(logging.DEBUG if args.verbose else logging.WARNING)
     if not args.once and not args.server and not args.metrics_listen:
         print("infosvc-agent: nothing to do: use --once, --server URL --token-file FILE, or --metrics-listen HOST:PORT",
               file=sys.stderr)

@@ -14,7 +14,7 @@ import sys
 import urllib.parse
 from typing import Any
 
-from infosvc.cli.controls import visible, visible_lines
+from infosvc.controls import visible, visible_lines
 from infosvc.cli.tables import table
 from infosvc.cli.client import Client, ClientError
 from infosvc.cli.jobs import content_type_of, read_document

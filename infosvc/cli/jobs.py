@@ -15,7 +15,7 @@ import time
 import urllib.parse
 from typing import Any, Iterable
 
-from infosvc.cli.controls import visible, visible_lines
+from infosvc.controls import visible, visible_lines
 from infosvc.cli.tables import table
 from infosvc.cli.client import Client, ClientError, epoch_of
 

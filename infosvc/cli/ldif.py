@@ -15,7 +15,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from infosvc.cli.controls import visible
+from infosvc.controls import visible
 from infosvc.cli.client import MAX_ANSWER_BYTES, Client, ClientError, error_of
 from infosvc.codec.gridformat import WARNING_PREFIX, valid_site
 

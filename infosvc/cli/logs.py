@@ -3,11 +3,11 @@ object (`--log-format json`: time, level, logger, message) for a log shipper. Th
 the `infosvc.audit` logger: admin actions, refused tokens, hosts changing state.
 
 A record's values come from clients (a refused request's path, a host's id, a job's name): the
-text formatter makes every record visible (infosvc/cli/controls.py), so that no value can end the
+text formatter makes every record visible (infosvc/controls.py), so that no value can end the
 line and write one that reads as another record, nor drive the terminal of whoever tails the log.
-It does so for every logger, aiohttp's included, in the one place they all pass. A traceback
-follows its record on lines of its own, each begun with "  | ", so none of them can pass for a
-record either. JSON escapes C0 itself; the JSON formatter escapes DEL, C1 and the bidi controls
+It does so for every logger, aiohttp's included, in the one place they all pass
+(`controls.VisibleFormatter`, which the host agent's log uses too). A traceback follows its record
+on lines of its own, each begun with "  | ", so none of them can pass for a record either. JSON escapes C0 itself; the JSON formatter escapes DEL, C1 and the bidi controls
 too (as \\u escapes, so the message decodes to the same string)."""
 
 from __future__ import annotations
@@ -17,29 +17,16 @@ import logging
 import re
 import time
 
-from infosvc.cli.controls import CONTROLS, visible
+from infosvc.controls import CONTROLS, VisibleFormatter
 
 __all__ = ["JsonFormatter", "TextFormatter", "configure"]
 
-#: What begins each line of a traceback in the text log.
-CONTINUATION = "  | "
 
-
-class TextFormatter(logging.Formatter):
+class TextFormatter(VisibleFormatter):
     """`infosvc: LEVEL LOGGER: MESSAGE`, one line, then a traceback's lines, if any, each marked."""
 
-    def format(self, record: logging.LogRecord) -> str:
-        line = visible(f"infosvc: {record.levelname} {record.name}: {record.getMessage()}")
-        more = []
-        if record.exc_info and not record.exc_text:
-            record.exc_text = self.formatException(record.exc_info)
-        if record.exc_text:
-            more.append(record.exc_text)
-        if record.stack_info:
-            more.append(self.formatStack(record.stack_info))
-        for text in more:
-            line += "".join(f"\n{CONTINUATION}{visible(part)}" for part in text.split("\n"))
-        return line
+    def __init__(self) -> None:
+        super().__init__("infosvc: %(levelname)s %(name)s: %(message)s")
 
 
 def _json_escape(found: re.Match[str]) -> str:

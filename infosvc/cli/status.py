@@ -18,7 +18,7 @@ import urllib.parse
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from infosvc.cli.controls import visible, visible_lines
+from infosvc.controls import visible, visible_lines
 from infosvc.cli.tables import table
 from infosvc.cli.client import Client, ClientError, epoch_of
 from infosvc.model.folding import fold

@@ -193,3 +193,28 @@ def test_cli_on_a_fixture_tree() -> None:
     node = parse_node(result.stdout)
     assert node.configured.get("Memory").amount("byte") == meminfo_kib(HOST1 / "proc" / "meminfo", "MemTotal") * 1024
     assert node.extensions_of("OperatingSystem")["Name"] == "Rocky Linux"
+
+
+def test_the_agents_log_keeps_each_record_on_its_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """Whatever a value holds (a job's file name, a server's answer: ESC, C1, bidi, a newline), it
+    is written as an escape on its record's line, and a traceback's lines are each marked: the
+    log of an agent run as root cannot be given a line it did not write (docs/security.md)."""
+    from infosvc_agents.cli import configure_logging
+
+    root = logging.getLogger()
+    kept, level = root.handlers[:], root.level
+    try:
+        configure_logging(logging.INFO)
+        log = logging.getLogger("infosvc-agent.executor")
+        log.info("job %s ended (%s)", "1", "x\x1b[2J\ninfosvc-agent: WARNING forged\u202e\u009b\r")
+        try:
+            raise ValueError("bad\ninfosvc-agent: WARNING forged too")
+        except ValueError:
+            log.exception("round failed")
+    finally:
+        root.handlers[:], root.level = kept, level
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "infosvc-agent: INFO job 1 ended (x\\x1b[2J\\ninfosvc-agent: WARNING forged\\u202e\\x9b\\r)"
+    assert lines[1] == "infosvc-agent: ERROR round failed"
+    assert all(line.startswith("  | ") for line in lines[2:]) and len(lines) > 3
+    assert lines[-2:] == ["  | ValueError: bad", "  | infosvc-agent: WARNING forged too"]

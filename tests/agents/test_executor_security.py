@@ -1,4 +1,4 @@
-"""What a submitter can make the executor do on a host (issue 24, items 1-5 and 9): the attacks of
+"""What a submitter can make the executor do on a host (issue 24, items 1-5, 9 and 10): the attacks of
 a job holding a submit token against `infosvc-agent --run-jobs --run-as nobody` run as root, each
 on a real server with a real agent. Everything a task names is opened as the task's account, never
 by the agent; the task has the account's groups alone; every process it starts ends with it; no
@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -36,15 +36,23 @@ def base() -> Iterator[Path]:
 
 
 @pytest.fixture
-def site(serve_app: ServerFactory, tmp_path: Path, base: Path) -> Iterator[tuple[Server, Path]]:
-    """A server and one agent running jobs as nobody; the directory a task works in, nobody's."""
+def agent_site(serve_app: ServerFactory, tmp_path: Path,
+               base: Path) -> Iterator[tuple[Server, Path, subprocess.Popen[bytes]]]:
+    """A server and one agent running jobs as nobody; the directory a task works in, nobody's; the
+    agent. A job that names no directory (a grid job) gets its own under `base/jobs`."""
     server = serve_app(agents=2, executors={"exec": HOST})
-    agent = start_agent(server, HOST, server.tokens["exec"], tmp_path / "agent", tmp_path / "agent.log")
+    agent = start_agent(server, HOST, server.tokens["exec"], tmp_path / "agent", tmp_path / "agent.log",
+                        more=("--work-root", str(base / "jobs")))
     try:
         wait_for(lambda: server.node_ids() == [HOST], timeout=30, message="the agent reporting")
-        yield server, task_directory(base, "work")
+        yield server, task_directory(base, "work"), agent
     finally:
         stop_process(agent)
+
+
+@pytest.fixture
+def site(agent_site: tuple[Server, Path, subprocess.Popen[bytes]]) -> tuple[Server, Path]:
+    return agent_site[0], agent_site[1]
 
 
 def root_file(base: Path, name: str, mode: int = 0o600) -> Path:
@@ -59,26 +67,74 @@ def root_file(base: Path, name: str, mode: int = 0o600) -> Path:
 
 # --- 1. task files are opened as the task's account ---------------------------------------------
 
-def test_stdin_of_a_root_only_file_fails_the_task_and_leaks_nothing(site: tuple[Server, Path], base: Path) -> None:
+#: Each format's names for a task's streams (docs/job-formats.md)
+STREAMS = {"sss": {"stdin": "InputFile", "stdout": "OutputFile", "stderr": "ErrorFile"},
+           "ccs": {"stdin": "Stdin", "stdout": "Stdout", "stderr": "Stderr"},
+           "grid": {"stdin": "stdin", "stdout": "stdout", "stderr": "stderr"}}
+
+
+def run_streams(server: Server, base: Path, work: Path, form: str, script: str, streams: dict[str, str]) -> Any:
+    """A job of one task `/bin/sh -c SCRIPT` naming `streams` ({"stdin": name, ...}) in `form`,
+    run to its end in `work`. A grid job names no working directory and its streams are URLs
+    (`file:///NAME` against the base `file:///`), which the executor opens as paths relative to
+    the job's own directory: that directory is made for it before it runs (the host paused
+    meanwhile), holding `file:`, a link to base/rootdir an earlier job could have left there, so
+    that the URL leads where a root-only file or directory is."""
+    from xml.sax.saxutils import escape, quoteattr
+
+    tags = STREAMS[form]
+    if form == "sss":
+        return ended(server, submit(server, sh_job("streams", script, work, extra="".join(
+            f"<{tags[k]}>{escape(v)}</{tags[k]}>" for k, v in streams.items()))))
+    if form == "ccs":
+        attributes = "".join(f" {tags[k]}={quoteattr(v)}" for k, v in streams.items())
+        document = ('<Job xmlns="http://www.microsoft.com/ComputeCluster/" Name="streams"><Tasks>'
+                    f"<Task CommandLine={quoteattr(f'/bin/sh -c {chr(39)}{script}{chr(39)}')} "
+                    f"WorkDirectory={quoteattr(str(work))}{attributes}/></Tasks></Job>").encode()
+        return ended(server, submit(server, document))
+    import json
+
+    assert server.admin(HOST, "pause").status == 200
+    document = json.dumps({"version": 2, "executable": "/bin/sh", "arguments": ["-c", script],
+                           "default_storage_base": "file:///", **streams}).encode()
+    job_id = submit(server, document, content_type="application/json")
+    own = task_directory(base / "jobs", job_id)
+    own.chmod(0o700)
+    (own / "file:").symlink_to(base / "rootdir")
+    assert server.admin(HOST, "resume").status == 200
+    return ended(server, job_id)
+
+
+def stream_name(form: str, name: str) -> str:
+    """The name the task's reason quotes: a grid job's is the URL it was resolved to."""
+    return f"file:///{name}" if form == "grid" else name
+
+
+@pytest.mark.parametrize("form", ["sss", "ccs", "grid"])
+def test_stdin_of_a_root_only_file_fails_the_task_and_leaks_nothing(site: tuple[Server, Path], base: Path,
+                                                                    form: str) -> None:
     server, work = site
     secret = root_file(base, "secret")
-    done = ended(server, submit(server, sh_job("peek", "cat", work, extra=f"<InputFile>{secret}</InputFile>"
-                                               "<OutputFile>peek.out</OutputFile>")))
-    assert done["state"] == "Failed" and done["exit_code"] == 127
-    assert f"Stdin {secret}: permission denied as {TASK_ACCOUNT}" in done["reason"]
-    assert not (work / "peek.out").exists() or SECRET not in (work / "peek.out").read_text()
+    name = "secret" if form == "grid" else str(secret)
+    done = run_streams(server, base, work, form, "cat", {"stdin": name, "stdout": "peek.out"})
+    assert done["state"] == "Failed" and done["exit_code"] == 127, done
+    assert f"Stdin {stream_name(form, name)}: permission denied as {TASK_ACCOUNT}" in done["reason"]
+    assert SECRET not in "".join(path.read_text() for path in base.rglob("peek.out"))
 
 
-@pytest.mark.parametrize("where", ["absolute", "relative"])
+@pytest.mark.parametrize(("form", "stream", "where"), [
+    (form, stream, where) for form in ("sss", "ccs") for stream in ("stdout", "stderr")
+    for where in ("absolute", "relative")] + [("grid", "stdout", "link"), ("grid", "stderr", "link")])
 def test_outputs_cannot_create_files_where_the_account_may_not(site: tuple[Server, Path], base: Path,
-                                                               where: str) -> None:
+                                                               form: str, stream: str, where: str) -> None:
     server, work = site
     root_file(base, "secret")
     target = base / "rootdir" / "planted"
-    name = str(target) if where == "absolute" else "../rootdir/planted"
-    done = ended(server, submit(server, sh_job("plant", "echo '* * * * * root sh /tmp/x'", work,
-                                               extra=f"<OutputFile>{name}</OutputFile>")))
-    assert done["state"] == "Failed" and f"Stdout {name}: permission denied as {TASK_ACCOUNT}" in done["reason"]
+    name = {"absolute": str(target), "relative": "../rootdir/planted", "link": "planted"}[where]
+    done = run_streams(server, base, work, form, "echo owned; echo owned >&2", {stream: name})
+    label = stream.capitalize()
+    assert done["state"] == "Failed", done
+    assert f"{label} {stream_name(form, name)}: permission denied as {TASK_ACCOUNT}" in done["reason"], done
     assert not target.exists()
 
 
@@ -189,7 +245,7 @@ def _pids(work: Path, count: int) -> list[int]:
 
 @pytest.fixture(params=["subreaper", "cgroup"])
 def contained_site(request: pytest.FixtureRequest, serve_app: ServerFactory, tmp_path: Path,
-                   base: Path) -> Iterator[tuple[Server, Path]]:
+                   base: Path) -> Iterator[tuple[Server, Path, subprocess.Popen[bytes]]]:
     if request.param not in _containments():
         pytest.skip(f"containment {request.param} is not available on this host (no writable cgroup v2)")
     server = serve_app(agents=2, executors={"exec": HOST})
@@ -197,13 +253,13 @@ def contained_site(request: pytest.FixtureRequest, serve_app: ServerFactory, tmp
                         more=("--containment", request.param))
     try:
         wait_for(lambda: server.node_ids() == [HOST], timeout=30, message="the agent reporting")
-        yield server, task_directory(base, "work")
+        yield server, task_directory(base, "work"), agent
     finally:
         stop_process(agent)
 
 
-def test_no_process_outlives_its_finished_task(contained_site: tuple[Server, Path]) -> None:
-    server, work = contained_site
+def test_no_process_outlives_its_finished_task(contained_site: tuple[Server, Path, Any]) -> None:
+    server, work, _ = contained_site
     done = ended(server, submit(server, sh_job("escape", escaping(work, "exit 0"), work)))
     assert done["state"] == "Finished"
     pids = _pids(work, 4)
@@ -211,14 +267,99 @@ def test_no_process_outlives_its_finished_task(contained_site: tuple[Server, Pat
     wait_for(lambda: not any(alive(pid) for pid in pids), timeout=15, message="every escaped process ended")
 
 
-def test_no_process_outlives_its_cancel(contained_site: tuple[Server, Path]) -> None:
-    server, work = contained_site
+def test_no_process_outlives_its_cancel(contained_site: tuple[Server, Path, Any]) -> None:
+    server, work, _ = contained_site
     job_id = submit(server, sh_job("escape", escaping(work, "trap '' TERM; sleep 600"), work))
     pids = _pids(work, 4)
     wait_for(lambda: job(server, job_id)["state"] == "Running", timeout=20)
     reply = server.request("DELETE", f"/v1/jobs/{job_id}", token=server.tokens["submit"])
     assert reply.status == 200
     wait_for(lambda: not any(alive(pid) for pid in pids), timeout=20, message="every process of the cancelled task")
+
+
+def test_no_process_outlives_its_run_time_limit(contained_site: tuple[Server, Path, Any]) -> None:
+    server, work, _ = contained_site
+    job_id = submit(server, sh_job("escape", escaping(work, "trap '' TERM; sleep 600"), work,
+                                   requested="<Duration>3</Duration>"))
+    pids = _pids(work, 4)
+    done = ended(server, job_id)
+    assert done["state"] == "Canceled" and "run time limit" in done["reason"], done
+    wait_for(lambda: not any(alive(pid) for pid in pids), timeout=20, message="every process of the task at its limit")
+
+
+def test_no_process_outlives_the_agents_stop(contained_site: tuple[Server, Path, Any]) -> None:
+    """SIGTERM (`systemctl stop`): the agent stops each task whole, waits for it, reports it, and
+    only then exits."""
+    server, work, agent = contained_site
+    job_id = submit(server, sh_job("escape", escaping(work, "sleep 600"), work))
+    pids = _pids(work, 4)
+    wait_for(lambda: job(server, job_id)["state"] == "Running", timeout=20)
+    agent.send_signal(signal.SIGTERM)
+    agent.wait(timeout=40)
+    assert not [pid for pid in pids if alive(pid)]
+    done = job(server, job_id)
+    assert done["state"] == "Failed" and done["exit_code"] == 128 + signal.SIGTERM, done
+
+
+# --- 4. a task stopped on its way to exec -----------------------------------------------------------
+
+def _on_its_way(agent: subprocess.Popen[bytes]) -> int:
+    """The task's process while it still runs the supervisor's code (dropped to the account, not
+    yet exec'd: its command name is still Python's)."""
+    from infosvc_agents.taskrun import descendants
+
+    uid = pwd.getpwnam(TASK_ACCOUNT).pw_uid
+    for pid in descendants(agent.pid):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        name = status.split("\n", 1)[0].split(":", 1)[1].strip()
+        uids = next(line.split()[1:] for line in status.splitlines() if line.startswith("Uid:"))
+        if name.startswith("python") and int(uids[0]) == uid:
+            return pid
+    return 0
+
+
+@pytest.mark.parametrize("then", ["cancel", "limit", "supervisor killed"])
+def test_a_task_stopped_on_its_way_to_exec_is_killed(agent_site: tuple[Server, Path, subprocess.Popen[bytes]],
+                                                      then: str) -> None:
+    """The account may stop its task's process between the drop and the exec (SIGSTOP: it is the
+    account's from the drop on), which then never execs and never says so: the supervisor still
+    kills it at a cancel and at the limit, and the kernel kills it with its supervisor
+    (PR_SET_PDEATHSIG), so it cannot be resumed uncontained later. A PATH of 40,000 missing
+    directories (the job's own environment) keeps the process on its way for a second or so."""
+    server, work, agent = agent_site
+    path = ":".join(["/n"] * 40000 + ["/bin", "/usr/bin"])
+    limit = "<Duration>4</Duration>" if then == "limit" else ""
+    job_id = submit(server, (f"<Job><Id>stopped</Id><Executable>true</Executable>"
+                             f"<InitialWorkingDirectory>{work}</InitialWorkingDirectory>"
+                             f'<Environment><Variable name="PATH">{path}</Variable></Environment>'
+                             f"<Requested><Processors>1</Processors>{limit}</Requested></Job>").encode())
+    pid = wait_for(lambda: _on_its_way(agent), timeout=20, interval=0.002, message="the task on its way to exec")
+    try:
+        account = pwd.getpwnam(TASK_ACCOUNT)
+        stopper = subprocess.run(["kill", "-STOP", str(pid)], user=account.pw_uid, group=account.pw_gid,
+                                 extra_groups=[], capture_output=True, text=True, timeout=10)
+        assert stopper.returncode == 0, stopper.stderr  # the account's to stop
+        wait_for(lambda: Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T", timeout=5,
+                 message="the task's process stopped")
+        time.sleep(0.5)
+        running = job(server, job_id)
+        assert alive(pid) and running["state"] == "Running" and running["tasks"][0]["began"] is None, running
+        if then == "cancel":
+            assert server.request("DELETE", f"/v1/jobs/{job_id}", token=server.tokens["submit"]).status == 200
+        elif then == "supervisor killed":
+            supervisor = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            os.kill(supervisor, signal.SIGKILL)
+        wait_for(lambda: not alive(pid), timeout=15, message="the stopped process killed")
+        done = ended(server, job_id)
+        assert done["state"] in ("Failed", "Canceled"), done
+    finally:
+        if alive(pid):  # whatever failed above, the test leaves no process behind
+            os.kill(pid, signal.SIGKILL)
+    if then == "limit":
+        assert "run time limit" in done["reason"], done
 
 
 # --- 5. which account runs a task; the jobs' own directories -------------------------------------
@@ -258,6 +399,63 @@ def test_owners_map_to_accounts_never_root(serve_app: ServerFactory, tmp_path: P
         assert (base / "jobs").stat().st_mode & 0o777 == 0o711  # reachable, not listable, whatever the umask
         after = ended(server, submit(server, sh_job("after", "true", None), token=server.tokens["bob"]))
         assert after["state"] == "Finished"
+    finally:
+        stop_process(agent)
+
+
+#: The local account an owner of the same name has, made for the test where it is missing.
+OWN_ACCOUNT = "infosvc-test-owner"
+
+
+@pytest.fixture
+def own_account() -> Iterator[pwd.struct_passwd]:
+    """A local account of a uid >= 1000 (useradd's UID_MIN), named as a job's owner will be: made
+    with useradd if missing, and removed after (with its group); the test skips, saying why, where
+    it cannot be made."""
+    try:
+        yield pwd.getpwnam(OWN_ACCOUNT)  # left by another run: kept, since this run did not make it
+        return
+    except KeyError:
+        pass
+    try:
+        made = subprocess.run(["useradd", "--no-create-home", "--home-dir", "/nonexistent", "--shell",
+                               "/usr/sbin/nologin", "--key", "UID_MIN=1000", OWN_ACCOUNT],
+                              capture_output=True, text=True, timeout=60)
+    except OSError as exc:
+        pytest.skip(f"cannot make the local account {OWN_ACCOUNT}: {exc}")
+    if made.returncode != 0:
+        pytest.skip(f"cannot make the local account {OWN_ACCOUNT}: useradd: {made.stderr.strip()}")
+    try:
+        yield pwd.getpwnam(OWN_ACCOUNT)
+    finally:
+        subprocess.run(["userdel", OWN_ACCOUNT], capture_output=True, timeout=60, check=True)
+
+
+def test_an_owner_runs_as_its_own_account_where_the_host_allows(serve_app: ServerFactory, tmp_path: Path,
+                                                                 base: Path,
+                                                                 own_account: pwd.struct_passwd) -> None:
+    """--run-as-owner: the owner whose local account exists with a uid of at least --min-uid runs as
+    it, with its own groups; an owner whose account is below --min-uid (daemon), one with no account
+    here, and root fall to the pool account; none runs as root."""
+    assert own_account.pw_uid >= 1000
+    owners = {"own": OWN_ACCOUNT, "system": "daemon", "ghost": "no-such-owner-here", "root": "root"}
+    server = serve_app(agents=2, executors={"exec": HOST}, users=owners)
+    agent = start_agent(server, HOST, server.tokens["exec"], tmp_path / "agent", tmp_path / "agent.log",
+                        more=("--run-as-owner", "--min-uid", "1000", "--work-root", str(base / "jobs")))
+    try:
+        wait_for(lambda: server.node_ids() == [HOST], timeout=30, message="the agent reporting")
+        ran = {}
+        for token, owner in owners.items():
+            job_id = submit(server, sh_job(f"who-{token}", "id -un > who; id -u >> who; id -G >> who", None),
+                            token=server.tokens[token])
+            done = ended(server, job_id)
+            assert done["state"] == "Finished" and done["owner"] == owner, done
+            name, uid, groups = (base / "jobs" / job_id / "who").read_text().split("\n")[:3]
+            ran[token] = name
+            assert int(uid) != 0 and 0 not in map(int, groups.split())
+            account = pwd.getpwnam(name)
+            assert sorted(map(int, groups.split())) == sorted(set(os.getgrouplist(name, account.pw_gid)))
+        assert ran == {"own": OWN_ACCOUNT, "system": TASK_ACCOUNT, "ghost": TASK_ACCOUNT, "root": TASK_ACCOUNT}
     finally:
         stop_process(agent)
 
@@ -303,9 +501,9 @@ def test_run_as_root_is_refused_at_start(tmp_path: Path) -> None:
 
 # --- 9. a restarted agent never starts a started task again ----------------------------------------
 
-def _once_job(work: Path, seconds: float) -> bytes:
-    # not rerunnable (an SSS Job's default): counts its starts, then runs a while
-    return sh_job("once", f"echo start >> starts; sleep {seconds}; echo done >> starts", work)
+def _once_job(work: Path) -> bytes:
+    # not rerunnable (an SSS Job's default): counts its starts, then runs until the test lets it end
+    return sh_job("once", "echo start >> starts; while [ ! -e go ]; do sleep 0.1; done; echo done >> starts", work)
 
 
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
@@ -317,7 +515,7 @@ def test_a_restart_never_starts_a_started_task_again(serve_app: ServerFactory, t
     agent = start_agent(server, HOST, server.tokens["exec"], state, log)
     try:
         wait_for(lambda: server.node_ids() == [HOST], timeout=30, message="the agent reporting")
-        job_id = submit(server, _once_job(work, 4 if how == "SIGKILL" else 60))
+        job_id = submit(server, _once_job(work))
         wait_for(lambda: (work / "starts").exists(), timeout=20, message="the task started")
         agent.send_signal(getattr(signal, how))
         agent.wait(timeout=30)
@@ -325,13 +523,24 @@ def test_a_restart_never_starts_a_started_task_again(serve_app: ServerFactory, t
             # the stopping agent stopped its task and said so
             stopped = ended(server, job_id, timeout=5)
             assert stopped["state"] == "Failed" and stopped["exit_code"] == 128 + signal.SIGTERM, stopped
+        before = len(log.read_bytes())
         agent = start_agent(server, HOST, server.tokens["exec"], state, log)
+        if how == "SIGKILL":
+            # the task still runs when the agent is back (it waits for `go`): adopted, not started again
+            wait_for(lambda: b"still runs" in log.read_bytes()[before:], timeout=20, message="the task adopted")
+            time.sleep(1)  # a few rounds of the restarted executor
+            running = job(server, job_id)
+            assert running["state"] == "Running" and (work / "starts").read_text() == "start\n", running
+            (work / "go").touch()
         done = ended(server, job_id)
         time.sleep(1)  # a few rounds of the restarted executor
         assert (work / "starts").read_text().count("start") == 1
         if how == "SIGKILL":
-            # adopted: the task ran on to its end under its supervisor, and that end was reported
+            # adopted: the task ran on to its end under its supervisor, and that end was reported once
             assert done["state"] == "Finished" and (work / "starts").read_text() == "start\ndone\n", done
+            assert [event["state"] for event in job(server, job_id)["events"] if event["task"] == 0] == [
+                "Running", "Running", "Finished"], done["events"]
+            assert log.read_text(errors="replace").count(f"job {job_id} task 0 ended") == 1
     finally:
         stop_process(agent)
 
@@ -389,3 +598,51 @@ def test_a_supervisor_started_either_way_runs_the_task_and_records_it(base: Path
             assert supervisor.wait(timeout=10) == 0
     finally:
         launcher.close()
+
+
+# --- 10. a job cannot write a line of its choosing into the agent's log ----------------------------
+
+FORGED = "infosvc-agent: WARNING FORGED LINE"
+#: a stream name that ends the agent's line and writes one of its own, reorders what follows
+#: (U+202E) and opens a terminal sequence (U+009B, C1 CSI); XML and a grid job carry each of these
+TRAP = f"nofile\n{FORGED}\u202e\u009b[2J"
+
+
+@pytest.mark.parametrize("form", ["sss", "grid"])
+def test_a_job_cannot_forge_a_line_of_the_agents_log(serve_app: ServerFactory, tmp_path: Path, base: Path,
+                                                     form: str) -> None:
+    """The agent logs a task's end with its reason, and the reason quotes the path the job named
+    (run as root, the agent's log is the host's): every value is written on its one line, with its
+    control, C1 and bidi characters as escapes."""
+    import json
+    from xml.sax.saxutils import escape
+
+    server = serve_app(agents=2, executors={"exec": HOST})
+    log = tmp_path / "agent.log"
+    agent = start_agent(server, HOST, server.tokens["exec"], tmp_path / "agent", log,
+                        more=("--work-root", str(base / "jobs")))
+    try:
+        wait_for(lambda: server.node_ids() == [HOST], timeout=30, message="the agent reporting")
+        if form == "sss":
+            document = (f"<Job><Id>forge</Id><Executable>/bin/cat</Executable>"
+                        f"<InputFile>{escape(TRAP, {chr(10): '&#10;'})}</InputFile>"
+                        "<Requested><Processors>1</Processors></Requested></Job>").encode()
+            content_type = "application/xml"
+        else:
+            document = json.dumps({"version": 2, "executable": "/bin/cat", "default_storage_base": "file:///",
+                                   "stdin": TRAP}).encode()
+            content_type = "application/json"
+        reply = server.request("POST", "/v1/jobs", document, token=server.tokens["submit"],
+                               headers={"Content-Type": content_type})
+        assert reply.status in (200, 201, 202), reply.body
+        done = ended(server, str(reply.json()["id"]))
+        assert done["state"] == "Failed" and FORGED in done["reason"], done
+        wait_for(lambda: "task 0 ended: exit code 127" in log.read_text(encoding="utf-8", errors="replace"),
+                 timeout=10, message="the task's end in the agent's log")
+    finally:
+        stop_process(agent)
+    text = log.read_text(encoding="utf-8", errors="replace")
+    assert not [line for line in text.split("\n") if line.startswith(FORGED)], text
+    for raw in ("\u202e", "\u009b", "\x1b", "\r"):
+        assert raw not in text, (raw, text)
+    assert "\\n" + FORGED in text and "\\u202e" in text and "\\x9b" in text

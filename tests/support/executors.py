@@ -74,9 +74,9 @@ def sh_job(name: str, script: str, workdir: Path | str | None, *, owner: str | N
             + f"{extra}<Requested><Processors>1</Processors>{requested}</Requested></Job>").encode()
 
 
-def submit(server: Server, document: bytes, token: str | None = None) -> str:
+def submit(server: Server, document: bytes, token: str | None = None, content_type: str = "application/xml") -> str:
     reply = server.request("POST", "/v1/jobs", document, token=token or server.tokens["submit"],
-                           headers={"Content-Type": "application/xml"})
+                           headers={"Content-Type": content_type})
     assert reply.status in (200, 201, 202), reply.body
     return str(reply.json()["id"])
 
