@@ -42,7 +42,8 @@ CLOCK_STEP_SECONDS = 1.0
 
 class Aggregator:
     def __init__(self, config: SiteConfig, store: Store, tokens: Tokens, *,
-                 clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,
+                 load: bool = True) -> None:
         self.config = config
         self.store = store
         self.tokens = tokens
@@ -80,7 +81,25 @@ class Aggregator:
                 # token's first claim on it would then fail in SQLite, not here.
                 log.warning("dropping stored token binding for %s: %s", host, exc)
                 self.stale_bindings.append(key)
-        self.table.load(store.hosts(), now=self.now())
+        #: whether the hosts were read from the store (`load`): until then the table is empty
+        self.loaded = False
+        if load:
+            self.load()
+
+    def load(self) -> int:
+        """Read the hosts from the store into the table (the snapshot of the last clean stop where
+        it holds their newest reports, else their documents); how many."""
+        count = self.table.load(self.store.hosts(), now=self.now())
+        self.loaded = True
+        return count
+
+    async def save_snapshot(self) -> int:
+        """Keep the hosts as held now in the store (at a clean stop), for the next start; how many."""
+        if not self.loaded:
+            return 0  # stopped while loading: the last snapshot's rows still say what they said
+        rows = self.table.snapshot()
+        await self.store.save_snapshot(rows)
+        return len(rows)
 
     async def start(self) -> None:
         """Drop from the store the bindings the tokens file overrides (see __init__): until then,

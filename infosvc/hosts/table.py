@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
 from infosvc.codec.node_json import node_to_json
+from infosvc.codec.node_compact import node_from_compact, node_to_compact
 from infosvc.codec.node_xml import node_to_xml, parse_node
 from infosvc.errors import DocumentError
 from infosvc.hosts.lifecycle import NodeState, node_state, unreachable_at
@@ -24,7 +25,7 @@ from infosvc.model.nodedelta import AGENT, SAMPLE_ID, apply_delta
 from infosvc.hosts.rollup import Rollup
 from infosvc.hosts.glue_host import host_from_node
 from infosvc.config import SiteConfig
-from infosvc.store import HostRecord
+from infosvc.store import HostRecord, SnapshotRow
 
 log = logging.getLogger("infosvc.hosts.table")
 
@@ -101,6 +102,20 @@ class HostEntry:
         self.metric_lines = None
 
 
+def _held(record: HostRecord) -> tuple[Node, Node]:
+    """The host's newest sample and the whole one its deltas build on, from the snapshot when it
+    has them, else from the documents."""
+    if record.snapshot is not None:
+        try:
+            node = node_from_compact(record.snapshot)
+            return node, node_from_compact(record.snapshot_base) if record.snapshot_base is not None else node
+        except DocumentError as exc:
+            log.warning("snapshot of %s unreadable, its documents read instead: %s", record.id, exc)
+    base = parse_node(record.document)
+    base.id = record.id  # the key it was stored under: canonical (infosvc.model.hostid) since schema 2
+    return (base if record.delta is None else apply_delta(base, parse_node(record.delta))), base
+
+
 class HostTable:
     def __init__(self, config: SiteConfig, rollup: Rollup | None = None) -> None:
         self.config = config
@@ -118,14 +133,14 @@ class HostTable:
                                           entry.paused, entry.reason, entry.clock_skew))
 
     def load(self, records: Iterable[HostRecord], now: float | None = None) -> int:
-        """Rebuild from the store; a stored document that no longer parses is skipped and logged."""
+        """Rebuild from the store: each host from the snapshot of the last clean stop where that
+        holds its newest report, else from its documents; a stored document that no longer parses
+        is skipped and logged."""
         now = time.time() if now is None else now
         count = 0
         for record in records:
             try:
-                base = parse_node(record.document)
-                base.id = record.id  # the key it was stored under: canonical (infosvc.model.hostid) since schema 2
-                node = base if record.delta is None else apply_delta(base, parse_node(record.delta))
+                node, base = _held(record)
             except DocumentError as exc:
                 log.error("stored report of %s does not parse any more, skipped: %s", record.id, exc)
                 continue
@@ -137,6 +152,12 @@ class HostTable:
             self._publish(entry)
             count += 1
         return count
+
+    def snapshot(self) -> list[SnapshotRow]:
+        """Every host as held now, for the next start (HostTable.load) to read without parsing."""
+        return [SnapshotRow(e.id, e.reported_at, node_to_compact(e.node),
+                            node_to_compact(e.base) if e.base is not None and e.base is not e.node else None)
+                for e in self.entries.values()]
 
     def new_host_approved(self) -> bool:
         return not self.config.lifecycle.require_approval

@@ -33,14 +33,16 @@ from infosvc.store.file import (
     read_ahead,
 )
 from infosvc.store.hosts import (
-    HostEvent, HostRecord, Report, drop_binding, read_bindings, read_history, read_history_pages, read_host_events,
-    read_hosts, read_reports_at, write_binding, write_flags, write_removal, write_report,
+    HostEvent, HostRecord, Report, SnapshotRow, drop_binding, read_bindings, read_history, read_history_pages,
+    read_host_events, read_hosts, read_reports_at, write_binding, write_flags, write_removal, write_report,
+    write_snapshot,
 )
 from infosvc.store.jobs import read_document, read_events, read_jobs
 from infosvc.store.schema import MIGRATIONS, migrate
 from infosvc.store.writer import GroupWriter, Operation, WriterStopped
 
-__all__ = ["BUSY_TIMEOUT_MS", "MIGRATIONS", "HostEvent", "HostRecord", "Report", "Store", "StoreCorrupt", "StoreError",
+__all__ = ["BUSY_TIMEOUT_MS", "MIGRATIONS", "HostEvent", "HostRecord", "Report", "SnapshotRow", "Store", "StoreCorrupt",
+           "StoreError",
            "StoreInUse", "connect", "is_corruption", "lock_database", "migrate", "quick_check", "read_ahead"]
 
 log = logging.getLogger("infosvc.store")
@@ -230,6 +232,11 @@ class Store:
         """Remove a host, its history kept or purged; says whether it existed."""
         existed: bool = await self.write(write_removal(event, purge))
         return existed
+
+    async def save_snapshot(self, rows: list[SnapshotRow]) -> None:
+        """Keep the hosts as held now (at a clean stop), for the next start to read without
+        parsing their documents."""
+        await self.write(write_snapshot(rows))
 
     async def bind_token(self, token_hash: str, host_id: str) -> None:
         await self.write(write_binding(token_hash, host_id))

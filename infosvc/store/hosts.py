@@ -27,6 +27,21 @@ class HostRecord:
     delta: bytes | None = None
     #: the number of `document` in the reports (None: not known, a store from before deltas)
     base_seq: int | None = None
+    #: the host as the last clean stop held it, in the snapshot's form, while that is still its
+    #: newest report (None: read the documents), and its base when that differs
+    snapshot: bytes | None = None
+    snapshot_base: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRow:
+    """One host as held at a clean stop: its newest report's time, and the host (and the whole
+    report its deltas build on, when that differs) in the snapshot's form."""
+
+    host_id: str
+    reported_at: float
+    node: bytes
+    base: bytes | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,10 +159,25 @@ def drop_binding(token_hash: str) -> Operation:
     return write
 
 
+def write_snapshot(rows: list[SnapshotRow]) -> Operation:
+    """The snapshot replaced by `rows`."""
+
+    def write(conn: sqlite3.Connection) -> None:
+        conn.execute("DELETE FROM host_snapshot")
+        conn.executemany("INSERT INTO host_snapshot (host_id, reported_at, node, base) VALUES (?, ?, ?, ?)",
+                         [(r.host_id, r.reported_at, r.node, r.base) for r in rows])
+
+    return write
+
+
 def read_hosts(conn: sqlite3.Connection) -> Iterator[HostRecord]:
-    for row in conn.execute("SELECT id, document, reported_at, first_seen, approved, paused, reason, delta, base_seq "
-                            "FROM hosts"):
-        yield HostRecord(row[0], row[1], row[2], row[3], bool(row[4]), bool(row[5]), row[6], row[7], row[8])
+    """Every host, with its snapshot row where that was made from its newest report."""
+    for row in conn.execute(
+            "SELECT h.id, h.document, h.reported_at, h.first_seen, h.approved, h.paused, h.reason, h.delta, "
+            "h.base_seq, s.node, s.base FROM hosts h "
+            "LEFT JOIN host_snapshot s ON s.host_id = h.id AND s.reported_at = h.reported_at"):
+        yield HostRecord(row[0], row[1], row[2], row[3], bool(row[4]), bool(row[5]), row[6], row[7], row[8], row[9],
+                         row[10])
 
 
 def read_history(conn: sqlite3.Connection, host_id: str, limit: int, since: float = float("-inf"),

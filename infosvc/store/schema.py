@@ -74,9 +74,17 @@ def _migration_5(db: sqlite_utils.Database) -> None:
     conn.execute("UPDATE hosts SET base_seq = (SELECT max(seq) FROM reports WHERE reports.host_id = hosts.id)")
 
 
+def _migration_6(db: sqlite_utils.Database) -> None:
+    """The hosts as the server held them at its last clean stop, in a form that reads back without
+    parsing their documents (infosvc/codec/node_compact.py): a row is used at start only while its
+    host's newest report is the one it was made from (the same reported_at)."""
+    db.conn.execute("""CREATE TABLE host_snapshot (
+        host_id TEXT PRIMARY KEY, reported_at REAL NOT NULL, node BLOB NOT NULL, base BLOB)""")
+
+
 #: Schema migrations, applied in order; the database records how many it has had.
 MIGRATIONS: Final[list[Callable[[sqlite_utils.Database], None]]] = [
-    _migration_1, _migration_2, _migration_3, _migration_4, _migration_5]
+    _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6]
 
 def migrate(db: sqlite_utils.Database) -> int:
     """Bring the schema up to date; returns the schema version."""

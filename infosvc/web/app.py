@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import time
 from pathlib import Path
 from typing import AsyncIterator
 
@@ -32,6 +33,7 @@ from infosvc.web.garbage import scheduled_collection
 from infosvc.web.pretty import readable
 from infosvc.web.keys import AGGREGATOR, CONFIG, GLUE, HISTORY_WORKERS, JOB_QUEUE, MATCH_GATE, METRICS, PAST_VIEWS
 from infosvc.web.match import MatchGate
+from infosvc.web.opening import OPEN, until_open
 from infosvc.web.nodes import HISTORY_THREADS
 from infosvc.web.routes import add_routes
 
@@ -50,13 +52,43 @@ async def _metrics_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _aggregator_ctx(app: web.Application, store_path: str, tokens: Tokens) -> AsyncIterator[None]:
+    """The store and the aggregator, made at start; the hosts read, and the rest opened, in
+    `_open` while the server already answers (infosvc/web/opening.py), except on a top level,
+    whose federation starts from them. At a clean stop the hosts are kept as a snapshot, which
+    the next start reads instead of parsing every report again."""
     config = app[CONFIG]
     store = await asyncio.to_thread(Store, store_path, history_per_host=config.store.history_per_host)
+    agg = app[AGGREGATOR] = await asyncio.to_thread(Aggregator, config, store, tokens, load=False)
+    opened = app[OPEN] = asyncio.Event()
+    running: list[asyncio.Task[None]] = []
+    opening = asyncio.create_task(_open(app, agg, store, tokens, running))
+    if config.federation.upstreams:
+        await opening
+    try:
+        yield
+    finally:
+        opening.cancel()
+        for task in running:
+            task.cancel()
+        if opened.is_set():
+            try:
+                kept = await agg.save_snapshot()
+                log.info("%d hosts kept for the next start", kept)
+            except Exception as exc:  # noqa: BLE001 - the next start reads the reports instead
+                log.warning("the hosts' snapshot was not kept (%s): the next start reads every report", exc)
+        await asyncio.to_thread(store.close)
+
+
+async def _open(app: web.Application, agg: Aggregator, store: Store, tokens: Tokens,
+                running: list[asyncio.Task[None]]) -> None:
+    """Read the hosts (in a thread, which has the table to itself: every request that touches it
+    waits for OPEN), then start the GLUE renderings, the queue, the sweeper; then OPEN."""
+    config = app[CONFIG]
+    started = time.monotonic()
+    hosts = await asyncio.to_thread(agg.load)
     # The rebuild allocates hundreds of thousands of long-lived objects: young passes move them to
     # the old generation as they come (scheduled_collection), one full pass once they are built.
-    app[AGGREGATOR] = await asyncio.to_thread(Aggregator, config, store, tokens)
     gc.collect()
-    agg = app[AGGREGATOR]
     await agg.start()
     # Every host's GLUE rendered at start, not in the first reader's request; then as hosts change.
     glue = app[GLUE] = Glue(agg.tree)
@@ -71,15 +103,11 @@ async def _aggregator_ctx(app: web.Application, store_path: str, tokens: Tokens)
         log.info("job queue: %d jobs read from the store", jobs)
     agg.on_change.append(queue.hosts_changed)
     agg.on_remove.append(queue.host_removed)
-    sweeper = asyncio.create_task(_sweep_forever(app[AGGREGATOR], config))
-    scheduler = asyncio.create_task(queue.run_forever())
+    running.append(asyncio.create_task(_sweep_forever(agg, config)))
+    running.append(asyncio.create_task(queue.run_forever()))
     queue.poke()
-    try:
-        yield
-    finally:
-        scheduler.cancel()
-        sweeper.cancel()
-        await asyncio.to_thread(store.close)
+    app[OPEN].set()
+    log.info("%d hosts read and published in %.2f s", hosts, time.monotonic() - started)
 
 
 async def _collection_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -101,7 +129,8 @@ async def _sweep_forever(agg: Aggregator, config: SiteConfig) -> None:
 def make_app(config: SiteConfig, *, db: str | Path | None = None, tokens: Tokens | None = None) -> web.Application:
     """The one app factory. `db` overrides the config's store path."""
     app = web.Application(client_max_size=config.service.max_body_bytes,
-                          middlewares=[*cors(config.service.cors_origins), readable, errors_as_json, authorize])
+                          middlewares=[*cors(config.service.cors_origins), readable, errors_as_json, authorize,
+                                       until_open])
     app[CONFIG] = config
     store_path = str(db if db is not None else config.service.db)
     known = tokens if tokens is not None else Tokens()

@@ -1,0 +1,42 @@
+"""The service's start: it answers at once, and reads its hosts meanwhile.
+
+Reading a large site's hosts takes seconds (a crash leaves no snapshot: every report parsed
+again), so the server listens before they are read: the routes open to all that need no host
+(health, the API's description, the web page's files) answer at once, and every other request
+waits until the hosts are read, then is answered as usual, whole. A request that would wait past
+`OPENING_WAIT_SECONDS` is a 503 with Retry-After. GET /healthz says "starting" meanwhile, with
+how many hosts are read so far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Awaitable, Callable, Final
+
+from aiohttp import web
+
+from infosvc.web.auth import Access
+from infosvc.web.errors import HttpError
+from infosvc.web.keys import ROUTE_TABLE
+
+#: set once the hosts are read and the queue, the GLUE renderings and the sweeper are running
+OPEN = web.AppKey("open", asyncio.Event)
+#: the longest a request waits for the start before a 503
+OPENING_WAIT_SECONDS: Final = 30.0
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def until_open(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Hold a request that needs the hosts until they are read (see the module's docstring)."""
+    opened = request.app[OPEN]
+    if not opened.is_set() and request.match_info.http_exception is None:
+        route = request.app[ROUTE_TABLE].get(request.match_info.handler)
+        if route is not None and route.access is not Access.PUBLIC:
+            try:
+                await asyncio.wait_for(opened.wait(), OPENING_WAIT_SECONDS)
+            except asyncio.TimeoutError:
+                raise HttpError(503, "starting: the hosts are still being read",
+                                "try again after Retry-After") from None
+    return await handler(request)
