@@ -76,7 +76,7 @@ def main() -> int:
         server = subprocess.Popen([sys.executable, "-m", "infosvc", "serve", "--config", f"{tmp}/site.toml",
                                    "--db", f"{tmp}/db.sqlite", "--tokens", f"{tmp}/tokens",
                                    "--listen", f"127.0.0.1:{port}"], env={**os.environ, "PYTHONPATH": path},
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                  cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             for _ in range(200):
                 try:
