@@ -12,7 +12,11 @@ peak over the resident set before it is what the answer cost.
         [--path /v1/nodes --path '/v1/glue?format=xml' --path '/v1/nodes/node00000.bench/history?limit=1000']
 
 prints a line per read and writes bench/results/nodes_read.json (`--pythonpath DIR`: the code the
-server runs, another checkout's, for a before-and-after in one session).
+server runs, another checkout's, for a before-and-after in one session). The server runs with
+glibc's mmap threshold fixed at 128 KiB (`--mmap-threshold`), so that a large buffer one read freed
+is not kept to hide the next read's peak; the heap still keeps what smaller blocks freed, which a
+later read reuses, so with several paths `--restart` reads each from a server started afresh on
+the same store.
 """
 
 from __future__ import annotations
@@ -63,6 +67,11 @@ def main() -> int:
     args.add_argument("--history", type=int, default=0, help="more reports of the first host, all kept")
     args.add_argument("--path", action="append", help="what to read (repeatable; GET /v1/nodes when none)")
     args.add_argument("--pythonpath", help="the code the server runs, first on its path (another checkout)")
+    args.add_argument("--mmap-threshold", type=int, default=128 * 1024,
+                      help="the server's MALLOC_MMAP_THRESHOLD_, fixed (0: glibc's own, which grows)")
+    args.add_argument("--restart", action="store_true",
+                      help="each path read by a server started afresh on the store (what an earlier read freed, "
+                           "glibc keeps in its heap, and the next read's peak hides in it)")
     opts = args.parse_args()
     paths = opts.path or ["/v1/nodes"]
     documents = agent_documents(opts.hosts)
@@ -72,18 +81,28 @@ def main() -> int:
         (Path(tmp) / "tokens").write_text("".join(f"agent {token} node{i:05d}.bench\n" for i, token in enumerate(tokens)))
         (Path(tmp) / "site.toml").write_text(f"[store]\nhistory_per_host = {max(100, opts.history + 1)}\n")
         port = free_port()
+        # glibc's threshold, left to itself, grows to the largest block freed (up to 32 MiB): the
+        # buffers of one read are then kept in the heap and reused by the next, whose peak hides in
+        # them. Fixed, each large buffer is its own mapping, returned when freed.
+        malloc = {"MALLOC_MMAP_THRESHOLD_": str(opts.mmap_threshold)} if opts.mmap_threshold else {}
         path = os.pathsep.join(filter(None, [opts.pythonpath, str(ROOT), os.environ.get("PYTHONPATH")]))
-        server = subprocess.Popen([sys.executable, "-m", "infosvc", "serve", "--config", f"{tmp}/site.toml",
-                                   "--db", f"{tmp}/db.sqlite", "--tokens", f"{tmp}/tokens",
-                                   "--listen", f"127.0.0.1:{port}"], env={**os.environ, "PYTHONPATH": path},
-                                  cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            for _ in range(200):
+
+        def start() -> subprocess.Popen[bytes]:
+            started = subprocess.Popen([sys.executable, "-m", "infosvc", "serve", "--config", f"{tmp}/site.toml",
+                                        "--db", f"{tmp}/db.sqlite", "--tokens", f"{tmp}/tokens",
+                                        "--listen", f"127.0.0.1:{port}"],
+                                       env={**os.environ, "PYTHONPATH": path, **malloc},
+                                       cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(600):
                 try:
                     http.client.HTTPConnection("127.0.0.1", port, timeout=1).request("GET", "/healthz")
                     break
                 except OSError:
                     time.sleep(0.1)
+            return started
+
+        server = start()
+        try:
 
             def report(first: int) -> None:
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
@@ -111,6 +130,11 @@ def main() -> int:
             time.sleep(2)
             results = []
             for target in paths:
+                if opts.restart:  # the store's hosts loaded afresh: no read before this one left its heap
+                    server.terminate()
+                    server.wait(timeout=60)
+                    server = start()
+                    time.sleep(3)
                 for _ in range(opts.reads):
                     Path(f"/proc/{server.pid}/clear_refs").write_text("5")
                     before = status_kb(server.pid, "VmRSS")
@@ -132,7 +156,7 @@ def main() -> int:
             server.wait(timeout=30)
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
-    (out / "nodes_read.json").write_text(json.dumps({"hosts": opts.hosts, "history": opts.history, "reads": results}, indent=2))
+    (out / "nodes_read.json").write_text(json.dumps({"hosts": opts.hosts, "history": opts.history, "restart": opts.restart, "reads": results}, indent=2))
     return 0
 
 
