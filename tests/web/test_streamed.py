@@ -1,5 +1,6 @@
 """The big reads are written in parts, a slice at a time, never one body of the whole answer
-(web.pretty.Joined): a host's history. Each answer is the document it was when it was joined
+(web.pretty.Joined): GET /v1/glue (JSON and XML, the whole tree, a filtered one, a past view),
+a host's history, and a top level's union. Each answer is the document it was when it was joined
 whole: compact JSON that re-encodes to the same bytes (so no separator is lost or doubled
 between parts) or XML that parses, with its newline, its exact Content-Length (GET and HEAD),
 and the same document indented with `?pretty=1`."""
@@ -14,7 +15,7 @@ from aiohttp import http_writer
 from lxml import etree
 
 from infosvc.web import pretty
-from support.server import Server, ServerFactory
+from support.server import Server, ServerFactory, wait_for
 
 #: the slice the tests write in (web.pretty.SLICE_BYTES): small, so that small documents are many slices
 SLICE = 4096
@@ -85,3 +86,35 @@ def test_a_hosts_history_is_written_in_slices(serve_app: ServerFactory, writes: 
     one = site.get("/v1/nodes/hist/history?limit=1").json()
     assert len(one["reports"]) == 1 and one["next"]  # a page of one report: no separator left over
 
+
+def test_a_sites_glue_is_written_in_slices(serve_app: ServerFactory, writes: list[int]) -> None:
+    site = serve_app(agents=41)
+    for n in range(41):
+        site.report(f"h{n:02d}", site.agent_token())
+    tree = json.loads(check_streamed(site, "/v1/glue", writes))
+    assert len(tree["hosts"]) == 41
+    check_streamed(site, "/v1/glue?format=xml", writes)
+    chosen = json.loads(check_streamed(site, "/v1/glue?state=Ready", writes))
+    assert sorted(h["unique_id"] for h in chosen["hosts"]) == sorted(h["unique_id"] for h in tree["hosts"])
+    check_streamed(site, "/v1/glue?state=Ready&format=xml", writes)
+    past = json.loads(check_streamed(site, "/v1/glue?at=4102444800", writes))
+    assert len(past["hosts"]) == 41
+
+
+def test_a_top_levels_union_is_written_in_slices(serve_app: ServerFactory, writes: list[int]) -> None:
+    site = serve_app(agents=40)
+    for n in range(40):
+        site.report(f"h{n:02d}.example.org", site.agent_token())
+    top = serve_app(start=False)
+    top.config_file.write_text("\n".join([
+        "[federation]", "interval_seconds = 0.3", "timeout_seconds = 5", f"max_body_bytes = {1 << 26}",
+        "[[federation.upstreams]]", f'url = "{site.url}"', 'name = "one"']) + "\n")
+    top.start()
+    wait_for(lambda: len(top.get("/v1/glue").json()["hosts"]) == 40, timeout=20, message="the union of 40 hosts")
+    union = json.loads(check_streamed(top, "/v1/glue", writes))
+    assert {h["site"] for h in union["hosts"]} == {"one"} and union["sites"][0]["name"] == "one"
+    xml = etree.fromstring(check_streamed(top, "/v1/glue?format=xml", writes))
+    assert len(xml.findall(".//{*}Host")) == 40
+    chosen = json.loads(check_streamed(top, "/v1/glue?state=Ready", writes))
+    assert len(chosen["hosts"]) == 40
+    check_streamed(top, "/v1/glue?state=Ready&format=xml", writes)
