@@ -242,8 +242,13 @@ class Publisher:
         union, body, xml = await asyncio.to_thread(build)
         if union is not last:
             federation.install(union)
+        replaced = [self.json, self.xml]
         self.json, self.xml = body, xml
         self.made += 1
+        # The documents replaced hold the last references to the fragments of the hosts that
+        # changed (the renderings dropped them in the thread): let go of in a thread too, they are
+        # freed there, not one at a time on the event loop (a read still writing one frees it after).
+        await asyncio.to_thread(replaced.clear)
 
     async def run(self) -> None:
         """Publish after each change, until cancelled; changes during a publication make one more."""
