@@ -55,34 +55,64 @@ def pulls(port: int) -> float:
                if line.startswith("infosvc_federation_pulls_total{") and 'result="ok"' in line)
 
 
-def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+def start_top(workdir: Path, hosts: int, interval: float, pythonpath: str | None,
+              env: dict[str, str] | None = None) -> tuple[int, subprocess.Popen[bytes], subprocess.Popen[bytes]]:
+    """The upstream of `hosts` hosts and a real top level over it (with `env` added to its
+    environment), started: the top's port, the top, the upstream."""
     upstream_port, port = free_port(), free_port()
-    upstream = serve_upstream(workdir, args.hosts, upstream_port)
+    upstream = serve_upstream(workdir, hosts, upstream_port)
     (workdir / "top.toml").write_text("\n".join([
-        "[federation]", f"interval_seconds = {args.interval}", "delete_delay_seconds = 3600.0",
+        "[federation]", f"interval_seconds = {interval}", "delete_delay_seconds = 3600.0",
         "timeout_seconds = 120.0", f"max_body_bytes = {1 << 30}", "[[federation.upstreams]]",
         f'url = "http://127.0.0.1:{upstream_port}"', 'name = "big"']) + "\n")
     (workdir / "tokens").write_text("")
-    path = os.pathsep.join(filter(None, [args.pythonpath, str(ROOT), os.environ.get("PYTHONPATH")]))
+    path = os.pathsep.join(filter(None, [pythonpath, str(ROOT), os.environ.get("PYTHONPATH")]))
     top = subprocess.Popen([sys.executable, "-m", "infosvc", "serve", "--config", str(workdir / "top.toml"),
                             "--listen", f"127.0.0.1:{port}", "--db", str(workdir / "top.sqlite"),
-                            "--tokens", str(workdir / "tokens")], env={**os.environ, "PYTHONPATH": path},
+                            "--tokens", str(workdir / "tokens")], env={**os.environ, "PYTHONPATH": path, **(env or {})},
                            cwd=workdir, stdout=subprocess.DEVNULL, stderr=open(workdir / "top.log", "wb"))
+    return port, top, upstream
+
+
+def wait_for_union(top: subprocess.Popen[bytes], port: int, workdir: Path) -> float:
+    """Seconds until the top's upstream is pulled whole (its /healthz says so)."""
+    started = time.monotonic()
+    while True:
+        if top.poll() is not None:
+            raise RuntimeError(f"the top exited: {(workdir / 'top.log').read_text()[-2000:]}")
+        try:
+            status, body = get(port, "/healthz", 10)
+            if status == 200 and all(u["state"] == "ok" for u in json.loads(body)["upstreams"]):
+                return time.monotonic() - started
+        except OSError:
+            pass
+        if time.monotonic() - started > 900:
+            raise RuntimeError("no complete union within 900 s")
+        time.sleep(0.5)
+
+
+def stop_all(*processes: subprocess.Popen[bytes]) -> None:
+    for process in processes:
+        process.terminate()
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def keep(name: str, label: str, result: dict[str, Any]) -> None:
+    """`result` as bench/results/NAME.json's entry `label`, beside the others there."""
+    out = HERE / "results" / f"{name}.json"
+    out.parent.mkdir(exist_ok=True)
+    kept = json.loads(out.read_text()) if out.exists() else {}
+    kept[label] = result
+    out.write_text(json.dumps(kept, indent=2) + "\n")
+
+
+def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    port, top, upstream = start_top(workdir, args.hosts, args.interval, args.pythonpath)
     try:
-        started = time.monotonic()
-        while True:
-            if top.poll() is not None:
-                raise RuntimeError(f"the top exited: {(workdir / 'top.log').read_text()[-2000:]}")
-            try:
-                status, body = get(port, "/healthz", 10)
-                if status == 200 and all(u["state"] == "ok" for u in json.loads(body)["upstreams"]):
-                    break
-            except OSError:
-                pass
-            if time.monotonic() - started > 900:
-                raise RuntimeError("no complete union within 900 s")
-            time.sleep(0.5)
-        first_union_s = time.monotonic() - started
+        first_union_s = wait_for_union(top, port, workdir)
         get(port, "/v1/glue")
         pulled = pulls(port)
         stop = workdir / "stop"
@@ -115,12 +145,7 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                             "p99_ms": round(statistics.quantiles(latencies, n=100)[98] * 1e3, 1),
                             "max_ms": round(latencies[-1] * 1e3, 1)}}
     finally:
-        for process in (top, upstream):
-            process.terminate()
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop_all(top, upstream)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,11 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="infosvc-bench-federation-pull-"))
     result = {"label": args.label, **measure(args, workdir)}
     print(json.dumps(result, indent=2))
-    out = HERE / "results" / "federation_pull.json"
-    out.parent.mkdir(exist_ok=True)
-    kept = json.loads(out.read_text()) if out.exists() else {}
-    kept[args.label] = result
-    out.write_text(json.dumps(kept, indent=2) + "\n")
+    keep("federation_pull", args.label, result)
     return 0
 
 

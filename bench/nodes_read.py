@@ -1,14 +1,22 @@
-"""The memory one GET /v1/nodes costs the server at 10,000 hosts (issue 27: +224-240 MB while a 64 MB
-answer was built whole; target +64 MB at most).
+"""The memory one big read costs the server at 10,000 hosts (issue 27: +224-240 MB while a 64 MB
+answer of GET /v1/nodes was built whole; target +64 MB at most).
 
 A real `infosvc serve` on loopback takes one report per host (this machine's own agent document,
-`infosvc-agent --once`, its Id changed: ~6 KB, what a real agent sends); then, for each GET, the
-server's peak resident set is reset (/proc/PID/clear_refs, 5: Linux, as the process's owner or root)
-and GET /v1/nodes read whole; the peak over the resident set before it is what the answer cost.
+`infosvc-agent --once`, its Id changed: ~6 KB, what a real agent sends), and `--history N` more
+reports of its first host (kept: [store] history_per_host is N); then, for each GET of each
+`--path` (GET /v1/nodes when none is given), the server's peak resident set is reset
+(/proc/PID/clear_refs, 5: Linux, as the process's owner or root) and the answer read whole; the
+peak over the resident set before it is what the answer cost.
 
-    .venv/bin/python bench/nodes_read.py [--hosts 10000] [--reads 3]
+    .venv/bin/python bench/nodes_read.py [--hosts 10000] [--reads 3] [--history 1000] \
+        [--path /v1/nodes --path '/v1/glue?format=xml' --path '/v1/nodes/node00000.bench/history?limit=1000']
 
-prints a line per read and writes bench/results/nodes_read.json.
+prints a line per read and writes bench/results/nodes_read.json (`--pythonpath DIR`: the code the
+server runs, another checkout's, for a before-and-after in one session). The server runs with
+glibc's mmap threshold fixed at 128 KiB (`--mmap-threshold`), so that a large buffer one read freed
+is not kept to hide the next read's peak; the heap still keeps what smaller blocks freed, which a
+later read reuses, so with several paths `--restart` reads each from a server started afresh on
+the same store.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serving import start_server  # noqa: E402
+from serving import free_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,13 +60,46 @@ def main() -> int:
     args = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     args.add_argument("--hosts", type=int, default=10_000)
     args.add_argument("--reads", type=int, default=3)
+    args.add_argument("--history", type=int, default=0, help="more reports of the first host, all kept")
+    args.add_argument("--path", action="append", help="what to read (repeatable; GET /v1/nodes when none)")
+    args.add_argument("--pythonpath", help="the code the server runs, first on its path (another checkout)")
+    args.add_argument("--mmap-threshold", type=int, default=128 * 1024,
+                      help="the server's MALLOC_MMAP_THRESHOLD_, fixed (0: glibc's own, which grows)")
+    args.add_argument("--restart", action="store_true",
+                      help="each path read by a server started afresh on the store (what an earlier read freed, "
+                           "glibc keeps in its heap, and the next read's peak hides in it)")
     opts = args.parse_args()
+    paths = opts.path or ["/v1/nodes"]
     documents = agent_documents(opts.hosts)
     with tempfile.TemporaryDirectory() as tmp:
         # an agent token is bound to the first host it reports for: one each
         tokens = [secrets.token_hex(16) for _ in range(opts.hosts)]
-        server, port = start_server(tmp, "".join(f"agent {token} node{i:05d}.bench\n" for i, token in enumerate(tokens)))
+        (Path(tmp) / "tokens").write_text("".join(f"agent {token} node{i:05d}.bench\n" for i, token in enumerate(tokens)))
+        (Path(tmp) / "site.toml").write_text(f"[store]\nhistory_per_host = {max(100, opts.history + 1)}\n")
+        port = free_port()
+        # glibc's threshold, left to itself, grows to the largest block freed (up to 32 MiB): the
+        # buffers of one read are then kept in the heap and reused by the next, whose peak hides in
+        # them. Fixed, each large buffer is its own mapping, returned when freed.
+        malloc = {"MALLOC_MMAP_THRESHOLD_": str(opts.mmap_threshold)} if opts.mmap_threshold else {}
+        path = os.pathsep.join(filter(None, [opts.pythonpath, str(ROOT), os.environ.get("PYTHONPATH")]))
+
+        def start() -> subprocess.Popen[bytes]:
+            started = subprocess.Popen([sys.executable, "-m", "infosvc", "serve", "--config", f"{tmp}/site.toml",
+                                        "--db", f"{tmp}/db.sqlite", "--tokens", f"{tmp}/tokens",
+                                        "--listen", f"127.0.0.1:{port}"],
+                                       env={**os.environ, "PYTHONPATH": path, **malloc},
+                                       cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(600):
+                try:
+                    http.client.HTTPConnection("127.0.0.1", port, timeout=1).request("GET", "/healthz")
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            return started
+
+        server = start()
         try:
+
             def report(first: int) -> None:
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
                 for i in range(first, opts.hosts, 4):
@@ -73,28 +114,45 @@ def main() -> int:
                 list(pool.map(report, range(4)))
             print(f"{opts.hosts} hosts reported in {time.monotonic() - started:.1f} s "
                   f"({len(documents[0])} B a report)", flush=True)
+            if opts.history:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                for n in range(opts.history):  # each sample its own SampleId
+                    document = re.sub(rb'(name="SampleId" type="Agent">)[^<]*', rb"\g<1>bench-%d" % n, documents[0])
+                    conn.request("POST", "/v1/nodes", document, {"Authorization": f"Bearer {tokens[0]}",
+                                                               "Content-Type": "application/xml"})
+                    answer = conn.getresponse()
+                    answer.read()
+                    assert answer.status == 200, answer.status
             time.sleep(2)
             results = []
-            for _ in range(opts.reads):
-                Path(f"/proc/{server.pid}/clear_refs").write_text("5")
-                before = status_kb(server.pid, "VmRSS")
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-                started = time.monotonic()
-                conn.request("GET", "/v1/nodes")
-                body = conn.getresponse().read()
-                took = time.monotonic() - started
-                peak = status_kb(server.pid, "VmHWM")
-                results.append({"body_bytes": len(body), "rss_before_mb": before / 1024,
-                                "peak_over_mb": (peak - before) / 1024, "seconds": took})
-                print(f"GET /v1/nodes: {len(body) / 2**20:.1f} MiB in {took:.2f} s; server RSS {before / 1024:.0f} MiB, "
-                      f"peak +{(peak - before) / 1024:.1f} MiB while answering", flush=True)
-                time.sleep(1)
+            for target in paths:
+                if opts.restart:  # the store's hosts loaded afresh: no read before this one left its heap
+                    server.terminate()
+                    server.wait(timeout=60)
+                    server = start()
+                    time.sleep(3)
+                for _ in range(opts.reads):
+                    Path(f"/proc/{server.pid}/clear_refs").write_text("5")
+                    before = status_kb(server.pid, "VmRSS")
+                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+                    started = time.monotonic()
+                    conn.request("GET", target)
+                    answer = conn.getresponse()
+                    body = answer.read()
+                    took = time.monotonic() - started
+                    assert answer.status == 200, (target, answer.status, body[:300])
+                    peak = status_kb(server.pid, "VmHWM")
+                    results.append({"path": target, "body_bytes": len(body), "rss_before_mb": before / 1024,
+                                    "peak_over_mb": (peak - before) / 1024, "seconds": took})
+                    print(f"GET {target}: {len(body) / 2**20:.1f} MiB in {took:.2f} s; server RSS {before / 1024:.0f} MiB, "
+                          f"peak +{(peak - before) / 1024:.1f} MiB while answering", flush=True)
+                    time.sleep(1)
         finally:
             server.terminate()
             server.wait(timeout=30)
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
-    (out / "nodes_read.json").write_text(json.dumps({"hosts": opts.hosts, "reads": results}, indent=2))
+    (out / "nodes_read.json").write_text(json.dumps({"hosts": opts.hosts, "history": opts.history, "restart": opts.restart, "reads": results}, indent=2))
     return 0
 
 

@@ -194,6 +194,10 @@ class JsonDocuments:
 
     def tree(self, tree: GlueTree, fragment: Fragment) -> bytes:
         """{"computing_elements", "clusters", "subclusters", "hosts"}: every entity, flat, by id."""
+        return b"".join(self.tree_parts(tree, fragment))
+
+    def tree_parts(self, tree: GlueTree, fragment: Fragment) -> list[bytes]:
+        """The whole tree as parts to write in turn: each host's fragment one of them, as given."""
         url = tree.information_service_url
         clusters, subclusters = [], []
         hosts: list[bytes] = []
@@ -205,12 +209,12 @@ class JsonDocuments:
                 ids = []
                 for host in tree.hosts_of(sub_id):
                     ids.append(host.unique_id)
-                    hosts.append(fragment(host, sub_id))
+                    hosts += (fragment(host, sub_id), b",")
                 subclusters.append(subcluster_json(sub, url, ids))
         snap = tree.snapshot if isinstance(tree, SnapshotView) else None
         ces = [computing_element_json(ce, snap) for ce in tree.computing_elements()]
-        return b"".join((b'{"computing_elements":', _dump(ces), b',"clusters":', _dump(clusters),
-                         b',"subclusters":[', b",".join(subclusters), b'],"hosts":[', b",".join(hosts), b"]}\n"))
+        return [b'{"computing_elements":', _dump(ces), b',"clusters":', _dump(clusters),
+                b',"subclusters":[', b",".join(subclusters), b'],"hosts":[', *hosts[:-1], b"]}\n"]
 
     def host_parts(self, fragments: Iterable[bytes]) -> list[bytes]:
         """{"hosts": [...]}: these hosts' objects, in the order given, as parts to write in turn."""

@@ -271,13 +271,17 @@ class XmlDocuments:
 
     def tree(self, tree: GlueTree, fragment: Fragment) -> bytes:
         """The whole tree: a <Glue> document with every computing element, then every cluster."""
+        return b"".join(self.tree_parts(tree, fragment))
+
+    def tree_parts(self, tree: GlueTree, fragment: Fragment) -> list[bytes]:
+        """The whole tree as parts to write in turn: each host's fragment one of them, as given."""
         out = [_DECLARATION, f"<Glue{self._xmlns}>".encode()]
         snap = tree.snapshot if isinstance(tree, SnapshotView) else None
         out.append("".join(computing_element_xml(ce, snapshot=snap) for ce in tree.computing_elements()).encode())
         for cluster in tree.clusters():
             self._cluster(tree, cluster, fragment, out)
         out.append(b"</Glue>\n")
-        return b"".join(out)
+        return out
 
     def host_parts(self, fragments: Iterable[bytes]) -> list[bytes]:
         """A <Hosts> document of these hosts' fragments, in the order given, as parts to write in turn."""

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from infosvc import __version__
 from infosvc.model import glue
+from infosvc.codec.glue_xml import Fragment
 from infosvc.model.glue import GlueTree, Host, SubCluster
 
 #: The site id when neither the reader nor the config's URLs give one.
@@ -133,6 +134,13 @@ class TreeDocuments:
 
     def host(self, host: Host, sub_id: str | None) -> bytes:
         return b""
+
+    def tree(self, tree: GlueTree, fragment: Fragment) -> bytes:
+        raise NotImplementedError
+
+    def tree_parts(self, tree: GlueTree, fragment: Fragment) -> list[bytes]:
+        """The tree as one part: its documents hold no host of their own to keep apart."""
+        return [self.tree(tree, fragment)]
 
     def host_parts(self, fragments: Iterable[bytes]) -> list[bytes]:
         raise ValueError("this format publishes the whole tree only")

@@ -6,10 +6,12 @@ and the whole tree ends with `sites`, each upstream's status (url, last good pul
 schemas/glue.schema.json describes. XML is GLUE 1.1 as the schema has it, with nothing added.
 The whole documents are made by the `Publisher`, in a worker thread, after each change of the
 union (a new union built there too) and, for JSON, after each pull (which moves `sites`); reads
-are answered the last ones made, whole, without waiting: a top level is read far more often than
-its sites change, and the union of 190,000 hosts took seconds to build and render, which the event
+are answered the last ones made, without waiting: a top level is read far more often than its
+sites change, and the union of 190,000 hosts took seconds to build and render, which the event
 loop spent when it was done at the first read. Each site's share of the JSON is kept until that
-site changes, so a change of one site renders its hosts alone.
+site changes, so a change of one site renders its hosts alone. A document is kept as its parts,
+the hosts' cached fragments among them, and written a slice at a time (web.pretty.Joined): never
+joined, it costs a reference a host, not a copy of the union (two, with each site's share).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 from infosvc.codec.glue_json import JsonDocuments, cluster_json, computing_element_json, subcluster_json
 from infosvc.codec.glue_xml import Fragment, XmlDocuments, subcluster_head
-from infosvc.publish.glue import Rendering
+from infosvc.publish.glue import Parts, Rendering
 from infosvc.model import glue
 from infosvc.model.glue import GlueTree, Host, SubCluster
 from infosvc.config import LOCAL_SITE
@@ -33,8 +35,9 @@ from infosvc.federation.tree import SiteTree, UnionTree
 log = logging.getLogger("infosvc.federation")
 
 _dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-#: a site's share of the union's JSON: its CEs and clusters (objects), subclusters, hosts (joined)
-_Part = tuple[list[dict[str, Any]], list[dict[str, Any]], list[bytes], bytes]
+#: a site's share of the union's JSON: its CEs and clusters (objects), subclusters, and hosts (each
+#: host's cached fragment followed by a comma: the document's parts, never joined)
+_Part = tuple[list[dict[str, Any]], list[dict[str, Any]], list[bytes], list[bytes]]
 
 
 def iso(when: float | None) -> str | None:
@@ -103,51 +106,51 @@ class FederatedJson(JsonDocuments):
         site = self._site("computing-elements", ce.unique_id)
         return {**out, "site": site} if site is not None else out
 
-    def whole(self, tree: GlueTree, fragment: Fragment, sites: list[dict[str, Any]]) -> bytes:
-        """The tree and these `sites`, joined once (the union's document is tens of megabytes)."""
-        ces, clusters, subclusters, hosts = self._site_part(tree, fragment)
-        return b"".join((b'{"computing_elements":', _dumps(ces).encode(), b',"clusters":', _dumps(clusters).encode(),
-                         b',"subclusters":[', b",".join(subclusters), b'],"hosts":[', hosts,
-                         b'],"sites":', _dumps(sites).encode(), b"}\n"))
+    def whole(self, tree: GlueTree, fragment: Fragment, sites: list[dict[str, Any]]) -> list[bytes]:
+        """The tree and these `sites`, as parts to write in turn (web.pretty.Joined), never joined."""
+        return self._document([self._site_part(tree, fragment)], sites)
+
+    @staticmethod
+    def _document(shares: list[_Part], sites: list[dict[str, Any]]) -> list[bytes]:
+        """The document of these sites' shares: the few entities joined, the hosts' fragments as they are."""
+        hosts = [part for share in shares for part in share[3]]
+        return [b'{"computing_elements":', _dumps([ce for share in shares for ce in share[0]]).encode(),
+                b',"clusters":', _dumps([c for share in shares for c in share[1]]).encode(),
+                b',"subclusters":[', b",".join(s for share in shares for s in share[2]), b'],"hosts":[',
+                *hosts[:-1], b'],"sites":', _dumps(sites).encode(), b"}\n"]
 
     def _site_part(self, part: GlueTree, fragment: Fragment) -> _Part:
         """One site's share of the union's document, from its tree as the union publishes it."""
         ces = [self._computing_element(ce) for ce in part.computing_elements()]
-        clusters, subclusters, hosts = [], [], []
+        clusters, subclusters = [], []
+        hosts: list[bytes] = []
         for cluster in part.clusters():
             clusters.append(self._cluster(part, cluster))
             for sub in part.subclusters_of(cluster.unique_id):
                 ids = []
                 for host in part.hosts_of(sub.unique_id):
                     ids.append(host.unique_id)
-                    hosts.append(fragment(host, sub.unique_id))
+                    hosts += (fragment(host, sub.unique_id), b",")
                 subclusters.append(self._subcluster(part, sub, ids))
-        return ces, clusters, subclusters, b",".join(hosts)
+        return ces, clusters, subclusters, hosts
 
-    def tree(self, tree: GlueTree, fragment: Fragment) -> bytes:
-        """The union's whole document: the publisher's last (the app's), or made now over the fixed
-        union (the publisher's, in its worker thread), else the last union."""
+    def tree_parts(self, tree: GlueTree, fragment: Fragment) -> list[bytes]:
+        """The union's whole document as parts: the publisher's last (the app's), or made now over
+        the fixed union (the publisher's, in its worker thread), else the last union."""
         if self.publisher is not None:
             return self.publisher.json
         return self.union_document(self.fixed or self.federation.union, fragment, site_status(self.federation))
 
-    def union_document(self, union: UnionTree, fragment: Fragment, sites: list[dict[str, Any]]) -> bytes:
-        """The union's tree and `sites`; each site's share kept until that site changes."""
+    def union_document(self, union: UnionTree, fragment: Fragment, sites: list[dict[str, Any]]) -> list[bytes]:
+        """The union's tree and `sites`, as parts; each site's share kept until that site changes.
+        The hosts' parts are their cached fragments (the publisher's renderings keep them), so the
+        document costs a reference a part, not a copy of the union."""
         parts: dict[str, tuple[SiteTree, _Part]] = {}
         for name, part in union.parts:
             kept = self._parts.get(name)
             parts[name] = kept if kept is not None and kept[0] is part else (part, self._site_part(part, fragment))
         self._parts = parts
-        shares = [share for _, share in parts.values()]
-        hosts: list[bytes] = []
-        for share in shares:
-            if share[3]:
-                hosts += (share[3], b",")
-        return b"".join((  # one copy of the whole: the sites' host lists are joined here, not before
-            b'{"computing_elements":', _dumps([ce for share in shares for ce in share[0]]).encode(),
-            b',"clusters":', _dumps([c for share in shares for c in share[1]]).encode(),
-            b',"subclusters":[', b",".join(s for share in shares for s in share[2]), b'],"hosts":[',
-            *hosts[:-1], b'],"sites":', _dumps(sites).encode(), b"}\n"))
+        return self._document([share for _, share in parts.values()], sites)
 
     def subcluster_document(self, tree: GlueTree, sub: SubCluster, fragment: Fragment) -> bytes:
         return self._subcluster(tree, sub, [h.unique_id for h in tree.hosts_of(sub.unique_id)])
@@ -177,16 +180,17 @@ class KeptXml(XmlDocuments):
         out.extend(fragment(host, sub.unique_id) for host in tree.hosts_of(sub.unique_id))
         out.append(b"</SubCluster>")
 
-    def tree(self, tree: GlueTree, fragment: Fragment) -> bytes:
+    def tree_parts(self, tree: GlueTree, fragment: Fragment) -> list[bytes]:
         if self.publisher is not None:
             return self.publisher.xml
-        return super().tree(tree, fragment)
+        return super().tree_parts(tree, fragment)
 
 
 class Publisher:
     """The union and its whole JSON and XML documents, made in a worker thread after each change
     (the module doc): `run()` for the app's life, woken by the federation's `stirred`; `json` and
-    `xml` are the last made, whole, and `federation.union` the union they were made of."""
+    `xml` are the last made, as the parts of each document (the hosts' cached fragments among
+    them, written in turn: web.pretty.Joined), and `federation.union` the union they were made of."""
 
     def __init__(self, federation: Federation) -> None:
         self.federation = federation
@@ -195,18 +199,18 @@ class Publisher:
         # their host fragments, kept per host object while the union holds it
         self._json_hosts = Rendering(federation, self._json)
         self._xml_hosts = Rendering(federation, self._xml)
-        self.json = b""
-        self.xml = b""
+        self.json = Parts()
+        self.xml = Parts()
         #: trees replaced before the last union, to take apart at the next publication
         self._retiring: list[SiteTree] = []
         #: documents made (for tests and /metrics-minded readers)
         self.made = 0
 
-    def _make(self, union: UnionTree, rebuilt: bool) -> tuple[bytes, bytes]:
+    def _make(self, union: UnionTree, rebuilt: bool) -> tuple[Parts, Parts]:
         self._json.fixed = self._xml.fixed = union
         self._json_hosts.source = self._xml_hosts.source = union
-        body = self._json_hosts.tree()
-        xml = self._xml_hosts.tree() if rebuilt or not self.xml else self.xml
+        body = Parts(self._json_hosts.tree_parts())
+        xml = Parts(self._xml_hosts.tree_parts()) if rebuilt or not self.xml else self.xml
         return body, xml
 
     async def publish(self) -> None:
@@ -227,7 +231,7 @@ class Publisher:
                        if id(tree) in gone]
             doomed, self._retiring = self._retiring, [*retired, *renamed]
 
-        def build() -> tuple[UnionTree, bytes, bytes]:
+        def build() -> tuple[UnionTree, Parts, Parts]:
             union = federation.build_union(inputs) if inputs is not None else last
             assert union is not None
             made = self._make(union, inputs is not None)
@@ -238,8 +242,13 @@ class Publisher:
         union, body, xml = await asyncio.to_thread(build)
         if union is not last:
             federation.install(union)
+        replaced = [self.json, self.xml]
         self.json, self.xml = body, xml
         self.made += 1
+        # The documents replaced hold the last references to the fragments of the hosts that
+        # changed (the renderings dropped them in the thread): let go of in a thread too, they are
+        # freed there, not one at a time on the event loop (a read still writing one frees it after).
+        await asyncio.to_thread(replaced.clear)
 
     async def run(self) -> None:
         """Publish after each change, until cancelled; changes during a publication make one more."""

@@ -32,6 +32,16 @@ KINDS = ("computing-elements", "clusters", "subclusters", "hosts")
 Entity = Host | SubCluster | glue.Cluster | glue.ComputingElement
 
 
+class Parts(list[bytes]):
+    """A document as the parts to write in turn, with its size counted once, where it is made: a
+    top level's union is hundreds of thousands of parts, and counting them on each read would hold
+    the event loop (27 ms at 190,000 hosts)."""
+
+    def __init__(self, parts: Iterable[bytes] = ()) -> None:
+        super().__init__(parts)
+        self.size = sum(map(len, self))
+
+
 class Documents(Protocol):
     """What a codec offers the publishing layer for one format."""
 
@@ -41,6 +51,8 @@ class Documents(Protocol):
     def host(self, host: Host, sub_id: str | None) -> bytes: ...
 
     def tree(self, tree: GlueTree, fragment: Fragment) -> bytes: ...
+
+    def tree_parts(self, tree: GlueTree, fragment: Fragment) -> list[bytes]: ...
 
     def host_parts(self, fragments: Iterable[bytes]) -> list[bytes]: ...
 
@@ -112,6 +124,13 @@ class Rendering:
         body = self.documents.tree(self._view(), self.fragment)
         self._prune()
         return body
+
+    def tree_parts(self) -> list[bytes]:
+        """The whole tree as the parts of one document (each host's cached fragment among them:
+        written in turn, never joined, web.pretty.Joined)."""
+        parts = self.documents.tree_parts(self._view(), self.fragment)
+        self._prune()
+        return parts
 
     def entity(self, kind: str, ident: str) -> bytes | None:
         """One entity as a document of its own, or None when there is no such kind or id."""

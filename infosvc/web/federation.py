@@ -105,12 +105,12 @@ async def get_glue(request: web.Request) -> web.Response:
     sites = site_status(federation)
     documents = FederatedJson(federation, federation.union)  # the union as of now: the thread reads only
 
-    def build() -> bytes:
+    def build() -> list[bytes]:
         if fmt == "json":
             return documents.whole(part, Rendering(part, documents).fragment, sites)
-        return Glue(part).formats[fmt].tree()
+        return Glue(part).formats[fmt].tree_parts()
 
-    return web.Response(body=await asyncio.to_thread(build), content_type=request.app[GLUE].formats[fmt].media_type)
+    return web.Response(body=Joined(await asyncio.to_thread(build), request.app[GLUE].formats[fmt].media_type))
 
 
 async def get_glue_hosts(request: web.Request) -> web.Response:

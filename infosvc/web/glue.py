@@ -31,16 +31,17 @@ async def get_glue(request: web.Request) -> web.Response:
         if fmt in GRID_FORMATS:
             body = await grid_tree(request.app[GLUE], fmt, options)
             return web.Response(body=body, content_type=rendering.media_type)
-        return web.Response(body=rendering.tree(), content_type=rendering.media_type)
+        # the hosts' cached fragments as they are, written in turn (web.pretty.Joined)
+        return web.Response(body=Joined(rendering.tree_parts(), rendering.media_type))
     # The tree of the chosen hosts alone: rolled up afresh (subclusters, totals, CEs of them), off
     # the loop, as a past view is: a site's worth of hosts is work for a thread.
     agg = request.app[AGGREGATOR]
     entries = list(chosen.select(agg.table))
 
-    def build() -> bytes:
-        return Glue(agg.tree_of(entries)).rendering(fmt, options).tree()
+    def build() -> list[bytes]:
+        return Glue(agg.tree_of(entries)).rendering(fmt, options).tree_parts()
 
-    return web.Response(body=await asyncio.to_thread(build), content_type=rendering.media_type)
+    return web.Response(body=Joined(await asyncio.to_thread(build), rendering.media_type))
 
 
 async def _glue_at(request: web.Request, at: float) -> web.Response:
@@ -52,12 +53,12 @@ async def _glue_at(request: web.Request, at: float) -> web.Response:
     agg = request.app[AGGREGATOR]
     fmt, options = glue_format(request)
 
-    def build() -> bytes:
-        return Glue(agg.tree_at(at)).rendering(fmt, options).tree()
+    def build() -> list[bytes]:
+        return Glue(agg.tree_at(at)).rendering(fmt, options).tree_parts()
 
     async with gate:
-        body = await asyncio.to_thread(build)
-    return web.Response(body=body, content_type=request.app[GLUE].rendering(fmt, options).media_type)
+        parts = await asyncio.to_thread(build)
+    return web.Response(body=Joined(parts, request.app[GLUE].rendering(fmt, options).media_type))
 
 
 async def get_glue_hosts(request: web.Request) -> web.Response:

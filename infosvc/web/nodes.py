@@ -89,10 +89,10 @@ HISTORY_THREADS = 1
 
 
 def history_page(agg: Aggregator, host: str, since: float, until: float, limit: int, before: int | None,
-                 next_link: Callable[[int], str]) -> tuple[bytes, bool]:
-    """The answer of GET /v1/nodes/{id}/history, and whether it holds any report. Built in a
-    worker thread: parsing a page of stored documents and writing its JSON is work for a thread,
-    not for the event loop."""
+                 next_link: Callable[[int], str]) -> tuple[list[bytes], bool]:
+    """The answer of GET /v1/nodes/{id}/history as parts to write in turn (web.pretty.Joined: one
+    per report, never joined), and whether it holds any report. Built in a worker thread: parsing
+    a page of stored documents and writing its JSON is work for a thread, not for the event loop."""
     parts: list[bytes] = []
     size = 0
     more_before: int | None = None
@@ -115,9 +115,13 @@ def history_page(agg: Aggregator, host: str, since: float, until: float, limit: 
         reports.close()  # the store's reader, closed now rather than when collected
     parts.reverse()  # oldest first
     following = b"null" if more_before is None else json.dumps(next_link(more_before)).encode()
-    body = (b'{"host":' + json.dumps(host).encode() + b',"reports":[' + b",".join(parts) + b'],"next":'
-            + following + b"}\n")
-    return body, bool(parts)
+    answer = [b'{"host":' + json.dumps(host).encode() + b',"reports":[']
+    for part in parts:
+        answer += (part, b",")
+    if parts:
+        answer.pop()
+    answer.append(b'],"next":' + following + b"}\n")
+    return answer, bool(parts)
 
 
 async def get_node_history(request: web.Request) -> web.Response:
@@ -143,8 +147,8 @@ async def get_node_history(request: web.Request) -> web.Response:
 
     agg = request.app[AGGREGATOR]
     async with request.app[HISTORY_WORKERS]:
-        body, found = await asyncio.to_thread(history_page, agg, host, since, until, int(text), before,
-                                              next_link)
+        parts, found = await asyncio.to_thread(history_page, agg, host, since, until, int(text), before,
+                                               next_link)
     if not found and not await asyncio.to_thread(agg.ever_reported, host):
         raise NotFound(f"no node {excerpt(request.match_info['id'])!r}", "nor any history of one")
-    return web.Response(body=body, content_type=JSON)
+    return web.Response(body=Joined(parts, JSON))

@@ -14,6 +14,7 @@ from aiohttp.abc import AbstractStreamWriter
 from aiohttp.payload import Payload
 
 from infosvc.codec.xmltext import indented
+from infosvc.publish.glue import Parts
 from infosvc.hosts import QueryError
 
 #: the query parameter every route that answers JSON or XML takes
@@ -83,14 +84,15 @@ class InSlices(Payload):
 class Joined(Payload):
     """An answer made of parts already in memory (each host's cached rendering, issue 27), written
     a slice of parts at a time and never joined into one body: GET /v1/nodes of 10,000 hosts held
-    a 64 MB body, and a copy for its newline, while it was answered. Its size is the parts' sum,
-    so Content-Length is exact; `?pretty=1` joins it (`joined`) to indent it."""
+    a 64 MB body, and a copy for its newline, while it was answered. Its size is the parts' sum
+    (counted where they were made, for `Parts`), so Content-Length is exact; `?pretty=1` joins it
+    (`joined`) to indent it."""
 
     _value: list[bytes]
 
     def __init__(self, parts: list[bytes], content_type: str) -> None:
         super().__init__(parts, content_type=content_type)
-        self._total = sum(map(len, parts))
+        self._total = parts.size if isinstance(parts, Parts) else sum(map(len, parts))
         self._size = self._total
 
     def joined(self) -> bytes:
