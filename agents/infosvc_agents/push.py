@@ -15,25 +15,25 @@ client only, which keeps the agent free of any web framework.
 
 from __future__ import annotations
 
-import email.utils
-import http.client
 import json
 import logging
 import random
-import socket
-import ssl
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 from urllib.parse import urlsplit
 
 from infosvc.codec.node_xml import node_to_xml
 from infosvc.model.node import Node
 from infosvc.model.nodedelta import SAMPLE_ID, delta_of
 
+from infosvc_agents.http1 import Connection, Deadline
 from infosvc_agents.spool import Spool
+
+if TYPE_CHECKING:
+    import ssl
 
 log = logging.getLogger("infosvc_agents.push")
 
@@ -83,6 +83,8 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     value = value.strip()
     if value.isdigit():
         return float(value)
+    import email.utils  # the HTTP-date form alone needs it: not loaded otherwise
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -119,14 +121,14 @@ class Sender:
     token_file: str | None = None
     #: keep the connection for the next exchange (the push loop's, while its interval is short)
     keep_alive: bool = False
-    _context: ssl.SSLContext | None = field(default=None, init=False, repr=False)
-    _connection: http.client.HTTPConnection | None = field(default=None, init=False, repr=False)
-    _deadline: "_Deadline" = field(init=False, repr=False)
+    _context: "ssl.SSLContext | None" = field(default=None, init=False, repr=False)
+    _connection: Connection | None = field(default=None, init=False, repr=False)
+    _deadline: Deadline = field(init=False, repr=False)
     _base_path: str = field(default="", init=False, repr=False)
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.server)
-        self._deadline = _Deadline(self.timeout)
+        self._deadline = Deadline(self.timeout, self.timeout * DEADLINES)
         self._base_path = parts.path.rstrip("/")
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"server URL must be http:// or https://HOST[:PORT], not {self.server!r}")
@@ -135,14 +137,11 @@ class Sender:
         except ValueError as exc:
             raise ValueError(f"server URL {self.server!r}: {exc}") from None
         if parts.scheme == "https":
+            from infosvc_agents.tls import client_context
+
             # Built once: a CA file that cannot be used is an error at start-up, not a failure of
             # every delivery.
-            try:
-                self._context = ssl.create_default_context(cafile=self.ca_file)
-            except OSError as exc:  # ssl.SSLError too
-                raise ValueError(f"CA file {self.ca_file}: {exc.strerror or exc}") from None
-            self._context.minimum_version = ssl.TLSVersion.TLSv1_2
-            self._context.sslsocket_class = _DeadlineSSLSocket
+            self._context = client_context(self.ca_file)
 
     def send(self, document: bytes) -> dict[str, object]:
         """Deliver one report: the server's acknowledgement, or PushError."""
@@ -193,40 +192,29 @@ class Sender:
         byte at a time, each in time, would otherwise hold the agent (and its sampling) for ever.
         With `keep_alive` the connection is kept for the next exchange; a kept one the server
         closed meanwhile is replaced once, within the same deadline."""
-        self._deadline.at = time.monotonic() + self.timeout * DEADLINES
+        self._deadline.start()
         headers = {"Authorization": f"Bearer {self.token}"}
         if content_type is not None:
             headers["Content-Type"] = content_type
-        target = self._base_path + path
-        for fresh in ((False, True) if self._connection is not None else (True,)):
-            connection = self._connect() if fresh else self._connection
-            assert connection is not None
+        while True:
+            connection = self._connection
+            if connection is None:
+                parts = urlsplit(self.server)
+                port = parts.port or (443 if parts.scheme == "https" else 80)
+                connection = self._connection = Connection(parts.hostname or "", port, self._deadline, self._context)
             try:
-                connection.request(method, target, body=body, headers=headers)
-                response = connection.getresponse()
-                answer = response.read(limit)
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
-                self.close()
-                if fresh:  # a new connection failed: the server's doing, not an idle close
-                    raise PushError(f"cannot reach {self.server}: {exc}", retry=True) from None
-                continue
-            except (OSError, http.client.HTTPException, ValueError) as exc:  # ValueError: a socket cut mid-TLS
-                self.close()
+                answer = connection.exchange(method, self._base_path + path, headers, body, limit)
+            except (ConnectionResetError, BrokenPipeError, ConnectionAbortedError) as exc:
+                self._connection = None
+                if connection.used:  # a kept connection the server closed while it was idle
+                    continue
                 raise PushError(f"cannot reach {self.server}: {exc}", retry=True) from None
-            if not self.keep_alive or response.will_close or not response.isclosed():
-                self.close()  # not asked to keep it, the server will not, or an answer over `limit` is left unread
-            return response.status, answer, response.getheader("Retry-After")
-        raise AssertionError("unreachable")
-
-    def _connect(self) -> http.client.HTTPConnection:
-        parts = urlsplit(self.server)
-        connection: http.client.HTTPConnection
-        if self._context is not None:
-            connection = _TLSConnection(parts.hostname or "", parts.port, self._deadline, self._context)
-        else:
-            connection = _Connection(parts.hostname or "", parts.port, self._deadline)
-        self._connection = connection
-        return connection
+            except (OSError, ValueError) as exc:  # ValueError: a socket cut mid-TLS
+                self._connection = None
+                raise PushError(f"cannot reach {self.server}: {exc}", retry=True) from None
+            if not (self.keep_alive and answer.reusable):
+                self.close()
+            return answer.status, answer.body, answer.headers.get("retry-after")
 
     def close(self) -> None:
         """Drop the kept connection, if any (the push loop does before a long wait: the server
@@ -234,105 +222,6 @@ class Sender:
         connection, self._connection = self._connection, None
         if connection is not None:
             connection.close()
-
-
-class _Deadline:
-    """When the exchange under way must have ended (monotonic seconds), and the bound of each
-    read and write; shared by the Sender and its sockets."""
-
-    __slots__ = ("at", "each")
-
-    def __init__(self, each: float) -> None:
-        self.at = 0.0
-        self.each = each
-
-    def left(self) -> float:
-        left = self.at - time.monotonic()
-        if left <= 0:
-            raise TimeoutError(f"the exchange took longer than {self.each * DEADLINES:g} s")
-        return min(self.each, left)
-
-
-class _DeadlineSocket(socket.socket):
-    """A socket whose every read and write waits at most what is left of the exchange's deadline:
-    no watchdog thread per exchange."""
-
-    deadline: _Deadline
-
-    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
-        self.settimeout(self.deadline.left())
-        return super().recv_into(buffer, nbytes, flags)
-
-    def sendall(self, data: Any, flags: int = 0) -> None:
-        self.settimeout(self.deadline.left())
-        super().sendall(data, flags)
-
-
-class _DeadlineSSLSocket(ssl.SSLSocket):
-    """The same, over TLS (the SSL object reads the socket's timeout at each call)."""
-
-    deadline: _Deadline
-
-    def recv_into(self, buffer: Any, nbytes: int | None = None, flags: int = 0) -> int:
-        self.settimeout(self.deadline.left())
-        return super().recv_into(buffer, nbytes, flags)
-
-    def sendall(self, data: Any, flags: int = 0) -> None:
-        self.settimeout(self.deadline.left())
-        super().sendall(data, flags)
-
-    def do_handshake(self, block: bool = False) -> None:
-        self.settimeout(self.deadline.left())
-        super().do_handshake(block)
-
-
-class _Connection(http.client.HTTPConnection):
-    """An HTTP connection whose socket keeps the exchange's deadline."""
-
-    def __init__(self, host: str, port: int | None, deadline: _Deadline) -> None:
-        super().__init__(host, port, timeout=deadline.each)
-        self.deadline = deadline
-
-    def connect(self) -> None:
-        self.sock = _connect_within((self.host, self.port), self.deadline)
-
-
-class _TLSConnection(_Connection):
-    """The same over TLS, the handshake within the deadline too (the certificate and the host
-    name verified by the context, as HTTPSConnection does)."""
-
-    default_port = http.client.HTTPS_PORT
-
-    def __init__(self, host: str, port: int | None, deadline: _Deadline, context: ssl.SSLContext) -> None:
-        super().__init__(host, port, deadline)
-        self.context = context
-
-    def connect(self) -> None:
-        super().connect()
-        sock = self.context.wrap_socket(self.sock, server_hostname=self.host, do_handshake_on_connect=False)
-        assert isinstance(sock, _DeadlineSSLSocket)
-        sock.deadline = self.deadline
-        sock.do_handshake()
-        self.sock = sock
-
-
-def _connect_within(address: tuple[str, int], deadline: _Deadline) -> socket.socket:
-    """socket.create_connection, each address tried within what is left of the deadline, the
-    socket a _DeadlineSocket."""
-    host, port = address
-    error: OSError | None = None
-    for family, kind, proto, _, sockaddr in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM):
-        sock = _DeadlineSocket(family, kind, proto)
-        sock.deadline = deadline
-        try:
-            sock.settimeout(deadline.left())
-            sock.connect(sockaddr)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            return sock
-        except OSError as exc:
-            sock.close()
-            error = exc
-    raise error if error is not None else OSError(f"no address for {host}")
 
 
 @dataclass(slots=True)

@@ -102,18 +102,18 @@ class HostEntry:
         self.metric_lines = None
 
 
-def _held(record: HostRecord) -> tuple[Node, Node]:
+def _held(record: HostRecord) -> tuple[Node, Node, bool]:
     """The host's newest sample and the whole one its deltas build on, from the snapshot when it
-    has them, else from the documents."""
+    has them (True), else from the documents."""
     if record.snapshot is not None:
         try:
             node = node_from_compact(record.snapshot)
-            return node, node_from_compact(record.snapshot_base) if record.snapshot_base is not None else node
+            return node, node_from_compact(record.snapshot_base) if record.snapshot_base is not None else node, True
         except DocumentError as exc:
             log.warning("snapshot of %s unreadable, its documents read instead: %s", record.id, exc)
     base = parse_node(record.document)
     base.id = record.id  # the key it was stored under: canonical (infosvc.model.hostid) since schema 2
-    return (base if record.delta is None else apply_delta(base, parse_node(record.delta))), base
+    return (base if record.delta is None else apply_delta(base, parse_node(record.delta))), base, False
 
 
 class HostTable:
@@ -121,6 +121,8 @@ class HostTable:
         self.config = config
         self.rollup = rollup if rollup is not None else Rollup(config)
         self.entries: dict[str, HostEntry] = {}
+        #: of the hosts `load` read, how many came from the snapshot of the last clean stop
+        self.from_snapshot = 0
 
     def _state(self, entry: HostEntry, now: float) -> NodeState:
         life = self.config.lifecycle
@@ -140,7 +142,7 @@ class HostTable:
         count = 0
         for record in records:
             try:
-                node, base = _held(record)
+                node, base, snapshot = _held(record)
             except DocumentError as exc:
                 log.error("stored report of %s does not parse any more, skipped: %s", record.id, exc)
                 continue
@@ -151,6 +153,7 @@ class HostTable:
             self.entries[entry.id] = entry
             self._publish(entry)
             count += 1
+            self.from_snapshot += snapshot
         return count
 
     def snapshot(self) -> list[SnapshotRow]:

@@ -33,7 +33,7 @@ from infosvc.web.garbage import scheduled_collection
 from infosvc.web.pretty import readable
 from infosvc.web.keys import AGGREGATOR, CONFIG, GLUE, HISTORY_WORKERS, JOB_QUEUE, MATCH_GATE, METRICS, PAST_VIEWS
 from infosvc.web.match import MatchGate
-from infosvc.web.opening import OPEN, until_open
+from infosvc.web.opening import OPEN, OPENING, until_open
 from infosvc.web.nodes import HISTORY_THREADS
 from infosvc.web.routes import add_routes
 
@@ -59,9 +59,13 @@ async def _aggregator_ctx(app: web.Application, store_path: str, tokens: Tokens)
     config = app[CONFIG]
     store = await asyncio.to_thread(Store, store_path, history_per_host=config.store.history_per_host)
     agg = app[AGGREGATOR] = await asyncio.to_thread(Aggregator, config, store, tokens, load=False)
+    app[GLUE] = Glue(agg.tree)
+    app[JOB_QUEUE] = JobQueue(store, agg.table, site=lambda: Site.of(agg.tree), clock=agg.clock,
+                              policy=Policy(config.scheduler.policy), executors=tokens.executor_hosts,
+                              start_timeout=config.scheduler.start_timeout_seconds, drain=agg.drain)
     opened = app[OPEN] = asyncio.Event()
     running: list[asyncio.Task[None]] = []
-    opening = asyncio.create_task(_open(app, agg, store, tokens, running))
+    opening = app[OPENING] = asyncio.create_task(_open(app, agg, running))
     if config.federation.upstreams:
         await opening
     try:
@@ -79,24 +83,25 @@ async def _aggregator_ctx(app: web.Application, store_path: str, tokens: Tokens)
         await asyncio.to_thread(store.close)
 
 
-async def _open(app: web.Application, agg: Aggregator, store: Store, tokens: Tokens,
-                running: list[asyncio.Task[None]]) -> None:
+async def _open(app: web.Application, agg: Aggregator, running: list[asyncio.Task[None]]) -> None:
     """Read the hosts (in a thread, which has the table to itself: every request that touches it
     waits for OPEN), then start the GLUE renderings, the queue, the sweeper; then OPEN."""
     config = app[CONFIG]
     started = time.monotonic()
-    hosts = await asyncio.to_thread(agg.load)
+    try:
+        hosts = await asyncio.to_thread(agg.load)
+    except Exception:
+        log.exception("the hosts could not be read from the store: nothing is served but /healthz")
+        raise
     # The rebuild allocates hundreds of thousands of long-lived objects: young passes move them to
     # the old generation as they come (scheduled_collection), one full pass once they are built.
     gc.collect()
     await agg.start()
     # Every host's GLUE rendered at start, not in the first reader's request; then as hosts change.
-    glue = app[GLUE] = Glue(agg.tree)
+    glue = app[GLUE]
     await asyncio.to_thread(glue.warm, list(agg.tree.hosts.values()))
     agg.on_change.append(glue.warm)
-    queue = app[JOB_QUEUE] = JobQueue(store, agg.table, site=lambda: Site.of(agg.tree), clock=agg.clock,
-                                        policy=Policy(config.scheduler.policy), executors=tokens.executor_hosts,
-                                        start_timeout=config.scheduler.start_timeout_seconds, drain=agg.drain)
+    queue = app[JOB_QUEUE]
     agg.tree.read_queue(queue)  # the CEs publish the queue's figures
     jobs = await asyncio.to_thread(queue.load)
     if jobs:
@@ -107,7 +112,8 @@ async def _open(app: web.Application, agg: Aggregator, store: Store, tokens: Tok
     running.append(asyncio.create_task(queue.run_forever()))
     queue.poke()
     app[OPEN].set()
-    log.info("%d hosts read and published in %.2f s", hosts, time.monotonic() - started)
+    log.info("%d hosts read (%d from the snapshot of the last clean stop) and published in %.2f s", hosts,
+             agg.table.from_snapshot, time.monotonic() - started)
 
 
 async def _collection_ctx(app: web.Application) -> AsyncIterator[None]:

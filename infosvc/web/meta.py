@@ -10,7 +10,7 @@ from aiohttp import web
 from infosvc import __version__
 from infosvc.codec.safexml import SCHEMA_DIR
 from infosvc.errors import NotFound
-from infosvc.web.opening import OPEN
+from infosvc.web.opening import OPEN, start_failure
 from infosvc.web.keys import AGGREGATOR
 from infosvc.web.negotiate import JSON, XML
 
@@ -52,6 +52,9 @@ async def healthz(request: web.Request) -> web.Response:
     if error is not None:  # reports are not stored: say so to whoever watches
         return web.json_response({"status": "failing", "error": error,
                                   "version": __version__, "hosts": len(agg.table)}, status=503)
+    if (failure := start_failure(request.app)) is not None:
+        return web.json_response({"status": "failing", "error": failure, "version": __version__, "hosts": 0},
+                                 status=503)
     if not request.app[OPEN].is_set():  # the hosts are being read (infosvc/web/opening.py)
         return web.json_response({"status": "starting", "version": __version__, "hosts": len(agg.table)})
     return web.json_response({"status": "ok", "version": __version__, "hosts": len(agg.table)})

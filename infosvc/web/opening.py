@@ -21,10 +21,20 @@ from infosvc.web.keys import ROUTE_TABLE
 
 #: set once the hosts are read and the queue, the GLUE renderings and the sweeper are running
 OPEN = web.AppKey("open", asyncio.Event)
+#: the start's task (web/app.py's _open): a failure of it is the service's failure, said by /healthz
+OPENING: web.AppKey["asyncio.Task[None]"] = web.AppKey("opening")
 #: the longest a request waits for the start before a 503
 OPENING_WAIT_SECONDS: Final = 30.0
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def start_failure(app: web.Application) -> str | None:
+    """Why the start failed (the hosts could not be read), or None."""
+    opening = app[OPENING]
+    if opening.done() and not opening.cancelled() and (error := opening.exception()) is not None:
+        return f"the start failed: {type(error).__name__}: {error}"
+    return None
 
 
 @web.middleware
@@ -34,9 +44,13 @@ async def until_open(request: web.Request, handler: Handler) -> web.StreamRespon
     if not opened.is_set() and request.match_info.http_exception is None:
         route = request.app[ROUTE_TABLE].get(request.match_info.handler)
         if route is not None and route.access is not Access.PUBLIC:
-            try:
-                await asyncio.wait_for(opened.wait(), OPENING_WAIT_SECONDS)
-            except asyncio.TimeoutError:
-                raise HttpError(503, "starting: the hosts are still being read",
-                                "try again after Retry-After") from None
+            waiting = asyncio.ensure_future(opened.wait())
+            opening = request.app[OPENING]
+            await asyncio.wait((waiting, opening), timeout=OPENING_WAIT_SECONDS,
+                               return_when=asyncio.FIRST_COMPLETED)
+            waiting.cancel()
+            if (failure := start_failure(request.app)) is not None:
+                raise HttpError(503, failure, "its operator must read the server's log")
+            if not opened.is_set():
+                raise HttpError(503, "starting: the hosts are still being read", "try again after Retry-After")
     return await handler(request)

@@ -100,7 +100,8 @@ def test_agent_outage_every_sample_arrives_in_order(serve: ServerFactory, tmp_pa
 # --- PushLoop against real servers --------------------------------------------------------------
 
 def test_outage_in_process_delivers_everything_in_order(serve: ServerFactory) -> None:
-    server = serve(agents=1, start=False)
+    # every sample kept in the history, however long the server takes to start on a loaded machine
+    server = serve({"store": {"history_per_host": 1000}}, agents=1, start=False)
     port = free_port()
     sample = Counter("inproc")
     loop = PushLoop(sample, Sender(f"http://127.0.0.1:{port}", server.agent_token(), timeout=5), interval=0.05,

@@ -319,6 +319,7 @@ class InProcessServer(Server):
         from infosvc.config.site import load_config
         from infosvc.hosts.tokens import Tokens
         from infosvc.web.app import make_app
+        from infosvc.web.opening import OPEN
 
         assert self._runner is None, "already running"
         assert not self.extra_args and self.open_files is None, "needs the real process: use `serve`"
@@ -339,6 +340,7 @@ class InProcessServer(Server):
             await runner.setup()
             site = web.TCPSite(runner, "127.0.0.1", port if port is not None else self.port)
             await site.start()
+            await app[OPEN].wait()  # its hosts read, as `serve`'s start waits for /healthz "ok"
             return runner, runner.addresses[0][1]
 
         try:
