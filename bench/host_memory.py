@@ -41,7 +41,7 @@ def main() -> int:
     glue = Glue(table.rollup)
     now = time.time()
     for document in documents:
-        entry = table.report(parse_node(document), document, now)
+        entry = table.report(parse_node(document), now)
         entry.json()  # GET /v1/nodes' rendering, cached on the entry
     glue.warm(list(table.rollup.hosts.values()))  # each host's GLUE fragments, as the server keeps them
     gc.collect()

@@ -159,7 +159,7 @@ class Aggregator:
         if carries:
             self._claims.pop(key, None)  # the claim is durable
         self.accepted += 1
-        entry = self.table.report(node, body, now, self.clock_skew.observe(node.id, node, now))
+        entry = self.table.report(node, now, self.clock_skew.observe(node.id, node, now))
         if entry.state.value != before:
             audit.info("host %s: %s -> %s (a report)", entry.id, before, entry.state.value)
         self._warm((entry,))

@@ -1,7 +1,7 @@
 """The aggregator's in-memory view of its hosts, rebuilt from the store at start.
 
-Each host has its newest SSS Node, the document it came in, when it reported, the admin's
-decisions, and its life-cycle state. Every change is passed on to the GLUE roll-up, one host at
+Each host has its newest SSS Node, when it reported, the admin's decisions, and its life-cycle
+state (the document it came in is the store's: here it would double what a host costs). Every change is passed on to the GLUE roll-up, one host at
 a time, so the roll-up never recomputes over every host. Rendered forms of each node (JSON,
 XML, its lines of GET /metrics) are cached here and dropped when the host changes, because
 listing thousands of nodes should cost a join, not thousands of renderings.
@@ -36,7 +36,6 @@ def iso_time(epoch: float) -> str:
 class HostEntry:
     id: str
     node: Node
-    document: bytes
     reported_at: float
     first_seen: float
     approved: bool
@@ -53,6 +52,12 @@ class HostEntry:
     _xml: bytes | None = field(default=None, repr=False)
     #: this host's lines of the per-host families of GET /metrics (infosvc.publish.prometheus.host_lines)
     metric_lines: tuple[str, ...] | None = field(default=None, repr=False)
+
+    @property
+    def document(self) -> bytes:
+        """The host's newest report as an SSS Node document, written from its node: what the host
+        sent once parsed, not byte for byte (the bytes as they came are kept by the store alone)."""
+        return node_to_xml(self.node)
 
     @property
     def sss_state(self) -> str:
@@ -118,7 +123,7 @@ class HostTable:
                 log.error("stored report of %s does not parse any more, skipped: %s", record.id, exc)
                 continue
             node.id = record.id  # the key it was stored under: canonical (infosvc.model.hostid) since schema 2
-            entry = HostEntry(record.id, node, record.document, record.reported_at, record.first_seen,
+            entry = HostEntry(record.id, node, record.reported_at, record.first_seen,
                               record.approved, record.paused, reason=record.reason, heard=record.reported_at)
             entry.state = self._state(entry, now)
             self.entries[entry.id] = entry
@@ -129,14 +134,14 @@ class HostTable:
     def new_host_approved(self) -> bool:
         return not self.config.lifecycle.require_approval
 
-    def report(self, node: Node, document: bytes, now: float, clock_skew: float | None = None) -> HostEntry:
+    def report(self, node: Node, now: float, clock_skew: float | None = None) -> HostEntry:
         """Apply a report that the store has committed; `clock_skew`: its host's, with it counted."""
         entry = self.entries.get(node.id)
         if entry is None:
-            entry = HostEntry(node.id, node, document, now, now, self.new_host_approved(), False, heard=now)
+            entry = HostEntry(node.id, node, now, now, self.new_host_approved(), False, heard=now)
             self.entries[node.id] = entry
         else:
-            entry.node, entry.document, entry.reported_at, entry.heard = node, document, now, now
+            entry.node, entry.reported_at, entry.heard = node, now, now
         entry.clock_skew = clock_skew
         entry.state = self._state(entry, now)
         self._publish(entry)
