@@ -17,6 +17,7 @@ import argparse
 import http.client
 import json
 import os
+import random
 import re
 import secrets
 import socket
@@ -46,12 +47,13 @@ _MEASURE = re.compile(rb">(\d+)(\.\d+)?<")
 
 def _own(document: bytes, host: int) -> bytes:
     """The document with the values a host has of its own (see _PER_HOST) made this host's, each the
-    length it was (so the document keeps its size): digits and hex digits turned by the host's
-    number."""
+    length it was (so the document keeps its size): digits and hex digits drawn afresh for each
+    host (seeded by its number, so a run is repeatable)."""
+    draw = random.Random(host).randrange
+
     def turn(text: bytes) -> bytes:
-        return bytes(c if not chr(c).isalnum() else
-                     b"0123456789"[(c - 48 + host) % 10] if 48 <= c <= 57 else
-                     b"abcdef"[(c - 97 + host) % 6] if 97 <= c <= 102 else c for c in text)
+        return bytes(b"0123456789"[draw(10)] if 48 <= c <= 57 else b"abcdef"[draw(6)] if 97 <= c <= 102 else c
+                     for c in text)
 
     def measure(match: re.Match[bytes]) -> bytes:  # a count of a few (processors, a load of 2) is left
         whole, fraction = match.group(1), match.group(2) or b""
