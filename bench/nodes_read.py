@@ -25,6 +25,7 @@ import argparse
 import http.client
 import json
 import os
+import random
 import re
 import secrets
 import subprocess
@@ -47,13 +48,47 @@ def status_kb(pid: int, field: str) -> int:
     return int(match.group(1))
 
 
+#: What differs between two hosts of one kind: the sample's name, the adapters' MAC and addresses,
+#: and the measurements (Available, Utilized); the rest (OS, processor, sizes) is the kind's.
+_PER_HOST = re.compile(rb'(name="SampleId"[^>]*>|name="MAC"[^>]*>|name="Address" type="NetworkAdapter:(?!lo")'
+                       rb'[^"]*">)([^<]*)|(<(?:Available|Utilized)>.*</(?:Available|Utilized)>)', re.S)
+_MEASURE = re.compile(rb">(\d+)(\.\d+)?<")
+
+
+def _own(document: bytes, host: int) -> bytes:
+    """The document with the values a host has of its own (see _PER_HOST) made this host's, each the
+    length it was (so the document keeps its size): digits and hex digits drawn afresh for each
+    host (seeded by its number, so a run is repeatable)."""
+    draw = random.Random(host).randrange
+
+    def turn(text: bytes) -> bytes:
+        return bytes(b"0123456789"[draw(10)] if 48 <= c <= 57 else b"abcdef"[draw(6)] if 97 <= c <= 102 else c
+                     for c in text)
+
+    def measure(match: re.Match[bytes]) -> bytes:  # a count of a few (processors, a load of 2) is left
+        whole, fraction = match.group(1), match.group(2) or b""
+        if not fraction and len(whole) < 3:
+            return match.group(0)
+        return b">" + (turn(whole).lstrip(b"0") or b"0") + turn(fraction) + b"<"
+
+    def one(match: re.Match[bytes]) -> bytes:
+        if match.group(3) is not None:
+            return _MEASURE.sub(measure, match.group(3))
+        return match.group(1) + turn(match.group(2))
+    return _PER_HOST.sub(one, document)
+
+
 def agent_documents(hosts: int) -> list[bytes]:
-    """This machine's own agent document (`infosvc-agent --once`) as `hosts` hosts send it: Id
-    nodeNNNNN.bench, Name nodeNNNNN (an Id is the Name's own long form, never another host's)."""
+    """This machine's own agent document (`infosvc-agent --once`) as `hosts` hosts of one kind send
+    it: Id nodeNNNNN.bench, Name nodeNNNNN (an Id is the Name's own long form, never another
+    host's), and what a host has of its own (its sample's name, MACs, addresses, measurements)
+    differing between hosts, as it does on a real site: a server that shares what hosts have alike
+    is measured on what they really have alike."""
     template = subprocess.run([sys.executable, "-m", "infosvc_agents", "--once", "--id", "bench-template"],
                               capture_output=True, check=True).stdout
-    return [re.sub(rb"<Name>[^<]*</Name>", f"<Name>node{i:05d}</Name>".encode(),
-                   template.replace(b"bench-template", f"node{i:05d}.bench".encode()), count=1) for i in range(hosts)]
+    return [_own(re.sub(rb"<Name>[^<]*</Name>", f"<Name>node{i:05d}</Name>".encode(),
+                        template.replace(b"bench-template", f"node{i:05d}.bench".encode()), count=1), i)
+            for i in range(hosts)]
 
 
 def main() -> int:

@@ -14,6 +14,13 @@ from infosvc.model.node import Consumable, Extension, Node, Properties
 
 #: the form's version: a snapshot of another form is not read
 FORM: Final = 1
+#: The Extensions and Consumables read lately, by what they were read from, so that the parts alike
+#: on many hosts are one object after a start as after their reports (infosvc/codec/node_xml.py
+#: shares them the same way; the parts are frozen). A number's type is part of what it was read
+#: from: 1 and 1.0 are equal keys, not equal values. Bounded as node_xml's tables are.
+_extensions: dict[tuple[Any, ...], Extension] = {}
+_consumables: dict[tuple[Any, ...], Consumable] = {}
+_SHARED_MAX: Final = 1 << 14
 
 
 def _item(item: Consumable) -> list[Any]:
@@ -36,8 +43,30 @@ def node_from_compact(data: bytes | str) -> Node:
          utilized) = json.loads(data)
         if form != FORM:
             raise ValueError(f"form {form!r}")
-        return Node(node_id, name, features, opsys, arch, description, state,
-                    [Extension(*e) for e in extensions], Properties([Consumable(*i) for i in configured]),
-                    Properties([Consumable(*i) for i in available]), Properties([Consumable(*i) for i in utilized]))
+        return Node(node_id, name, features, opsys, arch, description, state, [_extension(e) for e in extensions],
+                    Properties([_consumable(i) for i in configured]), Properties([_consumable(i) for i in available]),
+                    Properties([_consumable(i) for i in utilized]))
     except (ValueError, TypeError) as exc:
         raise DocumentError(f"not a compact Node: {exc}") from None
+
+
+def _extension(fields: list[Any]) -> Extension:
+    key = tuple(fields)
+    extension = _extensions.get(key)
+    if extension is None:
+        extension = Extension(*fields)
+        if len(_extensions) >= _SHARED_MAX:
+            _extensions.clear()
+        _extensions[key] = extension
+    return extension
+
+
+def _consumable(fields: list[Any]) -> Consumable:
+    key = (*fields, type(fields[1]) if len(fields) > 1 else None, type(fields[5]) if len(fields) > 5 else None)
+    item = _consumables.get(key)
+    if item is None:
+        item = Consumable(*fields)
+        if len(_consumables) >= _SHARED_MAX:
+            _consumables.clear()
+        _consumables[key] = item
+    return item

@@ -13,7 +13,8 @@ writes: lxml (7.5 MiB of RSS) is imported by the reading functions alone.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from sys import intern
+from typing import TYPE_CHECKING, Any, Final
 
 from infosvc.codec.xmltext import attr as _attr
 from infosvc.codec.xmltext import finish
@@ -58,33 +59,59 @@ def _plain_id_problem(problem: Problem) -> Problem:
     return problem
 
 
+#: The Extensions and Consumables parsed lately, by what they were read from (their text and
+#: attributes as written), so that a report's parts equal to another's are one object: most of a
+#: report is its host's kind (operating system, processor, sizes, adapters, units), alike on every
+#: host of the kind and in every report of the host, and a host kept in memory would otherwise
+#: hold its own copy of each (issue: ~20 KiB a host). The parts are frozen, so sharing is safe.
+#: Bounded: at _SHARED_MAX entries a table is emptied, and the parts alike are shared again from
+#: the next report on (what is unique to a report, a sample's name or a counter, comes and goes).
+_extensions: dict[tuple[str, str | None, str | None], Extension] = {}
+_consumables: dict[tuple[str, str, tuple[tuple[str, str], ...]], Consumable] = {}
+_SHARED_MAX: Final = 1 << 14
+
+
+def _kept(table: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(table) >= _SHARED_MAX:
+        table.clear()
+    table[key] = value
+
+
 def node_from_element(root: etree._Element) -> Node:
     """Build a Node from an element that has passed schema validation."""
     # The hot loop of every report: Extensions are most of a Node's children, so they are tested
     # first, and their attributes are read in one call (items(), in document order) rather than
     # one lookup each. The schema allows an Extension only `name` (required) and `type`; any
-    # other attribute it tolerates (xsi:*) falls to the general lookups.
+    # other attribute it tolerates (xsi:*) falls to the general lookups. An Extension read before
+    # from the same text is taken as it is (_extensions).
     node = Node(id="")
     add_extension = node.extensions.append
+    shared = _extensions
     seen: set[str] | None = None
     for child in root:
         tag = child.tag
         if tag == "Extension":
             attributes = child.items()
             if len(attributes) == 2 and attributes[0][0] == "name" and attributes[1][0] == "type":
-                name, kind = attributes[0][1].strip(), attributes[1][1]
+                key = (attributes[0][1], attributes[1][1], child.text)
             elif len(attributes) == 1 and attributes[0][0] == "name":
-                name, kind = attributes[0][1].strip(), None
+                key = (attributes[0][1], None, child.text)
             else:
-                name, kind = child.get("name", "").strip(), child.get("type")
-            if not name:
-                raise _blank_name(child)
-            text = child.text
-            add_extension(Extension(name, text.strip() if text else "", kind))
+                key = (child.get("name", ""), child.get("type"), child.text)
+            extension = shared.get(key)
+            if extension is None:
+                raw, kind, text = key
+                name = raw.strip()
+                if not name:
+                    raise _blank_name(child)
+                extension = Extension(intern(name), text.strip() if text else "",
+                                      intern(kind) if kind is not None else None)
+                _kept(shared, key, extension)
+            add_extension(extension)
         elif tag in _CATEGORY_FIELDS:
             _read_properties(child, getattr(node, _CATEGORY_FIELDS[tag]).items)
         elif tag == "Feature":
-            node.features.extend(split_features(child.text or ""))
+            node.features.extend(map(intern, split_features(child.text or "")))
         elif tag == "Id":
             node.id = " ".join((child.text or "").split())  # xsd:token semantics
         elif tag in _SINGLE:
@@ -95,7 +122,8 @@ def node_from_element(root: etree._Element) -> Node:
                                     path=f"/Node/{tag}")
             seen.add(tag)
             text = child.text
-            setattr(node, _SINGLE[tag], text.strip() if text else "")
+            # Opsys, Arch, State (and a Description) are a few words that most hosts share.
+            setattr(node, _SINGLE[tag], intern(text.strip()) if text else "")
     if not node.id:  # pragma: no cover - the schema guarantees it
         raise DocumentError(_NO_ID, line=root.sourceline, element="Node")
     return node
@@ -115,43 +143,52 @@ def _too_large(element: etree._Element, attribute: str | None = None) -> Documen
 
 
 def _read_properties(element: etree._Element, into: list[Consumable]) -> None:
+    # A Consumable is a function of its element's tag, text and attributes: one read before from
+    # the same is taken as it is (_consumables), unparsed.
     append = into.append
+    shared = _consumables
     for child in element:
-        tag = child.tag
-        value: int | float
-        if tag == "Processors":
-            text = child.text
-            # The pattern leaves only digits here: more than 19 of them is past any real count.
-            if len(text.strip().lstrip("0")) > 19 or (value := int(text)) >= _MAX_PROCESSORS:
-                raise _too_large(child)
-        else:
-            value = float(child.text)
-            if value == _INFINITY:  # xs:double lets 1e400 through, and it reads as infinity
-                raise _too_large(child)
-        attributes = child.items()
-        if not attributes:
-            append(Consumable(tag, value))
-            continue
-        units = metric = wall = name = kind = None
-        rate = None
-        for key, text in attributes:
-            if key == "units":
-                units = text
-            elif key == "name":
-                name = text.strip()
-                if not name:
-                    raise _blank_name(child)
-            elif key == "type":
-                kind = text
-            elif key == "metric":
-                metric = text
-            elif key == "wallDuration":
-                wall = text.strip()
-            elif key == "consumptionRate":
-                rate = float(text)
-                if rate == _INFINITY:
-                    raise _too_large(child, key)
-        append(Consumable(tag, value, units, metric, wall, rate, name, kind))
+        key = (child.tag, child.text, tuple(child.items()))
+        item = shared.get(key)
+        if item is None:
+            item = _consumable_of(child, *key)
+            _kept(shared, key, item)
+        append(item)
+
+
+def _consumable_of(child: etree._Element, tag: str, text: str, attributes: tuple[tuple[str, str], ...]) -> Consumable:
+    value: int | float
+    if tag == "Processors":
+        # The pattern leaves only digits here: more than 19 of them is past any real count.
+        if len(text.strip().lstrip("0")) > 19 or (value := int(text)) >= _MAX_PROCESSORS:
+            raise _too_large(child)
+    else:
+        value = float(text)
+        if value == _INFINITY:  # xs:double lets 1e400 through, and it reads as infinity
+            raise _too_large(child)
+    tag = intern(tag)
+    if not attributes:
+        return Consumable(tag, value)
+    units = metric = wall = name = kind = None
+    rate = None
+    for key, given in attributes:
+        if key == "units":
+            units = intern(given)
+        elif key == "name":
+            name = intern(given.strip())
+            if not name:
+                raise _blank_name(child)
+        elif key == "type":
+            kind = intern(given)
+        elif key == "metric":
+            metric = intern(given)
+        elif key == "wallDuration":
+            wall = given.strip()
+        elif key == "consumptionRate":
+            rate = float(given)
+            if rate == _INFINITY:
+                raise _too_large(child, key)
+    return Consumable(tag, value, units, metric, wall, rate, name, kind)
 
 
 def _blank_name(element: etree._Element) -> DocumentError:

@@ -195,7 +195,7 @@ class Aggregator:
         self.accepted += 1
         if base_seq is not None:
             self.deltas += 1
-        entry = self.table.report(node, body, now, self.clock_skew.observe(node.id, node, now), seq=seq,
+        entry = self.table.report(node, now, self.clock_skew.observe(node.id, node, now), seq=seq,
                                   delta=base_seq is not None)
         if entry.state.value != before:
             audit.info("host %s: %s -> %s (a report)", entry.id, before, entry.state.value)

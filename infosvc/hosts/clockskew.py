@@ -18,7 +18,6 @@ is back within; no line per report.
 from __future__ import annotations
 
 import logging
-from collections import deque
 from datetime import datetime
 from typing import Final
 
@@ -56,8 +55,9 @@ class ClockSkew:
     def __init__(self, threshold: float = THRESHOLD_SECONDS, window: float = WINDOW_SECONDS) -> None:
         self.threshold = threshold
         self.window = window
-        #: host -> (received, difference), the differences decreasing: the window's maximum first
-        self._seen: dict[str, deque[tuple[float, float]]] = {}
+        #: host -> (received, difference), the differences decreasing: the window's maximum first. A
+        #: list, not a deque: it holds a few pairs (at most MAX_KEPT), and an empty deque takes 600 B
+        self._seen: dict[str, list[tuple[float, float]]] = {}
         self.beyond: set[str] = set()
 
     def observe(self, host: str, node: Node, received: float) -> float | None:
@@ -67,7 +67,7 @@ class ClockSkew:
         if stamp is None:
             return seen[0][1] if seen else None
         if seen is None:
-            seen = self._seen[host] = deque()
+            seen = self._seen[host] = []
         difference = stamp - received
         # A sliding maximum: a difference no larger than this newer one can never be the maximum
         # again, so it goes; what is left decreases from the front, and is short.
@@ -75,7 +75,7 @@ class ClockSkew:
             seen.pop()
         seen.append((received, difference))
         while seen[0][0] < received - self.window:
-            seen.popleft()
+            del seen[0]
         if len(seen) > MAX_KEPT:  # a clock falling behind, or SampleTime's whole seconds in a burst
             del seen[1]  # the maximum stays; its successor, for when it leaves the window, is one step shorter
         skew = seen[0][1]

@@ -1,7 +1,7 @@
 """The aggregator's in-memory view of its hosts, rebuilt from the store at start.
 
-Each host has its newest SSS Node, the document it came in, when it reported, the admin's
-decisions, and its life-cycle state. Every change is passed on to the GLUE roll-up, one host at
+Each host has its newest SSS Node, when it reported, the admin's decisions, and its life-cycle
+state (the document it came in is the store's: here it would double what a host costs). Every change is passed on to the GLUE roll-up, one host at
 a time, so the roll-up never recomputes over every host. Rendered forms of each node (JSON,
 XML, its lines of GET /metrics) are cached here and dropped when the host changes, because
 listing thousands of nodes should cost a join, not thousands of renderings.
@@ -38,7 +38,6 @@ def iso_time(epoch: float) -> str:
 class HostEntry:
     id: str
     node: Node
-    document: bytes
     reported_at: float
     first_seen: float
     approved: bool
@@ -64,6 +63,12 @@ class HostEntry:
     def base_sample(self) -> str | None:
         """The SampleId of the whole report this host's deltas may build on."""
         return self.base.extension(SAMPLE_ID, AGENT) if self.base is not None and self.base_seq is not None else None
+
+    @property
+    def document(self) -> bytes:
+        """The host's newest report as an SSS Node document, written from its node: what the host
+        sent once parsed, not byte for byte (the bytes as they came are kept by the store alone)."""
+        return node_to_xml(self.node)
 
     @property
     def sss_state(self) -> str:
@@ -146,9 +151,9 @@ class HostTable:
             except DocumentError as exc:
                 log.error("stored report of %s does not parse any more, skipped: %s", record.id, exc)
                 continue
-            entry = HostEntry(record.id, node, record.delta or record.document, record.reported_at,
-                              record.first_seen, record.approved, record.paused, reason=record.reason,
-                              heard=record.reported_at, base=base, base_seq=record.base_seq)
+            entry = HostEntry(record.id, node, record.reported_at, record.first_seen, record.approved,
+                              record.paused, reason=record.reason, heard=record.reported_at, base=base,
+                              base_seq=record.base_seq)
             entry.state = self._state(entry, now)
             self.entries[entry.id] = entry
             self._publish(entry)
@@ -165,16 +170,16 @@ class HostTable:
     def new_host_approved(self) -> bool:
         return not self.config.lifecycle.require_approval
 
-    def report(self, node: Node, document: bytes, now: float, clock_skew: float | None = None, *,
+    def report(self, node: Node, now: float, clock_skew: float | None = None, *,
                seq: int | None = None, delta: bool = False) -> HostEntry:
         """Apply a report that the store has committed as number `seq`; `clock_skew`: its host's,
         with it counted. A whole report (`delta` false) becomes the base of the host's deltas."""
         entry = self.entries.get(node.id)
         if entry is None:
-            entry = HostEntry(node.id, node, document, now, now, self.new_host_approved(), False, heard=now)
+            entry = HostEntry(node.id, node, now, now, self.new_host_approved(), False, heard=now)
             self.entries[node.id] = entry
         else:
-            entry.node, entry.document, entry.reported_at, entry.heard = node, document, now, now
+            entry.node, entry.reported_at, entry.heard = node, now, now
         if not delta:
             entry.base, entry.base_seq = node, seq
         entry.clock_skew = clock_skew

@@ -27,23 +27,26 @@ CONSUMABLES: tuple[str, ...] = ("Processors", "Memory", "Disk", "Swap", "Network
 RESOURCE = "Resource"
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class Extension:
-    """A named extension property (spec 4.1): name required, type a context hint."""
+    """A named extension property (spec 4.1): name required, type a context hint.
+
+    Frozen, as Consumable is: a parsed node shares the ones equal to another report's (most of a
+    host's are its kind's), so one is replaced, never changed in place."""
 
     name: str
     value: str
     type: str | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class Consumable:
     """One consumable resource of a category (spec 4.3).
 
     `kind` is the element: one of CONSUMABLES or "Resource". Processors carries an int, every
     other kind a float. `name` and `type` belong to Resource only. `wall_duration` is kept as
     written (an xsd:duration such as PT3576S, or plain seconds as in the spec's examples);
-    see infosvc.model.durations for its value in seconds.
+    see infosvc.model.durations for its value in seconds. Frozen: see Extension.
     """
 
     kind: str

@@ -351,3 +351,62 @@ def test_large_but_finite_amounts_and_leading_zeros_are_read() -> None:
     node = parse_node("<Node><Id>a</Id><Configured><Processors>0000000000000000000000012</Processors>"
                       "<Memory>1e300</Memory></Configured></Node>")
     assert [item.value for item in node.configured] == [12, 1e300]
+
+
+# --- what reports have alike is one object (memory per host) ------------------------------------
+
+def _host_report(host: str, free_mb: str, sample: str) -> str:
+    return (f'<Node><Id>{host}</Id><Opsys>Linux</Opsys><Feature>IB, BigMem</Feature>'
+            f'<Extension name="SampleId" type="Agent">{sample}</Extension>'
+            '<Extension name="Name" type="OperatingSystem">Debian</Extension>'
+            '<Extension name=" Vendor " type="Processor"> AMD </Extension>'
+            '<Configured><Processors>8</Processors><Memory units="MB">4096</Memory>'
+            '<Resource name="FileSystem" type="/" units="MB">100</Resource></Configured>'
+            f'<Available><Memory units="MB">{free_mb}</Memory><Swap>0</Swap><Swap>0.00</Swap></Available></Node>')
+
+
+def test_reports_alike_share_their_equal_parts_and_keep_their_own() -> None:
+    one, two = parse_node(_host_report("h1", "1000", "s-1")), parse_node(_host_report("h2", "2000", "s-2"))
+    # the host's kind: one object for both hosts, its strings interned
+    assert one.extensions[1] is two.extensions[1] and one.extensions[2] is two.extensions[2]
+    assert one.extensions[2] == Extension("Vendor", "AMD", "Processor")  # read as before: stripped
+    assert all(a is b for a, b in zip(one.configured, two.configured))
+    assert one.opsys is two.opsys and one.features[0] is two.features[0]
+    # what each has of its own stays its own
+    assert (one.extensions[0].value, two.extensions[0].value) == ("s-1", "s-2")
+    assert (one.available.items[0].value, two.available.items[0].value) == (1000.0, 2000.0)
+    # a part is known by its text: the same value written otherwise is read as it was
+    zero, written_long = one.available.items[1:]
+    assert zero == written_long and zero is not written_long
+    # every rendering is what a Node built afresh gives
+    fresh = Node("h1", opsys="Linux", features=["IB", "BigMem"],
+                 extensions=[Extension("SampleId", "s-1", "Agent"), Extension("Name", "Debian", "OperatingSystem"),
+                             Extension("Vendor", "AMD", "Processor")],
+                 configured=Properties([Consumable("Processors", 8), Consumable("Memory", 4096.0, "MB"),
+                                        Consumable("Resource", 100.0, "MB", name="FileSystem", type="/")]),
+                 available=Properties([Consumable("Memory", 1000.0, "MB"), Consumable("Swap", 0.0),
+                                       Consumable("Swap", 0.0)]))
+    assert one == fresh and node_to_xml(one) == node_to_xml(fresh) and node_to_json(one) == node_to_json(fresh)
+
+
+def test_a_shared_part_cannot_be_changed_under_another_host() -> None:
+    from dataclasses import FrozenInstanceError, replace
+
+    one, two = parse_node(_host_report("h1", "1000", "s-1")), parse_node(_host_report("h2", "1000", "s-1"))
+    with pytest.raises(FrozenInstanceError):
+        one.extensions[1].value = "Changed"  # type: ignore[misc]
+    with pytest.raises(FrozenInstanceError):
+        one.configured.items[0].value = 1  # type: ignore[misc]
+    # a host's own change is a new part in its own node
+    one.extensions[1] = replace(one.extensions[1], value="Changed")
+    assert two.extensions[1].value == "Debian" and parse_node(_host_report("h3", "1", "s")).extensions[1].value == "Debian"
+
+
+def test_the_table_of_shared_parts_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from infosvc.codec import node_xml
+
+    monkeypatch.setattr(node_xml, "_SHARED_MAX", 4)
+    nodes = [parse_node(_host_report(f"h{i}", str(i), f"s-{i}")) for i in range(20)]
+    assert len(node_xml._extensions) <= 4 and len(node_xml._consumables) <= 4
+    assert [n.extensions[0].value for n in nodes] == [f"s-{i}" for i in range(20)]
+    assert {n.extensions[2] for n in nodes} == {Extension("Vendor", "AMD", "Processor")}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import time
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -33,13 +34,21 @@ def travelled(node: Node) -> Node:
     return parse_node(node_to_xml(node))
 
 
+def set_value(items: list[Consumable], index: int, value: float) -> None:
+    items[index] = replace(items[index], value=value)  # the parts are frozen (and may be shared)
+
+
+def set_extension(node: Node, index: int, value: str) -> None:
+    node.extensions[index] = replace(node.extensions[index], value=value)
+
+
 def later(base: Node, sample: str = "run-2") -> Node:
     node = copy.deepcopy(base)
-    node.extensions[1].value = sample
-    node.extensions[0].value = "2026-11-27T00:01:00Z"
-    node.available.items[1].value = 1234.5  # free memory
-    node.utilized.items[1].value = 0.75  # load
-    node.utilized.items[2].value = 98765.0  # a counter
+    set_extension(node, 1, sample)
+    set_extension(node, 0, "2026-11-27T00:01:00Z")
+    set_value(node.available.items, 1, 1234.5)  # free memory
+    set_value(node.utilized.items, 1, 0.75)  # load
+    set_value(node.utilized.items, 2, 98765.0)  # a counter
     return node
 
 
@@ -88,9 +97,9 @@ def test_what_a_delta_cannot_say_goes_whole(change: str) -> None:
     elif change == "feature":
         node.features.append("gpu")
     elif change == "os":
-        node.extensions[2].value = "Debian"
+        set_extension(node, 2, "Debian")
     elif change == "configured":
-        node.configured.items[1].value = 16384.0
+        set_value(node.configured.items, 1, 16384.0)
     elif change == "extension":
         node.extensions.append(Extension("Model", "another", "Processor"))
     elif change == "new item":
@@ -175,7 +184,9 @@ values = st.floats(min_value=0, max_value=1e12, allow_nan=False, allow_infinity=
 def test_any_change_of_values_round_trips(free: float, load: float, counter: float, state: str) -> None:
     base = travelled(sampled())
     node = later(base)
-    node.available.items[1].value, node.utilized.items[1].value, node.utilized.items[2].value = free, load, counter
+    set_value(node.available.items, 1, free)
+    set_value(node.utilized.items, 1, load)
+    set_value(node.utilized.items, 2, counter)
     node.state = state
     node = travelled(node)  # as written: the values the codec keeps
     delta = delta_of(base, node)

@@ -330,7 +330,7 @@ def test_exposition_says_what_the_reference_collector_says(tmp_path: Path) -> No
         if i == 4:  # schema-valid, and past any float in bytes: not exported, the scrape goes on
             node.configured.items = [c for c in node.configured.items if c.kind != "Memory"]
             node.configured.add(Consumable("Memory", 1e300, units="Doggabyte"))
-        agg.table.report(node, node_to_xml(node), now - i)
+        agg.table.report(node, now - i)
         if host != "b01":  # the config asks for approval: b01 stays Pending
             agg.table.set_flags(host, now, approved=True)
     agg.table.set_flags("a02", now, paused=True)
@@ -350,7 +350,7 @@ def test_exposition_says_what_the_reference_collector_says(tmp_path: Path) -> No
     compare()
     # A host that reports again, changes state or goes silent has its kept lines replaced.
     node = make_node("a01", processors=64, free_processors=63, memory_mb=2048)
-    agg.table.report(node, node_to_xml(node), now)
+    agg.table.report(node, now)
     agg.table.set_flags("a02", now, paused=False)
     frozen[0] = now + 10_000  # ages move, and everyone's heartbeat is missed
     assert agg.table.sweep(frozen[0])
@@ -369,7 +369,7 @@ def test_exposition_keeps_the_rest_when_the_host_lines_fail(tmp_path: Path, monk
 
     agg = Aggregator(parse_config({}), Store(tmp_path / "m.sqlite"), Tokens())
     node = make_node("h1")
-    agg.table.report(node, node_to_xml(node), agg.clock())
+    agg.table.report(node, agg.clock())
     metrics = Metrics()
     metrics.watch(agg)
 

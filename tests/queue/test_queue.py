@@ -346,7 +346,7 @@ def test_the_machine_is_built_off_the_loop_and_misses_no_change_made_meanwhile(s
     for number in range(3001):
         site.executor(f"h{number:04d}")
     for number in range(3000):  # enough that a build takes a while
-        table.report(make_node(f"h{number:04d}", processors=2), b"", site.now)
+        table.report(make_node(f"h{number:04d}", processors=2), site.now)
     machine = site.queue.machine
     built: list[int] = []
 
@@ -354,8 +354,8 @@ def test_the_machine_is_built_off_the_loop_and_misses_no_change_made_meanwhile(s
         building = asyncio.ensure_future(machine.ready())
         await asyncio.sleep(0)  # the build has taken the hosts and is in its thread
         await asyncio.sleep(0)
-        changed = [table.report(make_node("h3000", processors=2), b"", site.now),
-                   table.report(make_node("h0000", processors=2, state="Offline"), b"", site.now)]
+        changed = [table.report(make_node("h3000", processors=2), site.now),
+                   table.report(make_node("h0000", processors=2, state="Offline"), site.now)]
         machine.hosts_changed([table.rollup.hosts[e.id] for e in changed])
         await building
         built.append(0 if machine.pool is None else len(machine.pool.ids))

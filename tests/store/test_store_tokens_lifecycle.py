@@ -219,7 +219,6 @@ def test_a_wall_clock_step_neither_kills_nor_revives_hosts(tmp_path: Path, step:
     from support.documents import make_node
 
     from infosvc.hosts.aggregator import Aggregator
-    from infosvc.codec.node_xml import node_to_xml
     from infosvc.config.site import parse_config
 
     wall, steady = [1_800_000_000.0], [1000.0]
@@ -232,7 +231,7 @@ def test_a_wall_clock_step_neither_kills_nor_revives_hosts(tmp_path: Path, step:
     agg = Aggregator(config, Store(tmp_path / "s.sqlite"), Tokens(), clock=lambda: wall[0], monotonic=lambda: steady[0])
     try:
         node = make_node("h1")
-        agg.table.report(node, node_to_xml(node), agg.now())
+        agg.table.report(node, agg.now())
         advance(100)
         wall[0] += step  # the step: the wall clock alone moves
         agg.sweep()

@@ -6,6 +6,7 @@ time show what each delta said, and the bounded history keeps the whole report i
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 from support.documents import make_node
 from support.server import ServerFactory
@@ -25,10 +26,10 @@ def whole(sample: str, free_memory: float = 4096.0, load: float = 0.5) -> Node:
 
 
 def delta(base: Node, sample: str, free_memory: float, load: float = 0.5) -> bytes:
-    node = copy.deepcopy(base)
-    node.extensions[1].value = sample
-    node.available.get("Memory").value = free_memory  # type: ignore[union-attr]
-    node.utilized.get("Resource", name="Load").value = load  # type: ignore[union-attr]
+    node = copy.deepcopy(base)  # its parts are frozen: replaced, never changed
+    node.extensions[1] = replace(node.extensions[1], value=sample)
+    node.available.items = [replace(i, value=free_memory) if i.kind == "Memory" else i for i in node.available]
+    node.utilized.items = [replace(i, value=load) if i.name == "Load" else i for i in node.utilized]
     said = delta_of(base, node)
     assert said is not None
     return node_to_xml(said)

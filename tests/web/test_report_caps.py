@@ -8,6 +8,7 @@ every cap. On the real server, at the default caps."""
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -52,8 +53,8 @@ def extensions_count(sequence: int, over: int) -> Node:
 
 def extensions_size(sequence: int, over: int) -> Node:
     node = base(sequence)
-    pad = Extension("Pad", "", "Test")
-    pad.value = "x" * (CAPS.max_extension_chars - ext_chars(node.extensions) - len("Pad") - len("Test") + over)
+    pad = Extension("Pad", "x" * (CAPS.max_extension_chars - ext_chars(node.extensions) - len("Pad") - len("Test") + over),
+                    "Test")
     node.extensions.append(pad)
     assert ext_chars(node.extensions) == CAPS.max_extension_chars + over
     return node
@@ -86,7 +87,8 @@ def file_systems_size(sequence: int, over: int) -> Node:
     node = base(sequence)
     node.configured.add(Consumable("Resource", 1000.0, units="MB", name="FileSystem", type="/data"))
     described = [Extension("Type", "nfs4", "FileSystem:/data"), Extension("Device", "", "FileSystem:/data")]
-    described[1].value = "x" * (CAPS.max_file_system_chars - len("/data") - ext_chars(described) + over)
+    described[1] = replace(described[1], value="x" * (CAPS.max_file_system_chars - len("/data") - ext_chars(described)
+                                                      + over))
     node.extensions += described
     assert len("/data") + ext_chars(described) == CAPS.max_file_system_chars + over
     return node
@@ -103,7 +105,7 @@ def adapters_size(sequence: int, over: int) -> Node:
     node = base(sequence)
     node.configured.add(Consumable("Resource", 1000, units="Mbit/s", name="NetworkAdapter", type="eth0"))
     described = [Extension("MTU", "9000", "NetworkAdapter:eth0"), Extension("Address", "", "NetworkAdapter:eth0")]
-    described[1].value = "x" * (CAPS.max_adapter_chars - len("eth0") - ext_chars(described) + over)
+    described[1] = replace(described[1], value="x" * (CAPS.max_adapter_chars - len("eth0") - ext_chars(described) + over))
     node.extensions += described
     assert len("eth0") + ext_chars(described) == CAPS.max_adapter_chars + over
     return node
@@ -119,8 +121,8 @@ def resources_count(sequence: int, over: int) -> Node:
 
 def resources_size(sequence: int, over: int) -> Node:
     node = base(sequence)
-    pad = Consumable("Resource", 1.0, name="Sensor", type="")
-    pad.type = "x" * (CAPS.max_resource_chars - res_chars(resources(node)) - len("Sensor") + over)
+    pad = Consumable("Resource", 1.0, name="Sensor",
+                     type="x" * (CAPS.max_resource_chars - res_chars(resources(node)) - len("Sensor") + over))
     node.utilized.add(pad)
     assert res_chars(resources(node)) == CAPS.max_resource_chars + over
     return node
