@@ -51,22 +51,20 @@ def node_from_compact(data: bytes | str) -> Node:
 
 
 def _extension(fields: list[Any]) -> Extension:
-    key = tuple(fields)
-    extension = _extensions.get(key)
-    if extension is None:
-        extension = Extension(*fields)
-        if len(_extensions) >= _SHARED_MAX:
-            _extensions.clear()
-        _extensions[key] = extension
-    return extension
+    return _shared(_extensions, tuple(fields), Extension, fields)
 
 
 def _consumable(fields: list[Any]) -> Consumable:
     key = (*fields, type(fields[1]) if len(fields) > 1 else None, type(fields[5]) if len(fields) > 5 else None)
-    item = _consumables.get(key)
-    if item is None:
-        item = Consumable(*fields)
-        if len(_consumables) >= _SHARED_MAX:
-            _consumables.clear()
-        _consumables[key] = item
-    return item
+    return _shared(_consumables, key, Consumable, fields)
+
+
+def _shared(table: dict[tuple[Any, ...], Any], key: tuple[Any, ...], make: Any, fields: list[Any]) -> Any:
+    """The part read before from the same fields, else a new one (kept in the bounded `table`)."""
+    part = table.get(key)
+    if part is None:
+        part = make(*fields)
+        if len(table) >= _SHARED_MAX:
+            table.clear()
+        table[key] = part
+    return part
