@@ -7,7 +7,7 @@ DocumentError, and the service falls back to the document itself."""
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from typing import Any, Callable, Final, TypeVar
 
 from infosvc.errors import DocumentError
 from infosvc.model.node import Consumable, Extension, Node, Properties
@@ -59,7 +59,11 @@ def _consumable(fields: list[Any]) -> Consumable:
     return _shared(_consumables, key, Consumable, fields)
 
 
-def _shared(table: dict[tuple[Any, ...], Any], key: tuple[Any, ...], make: Any, fields: list[Any]) -> Any:
+Part = TypeVar("Part", Extension, Consumable)
+
+
+def _shared(table: dict[tuple[Any, ...], Part], key: tuple[Any, ...], make: Callable[..., Part],
+            fields: list[Any]) -> Part:
     """The part read before from the same fields, else a new one (kept in the bounded `table`)."""
     part = table.get(key)
     if part is None:
