@@ -280,9 +280,12 @@ class PushLoop:
             log.warning("server unreachable for long: dropped the oldest kept sample (%d dropped so far)", self.dropped)
         if self.kept and isinstance(self.kept[-1], Sample):
             self.kept[-1] = self.kept[-1].document  # a Node is kept for the newest sample alone
-        # On disk before it is first sent: a restart from here on sends it again, not never.
-        document = sample.document if isinstance(sample, Sample) else sample
-        self._files.append(self.spool.add(document) if self.spool is not None else None)
+        # On disk before it is first sent: a restart from here on sends it again, not never. (Without
+        # a spool a Sample's whole document is written only if it is sent whole.)
+        if self.spool is not None:
+            self._files.append(self.spool.add(sample.document if isinstance(sample, Sample) else sample))
+        else:
+            self._files.append(None)
         self.kept.append(sample)
 
     def spooled(self) -> int:

@@ -7,20 +7,17 @@ DocumentError, and the service falls back to the document itself."""
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Final, TypeVar
+from typing import Any, Final
 
 from infosvc.errors import DocumentError
-from infosvc.model.node import Consumable, Extension, Node, Properties
+from infosvc.model.node import Consumable, Extension, Node, PartTable, Properties, consumable_key
 
 #: the form's version: a snapshot of another form is not read
 FORM: Final = 1
-#: The Extensions and Consumables read lately, by what they were read from, so that the parts alike
-#: on many hosts are one object after a start as after their reports (infosvc/codec/node_xml.py
-#: shares them the same way; the parts are frozen). A number's type is part of what it was read
-#: from: 1 and 1.0 are equal keys, not equal values. Bounded as node_xml's tables are.
-_extensions: dict[tuple[Any, ...], Extension] = {}
-_consumables: dict[tuple[Any, ...], Consumable] = {}
-_SHARED_MAX: Final = 1 << 14
+#: The parts read lately, so that the parts alike on many hosts are one object after a start as
+#: after their reports (infosvc/codec/node_xml.py shares them the same way).
+_extensions = PartTable()
+_consumables = PartTable()
 
 
 def _item(item: Consumable) -> list[Any]:
@@ -51,24 +48,8 @@ def node_from_compact(data: bytes | str) -> Node:
 
 
 def _extension(fields: list[Any]) -> Extension:
-    return _shared(_extensions, tuple(fields), Extension, fields)
+    return _extensions.get(tuple(fields), Extension, *fields)
 
 
 def _consumable(fields: list[Any]) -> Consumable:
-    key = (*fields, type(fields[1]) if len(fields) > 1 else None, type(fields[5]) if len(fields) > 5 else None)
-    return _shared(_consumables, key, Consumable, fields)
-
-
-Part = TypeVar("Part", Extension, Consumable)
-
-
-def _shared(table: dict[tuple[Any, ...], Part], key: tuple[Any, ...], make: Callable[..., Part],
-            fields: list[Any]) -> Part:
-    """The part read before from the same fields, else a new one (kept in the bounded `table`)."""
-    part = table.get(key)
-    if part is None:
-        part = make(*fields)
-        if len(table) >= _SHARED_MAX:
-            table.clear()
-        table[key] = part
-    return part
+    return _consumables.get(consumable_key(tuple(fields)), Consumable, *fields)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from infosvc.model.units import DEFAULT_UNITS, convert
 
@@ -25,6 +25,9 @@ class Category(StrEnum):
 #: The simple consumable resources of Table 2; `Resource` is the extensible one.
 CONSUMABLES: tuple[str, ...] = ("Processors", "Memory", "Disk", "Swap", "Network")
 RESOURCE = "Resource"
+
+
+Part = TypeVar("Part")
 
 
 @dataclass(slots=True, frozen=True)
@@ -64,6 +67,39 @@ class Consumable:
         if own is None:
             raise ValueError(f"{self.kind} has no units to convert from")
         return convert(self.value, own, units)
+
+
+class PartTable:
+    """Parts (Extensions, Consumables) made lately, by what they were made from, so that the parts
+    alike on many hosts or in many samples are one object (they are frozen, so sharing is safe):
+    less memory, no construction, and equal parts that are the same object compare at once.
+    Bounded: at `limit` entries the table is emptied, and the parts alike are shared again from
+    then on (what is unique to a sample, a counter say, comes and goes)."""
+
+    __slots__ = ("_parts", "limit")
+
+    def __init__(self, limit: int = 1 << 14) -> None:
+        self._parts: dict[Any, Any] = {}
+        self.limit = limit
+
+    def get(self, key: Any, make: Callable[..., Part], *fields: Any) -> Part:
+        """The part made before from `key`, else `make(*fields)`, kept under it."""
+        part: Part | None = self._parts.get(key)
+        if part is None:
+            part = make(*fields)
+            if len(self._parts) >= self.limit:
+                self._parts.clear()
+            self._parts[key] = part
+        return part
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+
+def consumable_key(fields: tuple[Any, ...]) -> tuple[Any, ...]:
+    """What a Consumable made of `fields` (its fields in order) is kept under in a PartTable: the
+    fields and the types of its numbers, since 1 and 1.0 are equal keys but not equal values."""
+    return (*fields, *(type(f) for f in fields[1::4]))
 
 
 @dataclass(slots=True)

@@ -17,7 +17,7 @@ afterwards.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from infosvc.errors import DocumentError
 from infosvc.model.node import Consumable, Extension, Node, Properties
@@ -47,10 +47,34 @@ def _per_sample(ext: Extension) -> bool:
     return ext.type == AGENT and ext.name in PER_SAMPLE
 
 
-def _static(node: Node) -> tuple[object, ...]:
-    return (node.name, node.features, node.opsys, node.arch, node.description, node.configured.items,
-            [ext for ext in node.extensions if not _per_sample(ext)],
-            [key_of(item) for item in node.available.items], [key_of(item) for item in node.utilized.items])
+def _same(a: list[Any], b: list[Any]) -> bool:
+    """Equal lists, the parts that are one object (model.node.PartTable) not compared further."""
+    return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b))
+
+
+def _facts(node: Node) -> list[Extension]:
+    return [ext for ext in node.extensions if not _per_sample(ext)]
+
+
+def _static_alike(node: Node, base: Node) -> bool:
+    return (node.id == base.id and node.name == base.name and node.features == base.features
+            and node.opsys == base.opsys and node.arch == base.arch and node.description == base.description
+            and _same(node.configured.items, base.configured.items) and _same(_facts(node), _facts(base)))
+
+
+#: the last base found to name no item twice (a base serves many deltas)
+_checked: list[Node] = []
+
+
+def _unique(base: Node) -> bool:
+    if _checked and _checked[0] is base:
+        return True
+    for field in VOLATILE:
+        items = getattr(base, field).items
+        if len({key_of(item) for item in items}) != len(items):
+            return False
+    _checked[:] = [base]
+    return True
 
 
 def delta_of(base: Node, node: Node) -> Node | None:
@@ -58,18 +82,26 @@ def delta_of(base: Node, node: Node) -> Node | None:
     it cannot be one: a fact outside Available, Utilized and State differs, an item came or went,
     the base names an item twice, or the state would have to be taken away."""
     base_id = base.extension(SAMPLE_ID, AGENT)
-    if base_id is None or node.id != base.id or (node.state is None and base.state is not None):
+    if base_id is None or (node.state is None and base.state is not None) or not _static_alike(node, base):
         return None
-    if _static(node) != _static(base):
+    if not _unique(base):
         return None
     delta = Node(id=node.id, state=node.state if node.state != base.state else None)
     delta.extensions = [ext for ext in node.extensions if ext.type == AGENT and ext.name in (SAMPLE_TIME, SAMPLE_ID)]
     delta.extensions.append(Extension(BASE_SAMPLE, base_id, AGENT))
     for field in VOLATILE:
-        before: Properties = getattr(base, field)
-        if len({key_of(item) for item in before.items}) != len(before.items):
+        now: list[Consumable] = getattr(node, field).items
+        before: list[Consumable] = getattr(base, field).items
+        if len(now) != len(before):
             return None
-        changed = [item for item, old in zip(getattr(node, field).items, before.items) if item != old]
+        changed = []
+        for item, old in zip(now, before):
+            if item is old:
+                continue
+            if key_of(item) != key_of(old):
+                return None  # an item came, went or moved
+            if item != old:
+                changed.append(item)
         getattr(delta, field).items = changed
     return delta
 

@@ -218,3 +218,28 @@ def test_the_agents_log_keeps_each_record_on_its_line(capsys: pytest.CaptureFixt
     assert lines[1] == "infosvc-agent: ERROR round failed"
     assert all(line.startswith("  | ") for line in lines[2:]) and len(lines) > 3
     assert lines[-2:] == ["  | ValueError: bad", "  | infosvc-agent: WARNING forged too"]
+
+
+def test_the_agent_process_loads_no_library_it_needs_only_at_start_or_for_https(serve_app) -> None:  # type: ignore[no-untyped-def]
+    """Its resident memory is part of what a site pays on every host: py-cpuinfo runs in a child
+    at start, addresses come from rtnetlink, and HTTP is the agent's own (infosvc_agents/http1.py),
+    so neither py-cpuinfo (with ctypes and multiprocessing), psutil, ssl, the email package nor
+    http.client stays loaded in an agent that samples and pushes to an http server."""
+    import subprocess
+    import sys
+
+    server = serve_app({}, agents=1)
+    script = (
+        "import sys\n"
+        "from infosvc_agents.agent import HostAgent\n"
+        "from infosvc_agents.push import PushLoop, Sample, Sender\n"
+        "agent = HostAgent.for_host(host_id='modules.example.org')\n"
+        f"loop = PushLoop(lambda: Sample(agent.node()), Sender({server.url!r}, {server.agent_token()!r}), interval=0.01)\n"
+        "loop.run(samples=3)\n"
+        "assert (loop.delivered, loop.deltas) == (3, 2), (loop.delivered, loop.deltas)\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in"
+        " ('cpuinfo', 'psutil', 'ssl', 'email', 'multiprocessing', 'ctypes') or m == 'http.client')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "", done.stdout

@@ -20,7 +20,7 @@ from infosvc_agents.collectors.filesystems import FileSystem, FileSystemCollecto
 from infosvc_agents.collectors.load import LoadCollector, LoadSample
 from infosvc_agents.collectors.memory import MemoryCollector, MemorySample
 from infosvc_agents.collectors.network import (
-    NetworkAdapter, NetworkCollector, psutil_addresses,
+    NetworkAdapter, NetworkCollector, netlink_addresses, psutil_addresses,
 )
 from infosvc_agents.collectors.processors import (
     STAT_MODES, ProcessorCollector, ProcessorInfo, ProcessorSample, parse_cpu_list, parse_stat_cpus,
@@ -654,6 +654,18 @@ def test_live_addresses_have_no_link_layer_or_zone(live: dict[str, Any]) -> None
     addresses = psutil_addresses()
     assert "127.0.0.1" in addresses["lo"] and "00:00:00:00:00:00" not in addresses["lo"]
     assert not any("%" in a for values in addresses.values() for a in values)
+
+
+def test_rtnetlink_lists_the_addresses_psutil_does() -> None:
+    """The agent asks rtnetlink itself rather than load psutil: the same addresses, in the same
+    order, for every interface that has one (psutil lists the others empty)."""
+    try:
+        ours = netlink_addresses()
+    except OSError as exc:
+        pytest.skip(f"no rtnetlink here: {exc}")
+    theirs = {name: found for name, found in psutil_addresses().items() if found}
+    assert ours == theirs
+    assert "127.0.0.1" in ours["lo"]
 
 
 def test_live_addresses_are_listed_again_only_on_change() -> None:
