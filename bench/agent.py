@@ -157,23 +157,35 @@ def main() -> int:
     import node_exporter
 
     args = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    args.add_argument("--cycles", type=int, default=1000, help="agent cycles measured per mode (1000)")
+    args.add_argument("--cycles", type=int, default=500, help="agent cycles measured per mode and round (500)")
+    args.add_argument("--rounds", type=int, default=3,
+                      help="rounds, each node_exporter then the agent's two modes, back to back (3): the ratios are "
+                           "each round's, their median the figure")
     opts = args.parse_args()
     binary = node_exporter.ensure_installed()
-    results: dict = {"cycle": agent_cycle(opts.cycles), "agent": agent_sample(), "parse": node_parse()}
-    results["node_exporter"] = node_exporter.measure(scrapes=1000) if binary else None
-    agent, parse, ne, cycle = results["agent"], results["parse"], results["node_exporter"], results["cycle"]
-    print(f"{'whole cycle':34} {'CPU ms':>10} {'RSS MiB':>8} {'x node_exporter CPU':>20} {'x RSS':>6}")
-    for mode, row in cycle.items():
-        cpu_x = f"{row['cpu_ms'] / ne['cpu_ms_per_scrape']:.2f}" if ne else "-"
-        rss_x = f"{row['rss_mib'] / ne['rss_mib']:.2f}" if ne else "-"
-        print(f"{'agent, connection ' + mode:34} {row['cpu_ms']:10.3f} {row['rss_mib']:8.1f} {cpu_x:>20} {rss_x:>6}"
-              f"  ({row['delivered']} delivered, {row['refused']} refused)")
+    rounds = []
+    for _ in range(opts.rounds):
+        ne_round = node_exporter.measure(scrapes=1000) if binary else None
+        rounds.append({"node_exporter": ne_round, "cycle": agent_cycle(opts.cycles, interval=0.01)})
+    results: dict = {"rounds": rounds, "agent": agent_sample(), "parse": node_parse()}
+    results["node_exporter"] = ne = rounds[-1]["node_exporter"]
+    agent, parse = results["agent"], results["parse"]
+    print(f"{'whole cycle, each round':34} {'CPU ms':>22} {'RSS MiB':>8} {'x node_exporter CPU':>24} {'x RSS':>6}")
+    for mode in ("kept", "dropped"):
+        cpus = [r["cycle"][mode]["cpu_ms"] for r in rounds]
+        rss = max(r["cycle"][mode]["rss_mib"] for r in rounds)
+        line = f"{'agent, connection ' + mode:34} {' '.join(f'{c:6.3f}' for c in cpus):>22} {rss:8.1f}"
+        if ne:
+            ratios = sorted(r["cycle"][mode]["cpu_ms"] / r["node_exporter"]["cpu_ms_per_scrape"] for r in rounds)
+            rss_ratio = rss / statistics.median(r["node_exporter"]["rss_mib"] for r in rounds)
+            results.setdefault("cycle_ratios", {})[mode] = {"cpu": ratios, "cpu_median": statistics.median(ratios),
+                                                            "rss": rss_ratio}
+            line += f" {' '.join(f'{x:.2f}' for x in ratios):>17} (med {statistics.median(ratios):.2f}) {rss_ratio:6.2f}"
+        print(line)
     if ne:
-        print(f"{'node_exporter ' + ne['version'] + ', one scrape':34} {ne['cpu_ms_per_scrape']:10.3f}"
-              f" {ne['rss_mib']:8.1f}")
-        results["cycle_ratios"] = {mode: {"cpu": row["cpu_ms"] / ne["cpu_ms_per_scrape"],
-                                          "rss": row["rss_mib"] / ne["rss_mib"]} for mode, row in cycle.items()}
+        scrapes = " ".join(f"{r['node_exporter']['cpu_ms_per_scrape']:6.3f}" for r in rounds)
+        ne_rss = statistics.median(r["node_exporter"]["rss_mib"] for r in rounds)
+        print(f"{'node_exporter ' + ne['version'] + ', one scrape':34} {scrapes:>22} {ne_rss:8.1f}")
     print()
     rows = [
         ("sample alone CPU (ms)", agent["cpu_ms"], TARGET_SAMPLE_CPU_MS, ne and ne["cpu_ms_per_scrape"]),

@@ -6,7 +6,7 @@ once and the push loop calls it every interval.
 
 from __future__ import annotations
 
-import secrets
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -27,7 +27,9 @@ class HostAgent:
     sampled_at: float | None = None  # when last_runs were taken (Unix time)
     #: this run's samples are named RUN-N (the SampleId extension): unique across restarts, so the
     #: aggregator can tell a sample delivered again from a new one
-    run_id: str = field(default_factory=lambda: secrets.token_hex(8))
+    # os.urandom, not secrets: secrets loads hashlib and OpenSSL's libcrypto (4 MiB of the agent's
+    # resident memory) for a name that need only be unique
+    run_id: str = field(default_factory=lambda: os.urandom(8).hex())
     samples: int = 0
 
     @classmethod

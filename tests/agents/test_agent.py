@@ -223,8 +223,9 @@ def test_the_agents_log_keeps_each_record_on_its_line(capsys: pytest.CaptureFixt
 def test_the_agent_process_loads_no_library_it_needs_only_at_start_or_for_https(serve_app) -> None:  # type: ignore[no-untyped-def]
     """Its resident memory is part of what a site pays on every host: py-cpuinfo runs in a child
     at start, addresses come from rtnetlink, and HTTP is the agent's own (infosvc_agents/http1.py),
-    so neither py-cpuinfo (with ctypes and multiprocessing), psutil, ssl, the email package nor
-    http.client stays loaded in an agent that samples and pushes to an http server."""
+    its samples are named from os.urandom, so neither py-cpuinfo (with ctypes and multiprocessing),
+    psutil, ssl, hashlib (OpenSSL's libcrypto: 4 MiB), the email package nor http.client stays loaded
+    in an agent that samples and pushes to an http server."""
     import subprocess
     import sys
 
@@ -238,7 +239,8 @@ def test_the_agent_process_loads_no_library_it_needs_only_at_start_or_for_https(
         "loop.run(samples=3)\n"
         "assert (loop.delivered, loop.deltas) == (3, 2), (loop.delivered, loop.deltas)\n"
         "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in"
-        " ('cpuinfo', 'psutil', 'ssl', 'email', 'multiprocessing', 'ctypes') or m == 'http.client')))\n"
+        " ('cpuinfo', 'psutil', 'ssl', 'email', 'multiprocessing', 'ctypes', 'hashlib', '_hashlib', 'secrets')"
+        " or m == 'http.client')))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
