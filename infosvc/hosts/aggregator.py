@@ -145,7 +145,7 @@ class Aggregator:
                     raise Conflict(f"host {node.id!r}: no sample {builds_on!r} held to build this delta on",
                                    "send the whole document")
                 base_seq = entry.base_seq
-                node = apply_delta(entry.base, node)
+                node = apply_delta(entry.base, node, entry.base_index())
         except Forbidden:
             self.rejected["forbidden"] += 1
             raise

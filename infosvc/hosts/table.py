@@ -21,7 +21,7 @@ from infosvc.codec.node_xml import node_to_xml, parse_node
 from infosvc.errors import DocumentError
 from infosvc.hosts.lifecycle import NodeState, node_state, unreachable_at
 from infosvc.model.node import Node
-from infosvc.model.nodedelta import AGENT, SAMPLE_ID, apply_delta
+from infosvc.model.nodedelta import AGENT, SAMPLE_ID, BaseIndex, apply_delta
 from infosvc.hosts.rollup import Rollup
 from infosvc.hosts.glue_host import host_from_node
 from infosvc.config import SiteConfig
@@ -58,6 +58,15 @@ class HostEntry:
     #: number in the store's history
     base: Node | None = field(default=None, repr=False)
     base_seq: int | None = None
+    _base_index: BaseIndex | None = field(default=None, repr=False)
+
+    def base_index(self) -> BaseIndex | None:
+        """Where the base's parts are, for its deltas (made at the first, kept until a new base)."""
+        if self.base is None:
+            return None
+        if self._base_index is None:
+            self._base_index = BaseIndex(self.base)
+        return self._base_index
 
     @property
     def base_sample(self) -> str | None:
@@ -181,7 +190,7 @@ class HostTable:
         else:
             entry.node, entry.reported_at, entry.heard = node, now, now
         if not delta:
-            entry.base, entry.base_seq = node, seq
+            entry.base, entry.base_seq, entry._base_index = node, seq, None
         entry.clock_skew = clock_skew
         entry.state = self._state(entry, now)
         self._publish(entry)

@@ -128,21 +128,40 @@ def _check(delta: Node) -> None:
                             element="Extension")
 
 
-def apply_delta(base: Node, delta: Node) -> Node:
+class BaseIndex:
+    """Where a base's parts are, for every delta of it (a base serves many: built once, kept
+    beside it): each Available and Utilized item's place by its key (-1: the base names it
+    twice), and the places of its per-sample Agent extensions."""
+
+    __slots__ = ("places", "per_sample")
+
+    def __init__(self, base: Node) -> None:
+        self.places: dict[str, dict[Key, int]] = {}
+        for field in VOLATILE:
+            where: dict[Key, int] = {}
+            for index, item in enumerate(getattr(base, field).items):
+                key = key_of(item)
+                where[key] = -1 if key in where else index
+            self.places[field] = where
+        self.per_sample = [index for index, ext in enumerate(base.extensions) if _per_sample(ext)]
+
+
+def apply_delta(base: Node, delta: Node, index: BaseIndex | None = None) -> Node:
     """The host's sample that the delta says: `base` with the delta's State, its own sample's
     Agent extensions and its Available and Utilized items in place of the base's of the same
     key. DocumentError when the delta carries anything else, or names an item the base has not
-    (or has twice)."""
+    (or has twice). `index`: the base's BaseIndex, when one is kept."""
     _check(delta)
-    extensions = []
+    if index is None:
+        index = BaseIndex(base)
+    extensions = list(base.extensions)
     own = {ext.name: ext for ext in delta.extensions if ext.name != BASE_SAMPLE}
-    for ext in base.extensions:
-        if _per_sample(ext):
-            mine = own.pop(ext.name, None)
-            if mine is not None:
-                extensions.append(mine)
+    for place in reversed(index.per_sample):
+        mine = own.pop(extensions[place].name, None)
+        if mine is not None:
+            extensions[place] = mine
         else:
-            extensions.append(ext)
+            del extensions[place]
     extensions.extend(own.values())
     merged = Node(id=base.id, name=base.name, features=base.features, opsys=base.opsys, arch=base.arch,
                   description=base.description, state=delta.state if delta.state is not None else base.state,
@@ -153,9 +172,7 @@ def apply_delta(base: Node, delta: Node) -> Node:
         if not updates:
             continue
         items = list(getattr(base, field).items)
-        where: dict[Key, int] = {}
-        for index, item in enumerate(items):
-            where[key_of(item)] = -1 if key_of(item) in where else index
+        where = index.places[field]
         for item in updates:
             at = where.get(key_of(item))
             if at is None or at < 0:
