@@ -52,4 +52,6 @@ def _extension(fields: list[Any]) -> Extension:
 
 
 def _consumable(fields: list[Any]) -> Consumable:
+    if len(fields) != 8:
+        raise ValueError(f"a consumable of {len(fields)} fields")
     return _consumables.get(consumable_key(tuple(fields)), Consumable, *fields)

@@ -97,9 +97,9 @@ class PartTable:
 
 
 def consumable_key(fields: tuple[Any, ...]) -> tuple[Any, ...]:
-    """What a Consumable made of `fields` (its fields in order) is kept under in a PartTable: the
-    fields and the types of its numbers, since 1 and 1.0 are equal keys but not equal values."""
-    return (*fields, *(type(f) for f in fields[1::4]))
+    """What a Consumable made of `fields` (its eight fields in order) is kept under in a PartTable:
+    the fields and the types of its two numbers, since 1 and 1.0 are equal keys but not equal values."""
+    return fields, type(fields[1]), type(fields[5])
 
 
 @dataclass(slots=True)
