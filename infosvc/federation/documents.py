@@ -209,8 +209,8 @@ class Publisher:
     def _make(self, union: UnionTree, rebuilt: bool) -> tuple[Parts, Parts]:
         self._json.fixed = self._xml.fixed = union
         self._json_hosts.source = self._xml_hosts.source = union
-        body = Parts(self._json_hosts.tree_parts())
-        xml = Parts(self._xml_hosts.tree_parts()) if rebuilt or not self.xml else self.xml
+        body = Parts.in_chunks(self._json_hosts.tree_parts())
+        xml = Parts.in_chunks(self._xml_hosts.tree_parts()) if rebuilt or not self.xml else self.xml
         return body, xml
 
     async def publish(self) -> None:

@@ -41,6 +41,25 @@ class Parts(list[bytes]):
         super().__init__(parts)
         self.size = sum(map(len, self))
 
+    @classmethod
+    def in_chunks(cls, parts: Iterable[bytes], chunk: int = 1 << 13) -> Parts:
+        """The parts joined into chunks of about `chunk` bytes, in the thread that makes them: a
+        read then writes a chunk per few dozen hosts rather than walking a part per host on the event
+        loop (a top level's union of 30,000 hosts held /healthz's p99 at 80-130 ms while read, 30 ms
+        whole), at the cost of the union's bytes held once more beside the hosts' fragments."""
+        chunks: list[bytes] = []
+        batch: list[bytes] = []
+        size = 0
+        for part in parts:
+            batch.append(part)
+            size += len(part)
+            if size >= chunk:
+                chunks.append(b"".join(batch))
+                batch, size = [], 0
+        if batch:
+            chunks.append(b"".join(batch))
+        return cls(chunks)
+
 
 class Documents(Protocol):
     """What a codec offers the publishing layer for one format."""
