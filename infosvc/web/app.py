@@ -33,7 +33,7 @@ from infosvc.web.garbage import scheduled_collection
 from infosvc.web.pretty import readable
 from infosvc.web.keys import AGGREGATOR, CONFIG, GLUE, HISTORY_WORKERS, JOB_QUEUE, MATCH_GATE, METRICS, PAST_VIEWS
 from infosvc.web.match import MatchGate
-from infosvc.web.opening import OPEN, OPENING, until_open
+from infosvc.web.opening import OPEN, OPENING
 from infosvc.web.nodes import HISTORY_THREADS
 from infosvc.web.routes import add_routes
 
@@ -135,8 +135,7 @@ async def _sweep_forever(agg: Aggregator, config: SiteConfig) -> None:
 def make_app(config: SiteConfig, *, db: str | Path | None = None, tokens: Tokens | None = None) -> web.Application:
     """The one app factory. `db` overrides the config's store path."""
     app = web.Application(client_max_size=config.service.max_body_bytes,
-                          middlewares=[*cors(config.service.cors_origins), readable, errors_as_json, authorize,
-                                       until_open])
+                          middlewares=[*cors(config.service.cors_origins), readable, errors_as_json, authorize])
     app[CONFIG] = config
     store_path = str(db if db is not None else config.service.db)
     known = tokens if tokens is not None else Tokens()

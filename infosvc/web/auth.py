@@ -23,6 +23,7 @@ from infosvc.web.bodies import refuse_announced_size
 from infosvc.web.pretty import wants_pretty
 from infosvc.web.errors import HttpError
 from infosvc.web.keys import AGGREGATOR, CONFIG, ROUTE_TABLE
+from infosvc.web.opening import OPEN, until_open
 
 log = logging.getLogger("infosvc.web")
 _refusals = LogLimiter(logging.getLogger("infosvc.audit"))
@@ -127,4 +128,6 @@ async def authorize(request: web.Request, handler: Handler) -> web.StreamRespons
         raise QueryError(excerpt(unknown[0]), f"unknown; this route takes {accepted}", route.accepted)
     if route.pretty:
         wants_pretty(request)  # a value that is no yes or no is refused here, with the others
+    if not request.app[OPEN].is_set():
+        await until_open(request, public=route.access is Access.PUBLIC)
     return await handler(request)

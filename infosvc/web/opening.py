@@ -11,13 +11,11 @@ how many hosts are read so far.
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable, Final
+from typing import Final
 
 from aiohttp import web
 
-from infosvc.web.auth import Access
 from infosvc.web.errors import HttpError
-from infosvc.web.keys import ROUTE_TABLE
 
 #: set once the hosts are read and the queue, the GLUE renderings and the sweeper are running
 OPEN = web.AppKey("open", asyncio.Event)
@@ -25,8 +23,6 @@ OPEN = web.AppKey("open", asyncio.Event)
 OPENING: web.AppKey["asyncio.Task[None]"] = web.AppKey("opening")
 #: the longest a request waits for the start before a 503
 OPENING_WAIT_SECONDS: Final = 30.0
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def start_failure(app: web.Application) -> str | None:
@@ -37,20 +33,18 @@ def start_failure(app: web.Application) -> str | None:
     return None
 
 
-@web.middleware
-async def until_open(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Hold a request that needs the hosts until they are read (see the module's docstring)."""
+async def until_open(request: web.Request, public: bool) -> None:
+    """Hold a request that needs the hosts until they are read (see the module's docstring).
+    The authorizing middleware calls it once the route's access is checked: a middleware of its
+    own would be one more layer for every request, the reports' included."""
     opened = request.app[OPEN]
-    if not opened.is_set() and request.match_info.http_exception is None:
-        route = request.app[ROUTE_TABLE].get(request.match_info.handler)
-        if route is not None and route.access is not Access.PUBLIC:
-            waiting = asyncio.ensure_future(opened.wait())
-            opening = request.app[OPENING]
-            await asyncio.wait((waiting, opening), timeout=OPENING_WAIT_SECONDS,
-                               return_when=asyncio.FIRST_COMPLETED)
-            waiting.cancel()
-            if (failure := start_failure(request.app)) is not None:
-                raise HttpError(503, failure, "its operator must read the server's log")
-            if not opened.is_set():
-                raise HttpError(503, "starting: the hosts are still being read", "try again after Retry-After")
-    return await handler(request)
+    if opened.is_set() or public:  # a route open to all needs no host (health, the API's description, the page)
+        return
+    waiting = asyncio.ensure_future(opened.wait())
+    opening = request.app[OPENING]
+    await asyncio.wait((waiting, opening), timeout=OPENING_WAIT_SECONDS, return_when=asyncio.FIRST_COMPLETED)
+    waiting.cancel()
+    if (failure := start_failure(request.app)) is not None:
+        raise HttpError(503, failure, "its operator must read the server's log")
+    if not opened.is_set():
+        raise HttpError(503, "starting: the hosts are still being read", "try again after Retry-After")
