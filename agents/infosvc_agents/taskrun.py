@@ -42,6 +42,7 @@ import signal
 import stat
 import sys
 import time
+from urllib.parse import unquote
 
 TYPE_CHECKING = False  # typing itself is not loaded: a tenth of the start (annotations are strings here)
 if TYPE_CHECKING:
@@ -189,18 +190,38 @@ def _why(exc: OSError) -> str:
             errno.ENOENT: "no such file or directory"}.get(exc.errno or 0, (exc.strerror or str(exc)).lower())
 
 
+def local_path(label: str, name: str) -> str:
+    """The file a stream names: a path as it is; a grid job's file URL (file:///x, file://localhost/x,
+    percent-escapes decoded) as its path. Any other URL is refused: this executor opens local files
+    only, and stages nothing in or out."""
+    scheme, sep, rest = name.partition("://")
+    if not sep or "/" in scheme:
+        return name
+    if scheme.lower() != "file":
+        raise Refused(f"{label} {name}: a {scheme} URL; this executor opens local files only (file:// URLs "
+                      "and paths) and stages nothing")
+    host, slash, path = rest.partition("/")
+    if host not in ("", "localhost"):
+        raise Refused(f"{label} {name}: a file URL of host {host!r}, not this one")
+    local = unquote(slash + path)
+    if "\0" in local:
+        raise Refused(f"{label} {name}: a file URL naming a NUL byte")
+    return local
+
+
 def _open_stream(which: str, name: str | None, account: str) -> int:
     if not name:
         return os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
     label = _STREAM_LABELS[which]
     flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
     flags |= os.O_RDONLY if which == "stdin" else os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    path = local_path(label, name)
     try:
-        fd = os.open(name, flags, 0o644)
+        fd = os.open(path, flags, 0o644)
     except OSError as exc:
         raise Refused(f"{label} {name}: {_why(exc)} as {account}") from None
     mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode) and not (stat.S_ISCHR(mode) and os.path.realpath(name) == os.devnull):
+    if not stat.S_ISREG(mode) and not (stat.S_ISCHR(mode) and os.path.realpath(path) == os.devnull):
         os.close(fd)
         raise Refused(f"{label} {name}: not a regular file")
     fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)

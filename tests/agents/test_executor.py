@@ -99,3 +99,18 @@ def test_the_run_time_limit_kills_the_task(cluster: tuple[Server, Path], tmp_pat
     wait_for(lambda: job(server, "1")["state"] == "Canceled", timeout=20, message="the limit reached")
     assert "run time limit" in job(server, "1")["reason"]
     wait_for(lambda: not Path(f"/proc/{pid}").exists(), timeout=20, message="the task at its limit killed")
+
+
+def test_a_stream_names_a_local_file_by_path_or_file_url() -> None:
+    from infosvc_agents.taskrun import Refused, local_path
+
+    assert local_path("Stdout", "out.txt") == "out.txt"
+    assert local_path("Stdout", "/abs/out.txt") == "/abs/out.txt"
+    assert local_path("Stdout", "dir/odd://name") == "dir/odd://name"  # a path, not a URL
+    assert local_path("Stdin", "file:///data/in%20put.txt") == "/data/in put.txt"
+    assert local_path("Stdin", "FILE://localhost/data/x") == "/data/x"
+    for url, said in (("gsiftp://se.example.org/x", "a gsiftp URL"), ("https://example.org/x", "a https URL"),
+                      ("file://other.example.org/x", "a file URL of host 'other.example.org'"),
+                      ("file:///x%00y", "NUL")):
+        with pytest.raises(Refused, match=said):
+            local_path("Stdin", url)

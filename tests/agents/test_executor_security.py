@@ -75,11 +75,9 @@ STREAMS = {"sss": {"stdin": "InputFile", "stdout": "OutputFile", "stderr": "Erro
 
 def run_streams(server: Server, base: Path, work: Path, form: str, script: str, streams: dict[str, str]) -> Any:
     """A job of one task `/bin/sh -c SCRIPT` naming `streams` ({"stdin": name, ...}) in `form`,
-    run to its end in `work`. A grid job names no working directory and its streams are URLs
-    (`file:///NAME` against the base `file:///`), which the executor opens as paths relative to
-    the job's own directory: that directory is made for it before it runs (the host paused
-    meanwhile), holding `file:`, a link to base/rootdir an earlier job could have left there, so
-    that the URL leads where a root-only file or directory is."""
+    run to its end in `work`. A grid job names no working directory (it runs in one of its own)
+    and its streams are URLs: the names resolved against the base `file://WORK/`, which the
+    executor opens as the files they name."""
     from xml.sax.saxutils import escape, quoteattr
 
     tags = STREAMS[form]
@@ -94,20 +92,16 @@ def run_streams(server: Server, base: Path, work: Path, form: str, script: str, 
         return ended(server, submit(server, document))
     import json
 
-    assert server.admin(HOST, "pause").status == 200
     document = json.dumps({"version": 2, "executable": "/bin/sh", "arguments": ["-c", script],
-                           "default_storage_base": "file:///", **streams}).encode()
-    job_id = submit(server, document, content_type="application/json")
-    own = task_directory(base / "jobs", job_id)
-    own.chmod(0o700)
-    (own / "file:").symlink_to(base / "rootdir")
-    assert server.admin(HOST, "resume").status == 200
-    return ended(server, job_id)
+                           "default_storage_base": f"file://{work}/", **streams}).encode()
+    return ended(server, submit(server, document, content_type="application/json"))
 
 
-def stream_name(form: str, name: str) -> str:
+def stream_name(form: str, name: str, work: Path) -> str:
     """The name the task's reason quotes: a grid job's is the URL it was resolved to."""
-    return f"file:///{name}" if form == "grid" else name
+    from infosvc.codec.gridjob_json import resolve
+
+    return (resolve(name, f"file://{work}/") or name) if form == "grid" else name
 
 
 @pytest.mark.parametrize("form", ["sss", "ccs", "grid"])
@@ -115,27 +109,42 @@ def test_stdin_of_a_root_only_file_fails_the_task_and_leaks_nothing(site: tuple[
                                                                     form: str) -> None:
     server, work = site
     secret = root_file(base, "secret")
-    name = "secret" if form == "grid" else str(secret)
+    name = str(secret)
     done = run_streams(server, base, work, form, "cat", {"stdin": name, "stdout": "peek.out"})
     assert done["state"] == "Failed" and done["exit_code"] == 127, done
-    assert f"Stdin {stream_name(form, name)}: permission denied as {TASK_ACCOUNT}" in done["reason"]
+    assert f"Stdin {stream_name(form, name, work)}: permission denied as {TASK_ACCOUNT}" in done["reason"]
     assert SECRET not in "".join(path.read_text() for path in base.rglob("peek.out"))
 
 
 @pytest.mark.parametrize(("form", "stream", "where"), [
-    (form, stream, where) for form in ("sss", "ccs") for stream in ("stdout", "stderr")
-    for where in ("absolute", "relative")] + [("grid", "stdout", "link"), ("grid", "stderr", "link")])
+    (form, stream, where) for form in ("sss", "ccs", "grid") for stream in ("stdout", "stderr")
+    for where in ("absolute", "relative")])
 def test_outputs_cannot_create_files_where_the_account_may_not(site: tuple[Server, Path], base: Path,
                                                                form: str, stream: str, where: str) -> None:
     server, work = site
     root_file(base, "secret")
     target = base / "rootdir" / "planted"
-    name = {"absolute": str(target), "relative": "../rootdir/planted", "link": "planted"}[where]
+    name = {"absolute": str(target), "relative": "../rootdir/planted"}[where]
     done = run_streams(server, base, work, form, "echo owned; echo owned >&2", {stream: name})
     label = stream.capitalize()
     assert done["state"] == "Failed", done
-    assert f"{label} {stream_name(form, name)}: permission denied as {TASK_ACCOUNT}" in done["reason"], done
+    assert f"{label} {stream_name(form, name, work)}: permission denied as {TASK_ACCOUNT}" in done["reason"], done
     assert not target.exists()
+
+
+def test_a_grid_jobs_file_urls_are_the_files_they_name(site: tuple[Server, Path]) -> None:
+    """A grid job's streams are URLs: a file URL is opened as its path (as the account), so its
+    output lands where the user asked; any other URL is refused with the reason, nothing staged."""
+    server, work = site
+    done = run_streams(server, work.parent, work, "grid", "echo landed; echo also >&2",
+                       {"stdout": "grid out.txt", "stderr": f"file://localhost{work}/grid%20err.txt"})
+    assert done["state"] == "Finished", done
+    assert (work / "grid out.txt").read_text() == "landed\n"  # the base's file URL, its space escaped
+    assert (work / "grid err.txt").read_text() == "also\n"
+    refused = run_streams(server, work.parent, work, "grid", "echo x", {"stdout": "gsiftp://se.example.org/out"})
+    assert refused["state"] == "Failed", refused
+    assert ("Stdout gsiftp://se.example.org/out: a gsiftp URL; this executor opens local files only"
+            in refused["reason"]), refused
 
 
 def test_a_planted_symbolic_link_is_not_followed(site: tuple[Server, Path], base: Path) -> None:
