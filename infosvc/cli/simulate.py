@@ -57,6 +57,10 @@ def run(args: argparse.Namespace) -> int:
     if trace.malformed > len(trace.problems):
         print(f"infosvc simulate: {args.trace}: {trace.malformed - len(trace.problems)} more malformed lines left out",
               file=sys.stderr)
+    if trace.extra_fields:
+        print(f"infosvc simulate: {args.trace}: {trace.extra_fields} job lines have fields past SWF's 18 (from line "
+              f"{trace.first_extra_line}; MetaCentrum's node list, queue and properties are such): the 18 are read, "
+              "the rest ignored", file=sys.stderr)
     if trace.malformed and not trace.records:  # else a summary of no jobs, as if the trace were empty
         return fail(f"{args.trace}: no line of the trace is a job record ({trace.malformed} malformed)")
     processors = args.processors

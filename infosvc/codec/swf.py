@@ -2,8 +2,10 @@
 each of 18 whitespace-separated numbers, after a header of `; Key: value` comments.
 
 `read_swf` reads a trace (plain or gzipped, by its first bytes) into its header and its records,
-all 18 fields kept; a line that is not 18 numbers is reported with its line number and left out,
-never a crash. A trace is read up to MAX_LINES lines and MAX_CHARS characters, blank and comment
+all 18 fields kept; a line of fewer than 18 numbers is reported with its line number and left out,
+never a crash. Fields past the 18th (the MetaCentrum archive appends each job's node list, queue
+and properties) are not SWF's: the 18 are read, the rest dropped and counted (`extra_fields`), to
+be said once, as other simulators (Alea) do. A trace is read up to MAX_LINES lines and MAX_CHARS characters, blank and comment
 lines included (a gzip of nothing but newlines unpacks to billions of them, read one by one):
 past either, `parse_swf` stops and says so in `too_large`, and `read_swf` refuses the file as
 unreadable. The caps are hundreds of times the project's real traces, and ten times a trace of a
@@ -78,6 +80,9 @@ class SwfTrace:
     records: list[SwfRecord] = field(default_factory=list)
     malformed: int = 0
     problems: list[str] = field(default_factory=list)
+    #: job lines that had fields past the 18th, dropped (the first such line's number, for the warning)
+    extra_fields: int = 0
+    first_extra_line: int | None = None
     #: Why reading stopped before the end (a cap), else None.
     too_large: str | None = None
 
@@ -171,7 +176,11 @@ def _parse(trace: SwfTrace, lines: Iterator[tuple[int, str | None]]) -> None:
             key = _header_line(trace.header, text[1:].strip(), key)
             continue
         key = None
-        record = _record(text, number)
+        record, extra = _record(text, number)
+        if extra:
+            trace.extra_fields += 1
+            if trace.first_extra_line is None:
+                trace.first_extra_line = number
         if isinstance(record, str):
             trace.malformed += 1
             if len(trace.problems) < MAX_REPORTED:
@@ -192,10 +201,15 @@ def _header_line(header: dict[str, str], text: str, key: str | None) -> str | No
     return None
 
 
-def _record(text: str, number: int) -> SwfRecord | str:
+def _record(text: str, number: int) -> tuple[SwfRecord | str, int]:
+    """The record, or what is wrong with the line; and how many fields past the 18th it had, dropped."""
     words = text.split()
-    if len(words) != len(FIELDS):
-        return f"{len(words)} fields, not {len(FIELDS)}: {text[:80]!r}"
+    if len(words) < len(FIELDS):
+        return f"{len(words)} fields, not {len(FIELDS)}: {text[:80]!r}", 0
+    return _fields(words[:len(FIELDS)], number), len(words) - len(FIELDS)
+
+
+def _fields(words: list[str], number: int) -> SwfRecord | str:
     values: dict[str, float | int] = {}
     for name, word in zip(FIELDS, words):
         try:

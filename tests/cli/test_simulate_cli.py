@@ -51,6 +51,18 @@ def test_summary_and_schedule(tmp_path: Path) -> None:
     assert fcfs["processors"] == 8 and fcfs["skipped"] == 1 and fcfs["policy"] == "fcfs"
 
 
+def test_a_trace_with_fields_past_swfs_18_is_simulated_with_one_warning(tmp_path: Path) -> None:
+    trace = tmp_path / "metacentrum.swf"
+    lines = TINY.replace("not a job line\n", "").splitlines()
+    trace.write_text("\n".join(l + " node17 q_1d :ppn=1" if l and not l.startswith(";") else l for l in lines) + "\n")
+    done = simulate(str(trace), "--policy", "easy", "--quiet")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert (summary["jobs"], summary["malformed_lines"]) == (3, 0)
+    warnings = [w for w in done.stderr.splitlines() if "past SWF's 18" in w]
+    assert len(warnings) == 1 and "4 job lines have fields past SWF's 18" in warnings[0], done.stderr
+
+
 def test_a_real_trace_gzipped() -> None:
     done = simulate(str(TRACES / "NASA-iPSC-1993-3.1-cln.swf.gz"), "--policy", "fcfs")
     assert done.returncode == 0, done.stderr

@@ -261,3 +261,17 @@ def test_progress_is_told_as_jobs_start() -> None:
     assert told == [(n, n * 10) for n in range(1, 6)]
     with pytest.raises(ValueError, match="more than the machine"):
         simulate(jobs_of([(1, 0, 5, 2, -1, -1)], 2).jobs, 1, Policy.FCFS)
+
+
+def test_fields_past_the_eighteenth_are_read_past_and_counted() -> None:
+    """The MetaCentrum archive appends each job's node list, queue and properties after SWF's 18
+    fields: the 18 are read, the rest dropped and counted once, the line no malformed one."""
+    extra = " zewura7.cerit-sc.cz q_2h :ppn=4:mem=4gb:cl_zewura"
+    text = "\n".join(["; MaxProcs: 8", line(1, 0, 10, 4) + extra, line(2, 5, 10, 4), line(3, 6, 1, 1) + " a b",
+                      "1 2 3"]) + "\n"
+    trace = parse_swf(io.StringIO(text))
+    assert [r.job for r in trace.records] == [1, 2, 3]
+    plain = parse_swf(io.StringIO("; MaxProcs: 8\n" + line(1, 0, 10, 4) + "\n")).records[0]  # also line 2
+    assert trace.records[0] == plain
+    assert (trace.extra_fields, trace.first_extra_line) == (2, 2)
+    assert trace.malformed == 1 and trace.problems == ["line 5: 3 fields, not 18: '1 2 3'"]
