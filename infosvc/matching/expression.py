@@ -100,7 +100,11 @@ class _Junction:
                 if e.holds(node, host, site) == negated:
                     found.extend(e.reasons(node, host, site, negated))
             return found
-        parts = ["; ".join(e.reasons(node, host, site, negated)) for e in self.operands]
+        # Each alternative's reason once: alternatives that fail alike (the same clause in two
+        # requirement sets) would otherwise say it again and again.
+        parts = list(dict.fromkeys("; ".join(e.reasons(node, host, site, negated)) for e in self.operands))
+        if len(parts) == 1:
+            return [parts[0]]
         return ["none of: " + " | ".join(f"({p})" for p in parts)]
 
     def fast(self) -> Test:

@@ -81,6 +81,18 @@ def test_or_reasons_name_every_alternative() -> None:
     assert verdict.reasons == ("none of: (Feature: asked a, host has c) | (Feature: asked b, host has c)",)
 
 
+def test_alternatives_that_fail_alike_are_said_once() -> None:
+    """Two alternatives failing for the same clause: the reason says it once, not
+    "none of: (Feature: asked a, ...) | (Feature: asked a, ...)"."""
+    req = requirements('<Feature group="1">a</Feature><Feature group="-1">x</Feature>'
+                       '<Feature conj="Or" group="1">a</Feature><Feature group="-1">y</Feature>')
+    verdict = check(req, make_node("n1", features=("x", "y")))
+    assert verdict.reasons == ("Feature: asked a, host has x, y",)
+    three = requirements('<Feature>a</Feature><Feature conj="Or">a</Feature><Feature conj="Or">b</Feature>')
+    assert check(three, make_node("n1", features=("c",))).reasons == (
+        "none of: (Feature: asked a, host has c) | (Feature: asked b, host has c)",)
+
+
 def test_nand_reason() -> None:
     req = requirements('<Feature>a</Feature><Feature conj="Nand">b</Feature>')
     verdict = check(req, make_node("n1", features=("a", "b")))
