@@ -56,6 +56,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from serving import free_port, post_reports  # noqa: E402  (free_port: bench/submit.py takes it from here)
 
 # The targets set for ingest.
 TARGET_RATE = 3000.0
@@ -181,19 +183,6 @@ def delta_documents(nodes: list[Any]) -> tuple[list[bytes], list[bytes]]:
             assert delta is not None
             deltas.append(node_to_xml(delta))
     return [node_to_xml(base) for base in bases], deltas
-
-
-def post_all(port: int, tokens: list[str], documents: list[bytes]) -> None:
-    """Each document once, with its host's token, answered 200."""
-    import http.client
-
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    for token, body in zip(tokens, documents):
-        conn.request("POST", "/v1/nodes", body, {"Authorization": f"Bearer {token}", "Content-Type": "application/xml"})
-        answer = conn.getresponse()
-        answer.read()
-        assert answer.status == 200, answer.status
-    conn.close()
 
 
 # --- the load generator (runs in its own process) ------------------------------------------------
@@ -402,12 +391,6 @@ def bare_server_main(port: int, validate: bool = False) -> int:
 PHASE_NAMES = {"bare": "bare aiohttp, closed loop", "floor": "floor: parse+validate only",
                "floor_multi": "floor: parse+validate, {n} procs"}
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -579,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
                                                      workdir=workdir)
             size1 = db_bytes(db)
             # The reports most samples are: deltas of each host's whole sample, sent first.
-            post_all(port, tokens, bases)
+            post_reports(port, tokens, bases)
             results["saturate_delta"] = drive(port, server.pid, [request_bytes(port, t, d) for t, d in zip(tokens2, deltas)],
                                               connections=args.connections, warmup=args.warmup, seconds=args.seconds,
                                               rate=None, workdir=workdir, gil=args.profile_gil,

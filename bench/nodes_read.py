@@ -32,11 +32,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serving import free_port  # noqa: E402
+from serving import free_port, post_reports  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -135,18 +134,8 @@ def main() -> int:
         server = start()
         try:
 
-            def report(first: int) -> None:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-                for i in range(first, opts.hosts, 4):
-                    conn.request("POST", "/v1/nodes", documents[i], {"Authorization": f"Bearer {tokens[i]}",
-                                                            "Content-Type": "application/xml"})
-                    answer = conn.getresponse()
-                    answer.read()
-                    assert answer.status == 200, answer.status
-
             started = time.monotonic()
-            with ThreadPoolExecutor(4) as pool:
-                list(pool.map(report, range(4)))
+            post_reports(port, tokens, documents)
             print(f"{opts.hosts} hosts reported in {time.monotonic() - started:.1f} s "
                   f"({len(documents[0])} B a report)", flush=True)
             if opts.history:

@@ -22,12 +22,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nodes_read import agent_documents  # noqa: E402
-from serving import free_port, start_server  # noqa: E402
+from serving import free_port, post_reports, start_server  # noqa: E402
 
 
 def host_count(port: int) -> int | None:
@@ -87,17 +86,7 @@ def main() -> int:
         server, port = start_server(tmp, "".join(f"agent {token} node{i:05d}.bench\n" for i, token in enumerate(tokens)),
                                     "--config", f"{tmp}/site.toml")
 
-        def report(first: int) -> None:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-            for i in range(first, opts.hosts, 4):
-                conn.request("POST", "/v1/nodes", documents[i], {"Authorization": f"Bearer {tokens[i]}",
-                                                        "Content-Type": "application/xml"})
-                answer = conn.getresponse()
-                answer.read()
-                assert answer.status == 200, answer.status
-
-        with ThreadPoolExecutor(4) as pool:
-            list(pool.map(report, range(4)))
+        post_reports(port, tokens, documents)
         print(f"{opts.hosts} hosts reported ({len(documents[0])} B a report)", flush=True)
         for how, signum in (("clean stop (SIGTERM)", signal.SIGTERM), ("crash (SIGKILL)", signal.SIGKILL),
                             ("clean stop again (SIGTERM)", signal.SIGTERM)):

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
@@ -36,3 +37,21 @@ def start_server(directory: str | Path, tokens: str, *options: str) -> tuple[sub
             time.sleep(0.1)
     server.kill()
     raise RuntimeError("infosvc serve did not answer /healthz within 30 s")
+
+
+def post_reports(port: int, tokens: list[str], documents: list[bytes], connections: int = 4) -> None:
+    """Each document once to POST /v1/nodes with the token beside it, over `connections` kept
+    connections at once; each answered 200."""
+
+    def post(first: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        for token, body in zip(tokens[first::connections], documents[first::connections]):
+            conn.request("POST", "/v1/nodes", body, {"Authorization": f"Bearer {token}",
+                                                      "Content-Type": "application/xml"})
+            answer = conn.getresponse()
+            answer.read()
+            assert answer.status == 200, (answer.status, answer.read())
+        conn.close()
+
+    with ThreadPoolExecutor(connections) as pool:
+        list(pool.map(post, range(connections)))
