@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from infosvc.codec.node_xml import node_to_xml
 from infosvc.model.node import Node
-from infosvc.model.nodedelta import SAMPLE_ID, delta_of
+from infosvc.model.nodedelta import SAMPLE_ID, BaseIndex, delta_of
 
 from infosvc_agents.http1 import Connection, Deadline
 from infosvc_agents.spool import Spool
@@ -248,6 +248,7 @@ class PushLoop:
     deltas: int = 0
     #: the last whole sample the server acknowledged, which the next deltas build on (None: send whole)
     _base: Node | None = None
+    _base_index: BaseIndex | None = None
     #: each kept sample's file in the spool (None: in memory only), beside `kept`
     _files: deque[str | None] = field(default_factory=deque)
     _backoff: float = 0.0
@@ -306,7 +307,7 @@ class PushLoop:
             head = self.kept[0]
             delta = None
             if self._base is not None and isinstance(head, Sample):
-                delta = delta_of(self._base, head.node)
+                delta = delta_of(self._base, head.node, self._base_index)
             try:
                 if delta is not None:
                     answer = self.sender.send(node_to_xml(delta))
@@ -340,7 +341,8 @@ class PushLoop:
             if delta is not None:
                 self.deltas += 1
             elif isinstance(head, Sample) and answer.get("base") == head.node.extension(SAMPLE_ID, "Agent"):
-                self._base = head.node  # the server holds it, and takes deltas of it: its answer named it the base
+                # the server holds it, and takes deltas of it: its answer named it the base
+                self._base, self._base_index = head.node, BaseIndex(head.node)
             else:
                 self._base = None
             self._forget_oldest()

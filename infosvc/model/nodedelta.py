@@ -62,29 +62,15 @@ def _static_alike(node: Node, base: Node) -> bool:
             and _same(node.configured.items, base.configured.items) and _same(_facts(node), _facts(base)))
 
 
-#: the last base found to name no item twice (a base serves many deltas)
-_checked: list[Node] = []
-
-
-def _unique(base: Node) -> bool:
-    if _checked and _checked[0] is base:
-        return True
-    for field in VOLATILE:
-        items = getattr(base, field).items
-        if len({key_of(item) for item in items}) != len(items):
-            return False
-    _checked[:] = [base]
-    return True
-
-
-def delta_of(base: Node, node: Node) -> Node | None:
+def delta_of(base: Node, node: Node, index: BaseIndex | None = None) -> Node | None:
     """`node` as a delta of the full sample `base` (which must carry its SampleId), or None when
     it cannot be one: a fact outside Available, Utilized and State differs, an item came or went,
-    the base names an item twice, or the state would have to be taken away."""
+    the base names an item twice, or the state would have to be taken away. `index`: the base's
+    BaseIndex, when one is kept (a base serves many deltas)."""
     base_id = base.extension(SAMPLE_ID, AGENT)
     if base_id is None or (node.state is None and base.state is not None) or not _static_alike(node, base):
         return None
-    if not _unique(base):
+    if not (index if index is not None else BaseIndex(base)).unique:
         return None
     delta = Node(id=node.id, state=node.state if node.state != base.state else None)
     delta.extensions = [ext for ext in node.extensions if ext.type == AGENT and ext.name in (SAMPLE_TIME, SAMPLE_ID)]
@@ -133,7 +119,7 @@ class BaseIndex:
     beside it): each Available and Utilized item's place by its key (-1: the base names it
     twice), and the places of its per-sample Agent extensions."""
 
-    __slots__ = ("places", "per_sample")
+    __slots__ = ("places", "per_sample", "unique")
 
     def __init__(self, base: Node) -> None:
         self.places: dict[str, dict[Key, int]] = {}
@@ -144,6 +130,8 @@ class BaseIndex:
                 where[key] = -1 if key in where else index
             self.places[field] = where
         self.per_sample = [index for index, ext in enumerate(base.extensions) if _per_sample(ext)]
+        #: whether the base names each item once (a delta can only name items so named)
+        self.unique = all(place >= 0 for where in self.places.values() for place in where.values())
 
 
 def apply_delta(base: Node, delta: Node, index: BaseIndex | None = None) -> Node:
