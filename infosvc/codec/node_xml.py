@@ -14,13 +14,15 @@ writes: lxml (7.5 MiB of RSS) is imported by the reading functions alone.
 from __future__ import annotations
 
 from sys import intern
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from infosvc.codec.xmltext import attr as _attr
 from infosvc.codec.xmltext import finish
 from infosvc.codec.xmltext import text as _text
 from infosvc.errors import DocumentError, Problem
-from infosvc.model.node import CONSUMABLES, RESOURCE, Category, Consumable, Extension, Node, split_features
+from infosvc.model.node import (
+    CONSUMABLES, RESOURCE, Category, Consumable, Extension, Node, PartTable, split_features,
+)
 
 if TYPE_CHECKING:
     from lxml import etree
@@ -63,18 +65,11 @@ def _plain_id_problem(problem: Problem) -> Problem:
 #: attributes as written), so that a report's parts equal to another's are one object: most of a
 #: report is its host's kind (operating system, processor, sizes, adapters, units), alike on every
 #: host of the kind and in every report of the host, and a host kept in memory would otherwise
-#: hold its own copy of each (issue: ~20 KiB a host). The parts are frozen, so sharing is safe.
-#: Bounded: at _SHARED_MAX entries a table is emptied, and the parts alike are shared again from
+#: hold its own copy of each (~20 KiB a host). The parts are frozen, so sharing is safe. Bounded
+#: (model.node.PartTable): when full a table is emptied, and the parts alike are shared again from
 #: the next report on (what is unique to a report, a sample's name or a counter, comes and goes).
-_extensions: dict[tuple[str, str | None, str | None], Extension] = {}
-_consumables: dict[tuple[str, str, tuple[tuple[str, str], ...]], Consumable] = {}
-_SHARED_MAX: Final = 1 << 14
-
-
-def _kept(table: dict[Any, Any], key: Any, value: Any) -> None:
-    if len(table) >= _SHARED_MAX:
-        table.clear()
-    table[key] = value
+_extensions = PartTable()
+_consumables = PartTable()
 
 
 def node_from_element(root: etree._Element) -> Node:
@@ -86,7 +81,7 @@ def node_from_element(root: etree._Element) -> Node:
     # from the same text is taken as it is (_extensions).
     node = Node(id="")
     add_extension = node.extensions.append
-    shared = _extensions
+    shared = _extensions.lookup
     seen: set[str] | None = None
     for child in root:
         tag = child.tag
@@ -98,7 +93,7 @@ def node_from_element(root: etree._Element) -> Node:
                 key = (attributes[0][1], None, child.text)
             else:
                 key = (child.get("name", ""), child.get("type"), child.text)
-            extension = shared.get(key)
+            extension = shared(key)
             if extension is None:
                 raw, kind, text = key
                 name = raw.strip()
@@ -106,7 +101,7 @@ def node_from_element(root: etree._Element) -> Node:
                     raise _blank_name(child)
                 extension = Extension(intern(name), text.strip() if text else "",
                                       intern(kind) if kind is not None else None)
-                _kept(shared, key, extension)
+                _extensions.keep(key, extension)
             add_extension(extension)
         elif tag in _CATEGORY_FIELDS:
             _read_properties(child, getattr(node, _CATEGORY_FIELDS[tag]).items)
@@ -146,13 +141,13 @@ def _read_properties(element: etree._Element, into: list[Consumable]) -> None:
     # A Consumable is a function of its element's tag, text and attributes: one read before from
     # the same is taken as it is (_consumables), unparsed.
     append = into.append
-    shared = _consumables
+    shared = _consumables.lookup
     for child in element:
         key = (child.tag, child.text, tuple(child.items()))
-        item = shared.get(key)
+        item = shared(key)
         if item is None:
             item = _consumable_of(child, *key)
-            _kept(shared, key, item)
+            _consumables.keep(key, item)
         append(item)
 
 

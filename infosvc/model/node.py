@@ -76,20 +76,26 @@ class PartTable:
     Bounded: at `limit` entries the table is emptied, and the parts alike are shared again from
     then on (what is unique to a sample, a counter say, comes and goes)."""
 
-    __slots__ = ("_parts", "limit")
+    __slots__ = ("_parts", "limit", "lookup")
 
     def __init__(self, limit: int = 1 << 14) -> None:
         self._parts: dict[Any, Any] = {}
         self.limit = limit
+        #: the part kept under a key, or None (the dict's own get: no call of ours on a hot path)
+        self.lookup: Callable[[Any], Any] = self._parts.get
+
+    def keep(self, key: Any, part: Any) -> None:
+        """Keep `part` under `key`, the table emptied first when full."""
+        if len(self._parts) >= self.limit:
+            self._parts.clear()
+        self._parts[key] = part
 
     def get(self, key: Any, make: Callable[..., Part], *fields: Any) -> Part:
         """The part made before from `key`, else `make(*fields)`, kept under it."""
-        part: Part | None = self._parts.get(key)
+        part: Part | None = self.lookup(key)
         if part is None:
             part = make(*fields)
-            if len(self._parts) >= self.limit:
-                self._parts.clear()
-            self._parts[key] = part
+            self.keep(key, part)
         return part
 
     def __len__(self) -> int:

@@ -405,7 +405,8 @@ def test_a_shared_part_cannot_be_changed_under_another_host() -> None:
 def test_the_table_of_shared_parts_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     from infosvc.codec import node_xml
 
-    monkeypatch.setattr(node_xml, "_SHARED_MAX", 4)
+    monkeypatch.setattr(node_xml._extensions, "limit", 4)
+    monkeypatch.setattr(node_xml._consumables, "limit", 4)
     nodes = [parse_node(_host_report(f"h{i}", str(i), f"s-{i}")) for i in range(20)]
     assert len(node_xml._extensions) <= 4 and len(node_xml._consumables) <= 4
     assert [n.extensions[0].value for n in nodes] == [f"s-{i}" for i in range(20)]
