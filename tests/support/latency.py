@@ -37,9 +37,16 @@ print(" ".join(f"{x:.6f}" for x in latencies))
 
 def healthz_p99_during(server: Server, attack: Callable[[], object], count: int, workers: int = 4,
                        samples: int = 100) -> float:
+    """The p99 of healthz_latencies_during's, in seconds."""
+    latencies = healthz_latencies_during(server, attack, count, workers, samples)
+    return statistics.quantiles(latencies, n=100)[98]
+
+
+def healthz_latencies_during(server: Server, attack: Callable[[], object], count: int, workers: int = 4,
+                             samples: int = 100) -> list[float]:
     """`attack` sent from `workers` threads, at least `count` times and until a poller process has
-    timed `samples` GET /healthz (for 60 s at most); the p99 of /healthz in seconds. Bounded: every
-    request has a timeout, and every loop stops by itself."""
+    timed `samples` GET /healthz (for 60 s at most); each /healthz's latency in seconds, in order.
+    Bounded: every request has a timeout, and every loop stops by itself."""
     stop = Path(tempfile.mkdtemp()) / "stop"
     poller = subprocess.Popen([sys.executable, "-c", POLLER, str(server.port), str(samples), str(stop)],
                               stdout=subprocess.PIPE, text=True)
@@ -61,4 +68,4 @@ def healthz_p99_during(server: Server, attack: Callable[[], object], count: int,
         out, _ = poller.communicate(timeout=70)
     latencies = [float(x) for x in out.split()]
     assert poller.returncode == 0 and len(latencies) >= samples, (poller.returncode, len(latencies))
-    return statistics.quantiles(latencies, n=100)[98]
+    return latencies

@@ -4,9 +4,12 @@ too: one upstream of 190,000 hosts stalled the top's /healthz 4 to 5 s after eve
 union and its documents are built in a worker thread after each pull, reads are answered the last
 complete union meanwhile, never a part of one, and /healthz p99 stays low.
 
-Here the upstream and the top level share two cores with the poller and the reads, so the test
-holds /healthz p99 under 100 ms (the old stalls were 0.5 s and more at this size; 63 ms was seen on
-a loaded CI machine with the fix in); the issue's 50 ms is bench/federation_pull.py's figure.
+Here the upstream and the top level share two cores with the poller and the reads, and a CI
+machine is shared besides: with the fix in, /healthz p99 was 20 to 50 ms here and 63 and 122 ms
+on CI, single samples up to 150 ms. What the test holds is what tells a stall from that noise:
+the old code held the loop 0.5 s and more after every pull at this size, so no more than one
+sample of 400 ms or more (a pull makes one each), and a p99 under 200 ms. The issue's 50 ms is
+bench/federation_pull.py's figure, measured alone.
 
 The upstream is 30,000 hosts (support/upstream.py), every host changed at every pull; a pull and
 its union take a few seconds of CPU on a shared machine, so they overlap the reads throughout.
@@ -15,12 +18,13 @@ bench/federation_pull.py measures the same at 190,000 hosts."""
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from pathlib import Path
 
 import pytest
 
-from support.latency import healthz_p99_during
+from support.latency import healthz_latencies_during
 from support.server import Reply, Server, ServerFactory, free_port, wait_for
 from support.upstream import VERSIONS, serve_upstream
 
@@ -62,10 +66,12 @@ def test_pulls_of_a_large_site_leave_the_top_level_quick(serve: ServerFactory, t
             time.sleep(0.5)
 
         started = time.monotonic()
-        p99 = healthz_p99_during(top, read_the_union, count=16, workers=1, samples=400)
+        latencies = healthz_latencies_during(top, read_the_union, count=16, workers=1, samples=400)
+        p99 = statistics.quantiles(latencies, n=100)[98]
+        stalls = [round(x * 1000) for x in latencies if x >= 0.400]
         took = time.monotonic() - started
         pulls = pulls_ok(top) - pulled
-        print(f"/healthz p99 {p99 * 1000:.1f} ms over {took:.1f} s: {pulls:.0f} pulls of {HOSTS} hosts, "
+        print(f"/healthz p99 {p99 * 1000:.1f} ms, max {max(latencies) * 1000:.0f} ms over {took:.1f} s: {pulls:.0f} pulls of {HOSTS} hosts, "
               f"{len(answers)} reads of the union")
         assert pulls >= 2, f"only {pulls:.0f} pulls during the reads: nothing was measured"
         # each read, during a rebuild or not, is the whole of one union: never a part, never a mix
@@ -73,7 +79,8 @@ def test_pulls_of_a_large_site_leave_the_top_level_quick(serve: ServerFactory, t
         assert not partial, f"{len(partial)} of {len(answers)} reads were not one whole union: {partial[:3]}"
         versions = {next(s for s in VERSIONS if f'"reported_at":"{s}"'.encode() in a.body) for a in answers}
         assert len(versions) == 2, "the reads saw one version only: the union was not replaced while read"
-        assert p99 < 0.100, f"/healthz p99 {p99 * 1000:.1f} ms during {pulls:.0f} pulls of {HOSTS} hosts"
+        assert len(stalls) <= 1, f"/healthz stalled {stalls} ms during {pulls:.0f} pulls of {HOSTS} hosts"
+        assert p99 < 0.200, f"/healthz p99 {p99 * 1000:.1f} ms during {pulls:.0f} pulls of {HOSTS} hosts"
         assert json.loads(top.get("/healthz").body)["upstreams"][0]["hosts"] == HOSTS
     finally:
         upstream.terminate()
