@@ -142,6 +142,9 @@ SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
         Setting("start_timeout_seconds", 60.0, "how long a task placed on a host may wait for its executor to "
                 "report it started: past it the task goes back to the queue (or fails, not rerunnable) and the "
                 "host is drained (Paused, with the reason) until an admin resumes it", minimum=0.001),
+        Setting("keep_ended_days", 30, "how many days an ended job is kept in the store, listed by GET /v1/jobs "
+                "and `infosvc jobs --all` (accounting, as sacct reads); older ones are deleted, checked at start "
+                "and every hour", minimum=1, maximum=36500),
     ),
     "prometheus": (
         Setting("exporter_port", DEFAULT_EXPORTER_PORT, "the port of the exporter on every host, in GET "
@@ -206,6 +209,7 @@ class LifecycleConfig:
 class SchedulerConfig:
     policy: str = default("scheduler", "policy")
     start_timeout_seconds: float = default("scheduler", "start_timeout_seconds")
+    keep_ended_days: int = default("scheduler", "keep_ended_days")
 
 
 @dataclass(frozen=True, slots=True)
