@@ -146,7 +146,7 @@ class JobQueue:
 
     async def prune(self) -> int:
         """Delete from the store the ended jobs older than `keep_ended_days`, a batch per write (the
-        writer's thread does it, between other writes); how many."""
+        writer's thread does it, between other writes), and let go of them in memory; how many."""
         cutoff = self.clock() - self.keep_ended_days * 86400.0
         pruned = 0
         while True:
@@ -154,8 +154,14 @@ class JobQueue:
             done = int(await self.store.write(prune_ended(cutoff, PRUNE_BATCH, keep)))
             pruned += done
             if done < PRUNE_BATCH:
-                return pruned
+                break
             await asyncio.sleep(0)
+        pinned = self._depended_on(self.jobs.values())
+        for job in [job for job in self.jobs.values() if job.state in ENDED and (job.ended or 0.0) < cutoff]:
+            if job.id not in pinned and int(job.id) < self._next_id - 1:  # as the store keeps them
+                del self.jobs[job.id]
+                self.requirements.pop(job.id, None)
+        return pruned
 
     async def prune_forever(self, interval: float = PRUNE_SECONDS) -> None:
         """`prune` now and every `interval` seconds."""

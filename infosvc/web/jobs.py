@@ -63,6 +63,9 @@ async def get_jobs(request: web.Request) -> web.Response:
     """One page of the listing (infosvc/queue/accounting.py): the jobs not ended first, then the
     ended ones kept in the store, newest ended first; `next` is the path of the page after it."""
     query = request.query  # only LIST_PARAMETERS get here (routes.py, auth.py)
+    for key in LIST_PARAMETERS:
+        if len(query.getall(key, ())) > 1:  # `?state=Queued&state=Finished` is no one listing
+            raise QueryError(key, "given more than once")
     listing = listing_of(query)
     page = await listing_page(request.app[JOB_QUEUE], listing)
     jobs = [job_json(job) for job in page.active]
