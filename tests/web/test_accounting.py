@@ -215,3 +215,15 @@ def test_a_start_reads_only_the_newest_ended_jobs_and_the_rest_from_the_store(se
     server.report("n0", server.agent_token(), processors=4)
     after = submit(server, "after", deps="<Dependency>1</Dependency>")  # job 1 is in the store only
     wait_for(lambda: state_of(server, after) == "Running", message="the dependent job started")
+
+
+def test_ce_lists_the_ended_jobs_that_ran_on_its_hosts(serve_app: ServerFactory) -> None:
+    server = serve_app(agents=1, start=False)
+    now = time.time()
+    write_ended(server.db, 2, lambda number: now - 100 + number)  # on n0
+    server.start()
+    assert ids(listing(server, "?ce=default")) == []  # n0 has not reported: on no CE's hosts
+    server.report("n0", server.agent_token(), processors=4)
+    assert ids(listing(server, "?ce=default")) == ["2", "1"] and listing(server, "?ce=default")["total"] == 2
+    assert ids(listing(server, "?ce=default&state=Finished&limit=1")) == ["2"]
+    assert ids(listing(server, "?ce=elsewhere")) == []
