@@ -1,5 +1,6 @@
 """A restart with many ended jobs in the store: how long until `infosvc serve` says /healthz "ok"
-(its hosts and its queue read), its memory then (the whole process: VmRSS, and VmHWM, the most it
+(its hosts and its queue read; of which the store's PRAGMA quick_check at open, which reads every
+page of the file, and the queue's load, each as the server's log says), its memory then (the whole process: VmRSS, and VmHWM, the most it
 held), and the time of a page of the accounting listing (GET /v1/jobs?state=Finished&limit=1000:
 the newest, and one from the middle by its cursor).
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import re
 import secrets
 import statistics
 import subprocess
@@ -62,9 +64,10 @@ def memory_kib(pid: int) -> dict[str, int]:
 def one_start(directory: str, middle_cursor: str | None) -> dict[str, float]:
     port = free_port()
     started = time.monotonic()
+    output = open(f"{directory}/log", "w")
     server = subprocess.Popen([sys.executable, "-m", "infosvc", "serve", "--db", f"{directory}/db.sqlite",
                                "--tokens", f"{directory}/tokens", "--listen", f"127.0.0.1:{port}"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=directory)
+                              stdout=output, stderr=subprocess.STDOUT, cwd=directory)
     try:
         while health(port) != "ok":
             if server.poll() is not None:
@@ -83,12 +86,17 @@ def one_start(directory: str, middle_cursor: str | None) -> dict[str, float]:
             clock = time.monotonic()
             status, body = get(port, f"/v1/jobs?state=Finished&limit=1000&cursor={middle_cursor}")
             middle = time.monotonic() - clock if status == 200 else None
-        return {"ready_s": ready, "rss_mib": memory["VmRSS"] / 1024, "peak_rss_mib": memory["VmHWM"] / 1024,
+        log = Path(directory, "log").read_text()
+        check = re.search(r"quick_check of .*: ok in ([0-9.]+) s", log)
+        loaded = re.search(r"job queue: [0-9]+ jobs read from the store in ([0-9.]+) s", log)
+        return {"ready_s": ready, "quick_check_s": float(check.group(1)) if check else float("nan"),
+                "queue_load_s": float(loaded.group(1)) if loaded else float("nan"), "rss_mib": memory["VmRSS"] / 1024, "peak_rss_mib": memory["VmHWM"] / 1024,
                 "first_page_s": first_page, "middle_page_s": middle if middle is not None else float("nan"),
                 "listed_total": answer.get("total", len(answer["jobs"]))}
     finally:
         server.terminate()
         server.wait(timeout=60)
+        output.close()
 
 
 def main() -> int:
@@ -116,7 +124,8 @@ def main() -> int:
             figures["store_mib"] = Path(tmp, "db.sqlite").stat().st_size / 2**20 if count else 0.0
             results[str(count)] = figures
             print(f"{count:>7} ended jobs ({figures['store_mib']:.0f} MiB store, written in {written:.0f} s): "
-                  f"/healthz ok in {figures['ready_s']:.2f} s, RSS {figures['rss_mib']:.0f} MiB "
+                  f"/healthz ok in {figures['ready_s']:.2f} s (the store's quick_check {figures['quick_check_s']:.2f} s, "
+                  f"the queue's jobs read in {figures['queue_load_s']:.2f} s), RSS {figures['rss_mib']:.0f} MiB "
                   f"(peak {figures['peak_rss_mib']:.0f} MiB), a page of 1,000 ended jobs in "
                   f"{figures['first_page_s'] * 1000:.0f} ms (from the middle {figures['middle_page_s'] * 1000:.0f} ms),"
                   f" total listed {figures['listed_total']:.0f}", flush=True)

@@ -73,6 +73,11 @@ INLINE_BYTES = 4096
 REFRESH_SECONDS = 2.0
 
 
+def _numbers(ids: Iterable[str]) -> list[int]:
+    """The queue's ids among `ids` (a JobId may be any text) as the store's numbers."""
+    return [int(job) for job in ids if job.isascii() and job.isdigit() and len(job) <= 18]
+
+
 class JobQueue:
     def __init__(self, store: Store, table: HostTable, *, site: Callable[[], Site],
                  clock: Callable[[], float] = time.time, policy: Policy = Policy.EASY,
@@ -117,7 +122,7 @@ class JobQueue:
         records = self.store.jobs(ended=False)
         records += self.store.ended_jobs(EndedQuery(), None, KEPT_ENDED)
         known = {job.id for job in records}
-        records += self.store.jobs_by_id(int(job) for job in self._depended_on(records) - known if job.isdigit())
+        records += self.store.jobs_by_id(_numbers(self._depended_on(records) - known))
         for job in sorted(records, key=lambda job: int(job.id)):
             self.jobs[job.id] = job
             self.names.add(job)
@@ -150,7 +155,7 @@ class JobQueue:
         cutoff = self.clock() - self.keep_ended_days * 86400.0
         pruned = 0
         while True:
-            keep = [int(job) for job in self._depended_on(self.jobs.values()) if job.isdigit()]
+            keep = _numbers(self._depended_on(self.jobs.values()))
             done = int(await self.store.write(prune_ended(cutoff, PRUNE_BATCH, keep)))
             pruned += done
             if done < PRUNE_BATCH:
@@ -284,13 +289,10 @@ class JobQueue:
     async def _recall(self, requests: list[JobRequest]) -> None:
         """The ended jobs these depend on (by id, or by their owner's name for one) that memory has
         let go of, read back from the store: a dependency is resolved, and released, from memory."""
-        wanted = set()
-        for request in requests:
-            for after in request.after:
-                job = after.job if not after.by_name and after.job.isdigit() else None
-                for candidate in (job, self.names.newest(request.owner, after.job)):
-                    if candidate is not None and candidate not in self.jobs and len(candidate) <= 18:
-                        wanted.add(int(candidate))
+        named = {after.job for request in requests for after in request.after if not after.by_name}
+        named |= {job for request in requests for after in request.after
+                  if (job := self.names.newest(request.owner, after.job)) is not None}
+        wanted = _numbers(job for job in named if job not in self.jobs)
         if wanted:
             for found in await asyncio.to_thread(self.store.jobs_by_id, wanted):
                 if found.state in ENDED:

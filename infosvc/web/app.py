@@ -104,9 +104,10 @@ async def _open(app: web.Application, agg: Aggregator, running: list[asyncio.Tas
     agg.on_change.append(glue.warm)
     queue = app[JOB_QUEUE]
     agg.tree.read_queue(queue)  # the CEs publish the queue's figures
+    reading = time.monotonic()
     jobs = await asyncio.to_thread(queue.load)
     if jobs:
-        log.info("job queue: %d jobs read from the store", jobs)
+        log.info("job queue: %d jobs read from the store in %.2f s", jobs, time.monotonic() - reading)
     agg.on_change.append(queue.hosts_changed)
     agg.on_remove.append(queue.host_removed)
     running.append(asyncio.create_task(_sweep_forever(agg, config)))

@@ -215,6 +215,10 @@ def test_a_start_reads_only_the_newest_ended_jobs_and_the_rest_from_the_store(se
     server.report("n0", server.agent_token(), processors=4)
     after = submit(server, "after", deps="<Dependency>1</Dependency>")  # job 1 is in the store only
     wait_for(lambda: state_of(server, after) == "Running", message="the dependent job started")
+    for unknown in ("\u00b2", "99999999999999999999", str(count + 5)):  # no job of the queue, nor in the store
+        reply = server.request("POST", "/v1/jobs", JOB.format(name="x", procs=1, deps=f"<Dependency>{unknown}</Dependency>")
+                               .encode(), token=server.tokens["submit"], headers={"Content-Type": "application/xml"})
+        assert reply.status == 400 and "depends on" in reply.json()["error"], (unknown, reply.body)
 
 
 def test_ce_lists_the_ended_jobs_that_ran_on_its_hosts(serve_app: ServerFactory) -> None:
