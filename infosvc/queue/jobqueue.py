@@ -34,9 +34,9 @@ from infosvc.model.folding import fold
 from infosvc.sched import Plan, Policy
 from infosvc.sched.hosts import NO_HOST, Allocation, HostPool, WaitingJob
 from infosvc.sched.jobs import ENDED, Event, JobRecord
-from infosvc.sched.request import JobRequest
 from infosvc.queue.cestate import SERVED, CEQueues, limit_on, refusal, run_time_ratio
 from infosvc.queue.eligibility import Eligibility
+from infosvc.queue.ended import EndedJobs
 from infosvc.queue.jobnames import JobNames
 from infosvc.queue.planning import PassPlan, could_start, held_on
 from infosvc.queue.predictions import predict_queued
@@ -46,7 +46,7 @@ from infosvc.queue.upkeep import start_deadline, upkeep
 from infosvc.errors import Forbidden, Invalid, NotFound, Refused, Unavailable
 from infosvc.hosts import HostTable
 from infosvc.store import Store
-from infosvc.store.jobs import EndedQuery, prune_ended, write_jobs
+from infosvc.store.jobs import write_jobs
 
 __all__ = ["JobQueue"]
 
@@ -55,17 +55,6 @@ _failed_passes = LogLimiter(log)  # a full disk fails every pass: one traceback 
 #: the audit trail (infosvc/cli/logs.py): jobs filed for an owner their document named
 audit = logging.getLogger("infosvc.audit")
 
-#: The newest ended jobs kept in memory (the owners' run times the `predictive` policy and the CEs'
-#: figures read); every ended job is read from the store (GET /v1/jobs, by id), where it is kept
-#: for `[scheduler] keep_ended_days`. A start reads these and the jobs not ended, so that its time
-#: and memory do not grow with the ended jobs stored.
-KEPT_ENDED = 1_000
-#: Ended jobs past KEPT_ENDED are let go of this many at a time, not at every end.
-FORGET_SLACK = 100
-#: Ended jobs pruned from the store per write (each its own transaction of the group writer).
-PRUNE_BATCH = 500
-#: How often ended jobs past `keep_ended_days` are looked for (and at start).
-PRUNE_SECONDS = 3600.0
 #: Submitted documents up to this size are read on the event loop (see submit).
 INLINE_BYTES = 4096
 #: While the only news is submissions that cannot start now, a pass (for the reasons, the head's
@@ -73,18 +62,13 @@ INLINE_BYTES = 4096
 REFRESH_SECONDS = 2.0
 
 
-def _numbers(ids: Iterable[str]) -> list[int]:
-    """The queue's ids among `ids` (a JobId may be any text) as the store's numbers."""
-    return [int(job) for job in ids if job.isascii() and job.isdigit() and len(job) <= 18]
-
-
 class JobQueue:
     def __init__(self, store: Store, table: HostTable, *, site: Callable[[], Site],
                  clock: Callable[[], float] = time.time, policy: Policy = Policy.EASY,
                  executors: Container[str] = frozenset(), start_timeout: float = 60.0,
-                 drain: Callable[[str, str], Awaitable[object]] | None = None,
-                 keep_ended_days: float = 30.0) -> None:
-        """`executors`: the only hosts tasks are placed on; `drain(host, reason)`: the aggregator's."""
+                 drain: Callable[[str, str], Awaitable[object]] | None = None, keep_ended_days: float = 30) -> None:
+        """`executors`: the only hosts tasks are placed on; `drain(host, reason)`: the aggregator's;
+        ended jobs kept in the store `keep_ended_days` (queue/ended.py)."""
         self.store = store
         self.table = table
         self.site = site
@@ -92,7 +76,6 @@ class JobQueue:
         self.policy = policy
         self.start_timeout = start_timeout
         self.drain = drain
-        self.keep_ended_days = keep_ended_days
         #: placed tasks' start deadlines count from here at the earliest (see the module's docstring)
         self.started_at = clock()
         self.jobs: dict[str, JobRecord] = {}
@@ -112,73 +95,22 @@ class JobQueue:
         self._waiting_pool: HostPool | None = None
         #: the CEs' figures of the last pass, which the CEs publish (ce_state)
         self.ce_queues = CEQueues(clock=clock)
+        self.ended = EndedJobs(store, self.jobs, self.requirements, self.names, clock, keep_ended_days)
 
     # --- start ---------------------------------------------------------------------------
 
     def load(self) -> int:
-        """The jobs from the store (blocking: run it in a thread at start): those not ended, the
-        newest KEPT_ENDED ended ones, and the ended jobs a queued one depends on. Jobs with host
-        requirements have them compiled again from their documents."""
-        records = self.store.jobs(ended=False)
-        records += self.store.ended_jobs(EndedQuery(), None, KEPT_ENDED)
-        known = {job.id for job in records}
-        records += self.store.jobs_by_id(_numbers(self._depended_on(records) - known))
-        for job in sorted(records, key=lambda job: int(job.id)):
+        """The jobs from the store (blocking: run it in a thread at start): those not ended and the
+        ended ones memory keeps (queue/ended.py). Jobs with host requirements have them compiled
+        again from their documents."""
+        records = self.ended.at_start()
+        for job in records:
             self.jobs[job.id] = job
             self.names.add(job)
             if job.state not in ENDED and job.request.asks_hosts:
                 self.requirements[job.id] = requirements_again(job, self.store.job_document(int(job.id)))
         self._next_id = self.store.next_job_id()
         return len(records)
-
-    @staticmethod
-    def _depended_on(jobs: Iterable[JobRecord]) -> set[str]:
-        """The jobs that queued jobs depend on: kept in memory while they wait (upkeep reads them)."""
-        return {after.job for job in jobs if job.state is JobState.QUEUED for after in job.request.after}
-
-    def _forget_ended(self) -> None:
-        """Let go of the ended jobs past the newest KEPT_ENDED (they stay in the store), but those
-        a queued job depends on."""
-        ended = [job for job in self.jobs.values() if job.state in ENDED]
-        if len(ended) <= KEPT_ENDED + FORGET_SLACK:
-            return
-        pinned = self._depended_on(self.jobs.values())
-        ended.sort(key=lambda job: (job.ended or 0.0, int(job.id)))
-        for job in ended[:len(ended) - KEPT_ENDED]:
-            if job.id not in pinned:
-                del self.jobs[job.id]
-                self.requirements.pop(job.id, None)
-
-    async def prune(self) -> int:
-        """Delete from the store the ended jobs older than `keep_ended_days`, a batch per write (the
-        writer's thread does it, between other writes), and let go of them in memory; how many."""
-        cutoff = self.clock() - self.keep_ended_days * 86400.0
-        pruned = 0
-        while True:
-            keep = _numbers(self._depended_on(self.jobs.values()))
-            done = int(await self.store.write(prune_ended(cutoff, PRUNE_BATCH, keep)))
-            pruned += done
-            if done < PRUNE_BATCH:
-                break
-            await asyncio.sleep(0)
-        pinned = self._depended_on(self.jobs.values())
-        for job in [job for job in self.jobs.values() if job.state in ENDED and (job.ended or 0.0) < cutoff]:
-            if job.id not in pinned and int(job.id) < self._next_id - 1:  # as the store keeps them
-                del self.jobs[job.id]
-                self.requirements.pop(job.id, None)
-        return pruned
-
-    async def prune_forever(self, interval: float = PRUNE_SECONDS) -> None:
-        """`prune` now and every `interval` seconds."""
-        while True:
-            try:
-                pruned = await self.prune()
-                if pruned:
-                    log.info("%d jobs ended more than %g days ago deleted from the store", pruned,
-                             self.keep_ended_days)
-            except Exception as exc:  # noqa: BLE001 - tried again at the next interval
-                _failed_passes.log(logging.ERROR, type(exc).__name__, "pruning ended jobs failed", exc_info=True)
-            await asyncio.sleep(interval)
 
     # --- reading --------------------------------------------------------------------------
 
@@ -187,17 +119,6 @@ class JobQueue:
         if job is None:
             raise NotFound(f"no job {excerpt(job_id)!r}")
         return job
-
-    async def find(self, job_id: str) -> JobRecord:
-        """A job in memory, or an ended one read from the store (kept for `keep_ended_days`)."""
-        job = self.jobs.get(job_id)
-        if job is not None:
-            return job
-        if job_id.isascii() and job_id.isdigit() and len(job_id) <= 18:
-            found = await asyncio.to_thread(self.store.jobs_by_id, [int(job_id)])
-            if found:
-                return found[0]
-        raise NotFound(f"no job {excerpt(job_id)!r}")
 
     def listed(self, *, state: str | None = None, user: str | None = None, ce: str | None = None) -> list[JobRecord]:
         found = []
@@ -249,7 +170,7 @@ class JobQueue:
             if refused is not None:
                 raise Unavailable(refused, "a CE's status and policy are the site config's "
                                   "[[computing_elements]]; GET /v1/glue shows them")
-        await self._recall([item.request for item in prepared])
+        await self.ended.recall(item.request for item in prepared)
         # Ids are reserved and the jobs made without awaiting, so submissions need not wait for one
         # another's commits (nor for a scheduling pass): the group-commit writer takes them together.
         now = self.clock()
@@ -285,18 +206,6 @@ class JobQueue:
         elif self._refresh is None:
             self._refresh = asyncio.get_running_loop().call_later(REFRESH_SECONDS, self.poke)
         return records, warnings
-
-    async def _recall(self, requests: list[JobRequest]) -> None:
-        """The ended jobs these depend on (by id, or by their owner's name for one) that memory has
-        let go of, read back from the store: a dependency is resolved, and released, from memory."""
-        named = {after.job for request in requests for after in request.after if not after.by_name}
-        named |= {job for request in requests for after in request.after
-                  if (job := self.names.newest(request.owner, after.job)) is not None}
-        wanted = _numbers(job for job in named if job not in self.jobs)
-        if wanted:
-            for found in await asyncio.to_thread(self.store.jobs_by_id, wanted):
-                if found.state in ENDED:
-                    self.jobs.setdefault(found.id, found)
 
     async def cancel(self, job_id: str, *, admin: bool, submitter: str) -> JobRecord:
         """Cancel a job: an administrator any, a submitter only those it submitted."""
@@ -415,7 +324,7 @@ class JobQueue:
         plan, figures = await asyncio.to_thread(work.run)
         async with self._lock:
             await self._apply(plan, pool, ces, now)
-            self._forget_ended()
+            self.ended.forget()
         self.ce_queues.figures = figures
         self._room = pool  # the pass took its starts on it
         self._head_priority = plan.reservation.job.priority if plan.reservation is not None else None

@@ -112,7 +112,7 @@ async def _open(app: web.Application, agg: Aggregator, running: list[asyncio.Tas
     agg.on_remove.append(queue.host_removed)
     running.append(asyncio.create_task(_sweep_forever(agg, config)))
     running.append(asyncio.create_task(queue.run_forever()))
-    running.append(asyncio.create_task(queue.prune_forever()))  # at start, then every hour
+    running.append(asyncio.create_task(queue.ended.prune_forever()))  # at start, then every hour
     queue.poke()
     app[OPEN].set()
     log.info("%d hosts read (%d from the snapshot of the last clean stop) and published in %.2f s", hosts,

@@ -104,7 +104,7 @@ def listing_of(query: Mapping[str, str]) -> Listing:
 
 async def get_job(request: web.Request) -> web.Response:
     queue = request.app[JOB_QUEUE]
-    job = await queue.find(request.match_info["id"])
+    job = await queue.ended.find(request.match_info["id"])  # an ended one may be in the store only
     answer = job_json(job, detail=True)
     answer["ces"] = queue.ces_of(job)
     events = await asyncio.to_thread(queue.events_of, job, 200)

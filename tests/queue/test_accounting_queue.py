@@ -14,7 +14,8 @@ from infosvc.hosts.aggregator import Aggregator
 from infosvc.hosts.tokens import Tokens
 from infosvc.matching import Site
 from infosvc.model.ccsjob import JobState
-from infosvc.queue.jobqueue import FORGET_SLACK, KEPT_ENDED, JobQueue
+from infosvc.queue.ended import FORGET_SLACK, KEPT_ENDED
+from infosvc.queue.jobqueue import JobQueue
 from infosvc.store import Store
 
 from support.jobrows import write_ended
@@ -61,12 +62,12 @@ def test_ended_jobs_are_pruned_once_keep_ended_days_have_passed(clocked: Clocked
     clocked.now += 10 * DAY
     second, third = clocked.ended_job(), clocked.ended_job()
     clocked.now = START + 30 * DAY  # the first ended exactly 30 days ago: kept
-    assert clocked.loop.run_until_complete(clocked.queue.prune()) == 0 and clocked.stored() == [first, second, third]
+    assert clocked.loop.run_until_complete(clocked.queue.ended.prune()) == 0 and clocked.stored() == [first, second, third]
     clocked.now += 1
-    assert clocked.loop.run_until_complete(clocked.queue.prune()) == 1 and clocked.stored() == [second, third]
+    assert clocked.loop.run_until_complete(clocked.queue.ended.prune()) == 1 and clocked.stored() == [second, third]
     assert first not in clocked.queue.jobs
     clocked.now += 100 * DAY  # every one past its time: the newest is kept, so that its id is never given again
-    assert clocked.loop.run_until_complete(clocked.queue.prune()) == 1 and clocked.stored() == [third]
+    assert clocked.loop.run_until_complete(clocked.queue.ended.prune()) == 1 and clocked.stored() == [third]
     assert clocked.store.job_events(int(second)) == [] and clocked.store.job_events(int(third))
     assert clocked.ended_job() == str(int(third) + 1)
 
@@ -76,7 +77,7 @@ def test_pruning_goes_in_batches(tmp_path: Path) -> None:
     clocked = Clocked(tmp_path / "q.sqlite")
     try:
         clocked.queue.load()
-        assert clocked.loop.run_until_complete(clocked.queue.prune()) == 1202
+        assert clocked.loop.run_until_complete(clocked.queue.ended.prune()) == 1202
         assert clocked.stored() == ["1203"] and list(clocked.queue.jobs) == ["1203"]
     finally:
         clocked.loop.close()

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import pytest
 
-from infosvc.queue.jobqueue import KEPT_ENDED
+from infosvc.queue.ended import KEPT_ENDED
 from infosvc.web.keys import JOB_QUEUE
 from support.jobrows import write_ended
 from support.server import InProcessServer, Server, ServerFactory, wait_for
