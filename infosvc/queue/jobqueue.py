@@ -41,7 +41,8 @@ from infosvc.queue.planning import PassPlan, could_start, held_on
 from infosvc.queue.predictions import predict_queued
 from infosvc.queue.machine import SiteMachine
 from infosvc.queue.submissions import Filer, prepare, requirements_again
-from infosvc.queue.upkeep import start_deadline, upkeep
+from infosvc.queue.upkeep import held_reason, start_deadline, upkeep, wake_at
+from infosvc.queue.controls import Change, note_deadlines, submission_checks
 from infosvc.errors import Forbidden, Invalid, NotFound, Refused, Unavailable
 from infosvc.hosts import HostTable
 from infosvc.store import Store
@@ -165,6 +166,8 @@ class JobQueue:
         else:
             prepared, warnings = await asyncio.to_thread(prepare, body, content_type, filer)
         ces = self.table.rollup.config.computing_elements
+        warnings = warnings + submission_checks([item.request for item in prepared], admin, self.clock(), {
+            ce: figures.estimated_start for ce, figures in self.ce_queues.figures.items()})
         for item in prepared:
             refused = refusal(ces, self.ce_queues.figures, item.request.estimate)
             if refused is not None:
@@ -186,7 +189,7 @@ class JobQueue:
             job_id = str(first + len(records))
             request = replace(item.request, after=self.names.resolved(item.request, local, item.request.owner, self.jobs))
             records.append(JobRecord(job_id, request, now, request.owner, admin, group, submitter,
-                                     held=bool(request.after)))
+                                     reason=held_reason(request.holds), held=bool(request.after)))
         events = [Event(job.id, None, JobState.QUEUED, now, "submitted") for job in records]
         await self.store.write(write_jobs([(job, body, content_type) for job in records], [], events))
         for job, item in zip(records, prepared):
@@ -258,6 +261,24 @@ class JobQueue:
             self.poke()
         return job
 
+    async def alter(self, job_id: str, decide: Callable[[JobRecord, float], Change | None]) -> JobRecord:
+        """A change asked of one job after it was filed (infosvc/queue/controls.py): `decide(job,
+        now)` refuses it (Forbidden, Conflict, ...) or gives it (None: nothing to change); it is
+        stored, its request with it, before it is made, and a pass follows."""
+        async with self._lock:
+            job = self.get(job_id)
+            change = decide(job, self.clock())
+            if change is None:
+                return job
+            trial = job.trial()
+            events = change(trial)
+            await self.store.write(write_jobs([], [trial], events,
+                                              requests=[job.id] if trial.request is not job.request else ()))
+            job.adopt(trial)
+            self._waiting_jobs.pop(job.id, None)  # the next pass reads its priority and holds anew
+        self.poke()
+        return job
+
     async def _commit(self, job: JobRecord, change: Callable[[JobRecord], list[Event]]) -> None:
         """Decide `change` on a copy, store it, then make it so in memory."""
         trial = job.trial()
@@ -296,7 +317,8 @@ class JobQueue:
 
     def _next_deadline(self) -> float:
         limits = min((job.limit_at for job in self.jobs.values() if job.state is JobState.RUNNING), default=math.inf)
-        return min(limits, start_deadline(self.jobs, self.start_timeout, self.started_at))
+        return min(limits, start_deadline(self.jobs, self.start_timeout, self.started_at),
+                   wake_at(self.jobs.values(), self.clock()))
 
     def pool(self) -> HostPool:
         """The site's hosts as the scheduler's machine, kept until a host changes what it reads."""
@@ -333,6 +355,7 @@ class JobQueue:
         starts, events, lowered = self._starts(plan, pool, ces, now)
         self._explain_waiting(plan, ces)
         self._reserve(plan, pool)
+        note_deadlines(self.jobs.values(), now)
         if starts:
             trials = [trial for _, trial in starts]
             await self.store.write(write_jobs([], trials, events, only_if_queued=[j.id for j in trials],
@@ -415,7 +438,7 @@ class JobQueue:
                 made = WaitingJob(job.id, job.priority, job.submitted, job.estimate, job.request, mask, job.admin,
                                   job.predicted or math.nan)
             kept[job.id] = made
-            waiting.append((made, job, not job.held))
+            waiting.append((made, job, not job.held and not job.holds))
         self._waiting_jobs, self._waiting_pool = kept, base
         return waiting
 

@@ -24,6 +24,11 @@ The rules, with docs/scheduling.md:
   Extension `RequiredNodes` (a list or NodeSet): the allocation must include every one of them.
 - Dependencies: an SSS `Dependency` on a job (JobId or JobName, OnSuccess / OnFailure / OnExit
   with a code); a CCS task's `depend` list names tasks of the same job.
+- Holds: the job's SSS `Hold`s (User, System; case as written is not kept: `user` is User), each
+  once. A job with a hold is not started until every hold is released (infosvc/queue/controls.py).
+- EligibleTime, Deadline (SSS DateTime, seconds since the epoch): the job starts at EligibleTime
+  or later, and is ended at its Deadline whatever it is doing. A Deadline at or before its
+  EligibleTime is refused: no start could meet it.
 - Requested includes what a level writes outside Requested and needs (infosvc.model.jobneeds:
   the spec's simple example's `<Processors>16</Processors>` directly under Job asks 16); the
   request names what was read so (`read_as_requested`).
@@ -46,7 +51,8 @@ from infosvc.model.nodeset import expand_names, names_upper_bound
 from infosvc.model.noderef import Aggregation, NodeRef, NodeRefError
 from infosvc.model.units import DEFAULT_UNITS, UnitError, convert
 
-__all__ = ["MAX_TASKS", "PRIORITIES", "After", "JobRequest", "TaskRequest", "read_request"]
+__all__ = ["HOLDS", "MAX_TASKS", "PRIORITIES", "After", "JobRequest", "TaskRequest", "hold_name", "priority_rank",
+           "read_request"]
 
 #: The five CCS priorities, lowest first: the rank is the index.
 PRIORITIES: Final = ("Lowest", "BelowNormal", "Normal", "AboveNormal", "Highest")
@@ -57,6 +63,10 @@ MAX_TASKS: Final = 10_000
 MAX_PROCESSORS: Final = 10_000_000
 #: Most names a job may list as asked or required nodes.
 MAX_NODES: Final = 100_000
+#: The holds a job may carry (SSS Hold): its owner's, and an administrator's.
+HOLDS: Final = ("User", "System")
+#: The latest EligibleTime or Deadline taken: the end of year 9999 (a time a date can still be written for).
+LATEST_TIME: Final = 253_402_300_799.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,10 +148,17 @@ class JobRequest:
     read_as_requested: tuple[str, ...] = ()
     #: its Project (SSS; CCS Project maps there): for a grid site, the VO it runs for ("": none said)
     project: str = ""
+    #: the holds on it (SSS Hold: User, System), in HOLDS order: it starts only once none is left
+    holds: tuple[str, ...] = ()
+    #: SSS EligibleTime: it starts no earlier (seconds since the epoch; None: any time)
+    eligible: float | None = None
+    #: SSS Deadline: it is ended then, whatever it is doing (None: no deadline)
+    deadline: float | None = None
 
     def __post_init__(self) -> None:
-        # read back from the store's JSON as a list
+        # read back from the store's JSON as lists
         object.__setattr__(self, "read_as_requested", tuple(self.read_as_requested))
+        object.__setattr__(self, "holds", tuple(self.holds))
 
     @property
     def priority_name(self) -> str:
@@ -182,23 +199,63 @@ def read_request(needs: NeedsRead, owner: str) -> JobRequest:
             raise DocumentError(f"required nodes {', '.join(missing[:5])} are not among the asked nodes")
     after = tuple(After(dep.job, dep.effective_condition, dep.code,
                         dep.effective_designator is Designator.JOB_NAME) for dep in props.dependencies)
+    eligible, deadline = _time(props, "EligibleTime"), _time(props, "Deadline")
+    if eligible is not None and deadline is not None and deadline <= eligible:
+        raise DocumentError(f"the job's Deadline ({deadline:.0f}) is not after its EligibleTime ({eligible:.0f}): "
+                            "no start could meet it")
     return JobRequest(
         name=props.get("Name") or "", owner=owner, priority=priority,
         min_processors=least, max_processors=most, estimate=min(estimates), memory_mb=memory,
         exclusive=_flag(props, "IsExclusive", True), asked_nodes=asked, required_nodes=tuple(required),
         licenses=_licenses(props.requested),
         run_until_cancelled=_flag(props, "RuntillCancelled", False) or _flag(props, "RunUntilCanceled", False),
-        tasks=tasks, after=after, read_as_requested=read, project=(props.get("Project") or "").strip())
+        tasks=tasks, after=after, read_as_requested=read, project=(props.get("Project") or "").strip(),
+        holds=_holds(props.holds), eligible=eligible, deadline=deadline)
 
 
 def _priority(text: str | None) -> int:
     if text is None or not text.strip():
         return NORMAL
+    rank = priority_rank(text)
+    if rank is None:
+        raise DocumentError(f"Priority {excerpt(text.strip())!r} is not one of {', '.join(PRIORITIES)} (or 0 to 4)")
+    return rank
+
+
+def priority_rank(text: str) -> int | None:
+    """The rank of a CCS priority, by name (any case) or rank ("0" to "4"); None for anything else."""
     value = text.strip()
     for rank, name in enumerate(PRIORITIES):
         if value.lower() == name.lower() or value == str(rank):
             return rank
-    raise DocumentError(f"Priority {excerpt(value)!r} is not one of {', '.join(PRIORITIES)} (or 0 to 4)")
+    return None
+
+
+def hold_name(text: str) -> str | None:
+    """A hold's name as HOLDS spells it (`user` is User), or None for no hold this service knows."""
+    value = text.strip().lower()
+    return next((name for name in HOLDS if name.lower() == value), None)
+
+
+def _holds(written: list[str]) -> tuple[str, ...]:
+    names = set()
+    for text in written:
+        name = hold_name(text)
+        if name is None:
+            raise DocumentError(f"Hold {excerpt(text)!r} is not one of {', '.join(HOLDS)}")
+        names.add(name)
+    return tuple(name for name in HOLDS if name in names)
+
+
+def _time(props: Properties, name: str) -> float | None:
+    """A DateTime property (the codec checked it is a whole number of seconds), within LATEST_TIME."""
+    text = props.get(name)
+    if text is None:
+        return None
+    value = float(int(text))
+    if value > LATEST_TIME:
+        raise DocumentError(f"{name} {excerpt(text)} is after the year 9999")
+    return value
 
 
 def _tasks(job: Job) -> tuple[TaskRequest, ...]:
