@@ -4,7 +4,7 @@
 and says what is wrong and where (infosvc/cli/validate.py); `infosvc status` prints a server's
 hosts, subclusters and CEs (infosvc/cli/status.py); `submit`, `jobs`, `cancel` and `why` use its
 job queue (infosvc/cli/jobs.py), `hold`, `release`, `requeue`, `priority` and `show` a job's
-controls (infosvc/cli/control.py); `hosts` and `match` an admin's decisions and the dry run
+controls (infosvc/cli/jobcontrols.py); `hosts` and `match` an admin's decisions and the dry run
 (infosvc/cli/hosts.py); `ldif` prints the site as GLUE LDIF for a BDII (infosvc/cli/ldif.py);
 `simulate` replays a workload trace (infosvc/cli/simulate.py).
 """
@@ -65,7 +65,7 @@ def parser() -> argparse.ArgumentParser:
     from infosvc.cli.ldif import add_command as add_ldif_command
     from infosvc.cli.status import add_command as add_status_command
     from infosvc.cli.simulate import add_command
-    from infosvc.cli.control import add_commands as add_control_commands
+    from infosvc.cli.jobcontrols import add_commands as add_control_commands
 
     add_status_command(commands, common)
     add_ldif_command(commands, common)
@@ -284,7 +284,7 @@ def _run(args: argparse.Namespace) -> int:
 
         return run_hosts(args)
     if args.command in ("hold", "release", "requeue", "priority", "show"):
-        from infosvc.cli.control import run as run_control
+        from infosvc.cli.jobcontrols import run as run_control
 
         return run_control(args)
     if args.command in ("submit", "jobs", "cancel", "why"):

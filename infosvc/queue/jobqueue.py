@@ -24,7 +24,6 @@ import time
 from dataclasses import replace
 from typing import Awaitable, Callable, Container, Iterable
 
-from infosvc.errors import excerpt
 from infosvc.loglimit import LogLimiter
 from infosvc.matching import Requirements, Site
 from infosvc.model.ccsjob import JobState
@@ -42,8 +41,8 @@ from infosvc.queue.predictions import predict_queued
 from infosvc.queue.machine import SiteMachine
 from infosvc.queue.submissions import Filer, prepare, requirements_again
 from infosvc.queue.upkeep import held_reason, start_deadline, upkeep, wake_at
-from infosvc.queue.controls import Change, note_deadlines, submission_checks
-from infosvc.errors import Forbidden, Invalid, NotFound, Refused, Unavailable
+from infosvc.queue.jobcontrols import Change, cancel, note_deadlines, submission_checks
+from infosvc.errors import Forbidden, Invalid, NotFound, Refused, Unavailable, excerpt
 from infosvc.hosts import HostTable
 from infosvc.store import Store
 from infosvc.store.jobs import write_jobs
@@ -166,8 +165,7 @@ class JobQueue:
         else:
             prepared, warnings = await asyncio.to_thread(prepare, body, content_type, filer)
         ces = self.table.rollup.config.computing_elements
-        warnings = warnings + submission_checks([item.request for item in prepared], admin, self.clock(), {
-            ce: figures.estimated_start for ce, figures in self.ce_queues.figures.items()})
+        warnings += submission_checks([item.request for item in prepared], admin, self.clock(), self.ce_queues.figures)
         for item in prepared:
             refused = refusal(ces, self.ce_queues.figures, item.request.estimate)
             if refused is not None:
@@ -211,15 +209,7 @@ class JobQueue:
 
     async def cancel(self, job_id: str, *, admin: bool, submitter: str) -> JobRecord:
         """Cancel a job: an administrator any, a submitter only those it submitted."""
-        async with self._lock:
-            job = self.get(job_id)
-            if not admin and job.submitter != submitter:
-                raise Forbidden(f"job {job_id} was submitted with another token", "an admin token may cancel any job")
-            if job.state in ENDED:
-                raise Invalid(f"job {job_id} has already ended ({job.state.value})")
-            await self._commit(job, lambda j: j.end(JobState.CANCELED, self.clock(), "canceled"))
-        self.poke()
-        return job
+        return await self.alter(job_id, lambda job, now: cancel(job, admin, submitter, now))
 
     async def task_report(self, job_id: str, task: int, *, host: str | None, began: bool,
                           exit_code: int | None = None, at_limit: bool = False,
@@ -262,20 +252,14 @@ class JobQueue:
         return job
 
     async def alter(self, job_id: str, decide: Callable[[JobRecord, float], Change | None]) -> JobRecord:
-        """A change asked of one job after it was filed (infosvc/queue/controls.py): `decide(job,
-        now)` refuses it (Forbidden, Conflict, ...) or gives it (None: nothing to change); it is
-        stored, its request with it, before it is made, and a pass follows."""
+        """A control of a filed job (infosvc/queue/jobcontrols.py): `decide(job, now)` refuses it or
+        gives the change (None: none to make), stored, request included, before it is made."""
         async with self._lock:
             job = self.get(job_id)
             change = decide(job, self.clock())
-            if change is None:
-                return job
-            trial = job.trial()
-            events = change(trial)
-            await self.store.write(write_jobs([], [trial], events,
-                                              requests=[job.id] if trial.request is not job.request else ()))
-            job.adopt(trial)
-            self._waiting_jobs.pop(job.id, None)  # the next pass reads its priority and holds anew
+            if change is not None:
+                await self._commit(job, change)
+                self._waiting_jobs.pop(job_id, None)  # the next pass reads its priority and holds anew
         self.poke()
         return job
 
@@ -283,7 +267,8 @@ class JobQueue:
         """Decide `change` on a copy, store it, then make it so in memory."""
         trial = job.trial()
         events = change(trial)
-        await self.store.write(write_jobs([], [trial], events))
+        changed = [job.id] if trial.request is not job.request else []  # a control's priority or holds
+        await self.store.write(write_jobs([], [trial], events, requests=changed))
         job.adopt(trial)
 
     # --- the scheduling pass ---------------------------------------------------------------------

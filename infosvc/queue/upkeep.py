@@ -80,8 +80,9 @@ def wake_at(jobs: Iterable[JobRecord], now: float) -> float:
     pass may start it) or its Deadline (it is ended); inf: none."""
     soonest = math.inf
     for job in jobs:
-        if job.state is JobState.QUEUED:
-            for at in (job.request.eligible, job.request.deadline):
+        request = job.request
+        if (request.eligible is not None or request.deadline is not None) and job.state is JobState.QUEUED:
+            for at in (request.eligible, request.deadline):
                 if at is not None and now < at < soonest:
                     soonest = at
     return soonest

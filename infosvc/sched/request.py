@@ -24,11 +24,7 @@ The rules, with docs/scheduling.md:
   Extension `RequiredNodes` (a list or NodeSet): the allocation must include every one of them.
 - Dependencies: an SSS `Dependency` on a job (JobId or JobName, OnSuccess / OnFailure / OnExit
   with a code); a CCS task's `depend` list names tasks of the same job.
-- Holds: the job's SSS `Hold`s (User, System; case as written is not kept: `user` is User), each
-  once. A job with a hold is not started until every hold is released (infosvc/queue/controls.py).
-- EligibleTime, Deadline (SSS DateTime, seconds since the epoch): the job starts at EligibleTime
-  or later, and is ended at its Deadline whatever it is doing. A Deadline at or before its
-  EligibleTime is refused: no start could meet it.
+- Holds, EligibleTime, Deadline: the SSS Job's own controls (infosvc/sched/holds.py).
 - Requested includes what a level writes outside Requested and needs (infosvc.model.jobneeds:
   the spec's simple example's `<Processors>16</Processors>` directly under Job asks 16); the
   request names what was read so (`read_as_requested`).
@@ -45,14 +41,14 @@ from ClusterShell.NodeSet import NodeSetException
 from infosvc.errors import DocumentError, excerpt
 from infosvc.model.durations import seconds
 from infosvc.model.glue import LICENSE
+from infosvc.sched.holds import read_holds
 from infosvc.model.job import Condition, Consumable, Context, Designator, Job, Op, Properties, Simple, Task, Term
 from infosvc.model.jobneeds import NeedsRead
 from infosvc.model.nodeset import expand_names, names_upper_bound
 from infosvc.model.noderef import Aggregation, NodeRef, NodeRefError
 from infosvc.model.units import DEFAULT_UNITS, UnitError, convert
 
-__all__ = ["HOLDS", "MAX_TASKS", "PRIORITIES", "After", "JobRequest", "TaskRequest", "hold_name", "priority_rank",
-           "read_request"]
+__all__ = ["MAX_TASKS", "PRIORITIES", "After", "JobRequest", "TaskRequest", "priority_rank", "read_request"]
 
 #: The five CCS priorities, lowest first: the rank is the index.
 PRIORITIES: Final = ("Lowest", "BelowNormal", "Normal", "AboveNormal", "Highest")
@@ -63,10 +59,6 @@ MAX_TASKS: Final = 10_000
 MAX_PROCESSORS: Final = 10_000_000
 #: Most names a job may list as asked or required nodes.
 MAX_NODES: Final = 100_000
-#: The holds a job may carry (SSS Hold): its owner's, and an administrator's.
-HOLDS: Final = ("User", "System")
-#: The latest EligibleTime or Deadline taken: the end of year 9999 (a time a date can still be written for).
-LATEST_TIME: Final = 253_402_300_799.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,10 +191,7 @@ def read_request(needs: NeedsRead, owner: str) -> JobRequest:
             raise DocumentError(f"required nodes {', '.join(missing[:5])} are not among the asked nodes")
     after = tuple(After(dep.job, dep.effective_condition, dep.code,
                         dep.effective_designator is Designator.JOB_NAME) for dep in props.dependencies)
-    eligible, deadline = _time(props, "EligibleTime"), _time(props, "Deadline")
-    if eligible is not None and deadline is not None and deadline <= eligible:
-        raise DocumentError(f"the job's Deadline ({deadline:.0f}) is not after its EligibleTime ({eligible:.0f}): "
-                            "no start could meet it")
+    holds, eligible, deadline = read_holds(props)
     return JobRequest(
         name=props.get("Name") or "", owner=owner, priority=priority,
         min_processors=least, max_processors=most, estimate=min(estimates), memory_mb=memory,
@@ -210,7 +199,7 @@ def read_request(needs: NeedsRead, owner: str) -> JobRequest:
         licenses=_licenses(props.requested),
         run_until_cancelled=_flag(props, "RuntillCancelled", False) or _flag(props, "RunUntilCanceled", False),
         tasks=tasks, after=after, read_as_requested=read, project=(props.get("Project") or "").strip(),
-        holds=_holds(props.holds), eligible=eligible, deadline=deadline)
+        holds=holds, eligible=eligible, deadline=deadline)
 
 
 def _priority(text: str | None) -> int:
@@ -229,33 +218,6 @@ def priority_rank(text: str) -> int | None:
         if value.lower() == name.lower() or value == str(rank):
             return rank
     return None
-
-
-def hold_name(text: str) -> str | None:
-    """A hold's name as HOLDS spells it (`user` is User), or None for no hold this service knows."""
-    value = text.strip().lower()
-    return next((name for name in HOLDS if name.lower() == value), None)
-
-
-def _holds(written: list[str]) -> tuple[str, ...]:
-    names = set()
-    for text in written:
-        name = hold_name(text)
-        if name is None:
-            raise DocumentError(f"Hold {excerpt(text)!r} is not one of {', '.join(HOLDS)}")
-        names.add(name)
-    return tuple(name for name in HOLDS if name in names)
-
-
-def _time(props: Properties, name: str) -> float | None:
-    """A DateTime property (the codec checked it is a whole number of seconds), within LATEST_TIME."""
-    text = props.get(name)
-    if text is None:
-        return None
-    value = float(int(text))
-    if value > LATEST_TIME:
-        raise DocumentError(f"{name} {excerpt(text)} is after the year 9999")
-    return value
 
 
 def _tasks(job: Job) -> tuple[TaskRequest, ...]:

@@ -10,26 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from infosvc.cli.control import shown
+from infosvc.cli.jobcontrols import shown
+from support.jobsite import job_site
 from support.server import InProcessServer, ServerFactory, wait_for
-from test_jobs_cli import User, document
+from test_jobs_cli import User, alice, bob, document  # noqa: F401 - alice and bob are fixtures
 
 
 @pytest.fixture
 def site(serve_app: ServerFactory) -> InProcessServer:
-    server = serve_app(agents=1, users={"alice": "alice", "bob": "bob"}, executors={"exec0": "n0"})
-    server.report("n0", server.agent_token(), processors=4)
-    return server  # type: ignore[return-value]
-
-
-@pytest.fixture
-def alice(site: InProcessServer, tmp_path: Path) -> User:
-    return User(site, "alice", tmp_path)
-
-
-@pytest.fixture
-def bob(site: InProcessServer, tmp_path: Path) -> User:
-    return User(site, "bob", tmp_path)
+    return job_site(serve_app, hosts=1)
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """The SSS Job's own controls and a job's controls after it is filed, as pure decisions: Hold,
 EligibleTime and Deadline read from a document (infosvc/sched/request.py), what the queue does at a
 Deadline (infosvc/queue/upkeep.py, JobRecord.limit_at), and who may hold, release, requeue and
-reprioritise a job in which state (infosvc/queue/controls.py). The server tests
+reprioritise a job in which state (infosvc/queue/jobcontrols.py). The server tests
 (tests/web/test_job_controls_api.py) run the same through HTTP and a restart."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import pytest
 
 from infosvc.errors import Conflict, DocumentError, Forbidden, Invalid
 from infosvc.model.ccsjob import JobState
-from infosvc.queue import controls
-from infosvc.queue.controls import Actor, deadline_note, note_deadlines, submission_checks
+from infosvc.queue import jobcontrols as controls
+from infosvc.queue.cestate import CEFigures
+from infosvc.queue.jobcontrols import Actor, deadline_note, note_deadlines, submission_checks
 from infosvc.queue.submissions import Filer, prepare
 from infosvc.queue.upkeep import held_reason, upkeep, wake_at
 from infosvc.sched.jobs import JobRecord, sss_state
@@ -115,7 +116,8 @@ def test_a_submission_s_deadline_is_refused_when_past_and_warned_of_when_it_cann
     late = JobRequest(name="b", owner="alice", estimate=100.0, deadline=1000.0)
     assert submission_checks([fine], False, 0.0, {}) == []
     # the CEs' forecast starts a new job at 950: job b would end at 1050
-    warnings = submission_checks([fine, late], False, 0.0, {"ce1": 950.0, "ce2": math.inf})
+    forecasts = {"ce1": CEFigures(0, 0, 0, 950.0, 950.0), "ce2": CEFigures(0, 0, 0, math.inf, math.inf)}
+    warnings = submission_checks([fine, late], False, 0.0, forecasts)
     assert len(warnings) == 2 and warnings[1].startswith("job 'b': its Deadline (1970-01-01T00:16:40Z) cannot be met")
     with pytest.raises(Invalid, match="has passed"):
         submission_checks([late], False, 1000.0, {})

@@ -13,15 +13,11 @@ from hypothesis import strategies as st
 
 from infosvc.sched import Plan, Policy, ProcessorPool, Running, schedule
 from infosvc.sched.forecast import Demand, first_start
+from test_policy import Job as PolicyJob
 
 
 @dataclass(frozen=True)
-class Job:
-    id: str
-    processors: int
-    estimate: float
-    submitted: float = 0.0
-    priority: int = 2
+class Job(PolicyJob):
     eligible: float | None = None
     run: float = 0.0  # how long it really runs (at most its estimate), for the replay
 

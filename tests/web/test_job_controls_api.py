@@ -1,5 +1,5 @@
-"""The SSS Job's own controls and a job's controls over HTTP (infosvc/web/controls.py,
-infosvc/queue/controls.py): a job submitted with a Hold waits until it is released; hold, release,
+"""The SSS Job's own controls and a job's controls over HTTP (infosvc/web/jobcontrols.py,
+infosvc/queue/jobcontrols.py): a job submitted with a Hold waits until it is released; hold, release,
 requeue and priority with who may and who may not, and their bad bodies; EligibleTime and Deadline
 kept by the running queue; and every change stored before it is answered: the real `infosvc serve`
 restarted, and killed with -9, keeps them."""
@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from infosvc.cli.client import epoch_of as epoch
+from support.jobsite import job_site
 from support.server import InProcessServer, Server, ServerFactory, wait_for
+from test_jobs_api import job, state_becomes, submit as submit_with
 
 
 def sss(name: str, controls: str = "", *, procs: int = 1, duration: int | None = None) -> bytes:
@@ -23,15 +25,7 @@ def sss(name: str, controls: str = "", *, procs: int = 1, duration: int | None =
 
 
 def submit(server: Server, body: bytes, token: str = "submit") -> Any:
-    reply = server.request("POST", "/v1/jobs", body, token=server.tokens[token])
-    assert reply.status == 201, (reply.status, reply.body)
-    return reply.json()
-
-
-def job(server: Server, job_id: str) -> Any:
-    reply = server.get(f"/v1/jobs/{job_id}")
-    assert reply.status == 200, reply.body
-    return reply.json()
+    return submit_with(server, body, token=server.tokens[token])
 
 
 def control(server: Server, job_id: str, action: str, body: Any = None, token: str = "submit") -> Any:
@@ -45,11 +39,6 @@ def ok(reply: Any) -> Any:
     return reply.json()
 
 
-def state_becomes(server: Server, job_id: str, state: str, timeout: float = 10) -> Any:
-    wait_for(lambda: job(server, job_id)["state"] == state, timeout=timeout, message=f"job {job_id} {state}")
-    return job(server, job_id)
-
-
 def passed(server: Server, job_id: str) -> None:
     """Wait until a scheduling pass has looked at the job (it has a reason), and one more."""
     wait_for(lambda: job(server, job_id)["reason"], message=f"a pass over job {job_id}")
@@ -58,10 +47,7 @@ def passed(server: Server, job_id: str) -> None:
 
 @pytest.fixture
 def site(serve_app: ServerFactory) -> InProcessServer:
-    server = serve_app(agents=2, users={"alice": "alice", "bob": "bob"}, executors={"exec0": "n0", "exec1": "n1"})
-    for number in range(2):
-        server.report(f"n{number}", server.agent_token(), processors=4)
-    return server  # type: ignore[return-value]
+    return job_site(serve_app)
 
 
 def test_a_job_submitted_with_a_hold_waits_until_its_owner_releases_it(site: InProcessServer) -> None:
@@ -153,7 +139,7 @@ def test_a_job_starts_no_earlier_than_its_eligible_time(site: InProcessServer) -
     assert epoch(made["eligible_time"]) == eligible
     wait_for(lambda: "EligibleTime" in (job(site, "1")["reason"] or ""), message="the EligibleTime reason")
     assert job(site, "1")["state"] == "Queued" and job(site, "1")["reason"].startswith("not eligible before ")
-    started = state_becomes(site, "1", "Running", timeout=15)
+    started = state_becomes(site, "1", "Running")
     assert epoch(started["started"]) >= eligible
 
 
@@ -167,7 +153,7 @@ def test_a_job_is_ended_at_its_deadline_and_warned_of_when_it_cannot_meet_it(sit
     assert [order["deadline"] for order in orders] == [now + 5]  # its executor stops it then too
     held = submit(site, sss("never", f"<Hold>User</Hold><Deadline>{int(time.time()) + 3}</Deadline>"))
     assert held["warnings"] == []  # no run time limit: it could still end in time
-    ended = state_becomes(site, "1", "Canceled", timeout=15)
+    ended = state_becomes(site, "1", "Canceled")
     assert ended["reason"].startswith("reached its Deadline")
     assert state_becomes(site, held["id"], "Canceled")["reason"].endswith("came before it could start")
     past = site.request("POST", "/v1/jobs", sss("past", f"<Deadline>{now - 10}</Deadline>"),

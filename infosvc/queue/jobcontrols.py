@@ -1,6 +1,6 @@
-"""What a site's users and administrators change on a job after it is filed, as `scontrol hold`,
-`release`, `requeue` and `update priority` do for Slurm: SSS Holds put on and taken off, a
-running job sent back to the queue, an administrator's priority. And what the SSS Job's own
+"""What a site's users and administrators change on a job after it is filed, as `scancel` and
+`scontrol hold`, `release`, `requeue` and `update priority` do for Slurm: a cancel, SSS Holds put
+on and taken off, a running job sent back to the queue, an administrator's priority. And what the SSS Job's own
 controls (Hold, EligibleTime, Deadline) ask of a submission: who may file a System hold, a
 Deadline already past, and a warning for a Deadline the queue cannot meet.
 
@@ -8,7 +8,7 @@ Each change is decided here (may this caller make it, on a job in this state?) a
 queue (`JobQueue.alter`): stored with an event before it is answered, and so kept across restarts.
 Who may: an administrator any job; a submit token the jobs it submitted, and a token bound to a
 user that user's jobs. A User hold is the owner's to put on and take off; a System hold an
-administrator's only. No HTTP here: web/controls.py is the shell.
+administrator's only. No HTTP here: web/jobcontrols.py is the shell.
 """
 
 from __future__ import annotations
@@ -20,11 +20,13 @@ from typing import Callable, Iterable, Mapping, Sequence
 from infosvc.errors import Conflict, Forbidden, Invalid
 from infosvc.model.ccsjob import JobState
 from infosvc.model.snapshot import iso
+from infosvc.queue.cestate import CEFigures
 from infosvc.queue.upkeep import held_reason
 from infosvc.sched.jobs import ENDED, Event, JobRecord
-from infosvc.sched.request import HOLDS, PRIORITIES, JobRequest, hold_name, priority_rank
+from infosvc.sched.holds import HOLDS, hold_name
+from infosvc.sched.request import PRIORITIES, JobRequest, priority_rank
 
-__all__ = ["Actor", "Change", "deadline_note", "hold", "note_deadlines", "priority", "release", "requeue",
+__all__ = ["Actor", "Change", "cancel", "deadline_note", "hold", "note_deadlines", "priority", "release", "requeue",
            "submission_checks"]
 
 #: A change of one job decided on its trial copy: the events it makes.
@@ -63,6 +65,15 @@ def _named_hold(text: str, who: Actor) -> str:
 def _ordered(holds: Iterable[str]) -> tuple[str, ...]:
     present = set(holds)
     return tuple(name for name in HOLDS if name in present)
+
+
+def cancel(job: JobRecord, admin: bool, submitter: str, now: float) -> Change:
+    """Cancel a job: an administrator any, a submitter only those it submitted."""
+    if not admin and job.submitter != submitter:
+        raise Forbidden(f"job {job.id} was submitted with another token", "an admin token may cancel any job")
+    if job.state in ENDED:
+        raise Invalid(f"job {job.id} has already ended ({job.state.value})")
+    return lambda trial: trial.end(JobState.CANCELED, now, "canceled")
 
 
 def hold(job: JobRecord, text: str, who: Actor, now: float) -> Change | None:
@@ -132,11 +143,12 @@ def priority(job: JobRecord, value: object, who: Actor, now: float) -> Change:
 # --- at submission ---------------------------------------------------------------------------
 
 def submission_checks(requests: Sequence[JobRequest], admin: bool, now: float,
-                      starts: Mapping[str, float]) -> list[str]:
+                      figures: Mapping[str, CEFigures]) -> list[str]:
     """Refuse what a submission may not ask (a System hold, unless an administrator files it; a
     Deadline already past), and the warnings for a Deadline the queue cannot meet: by the earliest
-    start there could be, or by the CEs' forecast (`starts`: CE -> its estimated start of a new
-    job, the last pass's; a job no CE's forecast starts in time is warned of)."""
+    start there could be, or by the CEs' forecast (`figures`: the last pass's, each CE's estimated
+    start of a new job; a job no CE's forecast starts in time is warned of)."""
+    starts = [ce.estimated_start for ce in figures.values()]
     warnings = []
     for request in requests:
         who = f"job {request.name!r}" if request.name else "the job"
@@ -148,7 +160,7 @@ def submission_checks(requests: Sequence[JobRequest], admin: bool, now: float,
         if request.deadline <= now:
             raise Invalid(f"{who}'s Deadline ({iso(request.deadline)}) has passed: it could not run",
                           "Deadline is seconds since the epoch (SSS DateTime)")
-        forecast = min(starts.values(), default=now)
+        forecast = min(starts, default=now)
         note = deadline_note(request, max(now, forecast if math.isfinite(forecast) else now))
         if note:
             warnings.append(f"{who}: {note}")
@@ -172,7 +184,7 @@ def note_deadlines(jobs: Iterable[JobRecord], now: float) -> None:
     """After a pass: each queued job whose Deadline the plan cannot meet says so in its reason (from
     its reserved start, else from now)."""
     for job in jobs:
-        if job.state is not JobState.QUEUED or job.request.deadline is None:
+        if job.request.deadline is None or job.state is not JobState.QUEUED:
             continue
         note = deadline_note(job.request, job.reserved_at if job.reserved_at is not None else now)
         if note and note not in job.reason:

@@ -1,6 +1,6 @@
 """A job's controls over HTTP (docs/api.md): POST /v1/jobs/{id}/hold, /release, /requeue (a submit
 token its own jobs, an admin any) and /priority (an admin). Each answers the job as JSON once the
-change is stored; what may be changed, and by whom, is infosvc/queue/controls.py's."""
+change is stored; what may be changed, and by whom, is infosvc/queue/jobcontrols.py's."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from aiohttp import web
 from infosvc.errors import Invalid
 from infosvc.hosts import Role
 from infosvc.publish.jobs import job_json
-from infosvc.queue import controls
+from infosvc.queue import jobcontrols as controls
 from infosvc.web.auth import caller_of
 from infosvc.web.bodies import read_body
 from infosvc.web.keys import AGGREGATOR, JOB_QUEUE
