@@ -9,6 +9,7 @@ Exit status: 0 done, 1 refused or unreachable (the reason on stderr), 2 bad usag
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import sys
 import time
@@ -36,7 +37,10 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     listing = commands.add_parser("jobs", parents=[common], help="the queue as a table (running and queued jobs)")
     listing.add_argument("--state", metavar="S", help="only jobs in state S (Queued, Running, Finished, Failed, "
                          "Canceled)")
-    listing.add_argument("--user", metavar="U", help="only the jobs of user U")
+    whose = listing.add_mutually_exclusive_group()
+    whose.add_argument("--user", metavar="U", help="only the jobs of user U")
+    whose.add_argument("--me", action="store_true",
+                         help="only my jobs: those of the user running the command (as squeue --me)")
     listing.add_argument("--ce", metavar="CE", help="only the jobs running on computing element CE")
     listing.add_argument("--all", action="store_true", help="ended jobs too")
     listing.add_argument("--json", action="store_true", help="print one JSON object instead")
@@ -109,7 +113,8 @@ def submitted(answer: dict[str, Any]) -> str:
 
 
 def _jobs(client: Client, args: argparse.Namespace) -> int:
-    filters = {key: value for key, value in (("user", args.user), ("ce", args.ce)) if value}
+    user = getpass.getuser() if args.me else args.user
+    filters = {key: value for key, value in (("user", user), ("ce", args.ce)) if value}
     if args.state or args.all:
         states: Iterable[str | None] = [args.state]
     else:
