@@ -3,7 +3,8 @@
 `infosvc serve` runs the aggregator; `infosvc validate FILE...` checks SSS Node and job documents
 and says what is wrong and where (infosvc/cli/validate.py); `infosvc status` prints a server's
 hosts, subclusters and CEs (infosvc/cli/status.py); `submit`, `jobs`, `cancel` and `why` use its
-job queue (infosvc/cli/jobs.py); `hosts` and `match` an admin's decisions and the dry run
+job queue (infosvc/cli/jobs.py), `hold`, `release`, `requeue`, `priority` and `show` a job's
+controls (infosvc/cli/jobcontrols.py); `hosts` and `match` an admin's decisions and the dry run
 (infosvc/cli/hosts.py); `ldif` prints the site as GLUE LDIF for a BDII (infosvc/cli/ldif.py);
 `simulate` replays a workload trace (infosvc/cli/simulate.py).
 """
@@ -77,12 +78,14 @@ def parser() -> argparse.ArgumentParser:
     from infosvc.cli.ldif import add_command as add_ldif_command
     from infosvc.cli.status import add_command as add_status_command
     from infosvc.cli.simulate import add_command
+    from infosvc.cli.jobcontrols import add_commands as add_control_commands
 
     add_status_command(commands, common)
     add_ldif_command(commands, common)
     add_commands(commands, common)
     add_host_commands(commands, common)
     add_command(commands, common)
+    add_control_commands(commands, common)
     return p
 
 
@@ -340,6 +343,10 @@ def _run(args: argparse.Namespace) -> int:
         from infosvc.cli.hosts import run as run_hosts
 
         return run_hosts(args)
+    if args.command in ("hold", "release", "requeue", "priority", "show"):
+        from infosvc.cli.jobcontrols import run as run_control
+
+        return run_control(args)
     if args.command in ("submit", "jobs", "cancel", "why"):
         from infosvc.cli.jobs import run as run_jobs
 

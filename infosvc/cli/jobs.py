@@ -240,6 +240,13 @@ def why(job: dict[str, Any], now: float) -> str:
     if predicted is not None:
         lines.append(f"  planned to run {clock(predicted)} (predicted from its owner's last jobs; the limit still "
                      "ends it)")
+    holds = job.get("holds") or []
+    if holds:  # the SSS Job's own controls
+        lines.append(f"  holds: {', '.join(holds)} (`infosvc release {job['id']}` takes a User hold off)")
+    if job.get("eligible_time"):
+        lines.append(f"  starts no earlier than {job['eligible_time']} (its EligibleTime)")
+    if job.get("deadline"):
+        lines.append(f"  is ended at {job['deadline']} at the latest (its Deadline)")
     depends = job.get("depends_on") or []
     if depends:
         lines.append("  depends on: " + ", ".join(depends))
