@@ -1,9 +1,9 @@
 """The mapping from one sample of host facts to an SSS Node (documented in docs/node-mapping.md).
 
 GLUE needs more host detail than the SSS Node's fixed elements hold, so the detail rides on the
-spec's own extension points: named Resource elements for file systems, network adapters and load,
-and Extension elements whose `type` names the context (Processor, OperatingSystem,
-FileSystem:/scratch, NetworkAdapter:eth0, Agent).
+spec's own extension points: named Resource elements for file systems, network adapters, load and
+GPUs, and Extension elements whose `type` names the context (Processor, OperatingSystem,
+FileSystem:/scratch, NetworkAdapter:eth0, GPU:0000:17:00.0, Agent).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from infosvc.model.durations import format_seconds
 from infosvc.model.node import Consumable, Extension, Node, PartTable, consumable_key
 
 from infosvc_agents.collectors import CollectorRun
+from infosvc_agents.collectors.gpus import AVAILABLE_STATES, BUSY
 
 MB: Final = float(1 << 20)
 KB: Final = 1 << 10
@@ -68,6 +69,8 @@ def build_node(runs: Mapping[str, CollectorRun], *, host_id: str | None = None,
         _filesystems(node, filesystems)
     if (adapters := facts.get("network")) is not None:
         _network(node, adapters)
+    if gpus := facts.get("gpus"):
+        _gpus(node, gpus)
     return node
 
 
@@ -159,3 +162,58 @@ def _network(node: Node, adapters: Any) -> None:
             bandwidth += nic.speed_mbps
     if bandwidth:
         node.configured.add(_con("Network", bandwidth, units="Mbit/s"))
+
+
+def _gpus(node: Node, samples: Any) -> None:
+    """Each GPU (or MIG instance) a job can be given counts in `Resource name="GPU"` of its model's
+    type; each GPU's memory and utilisation, and what it is, are its own (type: its PCI address)."""
+    configured: dict[str, int] = {}
+    available: dict[str, int] = {}
+    busy: dict[str, int] = {}
+    ext = node.extensions
+    for sample in samples:
+        gpu, use = sample.gpu, sample.use
+        for model, state in sample.units():
+            configured[model] = configured.get(model, 0) + 1
+            if state in AVAILABLE_STATES:
+                available[model] = available.get(model, 0) + 1
+            elif state == BUSY:
+                busy[model] = busy.get(model, 0) + 1
+        bus_id = gpu.bus_id
+        total, used = gpu.memory_total, use.memory_used
+        if total is not None:
+            node.configured.add(_con("Resource", total / MB, units="MB", name="GPUMemory", type=bus_id))
+            if used is not None:
+                node.available.add(_con("Resource", max(total - used, 0) / MB, units="MB", name="GPUMemory",
+                                        type=bus_id))
+        if used is not None:
+            node.utilized.add(_con("Resource", used / MB, units="MB", name="GPUMemory", type=bus_id))
+        if use.utilization is not None:
+            node.utilized.add(_con("Resource", use.utilization, units="%", metric="Average", name="GPUUtilization",
+                                   type=bus_id))
+        context = f"GPU:{bus_id}"
+        for name, value in (("Vendor", gpu.vendor), ("Model", gpu.model), ("PCIId", gpu.pci_id),
+                            ("Driver", gpu.driver), ("UUID", gpu.uuid), ("VideoBIOS", gpu.vbios),
+                            ("ComputeCapability", gpu.compute_capability)):
+            if value:
+                ext.append(_ext(name, value, context))
+        for name, number in (("Index", gpu.index), ("Minor", gpu.minor)):
+            if number is not None:
+                ext.append(_ext(name, str(number), context))
+        if gpu.mig_enabled or gpu.mig:
+            ext.append(_ext("MIG", "enabled", context))
+        ext.append(_ext("State", sample.state, context))
+        if (failure := sample.failure) is not None:
+            ext.append(_ext("ProbeFailed", failure, context))
+        for mig, (_model, state) in zip(gpu.mig, sample.units()):
+            mig_context = f"GPU:{bus_id}/gi{mig.gpu_instance}/ci{mig.compute_instance}"
+            ext.append(_ext("Model", mig.model, mig_context))
+            if mig.uuid:
+                ext.append(_ext("UUID", mig.uuid, mig_context))
+            if mig.memory_total is not None:
+                ext.append(_ext("Memory", str(round(mig.memory_total / MB)), mig_context))
+            ext.append(_ext("State", state, mig_context))
+    for model, count in sorted(configured.items()):
+        node.configured.add(_con("Resource", float(count), name="GPU", type=model))
+        node.available.add(_con("Resource", float(available.get(model, 0)), name="GPU", type=model))
+        node.utilized.add(_con("Resource", float(busy.get(model, 0)), name="GPU", type=model))
