@@ -247,13 +247,19 @@ class GpuCollector:
         gpus: list[Gpu] = []
         counts: dict[str, int] = {}
         self._amd = {}
+        named = {}  # PCI id -> a model its GPUs have here: for one whose own files would not say
         for bus_id in sorted(found):
             gpu = self._gpu(found[bus_id], statics.get(bus_id), problems.get(bus_id))
+            if gpu.pci_id is not None and gpu.model != _unnamed(gpu):
+                named.setdefault(gpu.pci_id, gpu.model)
+            gpus.append(gpu)
+        for at, gpu in enumerate(list(gpus)):
+            if gpu.pci_id in named and gpu.model == _unnamed(gpu):
+                gpu = gpus[at] = replace(gpu, model=named[gpu.pci_id])
             if gpu.driver is not None and not gpu.excluded:
                 index = counts.get(gpu.vendor, 0)
                 counts[gpu.vendor] = index + 1
-                gpu = replace(gpu, index=index)
-            gpus.append(gpu)
+                gpus[at] = replace(gpu, index=index)
         self._gpus = tuple(gpus)
         return self._gpus
 
@@ -313,7 +319,7 @@ class GpuCollector:
                 self._amd[found.bus_id] = paths
         uuid = static.uuid if static else info.get("GPU UUID")
         minor = _int(info.get("Device Minor"))
-        model = model or f"{vendor} [{pci_id or 'unknown'}]"
+        model = model or _unnamed(vendor, pci_id)
         gpu = Gpu(
             bus_id=found.bus_id, vendor=vendor, pci_id=pci_id, model=model, driver=found.driver,
             memory_total=memory, uuid=uuid if uuid and "?" not in uuid else None, minor=minor,
@@ -379,6 +385,13 @@ class GpuCollector:
 
     def close(self) -> None:
         self._nvml = None
+
+
+def _unnamed(vendor: str | Gpu, pci_id: str | None = None) -> str:
+    """The model of a GPU whose files name none: its vendor and PCI id, "NVIDIA [10de:2330]"."""
+    if isinstance(vendor, Gpu):
+        vendor, pci_id = vendor.vendor, vendor.pci_id
+    return f"{vendor} [{pci_id or 'unknown'}]"
 
 
 def _use(usage: NvmlUsage) -> GpuUse:
