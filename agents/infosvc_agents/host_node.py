@@ -14,7 +14,7 @@ from infosvc.model.durations import format_seconds
 from infosvc.model.node import Consumable, Extension, Node, PartTable, consumable_key
 
 from infosvc_agents.collectors import CollectorRun
-from infosvc_agents.collectors.gpus import AVAILABLE_STATES, BUSY
+from infosvc_agents.collectors.gpus import AVAILABLE_STATES, BUSY, gpu_state
 
 MB: Final = float(1 << 20)
 KB: Final = 1 << 10
@@ -164,6 +164,42 @@ def _network(node: Node, adapters: Any) -> None:
         node.configured.add(_con("Network", bandwidth, units="Mbit/s"))
 
 
+GpuParts = tuple[tuple[Extension, ...], tuple[tuple[str, tuple[Extension, ...]], ...]]
+
+#: id(gpu) -> (gpu, the Extensions of what it is and of what each MIG instance is, with the
+#: instance's context): the collector hands out the same Gpu object from one scan to the next, so
+#: these are looked up once per scan, not per sample.
+_gpu_parts: dict[int, tuple[Any, GpuParts]] = {}
+
+
+def _gpu_extensions(gpu: Any) -> GpuParts:
+    kept = _gpu_parts.get(id(gpu))
+    if kept is not None and kept[0] is gpu:
+        return kept[1]
+    context = f"GPU:{gpu.bus_id}"
+    own = [_ext(name, value, context) for name, value in (
+        ("Vendor", gpu.vendor), ("Model", gpu.model), ("PCIId", gpu.pci_id), ("Driver", gpu.driver),
+        ("UUID", gpu.uuid), ("VideoBIOS", gpu.vbios), ("ComputeCapability", gpu.compute_capability)) if value]
+    own += [_ext(name, str(number), context) for name, number in (("Index", gpu.index), ("Minor", gpu.minor))
+            if number is not None]
+    if gpu.mig_enabled or gpu.mig:
+        own.append(_ext("MIG", "enabled", context))
+    migs = []
+    for mig in gpu.mig:
+        mig_context = f"{context}/gi{mig.gpu_instance}/ci{mig.compute_instance}"
+        parts = [_ext("Model", mig.model, mig_context)]
+        if mig.uuid:
+            parts.append(_ext("UUID", mig.uuid, mig_context))
+        if mig.memory_total is not None:
+            parts.append(_ext("Memory", str(round(mig.memory_total / MB)), mig_context))
+        migs.append((mig_context, tuple(parts)))
+    if len(_gpu_parts) >= 256:
+        _gpu_parts.clear()
+    made: GpuParts = (tuple(own), tuple(migs))
+    _gpu_parts[id(gpu)] = (gpu, made)
+    return made
+
+
 def _gpus(node: Node, samples: Any) -> None:
     """Each GPU (or MIG instance) a job can be given counts in `Resource name="GPU"` of its model's
     type; each GPU's memory and utilisation, and what it is, are its own (type: its PCI address)."""
@@ -173,7 +209,8 @@ def _gpus(node: Node, samples: Any) -> None:
     ext = node.extensions
     for sample in samples:
         gpu, use = sample.gpu, sample.use
-        for model, state in sample.units():
+        units = sample.units()
+        for model, state in units:
             configured[model] = configured.get(model, 0) + 1
             if state in AVAILABLE_STATES:
                 available[model] = available.get(model, 0) + 1
@@ -191,27 +228,15 @@ def _gpus(node: Node, samples: Any) -> None:
         if use.utilization is not None:
             node.utilized.add(_con("Resource", use.utilization, units="%", metric="Average", name="GPUUtilization",
                                    type=bus_id))
+        own, migs = _gpu_extensions(gpu)
         context = f"GPU:{bus_id}"
-        for name, value in (("Vendor", gpu.vendor), ("Model", gpu.model), ("PCIId", gpu.pci_id),
-                            ("Driver", gpu.driver), ("UUID", gpu.uuid), ("VideoBIOS", gpu.vbios),
-                            ("ComputeCapability", gpu.compute_capability)):
-            if value:
-                ext.append(_ext(name, value, context))
-        for name, number in (("Index", gpu.index), ("Minor", gpu.minor)):
-            if number is not None:
-                ext.append(_ext(name, str(number), context))
-        if gpu.mig_enabled or gpu.mig:
-            ext.append(_ext("MIG", "enabled", context))
-        ext.append(_ext("State", sample.state, context))
-        if (failure := sample.failure) is not None:
+        failure = sample.failure
+        ext.extend(own)
+        ext.append(_ext("State", gpu_state(units, failure), context))
+        if failure is not None:
             ext.append(_ext("ProbeFailed", failure, context))
-        for mig, (_model, state) in zip(gpu.mig, sample.units()):
-            mig_context = f"GPU:{bus_id}/gi{mig.gpu_instance}/ci{mig.compute_instance}"
-            ext.append(_ext("Model", mig.model, mig_context))
-            if mig.uuid:
-                ext.append(_ext("UUID", mig.uuid, mig_context))
-            if mig.memory_total is not None:
-                ext.append(_ext("Memory", str(round(mig.memory_total / MB)), mig_context))
+        for (mig_context, parts), (_model, state) in zip(migs, units):
+            ext.extend(parts)
             ext.append(_ext("State", state, mig_context))
     for model, count in sorted(configured.items()):
         node.configured.add(_con("Resource", float(count), name="GPU", type=model))

@@ -480,3 +480,26 @@ def test_nvml_is_not_asked_on_a_host_without_nvidia_gpus(monkeypatch: pytest.Mon
 def test_a_fixture_tree_never_asks_this_machines_nvml(pynvml: list[dict[str, Any]]) -> None:
     samples = collector(NVIDIA8).collect()  # the default: NVML only for this machine's own /proc
     assert all(s.gpu.memory_total is None for s in samples)
+
+
+def test_a_kept_sysfs_attribute_is_shown_afresh_at_each_read() -> None:
+    """amdgpu's per-sample attributes are kept open in the live /sys and read again from offset 0:
+    sysfs must show the value anew, not the one it showed first (checked on loopback's counter)."""
+    import socket
+
+    from infosvc_agents.collectors.gpus import _sysfs_file
+
+    path = "/sys/class/net/lo/statistics/tx_packets"
+    if not Path(path).exists():
+        pytest.skip("no loopback statistics in this /sys")
+    counter = _sysfs_file(path)
+    try:
+        assert counter.fd >= 0  # kept open: this machine's own /sys
+        before = int(counter.read())
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            for _ in range(5):
+                sock.sendto(b"x", ("127.0.0.1", 9))
+        assert int(counter.read()) >= before + 5
+    finally:
+        counter.close()
+    assert _sysfs_file(str(AMD / "sys/bus/pci/devices/0000:c1:00.0/gpu_busy_percent")).fd == -1  # a tree: opened afresh

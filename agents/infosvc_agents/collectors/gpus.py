@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Final
 
-from infosvc_agents.collectors._files import is_live_root, read_attr, read_text
+from infosvc_agents.collectors._files import ProcFile, is_live_root, read_attr, read_text
 from infosvc_agents.collectors.nvml import Nvml, NvmlStatic, NvmlUsage
 
 log = logging.getLogger("infosvc_agents.collectors.gpus")
@@ -126,13 +126,17 @@ class GpuSample:
 
     @property
     def state(self) -> str:
-        """The GPU's own: its units' state when they agree, busy when any is, else unknown."""
-        states = {state for _, state in self.units()}
-        if not states:  # MIG mode, no instance made
-            return FAILED if self.failure else UNKNOWN
-        if len(states) == 1:
-            return states.pop()
-        return BUSY if BUSY in states else UNKNOWN
+        return gpu_state(self.units(), self.failure)
+
+
+def gpu_state(units: list[tuple[str, str]], failure: str | None) -> str:
+    """A GPU's own state from its units': theirs when they agree, busy when any is, else unknown."""
+    states = {state for _, state in units}
+    if not states:  # MIG mode, no instance made
+        return FAILED if failure else UNKNOWN
+    if len(states) == 1:
+        return states.pop()
+    return BUSY if BUSY in states else UNKNOWN
 
 
 def parse_information(text: str) -> dict[str, str]:
@@ -198,7 +202,9 @@ class GpuCollector:
         self._gpus: tuple[Gpu, ...] | None = None
         self._handles: dict[str, Any] = {}  # bus id -> NVML handle
         self._mig_handles: dict[str, tuple[Any, ...]] = {}  # bus id -> its MIG devices' NVML handles
-        self._amd: dict[str, tuple[str | None, str | None]] = {}  # bus id -> (vram used, busy percent) paths
+        # bus id -> its amdgpu mem_info_vram_used and gpu_busy_percent, where it has them
+        self._amd: dict[str, tuple[ProcFile | None, ProcFile | None]] = {}
+        self._still: dict[str, GpuSample] = {}  # bus id -> the sample of a GPU with nothing to read per sample
         self._failing: dict[str, str] = {}  # bus id -> the error last logged
 
     @property
@@ -246,15 +252,15 @@ class GpuCollector:
                 found.setdefault(bus_id, _Found(bus_id, vendor_id="10de", driver="nvidia"))
         gpus: list[Gpu] = []
         counts: dict[str, int] = {}
-        self._amd = {}
-        named = {}  # PCI id -> a model its GPUs have here: for one whose own files would not say
+        self._amd, self._still = {}, {}
+        named: dict[str, str] = {}  # PCI id -> a model its GPUs have here: for one whose own files would not say
         for bus_id in sorted(found):
             gpu = self._gpu(found[bus_id], statics.get(bus_id), problems.get(bus_id))
-            if gpu.pci_id is not None and gpu.model != _unnamed(gpu):
+            if gpu.pci_id is not None and gpu.model != _unnamed(gpu.vendor, gpu.pci_id):
                 named.setdefault(gpu.pci_id, gpu.model)
             gpus.append(gpu)
         for at, gpu in enumerate(list(gpus)):
-            if gpu.pci_id in named and gpu.model == _unnamed(gpu):
+            if gpu.pci_id in named and gpu.model == _unnamed(gpu.vendor, gpu.pci_id):
                 gpu = gpus[at] = replace(gpu, model=named[gpu.pci_id])
             if gpu.driver is not None and not gpu.excluded:
                 index = counts.get(gpu.vendor, 0)
@@ -314,9 +320,10 @@ class GpuCollector:
         if memory is None and card is not None:
             memory = _int(read_attr(card + "/mem_info_vram_total"))
             used, busy = card + "/mem_info_vram_used", card + "/gpu_busy_percent"
-            paths = (used if read_attr(used) is not None else None, busy if read_attr(busy) is not None else None)
-            if paths != (None, None):
-                self._amd[found.bus_id] = paths
+            files = (_sysfs_file(used) if read_attr(used) is not None else None,
+                     _sysfs_file(busy) if read_attr(busy) is not None else None)
+            if files != (None, None):
+                self._amd[found.bus_id] = files
         uuid = static.uuid if static else info.get("GPU UUID")
         minor = _int(info.get("Device Minor"))
         model = model or _unnamed(vendor, pci_id)
@@ -377,20 +384,26 @@ class GpuCollector:
                 migs = tuple(_use(nvml.usage(mig, whole=False)) for mig in self._mig_handles.get(gpu.bus_id, ()))
                 return GpuSample(gpu, _use(parent), migs)
             return GpuSample(gpu, _use(nvml.usage(handle)))
-        paths = self._amd.get(gpu.bus_id)
-        if paths is None:
-            return GpuSample(gpu)
-        used_path, busy_path = paths
-        return GpuSample(gpu, GpuUse(memory_used=_attr_int(used_path), utilization=_attr_int(busy_path)))
+        files = self._amd.get(gpu.bus_id)
+        if files is None:
+            # nothing here says what it is doing: one sample object for as long as the scan holds
+            still = self._still.get(gpu.bus_id)
+            if still is None or still.gpu is not gpu:
+                still = self._still[gpu.bus_id] = GpuSample(gpu)
+            return still
+        used, busy = files
+        return GpuSample(gpu, GpuUse(memory_used=_file_int(used), utilization=_file_int(busy)))
 
     def close(self) -> None:
+        for files in self._amd.values():
+            for file in files:
+                if file is not None:
+                    file.close()
         self._nvml = None
 
 
-def _unnamed(vendor: str | Gpu, pci_id: str | None = None) -> str:
+def _unnamed(vendor: str, pci_id: str | None) -> str:
     """The model of a GPU whose files name none: its vendor and PCI id, "NVIDIA [10de:2330]"."""
-    if isinstance(vendor, Gpu):
-        vendor, pci_id = vendor.vendor, vendor.pci_id
     return f"{vendor} [{pci_id or 'unknown'}]"
 
 
@@ -398,14 +411,17 @@ def _use(usage: NvmlUsage) -> GpuUse:
     return GpuUse(usage.memory_used, usage.utilization, usage.processes)
 
 
-def _attr_int(path: str | None) -> int | None:
+def _sysfs_file(path: str) -> ProcFile:
+    """A sysfs attribute read every sample: in this machine's own /sys kept open and read again from
+    offset 0, which has sysfs (a seq_file) show it afresh, as ProcFile does for /proc."""
+    return ProcFile(path, keep=os.path.realpath(path).startswith("/sys/"))
+
+
+def _file_int(file: ProcFile | None) -> int | None:
     """A per-sample attribute that was there at the scan: a failure to read it now is the GPU's."""
-    if path is None:
+    if file is None:
         return None
-    text = read_attr(path)
-    if text is None:
-        raise OSError(f"cannot read {path}")
-    return int(text)
+    return int(file.read())
 
 
 def _listdir(path: str) -> list[str]:
