@@ -39,8 +39,13 @@ TARGET_PARSE_US = 200.0
 
 _SAMPLER = r"""
 import json, statistics, sys, time
+from infosvc_agents import collectors
 from infosvc_agents.agent import HostAgent
-agent = HostAgent.for_host()
+if sys.argv[2:3] == ["no-gpu"]:  # the agent as it was before it had a GPU probe
+    every = collectors.default_collectors
+    collectors.default_collectors = lambda *a, **k: [c for c in every(*a, **k) if c.name != "gpus"]
+roots = dict(zip(("proc_root", "sys_root", "etc_root"), sys.argv[3:6]))
+agent = HostAgent.for_host(**roots)
 first = agent.document()
 n = int(sys.argv[1])
 walls = []
@@ -110,9 +115,11 @@ def agent_cycle(cycles: int = 1000, interval: float = 0.02, warm: int = 50,
     return results
 
 
-def agent_sample(samples: int = 2000) -> dict:
-    """Sample in a fresh process, so RSS is the agent's own and nothing of the benchmark's."""
-    out = subprocess.run([sys.executable, "-c", _SAMPLER, str(samples)], check=True, capture_output=True, text=True)
+def agent_sample(samples: int = 2000, mode: str = "kept", roots: tuple[str, ...] = ()) -> dict:
+    """Sample in a fresh process, so RSS is the agent's own and nothing of the benchmark's; `mode`
+    no-gpu leaves the GPU probe out, `roots` are its proc, sys and etc roots."""
+    out = subprocess.run([sys.executable, "-c", _SAMPLER, str(samples), mode, *roots], check=True,
+                         capture_output=True, text=True)
     return json.loads(out.stdout)
 
 
@@ -190,16 +197,25 @@ def gpu_probe(cycles: int, rounds: int) -> dict:
             runs[f"tree, {name}"] = ("kept", ["--proc-root", str(root / "proc"), "--sys-root", str(root / "sys"),
                                               "--etc-root", str(root / "etc")])
         results = [agent_cycle(cycles, interval=0.01, runs=runs) for _ in range(rounds)]
-    print(f"{'whole cycle, connection kept':34} {'CPU ms per cycle, each round':>30} {'median':>8} {'RSS MiB':>8}")
+        # one sample alone (collect, build, serialize), many in a row: less noise than the whole cycle
+        alone = [{name: agent_sample(2000, mode, tuple(extra[1::2])) for name, (mode, extra) in runs.items()}
+                 for _ in range(rounds)]
+    print(f"{'connection kept':30} {'whole cycle CPU ms, each round':>30} {'median':>7} "
+          f"{'sample alone CPU ms':>22} {'median':>7} {'RSS MiB':>8}")
     summary = {}
     for name in runs:
         cpus = [r[name]["cpu_ms"] for r in results]
+        samples = [r[name]["cpu_ms"] for r in alone]
         rss = max(r[name]["rss_mib"] for r in results)
-        summary[name] = {"cpu_ms": cpus, "cpu_ms_median": statistics.median(cpus), "rss_mib": rss,
+        summary[name] = {"cycle_cpu_ms": cpus, "cycle_cpu_ms_median": statistics.median(cpus), "rss_mib": rss,
+                         "sample_cpu_ms": samples, "sample_cpu_ms_median": statistics.median(samples),
+                         "document_bytes": alone[0][name]["document_bytes"],
                          "delivered": [r[name]["delivered"] for r in results]}
-        print(f"{name:34} {' '.join(f'{c:6.3f}' for c in cpus):>30} {statistics.median(cpus):8.3f} {rss:8.1f}")
+        print(f"{name:30} {' '.join(f'{c:6.3f}' for c in cpus):>30} {statistics.median(cpus):7.3f} "
+              f"{' '.join(f'{c:6.3f}' for c in samples):>22} {statistics.median(samples):7.3f} {rss:8.1f}")
     (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "agent-gpu.json").write_text(json.dumps({"rounds": results, "summary": summary}, indent=2))
+    (HERE / "results" / "agent-gpu.json").write_text(json.dumps({"rounds": results, "alone": alone,
+                                                                 "summary": summary}, indent=2))
     return summary
 
 

@@ -451,6 +451,9 @@ def test_nvml_not_supported_is_unknown_not_a_failure(pynvml: list[dict[str, Any]
 
 def test_nvml_that_does_not_start_leaves_sysfs(monkeypatch: pytest.MonkeyPatch,
                                                caplog: pytest.LogCaptureFixture) -> None:
+    from infosvc_agents.collectors import nvml
+
+    monkeypatch.setattr(nvml, "_last_failure", None)  # as in a fresh agent
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([], init_error=9))  # DRIVER_NOT_LOADED
     assert Nvml.load() is None
     assert any("NVML" in m for m in warnings(caplog))
@@ -503,3 +506,15 @@ def test_a_kept_sysfs_attribute_is_shown_afresh_at_each_read() -> None:
     finally:
         counter.close()
     assert _sysfs_file(str(AMD / "sys/bus/pci/devices/0000:c1:00.0/gpu_busy_percent")).fd == -1  # a tree: opened afresh
+
+
+def test_nvml_failing_to_start_is_said_once_across_scans(monkeypatch: pytest.MonkeyPatch,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    from infosvc_agents.collectors import nvml
+
+    monkeypatch.setattr(nvml, "_last_failure", None)  # as in a fresh agent
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([], init_error=9))
+    gpus = collector(NVIDIA8, nvml=Nvml.load, rescan=0.0)  # NVML asked again at every scan
+    for _ in range(3):
+        assert len(gpus.collect()) == 8
+    assert len([m for m in warnings(caplog) if "NVML" in m]) == 1

@@ -252,7 +252,8 @@ class GpuCollector:
                 found.setdefault(bus_id, _Found(bus_id, vendor_id="10de", driver="nvidia"))
         gpus: list[Gpu] = []
         counts: dict[str, int] = {}
-        self._amd, self._still = {}, {}
+        self.close_files()
+        self._still = {}
         named: dict[str, str] = {}  # PCI id -> a model its GPUs have here: for one whose own files would not say
         for bus_id in sorted(found):
             gpu = self._gpu(found[bus_id], statics.get(bus_id), problems.get(bus_id))
@@ -394,11 +395,15 @@ class GpuCollector:
         used, busy = files
         return GpuSample(gpu, GpuUse(memory_used=_file_int(used), utilization=_file_int(busy)))
 
-    def close(self) -> None:
+    def close_files(self) -> None:
         for files in self._amd.values():
             for file in files:
                 if file is not None:
                     file.close()
+        self._amd = {}
+
+    def close(self) -> None:
+        self.close_files()
         self._nvml = None
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 log = logging.getLogger("infosvc_agents.collectors.nvml")
+_last_failure: str | None = None  # why NVML did not start, as last logged
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,12 +81,19 @@ class Nvml:
         except ImportError:
             log.debug("nvidia-ml-py is not installed: NVIDIA GPUs are described from /proc and /sys alone")
             return None
+        global _last_failure
         try:
-            return cls(pynvml)
+            nvml = cls(pynvml)
         except Exception as exc:  # noqa: BLE001 - NVMLError, or OSError from a broken library: sysfs still serves
-            log.warning("NVML is installed but does not start (%s: %s): NVIDIA GPUs are described from /proc and "
-                        "/sys alone", type(exc).__name__, exc)
+            failure = f"{type(exc).__name__}: {exc}"
+            # asked again at each scan (a driver loaded late): said once, not every five minutes
+            log.log(logging.DEBUG if failure == _last_failure else logging.WARNING,
+                    "NVML is installed but does not start (%s): NVIDIA GPUs are described from /proc and /sys alone",
+                    failure)
+            _last_failure = failure
             return None
+        _last_failure = None
+        return nvml
 
     def refresh(self) -> None:
         """List the GPUs again (a rescan: a GPU reset or added)."""
