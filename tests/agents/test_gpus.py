@@ -51,7 +51,7 @@ def gpu_counts(node: Node) -> dict[str, dict[str | None, float]]:
 
 
 def copy(root: Path, tmp_path: Path) -> Path:
-    """A writable copy; links stay links (a driver link points where the fixture has nothing)."""
+    """A writable copy; links stay links (a device's driver is the name its driver link points at)."""
     return Path(shutil.copytree(root, tmp_path / root.name, symlinks=True))
 
 
