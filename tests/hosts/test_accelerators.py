@@ -210,3 +210,26 @@ def test_a_gpu_host_reported_to_the_server_is_published(serve: ServerFactory) ->
     assert host["accelerators"][0]["count"] == 8 and host["accelerators_used"] == 2
     metrics = server.get("/metrics").body.decode()
     assert f'infosvc_host_gpus{{model="{H100}",node="g01"}} 8.0' in metrics
+
+
+@pytest.mark.parametrize("tree, model, count", [("gpu-nvidia8", H100, 8), ("gpu-amd", None, 4)])
+def test_what_the_agent_reports_of_a_gpu_node_is_what_is_published(tree: str, model: str | None, count: int) -> None:
+    """The agent's own document of a fixture tree (tests/agents/test_gpus.py reads the same trees),
+    through the server's parser and roll-up: its GPUs are the host's accelerators."""
+    import subprocess
+    import sys
+
+    from infosvc.codec.node_xml import parse_node
+
+    fixture = ROOT / "tests" / "fixtures" / tree
+    document = subprocess.run([sys.executable, "-m", "infosvc_agents", "--once", "--id", "g01",
+                               "--proc-root", str(fixture / "proc"), "--sys-root", str(fixture / "sys")],
+                              capture_output=True, check=True, timeout=60).stdout
+    host = host_from_node(parse_node(document), "Ready", CONFIG, WHEN)
+    (accelerator,) = host.accelerators
+    assert accelerator.count == count and (model is None or accelerator.model == model)
+    assert host.accelerators_available + host.accelerators_used <= count
+    rollup = Rollup(CONFIG)
+    rollup.update(host)
+    rollup.update(cpu_host("g02"))
+    assert len(rollup.subclusters) == 2
