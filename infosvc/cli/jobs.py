@@ -9,6 +9,7 @@ Exit status: 0 done, 1 refused or unreachable (the reason on stderr), 2 bad usag
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import sys
 import time
@@ -39,7 +40,10 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     listing = commands.add_parser("jobs", parents=[common], help="the queue as a table (running and queued jobs)")
     listing.add_argument("--state", metavar="S", help="only jobs in state S (Queued, Running, Finished, Failed, "
                          "Canceled)")
-    listing.add_argument("--user", metavar="U", help="only the jobs of user U")
+    whose = listing.add_mutually_exclusive_group()
+    whose.add_argument("--user", metavar="U", help="only the jobs of user U")
+    whose.add_argument("--me", action="store_true",
+                         help="only my jobs: those of the user running the command (as squeue --me)")
     listing.add_argument("--ce", metavar="CE", help="only the jobs running on computing element CE")
     listing.add_argument("--all", action="store_true", help="ended jobs too (kept [scheduler] keep_ended_days), newest "
                          "ended after the jobs not ended, as sacct")
@@ -121,7 +125,8 @@ def submitted(answer: dict[str, Any]) -> str:
 def _jobs(client: Client, args: argparse.Namespace) -> int:
     if args.max < 1:
         raise ClientError("--max must be 1 or more")
-    filters = {key: value for key, value in (("user", args.user), ("ce", args.ce), ("since", args.since),
+    user = getpass.getuser() if args.me else args.user
+    filters = {key: value for key, value in (("user", user), ("ce", args.ce), ("since", args.since),
                                              ("until", args.until)) if value}
     accounting = bool(args.state or args.all or args.since or args.until)
     states: Iterable[str | None] = [args.state] if accounting else LIVE_STATES
@@ -259,6 +264,13 @@ def why(job: dict[str, Any], now: float) -> str:
     if predicted is not None:
         lines.append(f"  planned to run {clock(predicted)} (predicted from its owner's last jobs; the limit still "
                      "ends it)")
+    holds = job.get("holds") or []
+    if holds:  # the SSS Job's own controls
+        lines.append(f"  holds: {', '.join(holds)} (`infosvc release {job['id']}` takes a User hold off)")
+    if job.get("eligible_time"):
+        lines.append(f"  starts no earlier than {job['eligible_time']} (its EligibleTime)")
+    if job.get("deadline"):
+        lines.append(f"  is ended at {job['deadline']} at the latest (its Deadline)")
     depends = job.get("depends_on") or []
     if depends:
         lines.append("  depends on: " + ", ".join(depends))

@@ -43,6 +43,10 @@ def job_json(job: JobRecord, *, detail: bool = False) -> dict[str, Any]:
         "predicted_run_seconds": job.predicted if job.predicted is not None and math.isfinite(job.predicted) else None,
         "exclusive": request.exclusive,
         "read_as_requested": list(request.read_as_requested),
+        # the SSS Job's own controls: its Holds, EligibleTime and Deadline
+        "holds": list(request.holds),
+        "eligible_time": _time(request.eligible),
+        "deadline": _time(request.deadline),
         "hosts": fold(job.hosts) if job.hosts else None,
         "reason": job.reason or None,
         "tasks": dict(Counter(task.state.value for task in job.tasks)),
