@@ -35,6 +35,7 @@ from infosvc.sched.hosts import NO_HOST, Allocation, HostPool, WaitingJob
 from infosvc.sched.jobs import ENDED, Event, JobRecord
 from infosvc.queue.cestate import SERVED, CEQueues, limit_on, refusal, run_time_ratio
 from infosvc.queue.eligibility import Eligibility
+from infosvc.queue.ended import EndedJobs
 from infosvc.queue.jobnames import JobNames
 from infosvc.queue.planning import PassPlan, could_start, held_on
 from infosvc.queue.predictions import predict_queued
@@ -54,8 +55,6 @@ _failed_passes = LogLimiter(log)  # a full disk fails every pass: one traceback 
 #: the audit trail (infosvc/cli/logs.py): jobs filed for an owner their document named
 audit = logging.getLogger("infosvc.audit")
 
-#: Ended jobs kept in memory for GET /v1/jobs; older ones are read from the store by id.
-KEPT_ENDED = 10_000
 #: Submitted documents up to this size are read on the event loop (see submit).
 INLINE_BYTES = 4096
 #: While the only news is submissions that cannot start now, a pass (for the reasons, the head's
@@ -67,7 +66,7 @@ class JobQueue:
     def __init__(self, store: Store, table: HostTable, *, site: Callable[[], Site],
                  clock: Callable[[], float] = time.time, policy: Policy = Policy.EASY,
                  executors: Container[str] = frozenset(), start_timeout: float = 60.0,
-                 drain: Callable[[str, str], Awaitable[object]] | None = None) -> None:
+                 drain: Callable[[str, str], Awaitable[object]] | None = None, keep_ended_days: float = 30) -> None:
         """`executors`: the only hosts tasks are placed on; `drain(host, reason)`: the aggregator's."""
         self.store = store
         self.table = table
@@ -95,21 +94,20 @@ class JobQueue:
         self._waiting_pool: HostPool | None = None
         #: the CEs' figures of the last pass, which the CEs publish (ce_state)
         self.ce_queues = CEQueues(clock=clock)
+        self.ended = EndedJobs(store, self.jobs, self.requirements, self.names, clock, keep_ended_days)
 
     # --- start ---------------------------------------------------------------------------
 
     def load(self) -> int:
-        """The jobs from the store (blocking: run it in a thread at start). Jobs with host
-        requirements have them compiled again from their documents."""
-        records = self.store.jobs()
-        ended = [job for job in records if job.state in ENDED][-KEPT_ENDED:]
-        for job in [job for job in records if job.state not in ENDED] + ended:
+        """The jobs not ended and the ended ones memory keeps (queue/ended.py; blocking: run it in a
+        thread at start). Jobs with host requirements have them compiled again from their documents."""
+        records = self.ended.at_start()
+        for job in records:
             self.jobs[job.id] = job
             self.names.add(job)
             if job.state not in ENDED and job.request.asks_hosts:
                 self.requirements[job.id] = requirements_again(job, self.store.job_document(int(job.id)))
-        self._next_id = max((int(job.id) for job in records), default=0) + 1
-        self.jobs = dict(sorted(self.jobs.items(), key=lambda item: int(item[0])))
+        self._next_id = self.store.next_job_id()
         return len(records)
 
     # --- reading --------------------------------------------------------------------------
@@ -171,6 +169,7 @@ class JobQueue:
             if refused is not None:
                 raise Unavailable(refused, "a CE's status and policy are the site config's "
                                   "[[computing_elements]]; GET /v1/glue shows them")
+        await self.ended.recall(item.request for item in prepared)
         # Ids are reserved and the jobs made without awaiting, so submissions need not wait for one
         # another's commits (nor for a scheduling pass): the group-commit writer takes them together.
         now = self.clock()
@@ -330,6 +329,7 @@ class JobQueue:
         plan, figures = await asyncio.to_thread(work.run)
         async with self._lock:
             await self._apply(plan, pool, ces, now)
+            self.ended.forget()
         self.ce_queues.figures = figures
         self._room = pool  # the pass took its starts on it
         self._head_priority = plan.reservation.job.priority if plan.reservation is not None else None
