@@ -40,6 +40,9 @@ class ApplicationSoftware:
 #: The SSS Resource name a job asks for a software license by (`<Resource name="License"
 #: type="matlab">2</Resource>`: the SSS spec's own example; CCS SoftwareLicense is mapped so).
 LICENSE = "License"
+#: The SSS Resource name of a host's GPUs, as the agent reports them (docs/node-mapping.md, GPUs) and
+#: a job asks for them (`<Resource name="GPU" type="NVIDIA H100 80GB HBM3">2</Resource>`)
+GPU = "GPU"
 
 
 @dataclass(frozen=True, slots=True)

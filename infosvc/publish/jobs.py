@@ -38,6 +38,7 @@ def job_json(job: JobRecord, *, detail: bool = False) -> dict[str, Any]:
         "exit_code": job.exit_code,
         "processors": {"min": request.min_processors, "max": request.max_processors,
                        "held": sum(job.hosts.values())},
+        "gpus_per_host": request.gpus,
         "run_time_limit_seconds": None if math.isinf(request.estimate) else request.estimate,
         # the `predictive` policy's plan for it, from its owner's ended jobs: never above the limit
         "predicted_run_seconds": job.predicted if job.predicted is not None and math.isfinite(job.predicted) else None,
@@ -78,7 +79,7 @@ def task_order_json(job: JobRecord, index: int) -> dict[str, Any]:
     return {"job": job.id, "task": index, "attempt": task.attempts, "name": spec.name, "owner": job.owner,
             "executable": spec.executable, "arguments": spec.arguments, "environment": dict(spec.environment),
             "workdir": spec.workdir, "stdin": spec.stdin, "stdout": spec.stdout, "stderr": spec.stderr,
-            "processors": spec.processors, "began": _time(task.began),
+            "processors": spec.processors, "gpus": job.request.gpus, "began": _time(task.began),
             "deadline": None if math.isinf(job.limit_at) else job.limit_at}
 
 

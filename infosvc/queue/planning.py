@@ -125,7 +125,7 @@ def allocation_of(pool: HostPool, job: JobRecord) -> Allocation | None:
         return None
     hosts = tuple(r for r, _ in rows)
     return Allocation(hosts, tuple(c for _, c in rows), job.memory_mb, job.exclusive,
-                      pool.licenses_of(hosts, job.request.licenses))
+                      pool.licenses_of(hosts, job.request.licenses), job.request.gpus)
 
 
 def could_start(records: list[JobRecord], room: HostPool, base: HostPool, eligibility: Eligibility,

@@ -40,7 +40,7 @@ from ClusterShell.NodeSet import NodeSetException
 
 from infosvc.errors import DocumentError, excerpt
 from infosvc.model.durations import seconds
-from infosvc.model.glue import LICENSE
+from infosvc.model.glue import GPU, LICENSE
 from infosvc.sched.holds import read_holds
 from infosvc.model.job import Condition, Consumable, Context, Designator, Job, Op, Properties, Simple, Task, Term
 from infosvc.model.jobneeds import NeedsRead
@@ -146,6 +146,9 @@ class JobRequest:
     eligible: float | None = None
     #: SSS Deadline: it is ended then, whatever it is doing (None: no deadline)
     deadline: float | None = None
+    #: GPUs it takes on each of its hosts while it runs (Requested `Resource name="GPU"`): a
+    #: consumable the scheduler counts, as processors and memory
+    gpus: int = 0
 
     def __post_init__(self) -> None:
         # read back from the store's JSON as lists
@@ -196,7 +199,7 @@ def read_request(needs: NeedsRead, owner: str) -> JobRequest:
         name=props.get("Name") or "", owner=owner, priority=priority,
         min_processors=least, max_processors=most, estimate=min(estimates), memory_mb=memory,
         exclusive=_flag(props, "IsExclusive", True), asked_nodes=asked, required_nodes=tuple(required),
-        licenses=_licenses(props.requested),
+        licenses=_licenses(props.requested), gpus=_gpus(props.requested),
         run_until_cancelled=_flag(props, "RuntillCancelled", False) or _flag(props, "RunUntilCanceled", False),
         tasks=tasks, after=after, read_as_requested=read, project=(props.get("Project") or "").strip(),
         holds=holds, eligible=eligible, deadline=deadline)
@@ -365,6 +368,27 @@ def _licenses(terms: list[Term]) -> tuple[tuple[str, int], ...]:
                 raise DocumentError(f"License {excerpt(item.type)}: {str(item.value)[:20]} is no count") from None
             found[item.type] = max(found.get(item.type, 0), count)
     return tuple((feature, count) for feature, count in found.items() if count > 0)
+
+
+#: The most GPUs a job may take on one host
+MAX_GPUS_PER_HOST = 1024
+
+
+def _gpus(terms: list[Term]) -> int:
+    """The GPUs the job takes on each host: its Requested `Resource name="GPU"` (of any type: the
+    type asks for a model, which the matcher checks), the largest when it says more than once."""
+    most = 0
+    for op, item in _consumables(terms, "Resource"):
+        if item.name == GPU and op in (Op.EQ, Op.GE, Op.GT):
+            try:
+                value = float(item.value)
+                count = math.floor(value) + 1 if op is Op.GT else math.ceil(value)
+            except (OverflowError, ValueError):
+                raise DocumentError(f"GPU: {str(item.value)[:20]} is no count") from None
+            if count > MAX_GPUS_PER_HOST:
+                raise DocumentError(f"GPU: {count} on a host; at most {MAX_GPUS_PER_HOST} are accepted")
+            most = max(most, count)
+    return most
 
 
 def _asked_nodes(terms: list[Term]) -> tuple[str, ...] | None:
