@@ -50,12 +50,16 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("traces", nargs="*", type=Path)
     p.add_argument("--only", action="append", choices=list(VARIANTS), help="these variants only (repeatable)")
+    p.add_argument("--processors", type=int, default=0,
+                   help="the machine of a trace whose header gives no MaxProcs or MaxNodes (Alea's wagap-2013)")
     args = p.parse_args()
     traces = args.traces or [TRACES / "NASA-iPSC-1993-3.1-cln.swf.gz", TRACES / "lublin_256.swf.gz"]
     results: dict[str, object] = {}
     for path in traces:
         trace = read_swf(path)
-        processors = trace.header_int("MaxProcs") or trace.header_int("MaxNodes") or 0
+        processors = trace.header_int("MaxProcs") or trace.header_int("MaxNodes") or args.processors
+        if processors <= 0:
+            p.error(f"{path.name}: no MaxProcs or MaxNodes in its header; give --processors")
         read = trace_jobs(trace.records, processors)
         print(f"\n{path.name}: {len(read.jobs)} jobs ({read.skipped} skipped), {processors} processors")
         print(f"{'variant':<18} {'mean wait':>11} {'mean bsld':>10} {'util':>6} {'max wait':>11} {'bsld vs easy':>13} "
