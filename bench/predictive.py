@@ -1,14 +1,17 @@
 """What each part of the `predictive` policy buys (infosvc/sched/policy.py, prediction.py,
-ordering.py), on SWF traces: fcfs and easy; predictions alone (EASY's order, run times predicted
-from each user's last two jobs); the slack order alone (estimates for run times); both (the
-policy); and the published queue orders (WFP3, UNICEF, Carastan-Santos and de Camargo's F1) in the
-slack order's place, with predictions and the same guarantee. Each row: mean wait, mean bounded
-slowdown, utilization, maximum wait, and, against easy, the change in mean bounded slowdown and
-the ratio of maximum waits (the targets: at least 20 % lower, at most 1.25 x, wherever easy's mean
-bounded slowdown is above 2).
+ordering.py), on SWF traces: fcfs and easy; predictions alone (EASY's order: since backfilling is
+EASY's rule, they change no decision, only the head's expected start in its reason); the slack
+order alone (estimates for run times); both (the policy, with its guard: a job waiting
+`OVERDUE_AFTER` is served in EASY's order); and the published queue orders (WFP3, UNICEF,
+Carastan-Santos and de Camargo's F1) in the slack order's place, with the same guard. Each row:
+mean wait, mean bounded slowdown, utilization, maximum wait, and, against easy, the change in
+mean bounded slowdown and the ratio of maximum waits (the targets: at least 20 % lower, at most
+1.25 x, wherever easy's mean bounded slowdown is above 2; never worse than easy on either).
 
-Run: `python bench/predictive.py [TRACE.swf[.gz] ...]` (the vendored traces when none); prints a
-table per trace and writes bench/results/predictive.json.
+Run: `python bench/predictive.py [TRACE.swf[.gz] ...] [--processors N]` (the vendored traces when
+none; N for a trace whose header gives no machine size); prints a table per trace and writes
+bench/results/predictive.json. Which traces tuned the policy and which are held out:
+docs/simulation.md.
 """
 
 from __future__ import annotations

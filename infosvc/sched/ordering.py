@@ -91,8 +91,11 @@ def overdue(queue: Sequence[W], now: float, after: float = OVERDUE_AFTER) -> lis
     if not queue or math.isinf(after):
         return []
     top = getattr(queue[0], "priority", 0)
-    late = [job for job in queue if now - job.submitted >= after and getattr(job, "priority", 0) == top]
-    late.sort(key=lambda job: (job.submitted, job.id))
+    limit = now - after
+    late = [job for job in queue if job.submitted <= limit]  # a pass reads every job: this first, cheapest test
+    if late:
+        late = [job for job in late if getattr(job, "priority", 0) == top]
+        late.sort(key=lambda job: (job.submitted, job.id))
     return late
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
+from itertools import chain
 from typing import Callable, Generic, Iterable, Iterator, Protocol, Sequence, TypeVar
 
 from infosvc.sched.ordering import OVERDUE_AFTER, overdue
@@ -169,7 +170,7 @@ def schedule(machine: Machine[A], running: Sequence[Running[A]], queue: Iterable
         jobs = queue if isinstance(queue, Sequence) else list(queue)
         late = overdue(jobs, now, overdue_after)
         first = {job.id for job in late}
-        queue = late + [job for job in jobs if job.id not in first] if late else jobs
+        queue = chain(late, (job for job in jobs if job.id not in first)) if late else jobs
     rest = iter(queue)  # read once, never copied: a simulation's queue may be long
     for head in rest:
         allocation = free.place(head)
