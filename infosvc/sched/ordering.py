@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import math
 from enum import StrEnum
-from typing import Protocol, Sequence, TypeVar
+from operator import attrgetter
+from typing import Iterator, Protocol, Sequence, TypeVar
 
 __all__ = ["MAX_SLACK", "OVERDUE_AFTER", "SLACK_FACTOR", "Order", "Ranked", "TIMED", "order_key", "overdue",
            "slack_key"]
@@ -73,30 +74,34 @@ class Ranked(Protocol):
 
 
 class Submitted(Protocol):
-    """What the guard reads of a waiting job (its priority too, where it has one)."""
+    """What the guard reads of a waiting job."""
 
     @property
     def id(self) -> str: ...
+
+    @property
+    def priority(self) -> int: ...
 
     @property
     def submitted(self) -> float: ...
 
 
 W = TypeVar("W", bound=Submitted)
+_AGE = attrgetter("submitted", "id")
 
 
-def overdue(queue: Sequence[W], now: float, after: float = OVERDUE_AFTER) -> list[W]:
+def overdue(queue: Sequence[W], now: float, after: float = OVERDUE_AFTER) -> Iterator[W]:
     """The jobs of `queue`'s first priority group (its first job's) that have waited `after`
-    seconds or more at `now`, oldest first (by submission, then id)."""
+    seconds or more at `now`, oldest first (by submission, then id), found one at a time: a pass
+    mostly needs the oldest alone, and a queue of thousands is read once, never sorted."""
     if not queue or math.isinf(after):
-        return []
-    top = getattr(queue[0], "priority", 0)
-    limit = now - after
-    late = [job for job in queue if job.submitted <= limit]  # a pass reads every job: this first, cheapest test
-    if late:
-        late = [job for job in late if getattr(job, "priority", 0) == top]
-        late.sort(key=lambda job: (job.submitted, job.id))
-    return late
+        return
+    top, limit = queue[0].priority, now - after
+    late = [job for job in queue if job.submitted <= limit and job.priority == top]
+    while late:
+        oldest = min(late, key=_AGE)
+        yield oldest
+        late.remove(oldest)
 
 
 def slack_key(submitted: float, predicted: float, factor: float = SLACK_FACTOR, cap: float = MAX_SLACK) -> float:

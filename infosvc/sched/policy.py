@@ -165,12 +165,9 @@ def schedule(machine: Machine[A], running: Sequence[Running[A]], queue: Iterable
     free = machine.copy()
     plan: Plan[A] = Plan()
     jobs: Sequence[Queued] = ()
-    late: list[Queued] = []
     if policy is Policy.PREDICTIVE:  # the guard: the jobs waiting past its bound first, in EASY's order
         jobs = queue if isinstance(queue, Sequence) else list(queue)
-        late = overdue(jobs, now, overdue_after)
-        first = {job.id for job in late}
-        queue = chain(late, (job for job in jobs if job.id not in first)) if late else jobs
+        queue = chain(overdue(jobs, now, overdue_after), _unstarted(jobs, plan))
     rest = iter(queue)  # read once, never copied: a simulation's queue may be long
     for head in rest:
         allocation = free.place(head)
@@ -186,9 +183,8 @@ def schedule(machine: Machine[A], running: Sequence[Running[A]], queue: Iterable
             for job in rest:
                 plan.waiting[job.id] = f"behind {head.id} (first come, first served)"
         return plan
-    if late:  # backfilling is in the caller's order still: only the reserved head is EASY's
-        started = {start.job.id for start in plan.starts}
-        rest = (job for job in jobs if job is not head and job.id not in started)
+    if policy is Policy.PREDICTIVE:  # backfilling is in the caller's order still: only the head is the guard's
+        rest = _unstarted(jobs, plan, head)
     reservation, extra = _reserve(free, running, plan.starts, head, now)
     if policy is Policy.PREDICTIVE and explain:
         reservation = _expected(free, running, plan, reservation, now)
@@ -302,6 +298,13 @@ def predicted(job: Queued) -> float:
     """The run time `predictive` plans `job` with: its `predicted` if it has one, else its estimate."""
     value: float = getattr(job, "predicted", math.nan)
     return value if value < job.estimate else job.estimate  # NaN is not less: the estimate
+
+
+def _unstarted(jobs: Sequence[Queued], plan: Plan[A], skip: Queued | None = None) -> Iterator[Queued]:
+    """The jobs, in their order, that the plan does not start (nor `skip`), as the plan stands when
+    the first is asked for (a generator: nothing runs before)."""
+    started = {start.job.id for start in plan.starts}
+    yield from (job for job in jobs if job is not skip and job.id not in started)
 
 
 def _expected(free: Machine[A], running: Sequence[Running[A]], plan: Plan[A], reservation: Reservation[A],

@@ -80,15 +80,15 @@ def test_the_expected_start_is_told_but_backfilling_is_easys() -> None:
 def test_the_guard_picks_the_first_groups_jobs_waiting_past_the_bound_oldest_first() -> None:
     young, old, older = job("1", 100, 1, 10), job("2", 50, 1, 99), job("3", 10, 1, 500)
     queue = [young, old, older]  # the slack order: the short young job first
-    assert overdue(queue, now=110, after=60) == [older, old]  # 100 and 60 waited: 60 counts, oldest first
-    assert overdue(queue, now=109, after=60) == [older]
-    assert overdue(queue, now=10 ** 9, after=math.inf) == []  # the guard off
-    assert overdue([], now=10 ** 9) == []
-    assert overdue(queue, now=10, after=0) == [older]  # a bound of 0: every job already submitted
+    assert list(overdue(queue, now=110, after=60)) == [older, old]  # 100 and 60 waited: 60 counts, oldest first
+    assert list(overdue(queue, now=109, after=60)) == [older]
+    assert list(overdue(queue, now=10 ** 9, after=math.inf)) == []  # the guard off
+    assert list(overdue([], now=10 ** 9)) == []
+    assert list(overdue(queue, now=10, after=0)) == [older]  # a bound of 0: every job already submitted
     # a later priority group is not the guard's: its old job stays behind the first group
     urgent = Waiting("9", 4, 200, 10, 1, 10, SimJob.of(9, 200, 1, 10, 10))
     low = Waiting("8", 0, 0, 10, 1, 10, SimJob.of(8, 0, 1, 10, 10))
-    assert overdue([urgent, low], now=10 ** 6, after=60) == [urgent]
+    assert list(overdue([urgent, low], now=10 ** 6, after=60)) == [urgent]
 
 
 def test_an_overdue_job_is_reserved_ahead_of_a_shorter_one_the_slack_order_puts_first() -> None:
