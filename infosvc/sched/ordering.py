@@ -91,13 +91,21 @@ _AGE = attrgetter("submitted", "id")
 
 
 def overdue(queue: Sequence[W], now: float, after: float = OVERDUE_AFTER) -> Iterator[W]:
-    """The jobs of `queue`'s first priority group (its first job's) that have waited `after`
-    seconds or more at `now`, oldest first (by submission, then id), found one at a time: a pass
-    mostly needs the oldest alone, and a queue of thousands is read once, never sorted."""
+    """The jobs of `queue`'s first priority group (its first job's; the queue is by group) that
+    have waited `after` seconds or more at `now`, oldest first (by submission, then id), found one
+    at a time: a pass mostly needs the oldest alone, and a queue of thousands is read once (in C,
+    by `min`), never sorted."""
     if not queue or math.isinf(after):
         return
     top, limit = queue[0].priority, now - after
-    late = [job for job in queue if job.submitted <= limit and job.priority == top]
+    if queue[-1].priority == top:  # one group (a trace: always): most passes end at this one read
+        oldest = min(queue, key=_AGE)
+        if oldest.submitted > limit:
+            return
+        yield oldest
+        late = [job for job in queue if job.submitted <= limit and job is not oldest]
+    else:
+        late = [job for job in queue if job.submitted <= limit and job.priority == top]
     while late:
         oldest = min(late, key=_AGE)
         yield oldest

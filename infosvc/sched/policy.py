@@ -184,7 +184,9 @@ def schedule(machine: Machine[A], running: Sequence[Running[A]], queue: Iterable
                 plan.waiting[job.id] = f"behind {head.id} (first come, first served)"
         return plan
     if policy is Policy.PREDICTIVE:  # backfilling is in the caller's order still: only the head is the guard's
-        rest = _unstarted(jobs, plan, head)
+        passed = {start.job.id for start in plan.starts}
+        passed.add(head.id)
+        rest = (job for job in jobs if job.id not in passed)
     reservation, extra = _reserve(free, running, plan.starts, head, now)
     if policy is Policy.PREDICTIVE and explain:
         reservation = _expected(free, running, plan, reservation, now)
@@ -300,11 +302,11 @@ def predicted(job: Queued) -> float:
     return value if value < job.estimate else job.estimate  # NaN is not less: the estimate
 
 
-def _unstarted(jobs: Sequence[Queued], plan: Plan[A], skip: Queued | None = None) -> Iterator[Queued]:
-    """The jobs, in their order, that the plan does not start (nor `skip`), as the plan stands when
-    the first is asked for (a generator: nothing runs before)."""
+def _unstarted(jobs: Sequence[Queued], plan: Plan[A]) -> Iterator[Queued]:
+    """The jobs, in their order, that the plan does not start, as the plan stands when the first
+    is asked for (a generator: nothing runs before)."""
     started = {start.job.id for start in plan.starts}
-    yield from (job for job in jobs if job is not skip and job.id not in started)
+    yield from (job for job in jobs if job.id not in started) if started else jobs
 
 
 def _expected(free: Machine[A], running: Sequence[Running[A]], plan: Plan[A], reservation: Reservation[A],
