@@ -5,8 +5,14 @@ Each reads a job's submission, processors and predicted run time (infosvc/sched/
   predicted run time, at most `MAX_SLACK` seconds; the queue is by key, then id. A short job goes
   ahead of the long jobs submitted a little before it; every job ages at the same rate, and the key
   never changes while the job waits, so a job can only ever be passed by jobs submitted less than
-  `MAX_SLACK` after it. That is what bounds its wait (docs/simulation.md), and a fixed key lets the
-  simulator keep its queue sorted instead of sorting it each pass.
+  `MAX_SLACK` after it. A fixed key lets the simulator keep its queue sorted instead of sorting it
+  each pass.
+- The guard (`overdue`): whatever the order, a job that has waited `OVERDUE_AFTER` seconds goes
+  ahead of every job that has not, the overdue jobs in submission order: EASY's order, and the
+  first of them that cannot start is the head EASY would reserve for (infosvc/sched/policy.py).
+  That is what bounds a job's wait near EASY's (docs/simulation.md): no job is passed by the
+  slack order for more than `OVERDUE_AFTER`, where the slack alone let a long job be passed for
+  `MAX_SLACK`. Both constants were chosen on the tuning traces only (docs/simulation.md says which).
 - `wfp3`: (wait / run time)^3 x processors, largest first (Tang et al., "Fault-aware,
   utility-based job scheduling on Blue Gene/P systems", Cluster 2009).
 - `unicef`: wait / (log2(processors + 1) x run time), largest first (Vasupongayya and Chiang,
@@ -24,14 +30,19 @@ from __future__ import annotations
 
 import math
 from enum import StrEnum
-from typing import Protocol
+from operator import attrgetter
+from typing import Iterator, Protocol, Sequence, TypeVar
 
-__all__ = ["MAX_SLACK", "SLACK_FACTOR", "Order", "Ranked", "TIMED", "order_key", "slack_key"]
+__all__ = ["MAX_SLACK", "OVERDUE_AFTER", "SLACK_FACTOR", "Order", "Ranked", "TIMED", "order_key", "overdue",
+           "slack_key"]
 
 #: The slack is this many times the predicted run time ...
 SLACK_FACTOR = 10.0
-#: ... and never more than this (seconds): a job is passed only by jobs submitted within a day after it.
-MAX_SLACK = 24 * 3600.0
+#: ... and never more than this (seconds): a job is passed only by jobs submitted within two days after it.
+MAX_SLACK = 48 * 3600.0
+#: A job waiting this long (seconds) is served in EASY's order, ahead of the slack order (0: always,
+#: which is EASY's order throughout; math.inf: never).
+OVERDUE_AFTER = 6 * 3600.0
 
 
 class Order(StrEnum):
@@ -60,6 +71,45 @@ class Ranked(Protocol):
     def predicted(self) -> float:
         """The run time the policy plans with (seconds, at least 1)."""
         ...
+
+
+class Submitted(Protocol):
+    """What the guard reads of a waiting job."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def priority(self) -> int: ...
+
+    @property
+    def submitted(self) -> float: ...
+
+
+W = TypeVar("W", bound=Submitted)
+_AGE = attrgetter("submitted", "id")
+
+
+def overdue(queue: Sequence[W], now: float, after: float = OVERDUE_AFTER) -> Iterator[W]:
+    """The jobs of `queue`'s first priority group (its first job's; the queue is by group) that
+    have waited `after` seconds or more at `now`, oldest first (by submission, then id), found one
+    at a time: a pass mostly needs the oldest alone, and a queue of thousands is read once (in C,
+    by `min`), never sorted."""
+    if not queue or math.isinf(after):
+        return
+    top, limit = queue[0].priority, now - after
+    if queue[-1].priority == top:  # one group (a trace: always): most passes end at this one read
+        oldest = min(queue, key=_AGE)
+        if oldest.submitted > limit:
+            return
+        yield oldest
+        late = [job for job in queue if job.submitted <= limit and job is not oldest]
+    else:
+        late = [job for job in queue if job.submitted <= limit and job.priority == top]
+    while late:
+        oldest = min(late, key=_AGE)
+        yield oldest
+        late.remove(oldest)
 
 
 def slack_key(submitted: float, predicted: float, factor: float = SLACK_FACTOR, cap: float = MAX_SLACK) -> float:

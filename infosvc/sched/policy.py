@@ -15,10 +15,14 @@ simulator with a simulated machine and simulated time, and both get the same dec
   within the backfill window, is the first clause. A job of Infinite run time never ends by a
   shadow time, so it is never backfilled past a reservation, only into the extra resources.
 - Predictive (`predictive`): EASY over the caller's order (the slack order of
-  infosvc/sched/ordering.py), each job planned with a predicted run time (`predicted`, from
-  infosvc/sched/prediction.py). EASY's reservation by estimates is kept as the head's guaranteed
-  start; a second, expected one by predictions is what a backfilled job must not be expected to
-  delay as well (docs/simulation.md: what it guarantees).
+  infosvc/sched/ordering.py) with its guard: the jobs that have waited `OVERDUE_AFTER` start
+  first, oldest first (EASY's order), and the first of them that does not fit is the reserved
+  head; the others, and every job when none is overdue, are in the caller's order, and the
+  backfilling past the head scans them in that order. The reservation and the backfilling rule
+  are EASY's, by estimates (kill limits); the head's expected start by predicted run times
+  (`predicted`, infosvc/sched/prediction.py) is told in its reason and holds nothing back:
+  holding backfills to it too made the policy worse than EASY on the tuning traces
+  (docs/simulation.md: what it guarantees).
 
 - EligibleTime (`not_before`): a job whose SSS EligibleTime is after `now` is passed over, by
   every policy: it neither starts, nor blocks the queue, nor is reserved for; it waits with that
@@ -35,8 +39,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
+from itertools import chain
 from typing import Callable, Generic, Iterable, Iterator, Mapping, Protocol, Sequence, TypeVar
 
+from infosvc.sched.ordering import OVERDUE_AFTER, overdue
 from infosvc.sched.prediction import planned_end
 
 A = TypeVar("A")
@@ -154,16 +160,22 @@ def _seconds(at: float) -> str:
 
 def schedule(machine: Machine[A], running: Sequence[Running[A]], queue: Iterable[Queued], now: float,
              policy: Policy = Policy.EASY, *, when: Callable[[float], str] = _seconds,
-             explain: bool = True, not_before: Mapping[str, float] | None = None) -> Plan[A]:
+             explain: bool = True, not_before: Mapping[str, float] | None = None,
+             overdue_after: float = OVERDUE_AFTER) -> Plan[A]:
     """The jobs of `queue` (in queue order) to start at `now` on `machine` (what is free now, with
     `running` holding the rest), by `policy`. `machine` is left as it was. `when` writes a time in
     the waiting jobs' reasons (the service: a UTC date and time); without `explain` (a simulation)
     no reasons are written, and the decisions are the same. `not_before`: job id -> its
-    EligibleTime, for the jobs that have one; those whose time is after `now` are passed over."""
+    EligibleTime, for the jobs that have one; those whose time is after `now` are passed over.
+    `overdue_after`: `predictive`'s guard (infosvc/sched/ordering.py)."""
     free = machine.copy()
     plan: Plan[A] = Plan()
     if not_before:
         queue = _eligible(queue, not_before, now, plan, when, explain)
+    jobs: Sequence[Queued] = ()
+    if policy is Policy.PREDICTIVE:  # the guard: the jobs waiting past its bound first, in EASY's order
+        jobs = queue if isinstance(queue, Sequence) else list(queue)
+        queue = chain(overdue(jobs, now, overdue_after), _unstarted(jobs, plan))
     rest = iter(queue)  # read once, never copied: a simulation's queue may be long
     for head in rest:
         allocation = free.place(head)
@@ -179,16 +191,20 @@ def schedule(machine: Machine[A], running: Sequence[Running[A]], queue: Iterable
             for job in rest:
                 plan.waiting[job.id] = f"behind {head.id} (first come, first served)"
         return plan
-    if policy is Policy.PREDICTIVE:
-        _backfill_predictive(free, running, plan, head, rest, now, when, explain)
-        return plan
+    if policy is Policy.PREDICTIVE:  # backfilling is in the caller's order still: only the head is the guard's
+        passed = {start.job.id for start in plan.starts}
+        passed.add(head.id)
+        rest = (job for job in jobs if job.id not in passed)
     reservation, extra = _reserve(free, running, plan.starts, head, now)
+    if policy is Policy.PREDICTIVE and explain:
+        reservation = _expected(free, running, plan, reservation, now)
     plan.reservation = reservation
     if explain:
         held = ("no running job's end frees enough" if math.isinf(reservation.at)
-                else f"reserved to start at {when(reservation.at)}")
+                else f"reserved to start at {when(reservation.at)}" if reservation.predicted_at is None
+                else f"reserved to start by {when(reservation.at)}, expected at {when(reservation.predicted_at)}")
         plan.waiting[head.id] = f"first in the queue: {free.describe_shortfall(head)}; {held}"
-    _backfill(free, plan, rest, now, _Guard(reservation.at, extra), None,
+    _backfill(free, plan, rest, now, _Guard(reservation.at, extra),
               lambda: f"would delay {head.id}, reserved to start at {when(reservation.at)}", explain)
     return plan
 
@@ -218,11 +234,10 @@ class _Guard(Generic[A]):
 
 
 def _backfill(free: Machine[A], plan: Plan[A], rest: Iterator[Queued], now: float, guaranteed: _Guard[A],
-              expected: _Guard[A] | None, delay: Callable[[], str], explain: bool) -> None:
+              delay: Callable[[], str], explain: bool) -> None:
     """Past the blocked head, in queue order: a later job starts now if it fits on `free` and cannot
     delay the `guaranteed` start by its estimate (EASY's rule; then what it takes from the extra
-    resources is taken from them too); with `expected` (`predictive`), it must also not be expected
-    to delay that start by its prediction. `delay()`: why a job that fits waits (explain only; the
+    resources is taken from them too). `delay()`: why a job that fits waits (explain only; the
     reservation's time is written only then, as a start at infinity has no date).
 
     The rooms are bounds: without `explain` (a simulation) a job wider than them is refused without
@@ -234,13 +249,10 @@ def _backfill(free: Machine[A], plan: Plan[A], rest: Iterator[Queued], now: floa
                 break
             continue
         safe = now + job.estimate <= guaranteed.at
-        # the expected start it is expected to delay, unless what it takes is left then
-        late = None if expected is None or now + predicted(job) <= expected.at else expected
-        if not explain and ((not safe and job.processors > guaranteed.room)
-                            or (late is not None and job.processors > late.room)):
+        if not explain and not safe and job.processors > guaranteed.room:
             continue  # it would delay the head whether it fits now or not
-        placed = _placed(free, job, room, safe, guaranteed, late)  # unpacked apart: else mypy binds A to A | None
-        allocation, share, fits = placed
+        placed = _placed(free, job, room, safe, guaranteed)  # unpacked apart: else mypy binds A to A | None
+        allocation, fits = placed
         if allocation is None:
             if explain:
                 plan.waiting[job.id] = delay() if fits else free.describe_shortfall(job)
@@ -249,27 +261,19 @@ def _backfill(free: Machine[A], plan: Plan[A], rest: Iterator[Queued], now: floa
         room = free.room()
         if not safe:
             _take(guaranteed, allocation)
-        if late is not None and share is not None:
-            _take(late, share)
         plan.starts.append(Start(job, allocation, backfilled=True))
 
 
-def _placed(free: Machine[A], job: Queued, room: int, safe: bool, guaranteed: _Guard[A],
-            late: _Guard[A] | None) -> tuple[A | None, A | None, bool]:
-    """Where `job` starts now (None: it does not), what it takes of what is expected to be left
-    at the `late` start it would otherwise delay, and whether it fits on `free` at all (else it
+def _placed(free: Machine[A], job: Queued, room: int, safe: bool, guaranteed: _Guard[A]) -> tuple[A | None, bool]:
+    """Where `job` starts now (None: it does not), and whether it fits on `free` at all (else it
     waits for resources, not for the reservation)."""
     allocation = free.place(job) if job.processors <= room else None
     if allocation is None:
-        return None, None, False
+        return None, False
     if not safe:  # it fits now, but must not take what the head is guaranteed
         allocation = (free.place(job, within=guaranteed.extra)
                       if guaranteed.extra is not None and job.processors <= guaranteed.room else None)
-    share = None
-    if allocation is not None and late is not None:
-        share = late.extra.place(job) if late.extra is not None else None
-        allocation = allocation if share is not None else None
-    return allocation, share, True
+    return allocation, True
 
 
 def _take(guard: _Guard[A], allocation: A) -> None:
@@ -317,28 +321,20 @@ def predicted(job: Queued) -> float:
     return value if value < job.estimate else job.estimate  # NaN is not less: the estimate
 
 
-def _backfill_predictive(free: Machine[A], running: Sequence[Running[A]], plan: Plan[A], head: Queued,
-                         rest: Iterator[Queued], now: float, when: Callable[[float], str], explain: bool) -> None:
-    """`predictive`'s backfilling past the blocked head, in the caller's queue order. Two
-    reservations: the guaranteed one, EASY's by estimates (every job's kill limit, so it holds
-    whatever the predictions do), and the expected one, by predictions (a running job past its
-    prediction expected to run to its limit). A later job starts now if it fits and, by its
-    estimate, cannot delay the guaranteed start (EASY's rule), and, by its prediction, is not
-    expected to delay the expected one (ends by it, or fits in what is expected to be left)."""
-    reservation, extra = _reserve(free, running, plan.starts, head, now)
-    room = free.room()
-    if room <= 0 and not explain:
-        plan.reservation = reservation  # nothing can be backfilled: the expected start is not needed
-        return
+def _unstarted(jobs: Sequence[Queued], plan: Plan[A]) -> Iterator[Queued]:
+    """The jobs, in their order, that the plan does not start, as the plan stands when the first
+    is asked for (a generator: nothing runs before)."""
+    started = {start.job.id for start in plan.starts}
+    yield from (job for job in jobs if job.id not in started) if started else jobs
+
+
+def _expected(free: Machine[A], running: Sequence[Running[A]], plan: Plan[A], reservation: Reservation[A],
+              now: float) -> Reservation[A]:
+    """`reservation` with the head's expected start: when enough is expected to be free by the
+    predicted run times (a running job past its prediction expected to run to its limit), never
+    later than the guaranteed start. Told in the head's reason only: nothing waits for it."""
     ending = sorted([(planned_end(r.started, r.estimate if math.isnan(r.predicted) else r.predicted, r.estimate, now),
                       r.allocation) for r in running]
                     + [(now + predicted(s.job), s.allocation) for s in plan.starts], key=lambda pair: pair[0])
-    expected, expected_extra = _shadow(free, ending, head, now)
-    reservation = Reservation(head, reservation.at, reservation.allocation, min(expected.at, reservation.at))
-    plan.reservation = reservation
-    if explain:
-        held = ("no running job's end frees enough" if math.isinf(reservation.at)
-                else f"reserved to start by {when(reservation.at)}, expected at {when(reservation.predicted_at or now)}")
-        plan.waiting[head.id] = f"first in the queue: {free.describe_shortfall(head)}; {held}"
-    _backfill(free, plan, rest, now, _Guard(reservation.at, extra), _Guard(expected.at, expected_extra),
-              lambda: f"would delay {head.id}, reserved to start by {when(reservation.at)}", explain)
+    expected, _ = _shadow(free, ending, reservation.job, now)
+    return Reservation(reservation.job, reservation.at, reservation.allocation, min(expected.at, reservation.at))

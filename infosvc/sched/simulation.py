@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Protocol, Sequence
 from infosvc.codec.swf import SwfRecord
 from infosvc.sched.policy import Plan, Policy, Queued, Running, Start, schedule
 from infosvc.sched.pool import ProcessorPool
-from infosvc.sched.ordering import MAX_SLACK, SLACK_FACTOR, TIMED, Order, order_key
+from infosvc.sched.ordering import MAX_SLACK, OVERDUE_AFTER, SLACK_FACTOR, TIMED, Order, order_key
 from infosvc.sched.prediction import UserHistory
 
 __all__ = ["Outcome", "SimJob", "Summary", "Trace", "jobs_of", "simulate", "summarize", "trace_jobs"]
@@ -142,6 +142,8 @@ class Options:
     order: Order = Order.SLACK
     slack_factor: float = SLACK_FACTOR
     max_slack: float = MAX_SLACK
+    #: the guard: a job waiting this long is served in EASY's order (infosvc/sched/ordering.py)
+    overdue_after: float = OVERDUE_AFTER
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +252,8 @@ class _Predicted:
         if self.timed:
             self.queue.sort(key=lambda w: order_key(order, w, now))
             self.keys = [order_key(order, w, now) for w in self.queue]
-        plan = schedule(pool, running, self.queue, now, Policy.PREDICTIVE, explain=False)
+        plan = schedule(pool, running, self.queue, now, Policy.PREDICTIVE, explain=False,
+                        overdue_after=self.options.overdue_after)
         if self.observe is not None and plan.reservation is not None:
             self.observe(now, plan.reservation.job, plan.reservation.at)  # type: ignore[arg-type]
         return plan

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infosvc.sched import Policy
-from infosvc.sched.ordering import MAX_SLACK, Order, order_key, slack_key
+from infosvc.sched.ordering import MAX_SLACK, Order, order_key, overdue, slack_key
 from infosvc.sched.policy import Running, schedule
 from infosvc.sched.pool import ProcessorPool
 from infosvc.sched.prediction import UserHistory, planned_end
@@ -61,21 +61,46 @@ def test_wfp3_and_unicef_grow_with_the_wait() -> None:
         assert order_key(order, a, now=1000) < order_key(order, a, now=10)
 
 
-def test_a_backfill_expected_to_delay_the_head_waits_though_easy_would_start_it() -> None:
+def test_the_expected_start_is_told_but_backfilling_is_easys() -> None:
     # 4 processors; R holds 3 (estimate 1000, predicted 100). The head H needs 4: guaranteed at
     # 1000 (R's limit), expected at 100. C (1 processor, estimate 500, predicted 400) ends by 1000 by
-    # its estimate, so EASY starts it, but it is expected to hold its processor past 100, when H is
-    # expected to start: predictive keeps it waiting. D (predicted 50) is expected to end by then.
+    # its estimate, so EASY starts it, and so does predictive: holding C back for the expected start
+    # (the earlier design) starved the machine on the tuning traces. The expected start is in H's reason.
     pool = ProcessorPool(4, 1)
     running = [Running("R", 0.0, 1000.0, 3, predicted=100.0)]
     head, c, d = job("1", 0, 4, 4000, 4000), job("2", 1, 1, 400, 500), job("3", 2, 1, 50, 500)
     easy = schedule(pool, running, [head, c, d], now=10.0, policy=Policy.EASY)
-    assert [s.job.id for s in easy.starts] == [c.id]
     plan = schedule(pool, running, [head, c, d], now=10.0, policy=Policy.PREDICTIVE)
-    assert [s.job.id for s in plan.starts] == [d.id]
+    assert [s.job.id for s in plan.starts] == [s.job.id for s in easy.starts] == [c.id]
     assert plan.reservation is not None
     assert (plan.reservation.at, plan.reservation.predicted_at) == (1000.0, 100.0)
-    assert "would delay" in plan.waiting[c.id] and "expected at 100" in plan.waiting[head.id]
+    assert "expected at 100" in plan.waiting[head.id] and "1 free" in plan.waiting[head.id]
+
+
+def test_the_guard_picks_the_first_groups_jobs_waiting_past_the_bound_oldest_first() -> None:
+    young, old, older = job("1", 100, 1, 10), job("2", 50, 1, 99), job("3", 10, 1, 500)
+    queue = [young, old, older]  # the slack order: the short young job first
+    assert list(overdue(queue, now=110, after=60)) == [older, old]  # 100 and 60 waited: 60 counts, oldest first
+    assert list(overdue(queue, now=109, after=60)) == [older]
+    assert list(overdue(queue, now=10 ** 9, after=math.inf)) == []  # the guard off
+    assert list(overdue([], now=10 ** 9)) == []
+    assert list(overdue(queue, now=10, after=0)) == [older]  # a bound of 0: every job already submitted
+    # a later priority group is not the guard's: its old job stays behind the first group
+    urgent = Waiting("9", 4, 200, 10, 1, 10, SimJob.of(9, 200, 1, 10, 10))
+    low = Waiting("8", 0, 0, 10, 1, 10, SimJob.of(8, 0, 1, 10, 10))
+    assert list(overdue([urgent, low], now=10 ** 6, after=60)) == [urgent]
+
+
+def test_an_overdue_job_is_reserved_ahead_of_a_shorter_one_the_slack_order_puts_first() -> None:
+    # 4 processors, 2 held by R until 100. The slack order puts S (short, 4 wide) before L (long,
+    # 4 wide, submitted long before). L has waited past the bound: it is the reserved head, and S waits.
+    pool = ProcessorPool(4, 1)
+    running = [Running("R", 0.0, 100.0, 2)]
+    short, long = job("2", 5000, 4, 10, 10), job("1", 0, 4, 3000, 3000)
+    plan = schedule(pool, running, [short, long], now=5000.0, policy=Policy.PREDICTIVE, overdue_after=3600)
+    assert plan.reservation is not None and plan.reservation.job is long
+    unguarded = schedule(pool, running, [short, long], now=5000.0, policy=Policy.PREDICTIVE, overdue_after=math.inf)
+    assert unguarded.reservation is not None and unguarded.reservation.job is short
 
 
 # --- random small workloads -------------------------------------------------------------------
@@ -103,37 +128,69 @@ def valid(outcomes: list, jobs: list[SimJob]) -> None:  # type: ignore[type-arg]
 
 
 @settings(max_examples=300, deadline=None)
-@given(workloads, st.sampled_from([1.0, 10.0]), st.sampled_from([30.0, MAX_SLACK]))
+@given(workloads, st.sampled_from([1.0, 10.0]), st.sampled_from([30.0, MAX_SLACK]),
+       st.sampled_from([0.0, 20.0, 60.0, math.inf]))
 def test_the_guarantees_hold_on_random_workloads(raw: list[tuple[int, int, int, int, int]], factor: float,
-                                                  cap: float) -> None:
+                                                  cap: float, after: float) -> None:
     jobs = sim_jobs(raw)
     heads: list[tuple[float, Waiting, float]] = []
-    options = Options(slack_factor=factor, max_slack=cap)
+    options = Options(slack_factor=factor, max_slack=cap, overdue_after=after)
     outcomes = simulate_predictive(jobs, MACHINE, options, observe=lambda now, head, at: heads.append((now, head, at)))
     valid(outcomes, jobs)
     start = {o.job.id: o.start for o in outcomes}
     key = {o.job.id: (slack_key(o.job.submitted, o.predicted, factor, cap), o.job.submitted, o.job.id)
            for o in outcomes}
-    # The head's guaranteed start is kept: only a job going ahead of it (a smaller key, submitted
-    # after the pass that reserved for it) can make it later.
+
+    def older(k: SimJob | Waiting, j: SimJob | Waiting) -> bool:
+        return (k.submitted, k.id) < (j.submitted, j.id)
+
+    # The head's guaranteed start is kept: only a job going ahead of it after the pass that
+    # reserved for it can make it later: one with a smaller key submitted after that pass, or an
+    # older one that the guard put ahead once it had waited `after`.
     for now, head, at in heads:
-        passed = any(key[j.id] < key[head.id] and j.submitted > now for j in jobs)
+        passed = any((key[j.id] < key[head.id] and j.submitted > now)
+                     or (older(j, head) and now - j.submitted < after and start[j.id] > now) for j in jobs)
         assert passed or start[head.id] <= at, (now, head.id, at, start[head.id])
-    # The bound: a job J is passed only by jobs submitted before submit_J + cap; after that each
-    # job ahead of it, then J, is the head for at most the longest estimate E.
     longest = max(j.estimate for j in jobs)
     for j in jobs:
-        ahead = sum(1 for k in jobs if key[k.id] < key[j.id] and k.submitted < j.submitted + cap)
-        assert start[j.id] - j.submitted <= cap + (1 + ahead) * longest
+        wait = start[j.id] - j.submitted
+        # The slack's bound: J is passed only by jobs submitted before submit_J + cap (a smaller key,
+        # or, with the guard, an older job); after that each of them, then J, is the head for at
+        # most the longest estimate E.
+        ahead = sum(1 for k in jobs if (key[k.id] < key[j.id] or (after < math.inf and older(k, j)))
+                    and k.submitted < j.submitted + cap)
+        assert wait <= cap + (1 + ahead) * longest
+        # The guard's: once J has waited `after`, only older jobs go ahead of it; the next pass
+        # comes within E, then each of them, then J, is the head for at most E.
+        if after < math.inf:
+            assert wait <= after + (2 + sum(1 for k in jobs if older(k, j))) * longest, (j.id, wait)
 
 
 @settings(max_examples=200, deadline=None)
-@given(workloads)
-def test_without_predictions_and_in_submission_order_it_is_easy(raw: list[tuple[int, int, int, int, int]]) -> None:
+@given(workloads, st.booleans(), st.sampled_from([0.0, 20.0, math.inf]))
+def test_in_submission_order_it_is_easy_whatever_the_predictions_and_the_guard(
+        raw: list[tuple[int, int, int, int, int]], predictions: bool, after: float) -> None:
+    # the guard falls back to EASY's order, so over EASY's order it changes nothing; predictions
+    # only tell the head's expected start: EASY's schedule, start for start
     jobs = sim_jobs(raw)
     easy = {o.job.id: o.start for o in simulate(jobs, MACHINE, Policy.EASY)}
-    same = simulate_predictive(jobs, MACHINE, Options(predictions=False, order=Order.FCFS))
+    same = simulate_predictive(jobs, MACHINE, Options(order=Order.FCFS, predictions=predictions, overdue_after=after))
     assert {o.job.id: o.start for o in same} == easy
+
+
+@settings(max_examples=200, deadline=None)
+@given(workloads, st.sampled_from([0.0, 20.0, 60.0]))
+def test_when_the_guard_triggers_the_reserved_head_is_easys_the_oldest_overdue_job(
+        raw: list[tuple[int, int, int, int, int]], after: float) -> None:
+    jobs = sim_jobs(raw)
+    heads: list[tuple[float, Waiting, float]] = []
+    outcomes = simulate_predictive(jobs, MACHINE, Options(overdue_after=after),
+                                   observe=lambda now, head, at: heads.append((now, head, at)))
+    start = {o.job.id: o.start for o in outcomes}
+    for now, head, _ in heads:
+        waiting = [j for j in jobs if j.submitted <= now < start[j.id] and now - j.submitted >= after]
+        if waiting:  # overdue jobs still wait after the pass: the oldest of them is the one reserved for
+            assert head.id == min(waiting, key=lambda j: (j.submitted, j.id)).id
 
 
 @settings(max_examples=100, deadline=None)
