@@ -17,11 +17,14 @@ The rules, with docs/scheduling.md:
   in MB.
 - Licenses: the job's own Requested `Resource name="License" type=`feature amounts (CCS
   SoftwareLicense): what it draws from the site's license pools while it runs.
-- Exclusive: a job has its nodes to itself unless it says `IsExclusive` false (the CCS attribute,
-  kept as an Extension; an SSS job may write the same Extension). A task is non-exclusive unless
-  it says `IsExclusive` true.
+- Exclusive: a job has its nodes to itself when it says `IsExclusive` true (the CCS attribute,
+  kept as an Extension; an SSS job may write the same Extension); one that says nothing takes the
+  site's `[scheduler] exclusive_default` (true unless set; a CCS job always says: CCS's own default
+  is true, which its reading writes). A task is non-exclusive unless it says `IsExclusive` true.
 - Asked nodes: a Requested `Node` List or Range: the job runs only on those. Required nodes: the
   Extension `RequiredNodes` (a list or NodeSet): the allocation must include every one of them.
+- Queue: the job's own Requested `Queue` EQ term, the CE queue it names (the matcher holds it to
+  that; the CEs count a job no host can run on the CE of that queue).
 - Dependencies: an SSS `Dependency` on a job (JobId or JobName, OnSuccess / OnFailure / OnExit
   with a code); a CCS task's `depend` list names tasks of the same job.
 - Requested includes what a level writes outside Requested and needs (infosvc.model.jobneeds:
@@ -138,6 +141,10 @@ class JobRequest:
     read_as_requested: tuple[str, ...] = ()
     #: its Project (SSS; CCS Project maps there): for a grid site, the VO it runs for ("": none said)
     project: str = ""
+    #: whether `exclusive` is the site's default, the job saying nothing of it (`why` and `jobs` tell)
+    exclusive_by_default: bool = False
+    #: the CE queue its own Requested Queue EQ term names ("": none)
+    queue: str = ""
 
     def __post_init__(self) -> None:
         # read back from the store's JSON as a list
@@ -148,10 +155,11 @@ class JobRequest:
         return PRIORITIES[self.priority]
 
 
-def read_request(needs: NeedsRead, owner: str) -> JobRequest:
+def read_request(needs: NeedsRead, owner: str, exclusive_default: bool = True) -> JobRequest:
     """The scheduling request of a resolved SSS Job, its needs read (infosvc.model.jobneeds), owned
     by `owner` (decided from the token that filed it, never read here from the document:
-    infosvc.queue.submissions.owner_of); DocumentError for a value the scheduler cannot honour (an
+    infosvc.queue.submissions.owner_of), exclusive when it says nothing if `exclusive_default`
+    (the site's `[scheduler] exclusive_default`); DocumentError for a value the scheduler cannot honour (an
     unknown priority, a processor range that is empty, too many tasks)."""
     job, read = needs
     props = job.properties
@@ -185,7 +193,8 @@ def read_request(needs: NeedsRead, owner: str) -> JobRequest:
     return JobRequest(
         name=props.get("Name") or "", owner=owner, priority=priority,
         min_processors=least, max_processors=most, estimate=min(estimates), memory_mb=memory,
-        exclusive=_flag(props, "IsExclusive", True), asked_nodes=asked, required_nodes=tuple(required),
+        exclusive=_flag(props, "IsExclusive", exclusive_default), asked_nodes=asked, required_nodes=tuple(required),
+        exclusive_by_default=_said(props, "IsExclusive") is None, queue=_queue(props.requested),
         licenses=_licenses(props.requested),
         run_until_cancelled=_flag(props, "RuntillCancelled", False) or _flag(props, "RunUntilCanceled", False),
         tasks=tasks, after=after, read_as_requested=read, project=(props.get("Project") or "").strip())
@@ -396,8 +405,21 @@ def _extension(props: Properties, name: str) -> str | None:
     return None
 
 
+def _said(props: Properties, name: str) -> str | None:
+    return _extension(props, name) or props.get(name)
+
+
 def _flag(props: Properties, name: str, default: bool) -> bool:
-    text = _extension(props, name) or props.get(name)
+    text = _said(props, name)
     if text is None:
         return default
     return text.strip().lower() in ("true", "1")
+
+
+def _queue(terms: list[Term]) -> str:
+    """The queue a job's own Requested `Queue` EQ term names ("" when none does)."""
+    for term in terms:
+        item = term.item
+        if isinstance(item, Simple) and item.name == "Queue" and term.effective_op is Op.EQ:
+            return item.value.strip()
+    return ""

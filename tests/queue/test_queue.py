@@ -274,8 +274,11 @@ def test_a_submission_that_cannot_start_now_waits_for_the_refresh_pass(site: Sit
     assert not site.queue._poked.is_set() and site.queue._refresh is not None
     assert site.queue.get(second).reason == "waiting for 1 processor, 0 free on idle hosts"
     limited = sss("limited", more="<Duration>60</Duration>")  # asks a CE something: the matcher's
-    site.submit(limited)
-    assert site.queue._poked.is_set()  # no job asking alike was evaluated yet
+    [first_limited] = site.submit(limited)
+    # its hosts were found at submission (whether any host can run it: queue/runnable.py), so the
+    # last pass's room tells it cannot start now either: no pass at once
+    assert not site.queue._poked.is_set() and site.queue._refresh is not None
+    assert site.queue.get(first_limited).reason == "waiting for 1 processor, 0 free on idle hosts"
     site.schedule()  # the refresh: second is the head, reserved
     assert site.queue._refresh is None
     site.queue._poked.clear()
