@@ -2,8 +2,10 @@
 hosts, executors' reports, and the CEs' figures it publishes. No HTTP.
 This is the package's face: other packages import from here, not from its modules."""
 
-from infosvc.queue.dryrun import MAX_MATCH_JOBS, PreparedMatch, dry_run, prepare_match
+from infosvc.queue.dryrun import MAX_MATCH_JOBS, PreparedMatch, Scheduled, dry_run, prepare_match
 from infosvc.queue.jobqueue import JobQueue
+from infosvc.queue.processors import scheduler_view, totals
 from infosvc.queue.submissions import TRUSTED, prepare
 
-__all__ = ["MAX_MATCH_JOBS", "TRUSTED", "JobQueue", "PreparedMatch", "dry_run", "prepare", "prepare_match"]
+__all__ = ["MAX_MATCH_JOBS", "TRUSTED", "JobQueue", "PreparedMatch", "Scheduled", "dry_run", "prepare", "prepare_match",
+           "scheduler_view", "totals"]
