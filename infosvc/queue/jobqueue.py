@@ -215,7 +215,7 @@ class JobQueue:
 
     async def _unrunnable(self, prepared: list[Prepared], refuse: bool) -> list[str]:
         await self.machine.ready()  # a warning for each job no host known now can run, or Invalid (runnable.py)
-        return screened(prepared, self._shared, refuse, self.pool(), self.eligibility, self.table, self.site())
+        return screened(prepared, self._shared, refuse, self.pool(), self.eligibility, self.table, self.site)
 
     async def cancel(self, job_id: str, *, admin: bool, submitter: str) -> JobRecord:
         """Cancel a job: an administrator any, a submitter only those it submitted."""

@@ -41,8 +41,7 @@ def unrunnable(request: JobRequest, requirements: Requirements | None, pool: Hos
     if not pool.ids:
         return None  # a site just set up, its agents not reported yet: nothing to tell from
     mask = eligibility.mask(request, requirements, pool, hosts, node_of, site)
-    rows = np.ones(len(pool.ids), np.bool_) if mask is None else mask
-    if not rows.any():
+    if mask is not None and not mask.any():
         rejected = eligibility.rejected_for(request, requirements)
         if rejected:  # each "hosts: reasons" as "hosts (reasons)": a reason's own "; " tells them apart no more
             return excerpt(", ".join("{} ({})".format(*kind.split(": ", 1)) for kind in rejected), MAX_WHY_CHARS)
@@ -52,22 +51,25 @@ def unrunnable(request: JobRequest, requirements: Requirements | None, pool: Hos
     if missing:
         return excerpt(f"it requires the nodes {fold(missing)}, which the site does not know", MAX_WHY_CHARS)
     lead = "the hosts its requirements let through" if mask is not None else "the site's hosts"
+    rows = mask  # None: every host (the common job, which asks nothing more: no array made for it)
     if request.memory_mb > 0:
-        most = float(pool.memory[rows].max())
+        most = float((pool.memory if rows is None else pool.memory[rows]).max())
         if most < request.memory_mb:
             return f"it asks {request.memory_mb:g} MB of memory per host; {lead} have at most {most:g} MB"
-        rows = rows & (pool.memory >= request.memory_mb)
-    capacity = int(pool.size[rows].sum())
+        big = pool.memory >= request.memory_mb
+        rows = big if rows is None else rows & big
+    capacity = int((pool.size if rows is None else pool.size[rows]).sum())
     if request.min_processors > capacity:
         return f"it asks {request.min_processors} processors; {lead} have {capacity}"
     return None
 
 
 def screened(prepared: list[Prepared], shared: dict[str, Requirements], refuse: bool, pool: HostPool,
-             eligibility: Eligibility, table: HostTable, site: Site) -> list[str]:
+             eligibility: Eligibility, table: HostTable, site: Callable[[], Site]) -> list[str]:
     """A warning for each job of a submission no host of `pool` could run; Invalid for the first
     when the site refuses them (`refuse`). `shared`: the queue's compiled requirements by signature,
-    so that the pass finds the masks made here (kept per requirements object)."""
+    so that the pass finds the masks made here (kept per requirements object); `site`: the CEs by
+    cluster, asked for only when a job's requirements need the matcher."""
     def node_of(host_id: str) -> Node | None:
         entry = table.get(host_id)
         return None if entry is None else entry.node
@@ -75,7 +77,9 @@ def screened(prepared: list[Prepared], shared: dict[str, Requirements], refuse: 
     said = []
     for item in prepared:
         requirements = None if item.requirements is None else shared.setdefault(item.signature, item.requirements)
-        why = unrunnable(item.request, requirements, pool, eligibility, table.rollup.hosts, node_of, site)
+        # the CEs by cluster only for the matcher: a job asking nothing more needs none (site() is not free)
+        where = site() if requirements is not None else Site()
+        why = unrunnable(item.request, requirements, pool, eligibility, table.rollup.hosts, node_of, where)
         if why is None:
             continue
         whose = "" if len(prepared) == 1 else f"job {excerpt(item.name)!r}: "
