@@ -133,6 +133,8 @@ def could_start(records: list[JobRecord], room: HostPool, base: HostPool, eligib
     there starts nothing (nor does its arrival let another job start): its pass can wait. A job
     whose hosts need the matcher, or that goes before the reserved head, is the pass's to judge at
     once. A job that cannot start is given the reason the pass would give it."""
+    if room.ids is not base.ids:  # the hosts changed since the last pass (a copy shares its pool's ids)
+        return True
     for job in records:
         if job.held:
             continue
