@@ -37,7 +37,8 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     listing.add_argument("--state", metavar="S", help="only jobs in state S (Queued, Running, Finished, Failed, "
                          "Canceled)")
     listing.add_argument("--user", metavar="U", help="only the jobs of user U")
-    listing.add_argument("--ce", metavar="CE", help="only the jobs running on computing element CE")
+    listing.add_argument("--ce", metavar="CE", help="only the jobs of computing element CE (running there, or counted "
+                         "waiting there)")
     listing.add_argument("--all", action="store_true", help="ended jobs too")
     listing.add_argument("--json", action="store_true", help="print one JSON object instead")
     cancel = commands.add_parser("cancel", parents=[common], help="cancel jobs (a submit token: its own jobs)")
