@@ -44,7 +44,8 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     whose.add_argument("--user", metavar="U", help="only the jobs of user U")
     whose.add_argument("--me", action="store_true",
                          help="only my jobs: those of the user running the command (as squeue --me)")
-    listing.add_argument("--ce", metavar="CE", help="only the jobs running on computing element CE")
+    listing.add_argument("--ce", metavar="CE", help="only the jobs of computing element CE (running there, or counted "
+                         "waiting there)")
     listing.add_argument("--all", action="store_true", help="ended jobs too (kept [scheduler] keep_ended_days), newest "
                          "ended after the jobs not ended, as sacct")
     listing.add_argument("--since", metavar="TIME", help="only jobs ended at TIME or later (ISO 8601, 2026-11-01 or "
@@ -193,7 +194,10 @@ def clock(seconds: float | None) -> str:
 
 
 def _processors(job: dict[str, Any]) -> str:
+    """What it holds (and what it asked, when it holds more: whole hosts of exclusive use), else asks."""
     held = job["processors"].get("held") or 0
+    if held and job["processors"].get("beyond_asked"):
+        return f"{held}(asked:{job['processors']['max']},excl)"  # one word: the columns split on blanks
     if held:
         return str(held)
     low, high = job["processors"]["min"], job["processors"]["max"]
@@ -210,13 +214,16 @@ def _time_of(job: dict[str, Any], now: float) -> str:
 
 
 def jobs_table(jobs: list[dict[str, Any]], now: float) -> str:
-    """JOBID NAME USER STATE PRIO TIME LIMIT PROCS HOSTS(REASON), one line a job."""
+    """JOBID NAME USER STATE PRIO TIME LIMIT PROCS HOSTS(REASON), one line a job: STATE Placed for a
+    Running job no executor has begun (squeue's CF), PROCS what it holds, with what it asked when
+    exclusive use holds more."""
     header = ["JOBID", "NAME", "USER", "STATE", "PRIORITY", "TIME", "LIMIT", "PROCS", "HOSTS(REASON)"]
     rows = []
     for job in jobs:
         limit = job.get("run_time_limit_seconds")
         where = job.get("hosts") if job["state"] == "Running" else (f"({job['reason']})" if job.get("reason") else "")
-        rows.append([job["id"], (job.get("name") or "-")[:24], job.get("owner") or "-", job["state"],
+        state = "Placed" if job.get("phase") == "placed" else job["state"]  # no executor has begun it
+        rows.append([job["id"], (job.get("name") or "-")[:24], job.get("owner") or "-", state,
                      job.get("priority") or "-", _time_of(job, now), "UNLIMITED" if limit is None else clock(limit),
                      _processors(job), where or ""])
     if not rows:
@@ -244,6 +251,9 @@ def why(job: dict[str, Any], now: float) -> str:
         if back:
             last = max(back, key=lambda e: str(e.get("at")))
             lines.append(f"  back in the queue since {last.get('at')}: {last.get('detail')}")
+    elif job["state"] == "Running" and job.get("phase") == "placed":
+        lines.append(f"{head}: placed on {job.get('hosts')} at {job.get('started')}, its executor has not started "
+                     f"it ({_time_of(job, now)} ago)")
     elif job["state"] == "Running":
         lines.append(f"{head} on {job.get('hosts')} since {job.get('started')} ({_time_of(job, now)})")
         limit = job.get("run_time_limit_seconds")
@@ -260,6 +270,9 @@ def why(job: dict[str, Any], now: float) -> str:
     limit = job.get("run_time_limit_seconds")
     lines.append(f"  asks {wanted} processor(s), {'exclusive' if job.get('exclusive') else 'shared'} hosts, "
                  f"run time limit {'none' if limit is None else clock(limit)}, priority {job.get('priority')}")
+    beyond = processors.get("beyond_asked")
+    if beyond:
+        lines.append(f"  {beyond}")
     predicted = job.get("predicted_run_seconds")
     if predicted is not None:
         lines.append(f"  planned to run {clock(predicted)} (predicted from its owner's last jobs; the limit still "

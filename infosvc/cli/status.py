@@ -6,7 +6,9 @@ state with its hosts folded (`cn[01-12,15]`) and the admins' reasons; `--hosts` 
 host instead (state, CPUs free/total, memory free/total, the 1-minute load, the age of the last
 report, the reason). Then a line per subcluster (by its readable GLUE name) and per computing
 element. `--json` prints the same as one JSON object. Free CPUs are the roll-up's: only a Ready
-host that is not Offline has any.
+host that is not Offline has any, as its load leaves them. Beside them, CPUS(A/I/O/T) is the
+scheduler's split (GET /v1/processors: allocated, idle, other, total, as `sinfo -o %C`), which
+decides whether a job starts; `-` where the server does not give it.
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ class HostRow:
     reported_state: str | None
     paused: bool
     reason: str | None
+    #: the scheduler's split (allocated, idle, other); None where the server does not give it
+    cpus_allocated: int | None = None
+    cpus_idle: int | None = None
+    cpus_other: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +100,16 @@ def fetch_glue(client: Client, filters: dict[str, str] | None = None) -> dict[st
     return data
 
 
+def fetch_split(client: Client) -> dict[str, dict[str, int]]:
+    """GET SERVER/v1/processors: host -> the scheduler's split; {} from a server without it."""
+    try:
+        data = client.call("GET", "/v1/processors")
+    except ClientError:
+        return {}
+    hosts = data.get("hosts") if isinstance(data, dict) else None
+    return {host: split for host, split in hosts.items() if isinstance(split, dict)} if isinstance(hosts, dict) else {}
+
+
 def _load_1min(host: dict[str, Any]) -> float | None:
     """The 1-minute load average, back from GLUE's SMPLoad: (CPUs - load) x 100."""
     smp = host.get("smp_load")
@@ -103,10 +119,12 @@ def _load_1min(host: dict[str, Any]) -> float | None:
     return round(cpus - int(smp["last_1min"]) / 100, 2)
 
 
-def status_of(glue: dict[str, Any], server: str, now: float) -> Status:
+def status_of(glue: dict[str, Any], server: str, now: float, split: dict[str, dict[str, int]] | None = None) -> Status:
     names = {s["unique_id"]: s.get("name") or s["unique_id"] for s in glue["subclusters"]}
     hosts = []
+    split = split or {}
     for h in glue["hosts"]:
+        held = split.get(h["unique_id"], {})
         memory = h.get("main_memory") or {}
         reported = epoch_of(h.get("reported_at"))
         sub = h.get("subcluster", "")
@@ -116,7 +134,8 @@ def status_of(glue: dict[str, Any], server: str, now: float) -> Status:
             memory_total_mb=memory.get("ram_size"), load_1min=_load_1min(h), reported_at=h.get("reported_at"),
             age_seconds=None if reported is None else max(0.0, round(now - reported, 1)),
             cluster=h.get("cluster", ""), subcluster=sub, subcluster_name=names.get(sub, sub),
-            reported_state=h.get("reported_state"), paused=bool(h.get("paused")), reason=h.get("reason")))
+            reported_state=h.get("reported_state"), paused=bool(h.get("paused")), reason=h.get("reason"),
+            cpus_allocated=held.get("allocated"), cpus_idle=held.get("idle"), cpus_other=held.get("other")))
     hosts.sort(key=lambda row: row.host)
     subs = [SubClusterRow(s["unique_id"], names[s["unique_id"]], s.get("cluster", ""), s.get("host_count", 0),
                           s.get("live_hosts", 0), s.get("free_cpus", 0), s.get("total_cpus", 0))
@@ -148,6 +167,14 @@ def _memory(mb: int | None) -> str:
     return "-" if mb is None else f"{mb / 1024:.1f}G"
 
 
+def _split(rows: list[HostRow]) -> str:
+    """allocated/idle/other/total over the rows, as `sinfo -o %C`; `-` when the server gave no split."""
+    if any(r.cpus_allocated is None for r in rows):
+        return "-"
+    return "/".join(str(sum(getattr(r, name) or 0 for r in rows))
+                    for name in ("cpus_allocated", "cpus_idle", "cpus_other", "cpus_total"))
+
+
 def _state_of(row: HostRow) -> str:
     """The life-cycle state, with what else holds the host back: `Unreachable(paused)`, `Ready(Offline)`."""
     marks = [word for word, on in (("paused", row.paused and row.state != "Paused"),
@@ -160,9 +187,9 @@ def summary(status: Status) -> list[str]:
     groups: dict[tuple[str, str, str], list[HostRow]] = {}
     for row in status.hosts:
         groups.setdefault((row.cluster, row.subcluster_name, _state_of(row)), []).append(row)
-    lines = table(["CLUSTER", "SUBCLUSTER", "STATE", "HOSTS", "CPUS(F/T)", "NODELIST"], [
+    lines = table(["CLUSTER", "SUBCLUSTER", "STATE", "HOSTS", "CPUS(F/T)", "CPUS(A/I/O/T)", "NODELIST"], [
         [cluster, name, state, str(len(rows)), f"{sum(r.cpus_free for r in rows)}/{sum(r.cpus_total for r in rows)}",
-         fold(r.host for r in rows)] for (cluster, name, state), rows in sorted(groups.items())])
+         _split(rows), fold(r.host for r in rows)] for (cluster, name, state), rows in sorted(groups.items())])
     reasons: dict[str, list[str]] = {}
     for row in status.hosts:
         if row.reason:
@@ -175,8 +202,8 @@ def summary(status: Status) -> list[str]:
 
 def host_lines(status: Status) -> list[str]:
     """A line per host."""
-    return table(["HOST", "STATE", "CPUS(F/T)", "MEMORY(F/T)", "LOAD1", "AGE", "REASON"], [
-        [h.host, _state_of(h), f"{h.cpus_free}/{h.cpus_total}",
+    return table(["HOST", "STATE", "CPUS(F/T)", "CPUS(A/I/O/T)", "MEMORY(F/T)", "LOAD1", "AGE", "REASON"], [
+        [h.host, _state_of(h), f"{h.cpus_free}/{h.cpus_total}", _split([h]),
          f"{_memory(h.memory_free_mb)}/{_memory(h.memory_total_mb)}",
          "-" if h.load_1min is None else f"{h.load_1min:.2f}", age(h.age_seconds), h.reason or ""]
         for h in status.hosts])
@@ -220,8 +247,9 @@ def run(server: str, as_json: bool, *, token_file: str | None = None, ca_file: s
         now: float | None = None, filters: dict[str, str] | None = None, per_host: bool = False) -> int:
     """`infosvc status`: prints the view of `server`; 1, with the reason on stderr, when there is none."""
     try:
-        glue = fetch_glue(Client.of(server, token_file=token_file, ca_file=ca_file), filters)
-        status = status_of(glue, server, time.time() if now is None else now)
+        client = Client.of(server, token_file=token_file, ca_file=ca_file)
+        glue = fetch_glue(client, filters)
+        status = status_of(glue, server, time.time() if now is None else now, fetch_split(client))
     except (ClientError, StatusError) as exc:
         print(f"infosvc status: {visible(str(exc))}", file=sys.stderr)
         return 1

@@ -15,15 +15,16 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Final, Iterable, Mapping
+from typing import Any, Final, Iterable, Mapping
 
 from ClusterShell.NodeSet import NodeSet, NodeSetException
 
+from infosvc.config.table import ConfigError, TomlTable, unique_ids
 from infosvc.model.ccsjob import MAX_LICENSE_AMOUNT
 from infosvc.model.glue import LICENSE, Resources
 
 __all__ = ["MAX_CONSUMABLE", "LicensePools", "ResourceEntry", "cluster_licenses", "consumables_of",
-           "license_pools", "licenses_of", "resources_of"]
+           "license_pools", "licenses_of", "resource_entry", "resources_of"]
 
 #: A license feature as CCS writes one in SoftwareLicense (`feature:amount,...`): no `:`, `,` or
 #: white space; bounded so that a published document stays small.
@@ -160,3 +161,23 @@ class LicensePools:
             return ()
         return tuple((feature, self._number[index, feature])
                      for feature, index in license_pools(self.entries, host, cluster))
+
+
+def resource_entry(t: TomlTable, cluster_ids: set[str]) -> ResourceEntry:
+    """One `[[resources]]` table read (`cluster_ids`: the clusters configured)."""
+    nodes, clusters = t.nodeset("nodes", required=False), t.strings("clusters")
+    if nodes is not None and clusters:
+        raise ConfigError(f"{t.where}: nodes or clusters, not both (neither: every host)")
+    unique_ids(f"{t.where}.clusters", list(clusters))
+    for name in clusters:
+        if name not in cluster_ids:
+            raise ConfigError(f"{t.where}.clusters: no cluster {name!r} is configured")
+    amounts: dict[str, Any] = {}
+    for key, read in (("licenses", licenses_of), ("consumables", consumables_of)):
+        value = t._take(key, (dict,), {}, "a table of name = amount")
+        try:
+            amounts[key] = read(value)
+        except ValueError as exc:
+            raise ConfigError(f"{t.where}.{key}: {exc}") from None
+    t.done()
+    return ResourceEntry(nodes, clusters, amounts["licenses"], amounts["consumables"])

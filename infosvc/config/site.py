@@ -19,9 +19,9 @@ from ClusterShell.NodeSet import NodeSet, NodeSetException
 # The config's CE policy is GLUE's own Policy object (minutes; 0 means not specified).
 from infosvc.model.glue import CEPolicy as Policy
 from infosvc.config.addresses import check_listen, check_networks
-from infosvc.config.table import ConfigError, Setting, TomlTable
+from infosvc.config.table import ConfigError, Setting, TomlTable, unique_ids
 from infosvc.config.federation import FederationConfig, parse_federation
-from infosvc.config.resources import ResourceEntry, consumables_of, licenses_of
+from infosvc.config.resources import ResourceEntry, resource_entry
 
 DEFAULT_LISTEN: Final = "127.0.0.1:8080"
 DEFAULT_CLUSTER: Final = "default"
@@ -143,6 +143,10 @@ SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
                 "host is drained (Paused, with the reason) until an admin resumes it", minimum=0.001),
         Setting("keep_ended_days", 30, "days an ended job is kept in the store (GET /v1/jobs, `infosvc jobs --all`); "
                 "older ones are deleted at start and every hour", minimum=1, maximum=36500),
+        Setting("refuse_unrunnable", False, "whether a job no host known now can run is refused (400, as Slurm's "
+                "\"Requested node configuration is not available\") rather than queued with a warning"),
+        Setting("exclusive_default", True, "whether a job that says nothing of exclusive use (IsExclusive) has its "
+                "hosts to itself; a CCS job always says (CCS's default is true)"),
     ),
     "prometheus": (
         Setting("exporter_port", DEFAULT_EXPORTER_PORT, "the port of the exporter on every host, in GET "
@@ -208,6 +212,8 @@ class SchedulerConfig:
     policy: str = default("scheduler", "policy")
     start_timeout_seconds: float = default("scheduler", "start_timeout_seconds")
     keep_ended_days: int = default("scheduler", "keep_ended_days")
+    refuse_unrunnable: bool = default("scheduler", "refuse_unrunnable")
+    exclusive_default: bool = default("scheduler", "exclusive_default")
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,7 +339,7 @@ def parse_config(data: dict[str, Any]) -> SiteConfig:
         cid = _id(t)
         clusters.append(ClusterConfig(cid, t.text("name", cid), t.nodeset("nodes", required=False)))
         t.done()
-    _unique("clusters", [c.id for c in clusters])
+    unique_ids("clusters", [c.id for c in clusters])
     if not clusters:
         clusters = [ClusterConfig(DEFAULT_CLUSTER, DEFAULT_CLUSTER, None)]
     cluster_ids = {c.id for c in clusters} | {DEFAULT_CLUSTER}
@@ -356,12 +362,12 @@ def parse_config(data: dict[str, Any]) -> SiteConfig:
             status=status, policy=policy, access_control=_access_rules(t.where, t.strings("access_control")),
             clusters=t.strings("clusters"))
         t.done()
-        _unique(f"{t.where}.clusters", list(ce.clusters))  # twice would count its CPUs twice
+        unique_ids(f"{t.where}.clusters", list(ce.clusters))  # twice would count its CPUs twice
         for name in ce.clusters:
             if name not in cluster_ids:
                 raise ConfigError(f"{t.where}.clusters: no cluster {name!r} is configured")
         ces.append(ce)
-    _unique("computing_elements", [c.id for c in ces])
+    unique_ids("computing_elements", [c.id for c in ces])
     if not ces:
         ces = [ComputingElementConfig(DEFAULT_CLUSTER, DEFAULT_CLUSTER, DEFAULT_CLUSTER, all_clusters=True)]
 
@@ -377,31 +383,12 @@ def parse_config(data: dict[str, Any]) -> SiteConfig:
         assert nodes is not None
         software.append(Software(nodes, runtime_environment=t.strings("runtime_environment")))
         t.done()
-    resources = [_resources(t, cluster_ids) for t in top.tables("resources")]
+    resources = [resource_entry(t, cluster_ids) for t in top.tables("resources")]
     federation = parse_federation(top)
     top.done()
     return SiteConfig(service, store, lifecycle, tuple(clusters), tuple(ces), tuple(benchmarks), tuple(software),
                       prometheus=prometheus, scheduler=scheduler, resources=tuple(resources), federation=federation,
                       reports=reports)
-
-
-def _resources(t: TomlTable, cluster_ids: set[str]) -> ResourceEntry:
-    nodes, clusters = t.nodeset("nodes", required=False), t.strings("clusters")
-    if nodes is not None and clusters:
-        raise ConfigError(f"{t.where}: nodes or clusters, not both (neither: every host)")
-    _unique(f"{t.where}.clusters", list(clusters))
-    for name in clusters:
-        if name not in cluster_ids:
-            raise ConfigError(f"{t.where}.clusters: no cluster {name!r} is configured")
-    amounts: dict[str, Any] = {}
-    for key, read in (("licenses", licenses_of), ("consumables", consumables_of)):
-        value = t._take(key, (dict,), {}, "a table of name = amount")
-        try:
-            amounts[key] = read(value)
-        except ValueError as exc:
-            raise ConfigError(f"{t.where}.{key}: {exc}") from None
-    t.done()
-    return ResourceEntry(nodes, clusters, amounts["licenses"], amounts["consumables"])
 
 
 def _id(t: TomlTable) -> str:
@@ -425,12 +412,6 @@ def _access_rules(where: str, rules: tuple[str, ...]) -> tuple[str, ...]:
                               "rules ignoring case and repeated spaces: a BDII would refuse the CE)")
         seen[folded] = rule
     return rules
-
-
-def _unique(what: str, ids: list[str]) -> None:
-    for n, i in enumerate(ids):  # a config's lists are short
-        if i in ids[:n]:
-            raise ConfigError(f"{what}: id {i!r} is used twice")
 
 
 def load_config(path: str | Path | None) -> SiteConfig:

@@ -156,3 +156,12 @@ class TomlTable:
         if self.data:
             where = f"{self.where}: " if self.where else ""
             raise ConfigError(f"{where}unknown key(s): {', '.join(sorted(self.data))}")
+
+
+def unique_ids(what: str, ids: list[str]) -> None:
+    """ConfigError when an id of `ids` is used twice (`what` says where)."""
+    seen: set[str] = set()
+    for i in ids:
+        if i in seen:
+            raise ConfigError(f"{what}: id {i!r} is used twice")
+        seen.add(i)

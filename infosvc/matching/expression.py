@@ -13,7 +13,7 @@ from infosvc.matching.view import Site
 from infosvc.model.glue import Host
 from infosvc.model.node import Node
 
-__all__ = ["CLeaf", "CNot", "CAnd", "COr", "CPreferred", "CExpr"]
+__all__ = ["CLeaf", "CNot", "CAnd", "COr", "CPreferred", "CExpr", "all_failing"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,18 +94,16 @@ class _Junction:
         return sum(e.score(node, host, site) for e in self.operands)
 
     def reasons(self, node: Node, host: Host, site: Site, negated: bool = False) -> list[str]:
-        if self.conjunction != negated:  # not (a or b) fails like (not a) and (not b)
-            found: list[str] = []
-            for e in self.operands:
-                if e.holds(node, host, site) == negated:
-                    found.extend(e.reasons(node, host, site, negated))
-            return found
-        # Each alternative's reason once: alternatives that fail alike (the same clause in two
-        # requirement sets) would otherwise say it again and again.
-        parts = list(dict.fromkeys("; ".join(e.reasons(node, host, site, negated)) for e in self.operands))
-        if len(parts) == 1:
-            return [parts[0]]
-        return ["none of: " + " | ".join(f"({p})" for p in parts)]
+        if self.conjunction == negated:
+            return _none_of(self.alternatives(node, host, site, negated))
+        # not (a or b) fails like (not a) and (not b)
+        return all_failing([e for e in self.operands if e.holds(node, host, site) == negated], node, host, site,
+                           negated)
+
+    def alternatives(self, node: Node, host: Host, site: Site, negated: bool) -> list[list[str]]:
+        """Why each operand fails, for a junction that fails when every operand does (an Or, or a
+        negated And)."""
+        return [e.reasons(node, host, site, negated) for e in self.operands]
 
     def fast(self) -> Test:
         return _first(tuple(e.fast() for e in self.operands), not self.conjunction)
@@ -160,6 +158,36 @@ class CPreferred:
 
 
 CExpr = CLeaf | CNot | CAnd | COr | CPreferred
+
+
+def all_failing(failing: list[CExpr], node: Node, host: Host, site: Site, negated: bool = False) -> list[str]:
+    """Why the conjuncts `failing` (each of which fails) fail, each clause said once: a clause two
+    of them share (the job's and its task's Feature) and an alternative's clause that one says
+    already. An alternative that fails on what is said alone holds once that is mended, and so
+    does its any-of: such an any-of adds nothing and is left out."""
+    found: list[str] = []
+    pending: list[list[list[str]]] = []
+    for e in failing:
+        if isinstance(e, _Junction) and e.conjunction == negated:
+            pending.append(e.alternatives(node, host, site, negated))
+        else:
+            found.extend(e.reasons(node, host, site, negated))
+    found = list(dict.fromkeys(found))
+    said = set(found)
+    for alternatives in pending:
+        left = [[reason for reason in alternative if reason not in said] for alternative in alternatives]
+        if all(left):
+            found.extend(_none_of(left))
+    return found
+
+
+def _none_of(alternatives: list[list[str]]) -> list[str]:
+    """Failing alternatives in words, each once: alternatives that fail alike (the same clause in
+    two requirement sets) would otherwise say it again and again."""
+    parts = list(dict.fromkeys("; ".join(reasons) for reasons in alternatives))
+    if len(parts) == 1:
+        return [parts[0]]
+    return ["none of: " + " | ".join(f"({p})" for p in parts)]
 
 
 def _first(tests: tuple[Test, ...], want: bool) -> Test:

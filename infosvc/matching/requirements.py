@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from infosvc.matching.ce import CE_TERMS, ce_check, ce_together
 from infosvc.matching.checks import Check, consumable_check, feature_check, node_check, simple_check
 from infosvc.matching.errors import MatchError
-from infosvc.matching.expression import CAnd, CExpr, CLeaf, CNot, COr, CPreferred
+from infosvc.matching.expression import CAnd, CExpr, CLeaf, CNot, COr, CPreferred, all_failing
 from infosvc.matching.view import Site
 from infosvc.model.glue import Host
 from infosvc.model.job import (
@@ -180,15 +180,16 @@ def _requested(terms: list[Term], notes: list[str]) -> tuple[list[CExpr], list[t
 def verdict_of(parts: tuple[CExpr, ...], node: Node, host: Host, site: Site) -> Verdict:
     """Whether `parts` (a Requirements' static or dynamic conjuncts) all hold for one host, the
     reasons of those that do not, and the Preferred sets' score: no cache, nothing counted."""
-    reasons: list[str] = []
+    failing: list[CExpr] = []
     score = 0.0
     for expr in parts:
         if expr.holds(node, host, site):
             if expr.has_preferred():
                 score += expr.score(node, host, site)
         else:
-            reasons.extend(expr.reasons(node, host, site))
-    return Verdict(not reasons, tuple(reasons), score)
+            failing.append(expr)
+    reasons = all_failing(failing, node, host, site) if failing else []
+    return Verdict(not failing, tuple(reasons), score)
 
 
 def evaluate(requirements: Requirements, node: Node, host: Host, *, subcluster: str | None = None,
@@ -224,4 +225,5 @@ def evaluate(requirements: Requirements, node: Node, host: Host, *, subcluster: 
     for check, share in requirements.soft:
         if check.test(node, host, site):
             score += share
-    return Verdict(not reasons, tuple(reasons), score)
+    # a clause of both parts (a static and a dynamic conjunct alike) is said once
+    return Verdict(not reasons, tuple(dict.fromkeys(reasons)), score)

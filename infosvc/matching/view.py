@@ -84,9 +84,13 @@ class SiteSnapshot:
     containers is enough. A SiteView itself: `hosts` and `member_ids` are made from the copy when
     asked (only the columns path reads them; the server hands it SyncedColumns instead)."""
 
-    def __init__(self, rollup: SiteView, node_of: Callable[[str], Node | None]) -> None:
+    def __init__(self, rollup: SiteView, node_of: Callable[[str], Node | None],
+                 host_as: Callable[[Host], Host] | None = None) -> None:
+        """`host_as`: each host as the match is to read it (the scheduler's free processors for
+        the reported ones: infosvc.queue.dryrun)."""
         self.subclusters: dict[str, SubclusterView] = dict(rollup.subclusters)
-        self._members = {sub_id: tuple(rollup.hosts_of(sub_id)) for sub_id in self.subclusters}
+        self._members = {sub_id: tuple(rollup.hosts_of(sub_id) if host_as is None else map(host_as, rollup.hosts_of(sub_id)))
+                         for sub_id in self.subclusters}
         self._nodes = {host.unique_id: node_of(host.unique_id) for members in self._members.values()
                        for host in members}
         self._ces = tuple(rollup.computing_elements())

@@ -1,6 +1,12 @@
 """Jobs as JSON (GET/POST /v1/jobs, DELETE /v1/jobs/{id}, the executor's task list): the CCS state
 with its SSS and GLUE names, where it runs, why it waits, its tasks. Bounded: a job's tasks are
-listed up to MAX_TASKS_SHOWN, counted beyond."""
+listed up to MAX_TASKS_SHOWN, counted beyond.
+
+A Running job's `phase` tells what its state cannot (CCS, SSS and GLUE have no word for it):
+`placed` while the scheduler has placed it and no executor has said one of its tasks began in
+this run, `started` after (the state stays Running, its hosts held, from the placement). A
+task's own `phase` is the same for the task. Why a job holds more processors than it asked
+(exclusive use of whole hosts) is `processors.beyond_asked`."""
 
 from __future__ import annotations
 
@@ -8,11 +14,12 @@ import math
 from collections import Counter
 from typing import Any, Final
 
+from infosvc.model.ccsjob import JobState
 from infosvc.model.folding import fold
 from infosvc.sched.jobs import Event, JobRecord, glue_status, sss_state
 from infosvc.hosts import iso_time
 
-__all__ = ["MAX_TASKS_SHOWN", "event_json", "job_json", "task_order_json"]
+__all__ = ["MAX_TASKS_SHOWN", "beyond_asked", "event_json", "job_json", "phase", "task_order_json"]
 
 MAX_TASKS_SHOWN: Final = 1000
 
@@ -37,7 +44,7 @@ def job_json(job: JobRecord, *, detail: bool = False) -> dict[str, Any]:
         "ended": _time(job.ended),
         "exit_code": job.exit_code,
         "processors": {"min": request.min_processors, "max": request.max_processors,
-                       "held": sum(job.hosts.values())},
+                       "held": sum(job.hosts.values()), "beyond_asked": beyond_asked(job)},
         "gpus_per_host": request.gpus,
         "run_time_limit_seconds": None if math.isinf(request.estimate) else request.estimate,
         # the `predictive` policy's plan for it, from its owner's ended jobs: never above the limit
@@ -51,6 +58,7 @@ def job_json(job: JobRecord, *, detail: bool = False) -> dict[str, Any]:
         "hosts": fold(job.hosts) if job.hosts else None,
         "reason": job.reason or None,
         "tasks": dict(Counter(task.state.value for task in job.tasks)),
+        "phase": phase(job),
     }
     if job.reserved_at is not None:
         answer["reserved"] = {"at": _time(job.reserved_at), "hosts": fold(job.reserved_hosts)}
@@ -63,13 +71,35 @@ def job_json(job: JobRecord, *, detail: bool = False) -> dict[str, Any]:
     return answer
 
 
+def phase(job: JobRecord) -> str | None:
+    """`placed` or `started` for a Running job (see the module's docstring); None otherwise."""
+    if job.state is not JobState.RUNNING:
+        return None
+    since = job.started or 0.0
+    if any(task.began is not None and task.began >= since for task in job.tasks):
+        return "started"
+    return "placed" if any(task.state is JobState.RUNNING for task in job.tasks) else "started"
+
+
+def beyond_asked(job: JobRecord) -> str | None:
+    """Why the job holds more processors than the most it asked, in words; None when it does not."""
+    held, asked = sum(job.hosts.values()), job.request.max_processors
+    if held <= asked or not job.exclusive:
+        return None
+    whose = "the site's default for jobs that do not say" if job.request.exclusive_by_default \
+        else "its own IsExclusive, which a CCS job has true unless it says false"
+    return (f"holds {held} processors for the {asked} it asked: it has its hosts to itself "
+            f"(exclusive use: {whose})")
+
+
 def _task_json(job: JobRecord, index: int) -> dict[str, Any]:
     task = job.tasks[index]
     spec = job.request.tasks[index]
     return {"index": index, "name": spec.name, "state": task.state.value, "host": task.host,
             "processors": spec.processors, "dispatched": _time(task.dispatched), "began": _time(task.began),
             "ended": _time(task.ended), "exit_code": task.exit_code, "attempts": task.attempts,
-            "depends_on": list(spec.after), "rerunnable": spec.rerunnable}
+            "depends_on": list(spec.after), "rerunnable": spec.rerunnable,
+            "phase": None if task.state is not JobState.RUNNING else "placed" if task.began is None else "started"}
 
 
 def task_order_json(job: JobRecord, index: int) -> dict[str, Any]:

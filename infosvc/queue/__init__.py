@@ -4,9 +4,10 @@ This is the package's face: other packages import from here, not from its module
 
 from infosvc.queue import jobcontrols  # a job's controls, decided apart from the queue that stores them
 from infosvc.queue.accounting import Cursor, Listing, Page, listing_page
-from infosvc.queue.dryrun import MAX_MATCH_JOBS, PreparedMatch, dry_run, prepare_match
+from infosvc.queue.dryrun import MAX_MATCH_JOBS, PreparedMatch, Scheduled, dry_run, prepare_match
 from infosvc.queue.jobqueue import JobQueue
+from infosvc.queue.processors import scheduler_view, totals
 from infosvc.queue.submissions import TRUSTED, prepare
 
-__all__ = ["MAX_MATCH_JOBS", "TRUSTED", "Cursor", "JobQueue", "Listing", "Page", "PreparedMatch", "dry_run",
-           "jobcontrols", "listing_page", "prepare", "prepare_match"]
+__all__ = ["MAX_MATCH_JOBS", "TRUSTED", "Cursor", "JobQueue", "Listing", "Page", "PreparedMatch", "Scheduled", "dry_run",
+           "jobcontrols", "listing_page", "prepare", "prepare_match", "scheduler_view", "totals"]

@@ -4,7 +4,11 @@ each scheduling pass from the plan, and read by the roll-up when a CE is rendere
 
 Which jobs are a CE's: a running job is on every CE that serves a cluster it holds a host of; a
 waiting job on every CE serving a host it may use (its requirements' mask; any host when it asks
-nothing). A CE serves its clusters' hosts that are Ready (Paused and gone hosts count for none).
+nothing). A waiting job that may use no host any CE serves (it asks a feature no host has) is
+still counted waiting, never dropped from WaitingJobs: on the CE whose queue it names (its
+Requested Queue), else on every CE of the site, as it waits on the site as a whole; it adds
+nothing to the response times (it starts nowhere). A CE's capacity and free processors are its
+clusters' hosts that are Ready (Paused and gone hosts count for none).
 
 The response times are those of a new default job (one processor, exclusive, as CCS's default)
 submitted now, of the CE's MaxWallClockTime or an hour when it has none (infosvc.sched.forecast):
@@ -29,7 +33,8 @@ from infosvc.sched.hosts import HostPool, Mask
 from infosvc.sched.jobs import JobRecord
 from infosvc.config import ComputingElementConfig
 
-__all__ = ["MAX_CE_JOBS", "UNKNOWN_SECONDS", "CEFigures", "CEQueues", "Holding", "figures_of", "run_time_ratio"]
+__all__ = ["MAX_CE_JOBS", "UNKNOWN_SECONDS", "CEFigures", "CEQueues", "Holding", "Homes", "figures_of", "homes_of",
+           "run_time_ratio"]
 
 #: CE Job objects published per CE (running first, then waiting in queue order); the rest counted.
 MAX_CE_JOBS: Final = 1000
@@ -59,6 +64,8 @@ class CEQueues:
 
     figures: dict[str, CEFigures] = field(default_factory=dict)
     clock: Callable[[], float] | None = None
+    #: the CEs each waiting job of the last pass is counted on (GET /v1/jobs/{id}'s `ces`)
+    homes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def ce_state(self, ce_id: str, status: str, free_cpus: int, total_cpus: int) -> CEQueued | None:
         """The CE's State from the last pass's figures, its response times counted from now
@@ -108,18 +115,59 @@ class Holding(Protocol):
     def project(self) -> str: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Homes:
+    """The CEs each waiting job is counted on, and the jobs no CE's host fits (counted, not forecast)."""
+
+    of: dict[str, tuple[str, ...]]
+    stray: frozenset[str]
+
+
+def _served(ce: ComputingElement, clusters: np.ndarray) -> Mask:
+    """The rows of the hosts of the CE's clusters."""
+    served: Mask = np.isin(clusters, list(ce.clusters)) if ce.clusters else np.zeros(len(clusters), np.bool_)
+    return served
+
+
+def homes_of(ces: Sequence[ComputingElement], cluster_of: Mapping[str, str], pool: HostPool,
+             waiting: Sequence[tuple[JobRecord, Mask | None, bool]]) -> Homes:
+    """Each waiting job's CEs (see the module's docstring): those serving a host it may use, decided
+    once per mask (jobs asking alike share one); a job none serves, on the CE of the queue it names,
+    else on every CE."""
+    clusters = np.array([cluster_of.get(host, "") for host in pool.ids], dtype=object)
+    served = [(ce.unique_id, _served(ce, clusters)) for ce in ces]
+    everywhere = tuple(ce.unique_id for ce in ces)
+    by_mask: dict[int, tuple[str, ...]] = {}
+    found: dict[str, tuple[str, ...]] = {}
+    stray: set[str] = set()
+    for job, mask, _ in waiting:
+        key = id(mask)
+        here = by_mask.get(key)
+        if here is None:
+            here = by_mask[key] = tuple(ce_id for ce_id, rows in served
+                                        if (rows.any() if mask is None else (mask & rows).any()))
+        if not here:
+            stray.add(job.id)
+            named = job.request.queue
+            here = tuple(ce.unique_id for ce in ces if named and ce.queue == named) or everywhere
+        found[job.id] = here
+    return Homes(found, frozenset(stray))
+
+
 def figures_of(ces: Sequence[ComputingElement], cluster_of: Mapping[str, str], pool: HostPool,
                running: Sequence[Holding], waiting: Sequence[tuple[JobRecord, Mask | None, bool]],
-               now: float, ratio: float, reserved: str | None = None) -> dict[str, CEFigures]:
+               now: float, ratio: float, reserved: str | None = None, homes: Homes | None = None) -> dict[str, CEFigures]:
     """Each CE's figures. `pool` holds what the running jobs hold, the pass's starts included;
     `running` are those jobs; `waiting` the queued ones in queue order, each with the hosts it may
     use and whether it may start (not held); `reserved` the job the plan holds a reservation for
-    (SCHEDULED; the other waiting jobs are WAITING)."""
+    (SCHEDULED; the other waiting jobs are WAITING); `homes` the waiting jobs' CEs (homes_of's,
+    made here when not given)."""
+    homes = homes if homes is not None else homes_of(ces, cluster_of, pool, waiting)
     clusters = np.array([cluster_of.get(host, "") for host in pool.ids], dtype=object)
     ready = pool.usable & ~pool.paused
     found: dict[str, CEFigures] = {}
     for ce in ces:
-        served = np.isin(clusters, list(ce.clusters)) if ce.clusters else np.zeros(len(pool.ids), np.bool_)
+        served = _served(ce, clusters)
         rows = served & ready
         member = {pool.ids[row] for row in np.flatnonzero(served)}
         capacity = int(pool.size[rows].sum())
@@ -142,15 +190,11 @@ def figures_of(ces: Sequence[ComputingElement], cluster_of: Mapping[str, str], p
         ahead_estimated: list[Demand] = []
         waiting_here: list[JobRecord] = []
         beyond = 0.0  # processor-seconds of the startable jobs past the forecast's depth
-        usable_by: dict[int, bool] = {}
         for job, mask, startable in waiting:
-            key = id(mask)
-            if key not in usable_by:
-                usable_by[key] = bool(served.any()) if mask is None else bool((mask & served).any())
-            if not usable_by[key]:
+            if ce.unique_id not in homes.of[job.id]:
                 continue
             waiting_here.append(job)
-            if startable:
+            if startable and job.id not in homes.stray:
                 need = whole_hosts(job.request.min_processors, host_size) if job.request.exclusive \
                     else job.request.min_processors
                 length = min(job.estimate, limit)

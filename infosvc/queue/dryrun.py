@@ -2,13 +2,18 @@
 document is read as a submission is (infosvc.queue.submissions.read_document: one preparation, the
 needs read once), its jobs compiled within one budget of names and seconds, and matched on the
 event loop for a small site, over a snapshot in a worker thread for a large one (docs/matching.md,
-docs/security.md)."""
+docs/security.md).
+
+On a site whose queue schedules (some host runs an executor), a host's available processors are
+the scheduler's idle ones (infosvc.queue.processors: configured less allocated, none on a host the
+scheduler does not place on), not the load its agent reports: the dry run says what a submission
+would find. The answer shows each host's split and its load beside (`Scheduled`)."""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from infosvc.errors import Invalid, excerpt
 from infosvc.hosts import HostTable
@@ -17,8 +22,10 @@ from infosvc.matching import (
     compile_requirements, match,
 )
 from infosvc.matching.hostcolumns import HostColumns, columns_for
+from infosvc.model.glue import Host
 from infosvc.model.job import Job
 from infosvc.model.node import Node
+from infosvc.queue.processors import Split
 from infosvc.queue.submissions import read_document
 
 if TYPE_CHECKING:
@@ -28,8 +35,8 @@ if TYPE_CHECKING:
         """For mypy alone: the roll-up a dry run hands the matcher is what it reads of a site."""
         return rollup
 
-__all__ = ["MATCH_BUDGET_SECONDS", "MAX_MATCH_JOBS", "RENDER_IN_THREAD_HOSTS", "PreparedMatch", "dry_run",
-           "match_all", "prepare_match"]
+__all__ = ["MATCH_BUDGET_SECONDS", "MAX_MATCH_JOBS", "RENDER_IN_THREAD_HOSTS", "PreparedMatch", "Scheduled",
+           "dry_run", "match_all", "prepare_match"]
 
 #: The most jobs one POST /v1/match answers for: every answer lists every host with its reasons,
 #: so one small body of many jobs could otherwise cost minutes of CPU and gigabytes of answer.
@@ -89,10 +96,34 @@ def match_all(prepared: PreparedMatch, site_view: SiteView, node_of: Callable[[s
     return [match(requirements, site_view, node_of, site, columns=columns) for requirements in prepared.compiled]
 
 
-async def dry_run(prepared: PreparedMatch, table: HostTable, answer: Callable[[list[MatchResult]], str]) -> str:
+@dataclass(frozen=True, slots=True)
+class Scheduled:
+    """What the dry run read of each host's processors: the scheduler's split, and the free
+    processors the host's load leaves (what it reports; 0 for a host that takes no job)."""
+
+    split: Mapping[str, Split]
+    load_free: dict[str, int]
+
+    def host(self, host_id: str) -> dict[str, object]:
+        split = self.split.get(host_id)
+        return {"processors": None if split is None else split.as_json(), "load_free_cpus": self.load_free.get(host_id)}
+
+
+def _as_scheduled(split: Mapping[str, Split]) -> Callable[[Host], Host]:
+    """A host as the scheduler has it: its idle processors its available ones."""
+    def host_as(host: Host) -> Host:
+        found = split.get(host.unique_id)
+        return host if found is None else replace(host, available_cpus=found.idle)
+    return host_as
+
+
+async def dry_run(prepared: PreparedMatch, table: HostTable,
+                  answer: Callable[[list[MatchResult], Scheduled | None], str],
+                  split: Mapping[str, Split] | None = None) -> str:
     """The prepared jobs matched against the site now and the answer written by `answer`: on the
     loop for a small site, else in a worker thread over a snapshot (the loop takes reports
-    meanwhile)."""
+    meanwhile). With `split` (the queue's, infosvc.queue.processors), each host's available
+    processors are its idle ones there, matched host by host (the kept columns hold the load's)."""
     entries = table.entries
 
     def node_of(host_id: str) -> Node | None:
@@ -101,13 +132,27 @@ async def dry_run(prepared: PreparedMatch, table: HostTable, answer: Callable[[l
 
     rollup = table.rollup
     site = Site.of(rollup)
+    small = len(rollup.hosts) <= RENDER_IN_THREAD_HOSTS
+    if split is not None:
+        plain: SiteView = rollup
+        read_node = node_of
+        if not small:  # copied on the loop, read in the thread
+            copy = SiteSnapshot(rollup, node_of)
+            plain, read_node = copy, copy.node_of
+
+        def scheduled() -> str:
+            view = SiteSnapshot(plain, read_node, _as_scheduled(split))
+            seen = Scheduled(split, {host.unique_id: host.free_cpus for host in plain.hosts.values()})
+            return answer(match_all(prepared, view, view.node_of, site, None), seen)
+
+        return scheduled() if small else await asyncio.to_thread(scheduled)
     keeper = columns_for(rollup)  # kept for this roll-up: the table's nodes change only with their Hosts
-    if len(rollup.hosts) <= RENDER_IN_THREAD_HOSTS:
-        return answer(match_all(prepared, rollup, node_of, site, keeper))
+    if small:
+        return answer(match_all(prepared, rollup, node_of, site, keeper), None)
     snapshot = SiteSnapshot(rollup, node_of)
     synced = SyncedColumns(keeper.sync(rollup, node_of))
 
     def work() -> str:
-        return answer(match_all(prepared, snapshot, snapshot.node_of, site, synced))
+        return answer(match_all(prepared, snapshot, snapshot.node_of, site, synced), None)
 
     return await asyncio.to_thread(work)

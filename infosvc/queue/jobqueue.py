@@ -31,15 +31,16 @@ from infosvc.model.glue import CEQueued, ComputingElement, Host
 from infosvc.model.node import Node
 from infosvc.model.folding import fold
 from infosvc.sched import Plan, Policy
-from infosvc.sched.hosts import NO_HOST, Allocation, HostPool, WaitingJob
+from infosvc.sched.hosts import Allocation, HostPool, WaitingJob
 from infosvc.sched.jobs import ENDED, Event, JobRecord
 from infosvc.queue.cestate import SERVED, CEQueues, limit_on, refusal, run_time_ratio
 from infosvc.queue.eligibility import Eligibility
 from infosvc.queue.ended import EndedJobs
 from infosvc.queue.jobnames import JobNames
-from infosvc.queue.planning import PassPlan, could_start, held_on
+from infosvc.queue.planning import PassPlan, could_start, explained, held_on
 from infosvc.queue.predictions import predict_queued
 from infosvc.queue.machine import SiteMachine
+from infosvc.queue.runnable import screened
 from infosvc.queue.submissions import Filer, prepare, requirements_again
 from infosvc.queue.upkeep import held_reason, start_deadline, upkeep, wake_at
 from infosvc.queue.jobcontrols import Change, cancel, note_deadlines, submission_checks
@@ -135,6 +136,9 @@ class JobQueue:
         return self.store.job_events(int(job.id), limit)
 
     def ces_of(self, job: JobRecord) -> list[str]:
+        """The CEs the job is counted on: those it runs on; waiting, those of the last pass's figures."""
+        if job.state is JobState.QUEUED:
+            return sorted(self.ce_queues.homes.get(job.id, ()))
         site = self.site()
         clusters = {host.cluster for name in job.hosts if (host := self.table.rollup.hosts.get(name)) is not None}
         return sorted({ce.id for cluster in clusters for ce in site.ces.get(cluster, ())})
@@ -156,19 +160,19 @@ class JobQueue:
         owner is refused (Forbidden) unless `may_name_owner` (a token bound to no user, or an
         admin's), and then audited."""
         filer = Filer(owner, may_name_owner or admin)
-        # A small document (an authenticated submitter's, ~0.3 ms to read) is read on the loop: the
-        # hand-off to a thread and back cost as much again. Big ones are read off it.
-        if len(body) <= INLINE_BYTES:
-            prepared, warnings = prepare(body, content_type, filer)
-        else:
-            prepared, warnings = await asyncio.to_thread(prepare, body, content_type, filer)
-        ces = self.table.rollup.config.computing_elements
-        warnings += submission_checks([item.request for item in prepared], admin, self.clock(), self.ce_queues.figures)
-        for item in prepared:
-            refused = refusal(ces, self.ce_queues.figures, item.request.estimate)
-            if refused is not None:
-                raise Unavailable(refused, "a CE's status and policy are the site config's "
-                                  "[[computing_elements]]; GET /v1/glue shows them")
+        config = self.table.rollup.config
+        # A small document (~0.3 ms to read) is read on the loop (a thread's hand-off costs as much); big ones off it
+        read = (body, content_type, filer, config.scheduler.exclusive_default)
+        prepared, warnings = prepare(*read) if len(body) <= INLINE_BYTES else await asyncio.to_thread(prepare, *read)
+        ces, figures = config.computing_elements, self.ce_queues.figures
+        warnings += submission_checks([item.request for item in prepared], admin, self.clock(), figures)
+        refused = next((r for item in prepared if (r := refusal(ces, figures, item.request.estimate))), None)
+        if refused is not None:
+            raise Unavailable(refused, "a CE's status and policy are the site config's "
+                              "[[computing_elements]]; GET /v1/glue shows them")
+        await self.machine.ready()  # a warning for each job no host known now can run, or Invalid (runnable.py)
+        warnings += screened(prepared, self._shared, config.scheduler.refuse_unrunnable, self.pool(),
+                             self.eligibility, self.table, self.site)
         await self.ended.recall(item.request for item in prepared)
         # Ids are reserved and the jobs made without awaiting, so submissions need not wait for one
         # another's commits (nor for a scheduling pass): the group-commit writer takes them together.
@@ -330,7 +334,7 @@ class JobQueue:
         async with self._lock:
             await self._apply(plan, pool, ces, now)
             self.ended.forget()
-        self.ce_queues.figures = figures
+        self.ce_queues.figures, self.ce_queues.homes = figures, work.homes.of
         self._room = pool  # the pass took its starts on it
         self._head_priority = plan.reservation.job.priority if plan.reservation is not None else None
 
@@ -379,11 +383,7 @@ class JobQueue:
             waiter = self.jobs.get(job_id)
             if waiter is None or waiter.state is not JobState.QUEUED:
                 continue
-            if NO_HOST in reason and waiter.rejected:
-                reason = reason.replace(NO_HOST, f"{NO_HOST} ({waiter.rejected[0]})")
-            elif NO_HOST in reason and idle:
-                reason = reason.replace(NO_HOST, f"{NO_HOST}: no computing element serves jobs now ({idle})")
-            waiter.reason = reason
+            waiter.reason = explained(reason, waiter.rejected, idle)
             waiter.reserved_at = None
 
     def _reserve(self, plan: Plan[Allocation], pool: HostPool) -> None:

@@ -6,22 +6,22 @@ applies the plan under it again."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from infosvc.matching import Requirements
 from infosvc.model.glue import ComputingElement
 from infosvc.sched import Plan, Policy, Running, schedule
-from infosvc.sched.hosts import Allocation, HostPool, WaitingJob
+from infosvc.sched.hosts import NO_HOST, Allocation, HostPool, WaitingJob
 from infosvc.model.ccsjob import JobState
 from infosvc.sched.jobs import JobRecord
 from infosvc.sched.ordering import slack_key
 from infosvc.sched.policy import predicted
-from infosvc.queue.cestate import SERVED, CEFigures, figures_of, full_clusters, running_per_ce
+from infosvc.queue.cestate import SERVED, CEFigures, Homes, figures_of, full_clusters, homes_of, running_per_ce
 from infosvc.queue.eligibility import Eligibility
 from infosvc.hosts import iso_time
 
-__all__ = ["PassPlan", "Started", "allocation_of", "could_start", "held_on"]
+__all__ = ["PassPlan", "Started", "allocation_of", "could_start", "explained", "held_on"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +49,8 @@ class PassPlan:
     cluster_of: dict[str, str]
     ratio: float
     policy: Policy
+    #: the CEs each waiting job is counted on, made by `run` with the figures
+    homes: Homes = field(default_factory=lambda: Homes({}, frozenset()))
 
     def run(self) -> tuple[Plan[Allocation], dict[str, CEFigures]]:
         pool, ces = self.pool, self.ces
@@ -89,8 +91,9 @@ class PassPlan:
         reservation = plan.reservation
         reserved = reservation.job.id if reservation is not None and reservation.allocation is not None \
             and math.isfinite(reservation.at) else None
+        self.homes = homes_of(ces, self.cluster_of, pool, waiting)
         figures = figures_of(ces, self.cluster_of, pool, [*self.holders, *started], waiting, self.now, self.ratio,
-                             reserved)
+                             reserved, self.homes)
         return plan, figures
 
 
@@ -135,6 +138,8 @@ def could_start(records: list[JobRecord], room: HostPool, base: HostPool, eligib
     there starts nothing (nor does its arrival let another job start): its pass can wait. A job
     whose hosts need the matcher, or that goes before the reserved head, is the pass's to judge at
     once. A job that cannot start is given the reason the pass would give it."""
+    if room.ids is not base.ids:  # the hosts changed since the last pass (a copy shares its pool's ids)
+        return True
     for job in records:
         if job.held or job.holds:
             continue
@@ -148,5 +153,16 @@ def could_start(records: list[JobRecord], room: HostPool, base: HostPool, eligib
         waiting = WaitingJob(job.id, job.priority, job.submitted, job.estimate, job.request, mask)
         if room.place(waiting) is not None:
             return True
-        job.reason = room.describe_shortfall(waiting)
+        job.rejected = eligibility.rejected_for(job.request, requirements.get(job.id))
+        job.reason = explained(room.describe_shortfall(waiting), job.rejected)
     return False
+
+
+def explained(reason: str, rejected: tuple[str, ...], idle: str = "") -> str:
+    """A waiting job's reason with why no host meets its requirements: the first kind of hosts its
+    requirements rule out, else the CEs that serve no job now (`idle`)."""
+    if NO_HOST in reason and rejected:
+        return reason.replace(NO_HOST, f"{NO_HOST} ({rejected[0]})")
+    if NO_HOST in reason and idle:
+        return reason.replace(NO_HOST, f"{NO_HOST}: no computing element serves jobs now ({idle})")
+    return reason

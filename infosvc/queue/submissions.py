@@ -86,9 +86,10 @@ def _too_many_jobs(count: int) -> DocumentError:
     return DocumentError(f"the job group has {count} jobs; at most {MAX_GROUP_JOBS}")
 
 
-def prepare(body: bytes, content_type: str, filer: Filer) -> tuple[list[Prepared], list[str]]:
+def prepare(body: bytes, content_type: str, filer: Filer, exclusive_default: bool = True) -> tuple[list[Prepared], list[str]]:
     """The jobs of a submitted document (a JobGroup gives several), or DocumentError; Forbidden
-    when the document names an owner the filer may not file for. CPU-bound."""
+    when the document names an owner the filer may not file for; a job that says nothing of
+    exclusive use is as `exclusive_default` says. CPU-bound."""
     document = read_document(body, content_type, MAX_GROUP_JOBS, _too_many_jobs)
     prepared = []
     owners = [owner_of(written, filer) for written in document.written]  # refused before the rest
@@ -97,7 +98,7 @@ def prepare(body: bytes, content_type: str, filer: Filer) -> tuple[list[Prepared
         signature = repr([job.properties.requested] + [(g.properties.requested, [t.properties.requested for t in g.tasks])
                                                        for g in job.effective_task_groups()])
         requirements = _requirements(job, signature)
-        request = replace(read_request(needs, owner), asks_hosts=requirements is not None)
+        request = replace(read_request(needs, owner, exclusive_default), asks_hosts=requirements is not None)
         prepared.append(Prepared(request, requirements, job.id, signature))
     _check_group(document.parsed, prepared)
     return prepared, document.warnings

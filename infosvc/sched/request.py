@@ -17,11 +17,14 @@ The rules, with docs/scheduling.md:
   in MB.
 - Licenses: the job's own Requested `Resource name="License" type=`feature amounts (CCS
   SoftwareLicense): what it draws from the site's license pools while it runs.
-- Exclusive: a job has its nodes to itself unless it says `IsExclusive` false (the CCS attribute,
-  kept as an Extension; an SSS job may write the same Extension). A task is non-exclusive unless
-  it says `IsExclusive` true.
+- Exclusive: a job has its nodes to itself when it says `IsExclusive` true (the CCS attribute,
+  kept as an Extension; an SSS job may write the same Extension); one that says nothing takes the
+  site's `[scheduler] exclusive_default` (true unless set; a CCS job always says: CCS's own default
+  is true, which its reading writes). A task is non-exclusive unless it says `IsExclusive` true.
 - Asked nodes: a Requested `Node` List or Range: the job runs only on those. Required nodes: the
   Extension `RequiredNodes` (a list or NodeSet): the allocation must include every one of them.
+- Queue: the job's own Requested `Queue` EQ term, the CE queue it names (the matcher holds it to
+  that; the CEs count a job no host can run on the CE of that queue).
 - Dependencies: an SSS `Dependency` on a job (JobId or JobName, OnSuccess / OnFailure / OnExit
   with a code); a CCS task's `depend` list names tasks of the same job.
 - Holds, EligibleTime, Deadline: the SSS Job's own controls (infosvc/sched/holds.py).
@@ -40,7 +43,7 @@ from ClusterShell.NodeSet import NodeSetException
 
 from infosvc.errors import DocumentError, excerpt
 from infosvc.model.durations import seconds
-from infosvc.model.glue import GPU, LICENSE
+from infosvc.sched.draws import consumable_terms, gpus_per_host, licenses_of
 from infosvc.sched.holds import read_holds
 from infosvc.model.job import Condition, Consumable, Context, Designator, Job, Op, Properties, Simple, Task, Term
 from infosvc.model.jobneeds import NeedsRead
@@ -149,6 +152,10 @@ class JobRequest:
     #: GPUs it takes on each of its hosts while it runs (Requested `Resource name="GPU"`): a
     #: consumable the scheduler counts, as processors and memory
     gpus: int = 0
+    #: whether `exclusive` is the site's default, the job saying nothing of it (`why` and `jobs` tell)
+    exclusive_by_default: bool = False
+    #: the CE queue its own Requested Queue EQ term names ("": none)
+    queue: str = ""
 
     def __post_init__(self) -> None:
         # read back from the store's JSON as lists
@@ -160,10 +167,11 @@ class JobRequest:
         return PRIORITIES[self.priority]
 
 
-def read_request(needs: NeedsRead, owner: str) -> JobRequest:
+def read_request(needs: NeedsRead, owner: str, exclusive_default: bool = True) -> JobRequest:
     """The scheduling request of a resolved SSS Job, its needs read (infosvc.model.jobneeds), owned
     by `owner` (decided from the token that filed it, never read here from the document:
-    infosvc.queue.submissions.owner_of); DocumentError for a value the scheduler cannot honour (an
+    infosvc.queue.submissions.owner_of), exclusive when it says nothing if `exclusive_default`
+    (the site's `[scheduler] exclusive_default`); DocumentError for a value the scheduler cannot honour (an
     unknown priority, a processor range that is empty, too many tasks)."""
     job, read = needs
     props = job.properties
@@ -198,8 +206,9 @@ def read_request(needs: NeedsRead, owner: str) -> JobRequest:
     return JobRequest(
         name=props.get("Name") or "", owner=owner, priority=priority,
         min_processors=least, max_processors=most, estimate=min(estimates), memory_mb=memory,
-        exclusive=_flag(props, "IsExclusive", True), asked_nodes=asked, required_nodes=tuple(required),
-        licenses=_licenses(props.requested), gpus=_gpus(props.requested),
+        exclusive=_flag(props, "IsExclusive", exclusive_default), asked_nodes=asked, required_nodes=tuple(required),
+        exclusive_by_default=_said(props, "IsExclusive") is None, queue=_queue(props.requested),
+        licenses=licenses_of(props.requested), gpus=gpus_per_host(props.requested),
         run_until_cancelled=_flag(props, "RuntillCancelled", False) or _flag(props, "RunUntilCanceled", False),
         tasks=tasks, after=after, read_as_requested=read, project=(props.get("Project") or "").strip(),
         holds=holds, eligible=eligible, deadline=deadline)
@@ -302,15 +311,9 @@ def _no_cycle(tasks: list[TaskRequest], after: list[list[int]]) -> None:
                 stack.pop()
 
 
-def _consumables(terms: list[Term], kind: str) -> list[tuple[Op, Consumable]]:
-    return [(term.effective_op, term.item) for term in terms
-            if isinstance(term.item, Consumable) and term.item.kind == kind
-            and term.item.effective_context in (Context.AVAILABLE, Context.DEDICATED)]
-
-
 def _processors(terms: list[Term], who: str) -> tuple[int | None, int | None]:
     least = most = None
-    for op, item in _consumables(terms, "Processors"):
+    for op, item in consumable_terms(terms, "Processors"):
         value = int(item.value)
         if value < 0:
             raise DocumentError(f"{who} asks for {value} processors")
@@ -345,7 +348,7 @@ def _duration(terms: list[Term]) -> float:
 
 def _memory(terms: list[Term]) -> float:
     largest = 0.0
-    for op, item in _consumables(terms, "Memory"):
+    for op, item in consumable_terms(terms, "Memory"):
         if op not in (Op.EQ, Op.GE, Op.GT):
             continue
         try:
@@ -353,42 +356,6 @@ def _memory(terms: list[Term]) -> float:
         except (UnitError, OverflowError) as exc:
             raise DocumentError(f"Memory: {exc}") from None
     return largest
-
-
-def _licenses(terms: list[Term]) -> tuple[tuple[str, int], ...]:
-    """The job's own Requested `Resource name="License" type=feature` amounts (CCS SoftwareLicense
-    is mapped so), the largest per feature: what it draws from a license pool while it runs."""
-    found: dict[str, int] = {}
-    for op, item in _consumables(terms, "Resource"):
-        if item.name == LICENSE and item.type and op in (Op.EQ, Op.GE, Op.GT):
-            try:
-                value = float(item.value)
-                count = math.floor(value) + 1 if op is Op.GT else math.ceil(value)
-            except (OverflowError, ValueError):
-                raise DocumentError(f"License {excerpt(item.type)}: {str(item.value)[:20]} is no count") from None
-            found[item.type] = max(found.get(item.type, 0), count)
-    return tuple((feature, count) for feature, count in found.items() if count > 0)
-
-
-#: The most GPUs a job may take on one host
-MAX_GPUS_PER_HOST = 1024
-
-
-def _gpus(terms: list[Term]) -> int:
-    """The GPUs the job takes on each host: its Requested `Resource name="GPU"` (of any type: the
-    type asks for a model, which the matcher checks), the largest when it says more than once."""
-    most = 0
-    for op, item in _consumables(terms, "Resource"):
-        if item.name == GPU and op in (Op.EQ, Op.GE, Op.GT):
-            try:
-                value = float(item.value)
-                count = math.floor(value) + 1 if op is Op.GT else math.ceil(value)
-            except (OverflowError, ValueError):
-                raise DocumentError(f"GPU: {str(item.value)[:20]} is no count") from None
-            if count > MAX_GPUS_PER_HOST:
-                raise DocumentError(f"GPU: {count} on a host; at most {MAX_GPUS_PER_HOST} are accepted")
-            most = max(most, count)
-    return most
 
 
 def _asked_nodes(terms: list[Term]) -> tuple[str, ...] | None:
@@ -439,8 +406,21 @@ def _extension(props: Properties, name: str) -> str | None:
     return None
 
 
+def _said(props: Properties, name: str) -> str | None:
+    return _extension(props, name) or props.get(name)
+
+
 def _flag(props: Properties, name: str, default: bool) -> bool:
-    text = _extension(props, name) or props.get(name)
+    text = _said(props, name)
     if text is None:
         return default
     return text.strip().lower() in ("true", "1")
+
+
+def _queue(terms: list[Term]) -> str:
+    """The queue a job's own Requested `Queue` EQ term names ("" when none does)."""
+    for term in terms:
+        item = term.item
+        if isinstance(item, Simple) and item.name == "Queue" and term.effective_op is Op.EQ:
+            return item.value.strip()
+    return ""

@@ -61,6 +61,7 @@ ROUTES: tuple[Route, ...] = (
     # after /v1/glue/hosts, though aiohttp tries a plain path before a pattern whatever the order
     Route("GET", "/v1/glue/{kind}/{id}", glue.get_glue_entity, Access.READ, FORMAT, rest=True),
     Route("POST", "/v1/match", match.post_match, Access.READ, tuple(match.ANSWER_PARAMETERS)),
+    Route("GET", "/v1/processors", match.get_processors, Access.READ),
     Route("POST", "/v1/jobs", jobs.post_job, Access.SUBMIT),
     Route("GET", "/v1/jobs", jobs.get_jobs, Access.READ, jobs.LIST_PARAMETERS),
     Route("GET", "/v1/jobs/{id}", jobs.get_job, Access.READ),

@@ -112,7 +112,9 @@ def test_jobs_lists_the_live_queue_like_squeue(site: InProcessServer, alice: Use
                                 "HOSTS(REASON)"]
     rows = {line.split()[0]: line for line in lines[1:]}
     assert list(rows) == ["1", "2", "3", "4"]
-    assert rows["1"].split()[1:8] == ["a1", "alice", "Running", "Normal", rows["1"].split()[5], "1:00:00", "4"]
+    # no executor has said it began: placed (squeue's CF); a whole host of 4 for the 1 processor it asked
+    assert rows["1"].split()[1:8] == ["a1", "alice", "Placed", "Normal", rows["1"].split()[5], "1:00:00",
+                                      "4(asked:1,excl)"]
     assert rows["1"].split()[8] in ("n0", "n1")
     assert "(first in the queue: waiting for 1 processor, 0 free on idle hosts; reserved to start at" in rows["3"]
     assert rows["4"].split()[2:4] == ["bob", "Queued"] and "needs 64 processors; the hosts it may use have 8" in rows["4"]
@@ -162,6 +164,14 @@ def test_why_says_what_a_job_waits_for(site: InProcessServer, alice: User) -> No
 def test_why_for_a_running_and_an_ended_job(site: InProcessServer, alice: User) -> None:
     assert alice.submit(document("run", more="<Duration>90</Duration>")).returncode == 0
     wait_for(lambda: states(site) == {"1": "Running"})
+    placed = alice("why", "1").stdout.splitlines()
+    host = site.get("/v1/jobs/1").json()["hosts"]
+    assert placed[0].startswith(f"job 1 (run) is Running: placed on {host} at 20")
+    assert placed[0].endswith("its executor has not started it") or ", its executor has not started it (" in placed[0]
+    assert "  holds 4 processors for the 1 it asked: it has its hosts to itself (exclusive use: the site's default " \
+           "for jobs that do not say)" in placed
+    began = site.request("POST", "/v1/jobs/1/tasks/0/events", b'{"event": "started"}', token=site.tokens[f"exec{host[1]}"])
+    assert began.status == 200 and began.json()["phase"] == "started"
     running = alice("why", "1").stdout.splitlines()
     assert running[0].startswith("job 1 (run) is Running on n") and " since 20" in running[0]
     assert running[1].startswith("  its run time limit (1:30) ends it at 20")

@@ -70,12 +70,13 @@ def test_table(site: Server) -> None:
     done = status("--server", site.url, "--hosts")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].split() == ["HOST", "STATE", "CPUS(F/T)", "MEMORY(F/T)", "LOAD1", "AGE", "REASON"]
+    assert lines[0].split() == ["HOST", "STATE", "CPUS(F/T)", "CPUS(A/I/O/T)", "MEMORY(F/T)", "LOAD1", "AGE", "REASON"]
     rows = {line.split()[0]: line.split() for line in lines[1:4]}
-    assert rows["cn01"][:5] == ["cn01", "Ready", "6/8", "12.0G/16.0G", "1.50"]
-    assert rows["cn02"][:5] == ["cn02", "Paused", "0/8", "8.0G/16.0G", "0.25"]  # a Paused host has none free
-    assert rows["gpu01"][:5] == ["gpu01", "Ready", "32/32", "128.0G/256.0G", "-"]  # no load reported
-    assert all(row[5].endswith("s") for row in rows.values())  # seconds old
+    # no host runs an executor here: the scheduler places nothing, every processor is `other`
+    assert rows["cn01"][:6] == ["cn01", "Ready", "6/8", "0/0/8/8", "12.0G/16.0G", "1.50"]
+    assert rows["cn02"][:6] == ["cn02", "Paused", "0/8", "0/0/8/8", "8.0G/16.0G", "0.25"]  # a Paused host has none free
+    assert rows["gpu01"][:6] == ["gpu01", "Ready", "32/32", "0/0/32/32", "128.0G/256.0G", "-"]  # no load reported
+    assert all(row[6].endswith("s") for row in rows.values())  # seconds old
     text = done.stdout
     assert "SUBCLUSTER" in text and "CE" in text
     ce_lines = {line.split()[0]: line.split() for line in lines if line.startswith("ce.example.org")}
@@ -94,7 +95,8 @@ def test_json(site: Server) -> None:
         "host": "cn01", "state": "Ready", "cpus_free": 6, "cpus_total": 8, "memory_free_mb": 12288,
         "memory_total_mb": 16384, "load_1min": 1.5, "reported_at": None, "age_seconds": None,
         "cluster": "compute", "subcluster": None, "subcluster_name": "x86_64 8cpu Xeon Gold 6130 2100MHz 16GiB Rocky "
-        "Linux 9.3", "reported_state": "Idle", "paused": False, "reason": None}
+        "Linux 9.3", "reported_state": "Idle", "paused": False, "reason": None,
+        "cpus_allocated": 0, "cpus_idle": 0, "cpus_other": 8}
     assert 0 <= hosts["cn01"]["age_seconds"] < 60
     subs = {s["cluster"]: s for s in data["subclusters"]}
     assert subs["compute"] | {"subcluster": None} == {"subcluster": None, "name": hosts["cn01"]["subcluster_name"],
@@ -164,11 +166,11 @@ def test_folded_summary_filters_and_reasons(site: Server) -> None:
     assert done.returncode == 0, done.stderr
     rows = [line.split("  ") for line in done.stdout.splitlines()]
     cells = [[c.strip() for c in row if c.strip()] for row in rows]
-    assert cells[0] == ["CLUSTER", "SUBCLUSTER", "STATE", "HOSTS", "CPUS(F/T)", "NODELIST"]
+    assert cells[0] == ["CLUSTER", "SUBCLUSTER", "STATE", "HOSTS", "CPUS(F/T)", "CPUS(A/I/O/T)", "NODELIST"]
     compute = [c for c in cells if c and c[0] == "compute"]
     name = "x86_64 8cpu Xeon Gold 6130 2100MHz 16GiB Rocky Linux 9.3"  # the GLUE name, not the hash id
-    assert [name, "Paused", "3", "0/24", "cn[02,04-05]"] in [c[1:] for c in compute]
-    assert [name, "Ready", "3", "22/24", "cn[01,03,07]"] in [c[1:] for c in compute]  # cn01 has 6 of 8 free
+    assert [name, "Paused", "3", "0/24", "0/0/24/24", "cn[02,04-05]"] in [c[1:] for c in compute]
+    assert [name, "Ready", "3", "22/24", "0/0/24/24", "cn[01,03,07]"] in [c[1:] for c in compute]  # cn01: 6 of 8 free
     assert ["REASON", "NODELIST"] in cells and ["fan swap", "cn[04-05]"] in cells
     # filtered by the server: a state, a cluster, a NodeSet
     only = status("--server", site.url, "--state", "Paused", "--json")

@@ -93,6 +93,24 @@ def test_alternatives_that_fail_alike_are_said_once() -> None:
         "none of: (Feature: asked a, host has c) | (Feature: asked b, host has c)",)
 
 
+def test_a_clause_the_job_and_its_task_share_is_said_once() -> None:
+    """The job asks a, its tasks a (one) or b (the other): a host without a fails for a once; the
+    tasks' any-of is left out, as it holds once a is mended. An alternative's other clause stays."""
+    tasks = ('<TaskGroup><TaskCount>2</TaskCount><Task><Requested><Feature>a</Feature></Requested></Task>'
+             '<Task><Requested><Feature>b</Feature></Requested></Task></TaskGroup>')
+    req = requirements("<Feature>a</Feature>", tasks)
+    assert check(req, make_node("n1", features=("c",))).reasons == ("Feature: asked a, host has c",)
+    both = ('<TaskGroup><TaskCount>2</TaskCount><Task><Requested><Feature>a</Feature><Feature>d</Feature>'
+            '</Requested></Task><Task><Requested><Feature>b</Feature></Requested></Task></TaskGroup>')
+    assert check(requirements("<Feature>a</Feature>", both), make_node("n1", features=("c",))).reasons == (
+        "Feature: asked a, host has c",
+        "none of: (Feature: asked d, host has c) | (Feature: asked b, host has c)")
+    # the same failing clause at the job's level and at its only task's: said once
+    one = '<TaskGroup><TaskCount>1</TaskCount><Task><Requested><Feature>a</Feature></Requested></Task></TaskGroup>'
+    assert check(requirements("<Feature>a</Feature>", one), make_node("n1", features=("c",))).reasons == (
+        "Feature: asked a, host has c",)
+
+
 def test_nand_reason() -> None:
     req = requirements('<Feature>a</Feature><Feature conj="Nand">b</Feature>')
     verdict = check(req, make_node("n1", features=("a", "b")))

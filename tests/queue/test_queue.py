@@ -264,6 +264,20 @@ def test_a_queueing_ce_accepts_but_starts_nothing(tmp_path: Path) -> None:
         site.close()
 
 
+def test_a_submission_after_the_hosts_changed_is_the_pass_s_to_judge(site: Site_) -> None:
+    """The submission finds its hosts on the site's hosts now (whether any can run it); the last
+    pass's room is over the hosts before a new one came, and says nothing of it."""
+    site.host("h1")
+    site.submit(sss("first"))
+    site.schedule()
+    site.host("h2")
+    site.queue._poked.clear()
+    [featured] = site.submit(sss("featured", more="<Feature>x</Feature>"))  # a ValueError (masks of 2 hosts on 1)
+    assert site.queue._poked.is_set()
+    site.schedule()
+    assert "no usable host meets its requirements (h[1-2]: Feature: asked x" in site.queue.get(featured).reason
+
+
 def test_a_submission_that_cannot_start_now_waits_for_the_refresh_pass(site: Site_) -> None:
     site.host("h1")
     [first] = site.submit(sss("first"))
@@ -274,8 +288,11 @@ def test_a_submission_that_cannot_start_now_waits_for_the_refresh_pass(site: Sit
     assert not site.queue._poked.is_set() and site.queue._refresh is not None
     assert site.queue.get(second).reason == "waiting for 1 processor, 0 free on idle hosts"
     limited = sss("limited", more="<Duration>60</Duration>")  # asks a CE something: the matcher's
-    site.submit(limited)
-    assert site.queue._poked.is_set()  # no job asking alike was evaluated yet
+    [first_limited] = site.submit(limited)
+    # its hosts were found at submission (whether any host can run it: queue/runnable.py), so the
+    # last pass's room tells it cannot start now either: no pass at once
+    assert not site.queue._poked.is_set() and site.queue._refresh is not None
+    assert site.queue.get(first_limited).reason == "waiting for 1 processor, 0 free on idle hosts"
     site.schedule()  # the refresh: second is the head, reserved
     assert site.queue._refresh is None
     site.queue._poked.clear()

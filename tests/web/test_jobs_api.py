@@ -188,7 +188,7 @@ def test_what_a_job_needs_outside_requested_is_read_and_the_answer_names_it(site
             b"<Feature>BigMem</Feature></Job>")
     made = submit(site, body)
     assert made["read_as_requested"] == ["Processors", "Feature"] and made["processors"]["min"] == 2
-    assert made["warnings"] == []
+    assert made["warnings"] == ["no host known now can run it: n[0-1] (Feature: asked BigMem, host has no features)"]
     wait_for(lambda: job(site, made["id"])["reason"] is not None)
     [rejected] = job(site, made["id"])["rejected_hosts"]
     assert rejected.startswith("n[0-1]: ") and "BigMem" in rejected

@@ -177,7 +177,8 @@ def test_job_group_of_several_jobs_answers_each(site: Server) -> None:
     assert isinstance(jobs, list) and [(j["job"], j["name"]) for j in jobs] == [("big", "wide"), ("any", None)]
     for answer in jobs:
         assert set(answer) == {"matches", "matches_total", "rejected", "rejected_hosts", "rejected_groups",
-                               "rejected_offset", "job", "name", "warnings", "read_as_requested"}
+                               "rejected_offset", "job", "name", "warnings", "read_as_requested", "processors_from"}
+        assert answer["processors_from"] == "load"  # no host runs an executor: the reported load is all there is
     big, anyone = jobs
     assert [m["host"] for m in big["matches"]] == ["big.example", "mid.example"]
     assert by_host(big) == {

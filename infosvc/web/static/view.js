@@ -134,6 +134,13 @@ function computingElements(glue) {
       : h("p", {class: "empty"}, "No computing element is configured."));
 }
 
+/** A job's state; a Running job no executor has begun is shown placed (its `phase`). */
+function jobBadge(job) {
+  const shown = job.phase === "placed" ? "Placed" : String(job.state);
+  return h("span", {class: ["badge", `job-${shown.toLowerCase()}`], title: job.phase === "placed"
+    ? "placed on its hosts; its executor has not started it" : null}, shown);
+}
+
 function queue(jobs, error) {
   const section = h("section", {class: "queue"}, h("h2", {}, "Queue"));
   if (error) {
@@ -146,7 +153,7 @@ function queue(jobs, error) {
     return section;
   }
   const rows = list.slice(0, JOBS_SHOWN).map((job) => [
-    job.id, job.name ?? "", job.owner ?? "", h("span", {class: ["badge", `job-${String(job.state).toLowerCase()}`]}, job.state),
+    job.id, job.name ?? "", job.owner ?? "", jobBadge(job),
     job.processors ? `${job.processors.held ?? 0} (${job.processors.min}${job.processors.max !== job.processors.min ? `-${job.processors.max}` : ""})` : "",
     job.hosts ?? "", job.reason ?? "", job.submitted ? when(job.submitted) : ""]);
   section.append(table(["job", "name", "owner", "state", "CPUs held (asked)", "hosts", "reason", "submitted"], rows,
