@@ -14,17 +14,19 @@ import argparse
 import errno
 import logging
 import os
-import sqlite3
-import ssl
-import subprocess
 import sys
 from pathlib import Path
-from typing import AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator
+
+if TYPE_CHECKING:
+    import ssl
 
 from infosvc import __version__
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line; with `command` "simulate", that command's alone: a replay of a small trace
+    takes about as long as importing every other command's modules, which it does not need."""
     p = argparse.ArgumentParser(prog="infosvc", description="Resource information service for clusters and grids.")
     p.add_argument("--version", action="version", version=f"infosvc {__version__}")
     commands = p.add_subparsers(dest="command", required=True)
@@ -59,11 +61,15 @@ def parser() -> argparse.ArgumentParser:
                         help="the token to present (a submit or admin token to submit and cancel; any, for "
                              "reads, when the server requires one)")
     common.add_argument("--ca-file", metavar="FILE", help="CA certificates to verify an https server with")
+    from infosvc.cli.simulate import add_command
+
+    if command == "simulate":
+        add_command(commands, common)
+        return p
     from infosvc.cli.hosts import add_commands as add_host_commands
     from infosvc.cli.jobs import add_commands
     from infosvc.cli.ldif import add_command as add_ldif_command
     from infosvc.cli.status import add_command as add_status_command
-    from infosvc.cli.simulate import add_command
 
     add_status_command(commands, common)
     add_ldif_command(commands, common)
@@ -95,6 +101,8 @@ def _check_config(path: str) -> int:
 
 def tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:
     """The server's TLS context (TLS 1.2 or later), or None for plain http; ValueError when unusable."""
+    import ssl
+
     if cert is None and key is None:
         return None
     if cert is None or key is None:
@@ -115,6 +123,9 @@ def tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import sqlite3
+    import subprocess
+
     from aiohttp import web
 
     from infosvc.web import connections, server
@@ -230,7 +241,8 @@ SERVER_MODULES = frozenset({"aiohttp", "lxml", "sqlite_utils", "ClusterShell", "
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    args = parser(words[0] if words else None).parse_args(words)
     try:
         return _run(args)
     except BrokenPipeError:

@@ -14,7 +14,6 @@ import sys
 import time
 from typing import Any
 
-from infosvc.cli.client import Client, ClientError
 from infosvc.codec.swf import read_swf
 from infosvc.sched import Policy
 from infosvc.sched.simulation import simulate, summarize, trace_jobs
@@ -65,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"{args.trace}: no line of the trace is a job record ({trace.malformed} malformed)")
     processors = args.processors
     if args.site:
+        from infosvc.cli.client import Client, ClientError  # http and TLS: imported only for a site
+
         try:
             glue = Client.of(args.server, token_file=args.token_file, ca_file=args.ca_file).call("GET", "/v1/glue")
         except ClientError as exc:

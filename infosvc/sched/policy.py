@@ -29,9 +29,10 @@ for a copy to plan on.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Callable, Generic, Iterable, Iterator, Protocol, Sequence, TypeVar
+from typing import Callable, Collection, Generic, Iterable, Iterator, Protocol, Sequence, TypeVar
 
 from infosvc.sched.prediction import planned_end
 
@@ -148,7 +149,7 @@ def _seconds(at: float) -> str:
     return f"{at:g}"
 
 
-def schedule(machine: Machine[A], running: Sequence[Running[A]], queue: Iterable[Queued], now: float,
+def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterable[Queued], now: float,
              policy: Policy = Policy.EASY, *, when: Callable[[float], str] = _seconds,
              explain: bool = True) -> Plan[A]:
     """The jobs of `queue` (in queue order) to start at `now` on `machine` (what is free now, with
@@ -260,13 +261,16 @@ def _take(guard: _Guard[A], allocation: A) -> None:
     guard.room = guard.extra.room()
 
 
-def _reserve(free: Machine[A], running: Sequence[Running[A]], starting: Sequence[Start[A]], head: Queued,
+def _reserve(free: Machine[A], running: Collection[Running[A]], starting: Sequence[Start[A]], head: Queued,
              now: float) -> tuple[Reservation[A], Machine[A] | None]:
     """The head job's shadow time and reservation, and the machine as it will be at the shadow time
     with the reservation held and every running job that ends by then ended (the extra resources)."""
-    ending = sorted([(r.ends, r.allocation) for r in running]
-                    + [(now + s.job.estimate, s.allocation) for s in starting], key=lambda pair: pair[0])
+    ending = sorted([(r.started + r.estimate, r.allocation) for r in running]  # r.ends, without a call a job
+                    + [(now + s.job.estimate, s.allocation) for s in starting], key=_END)
     return _shadow(free, ending, head, now)
+
+
+_END = operator.itemgetter(0)
 
 
 def _shadow(free: Machine[A], ending: list[tuple[float, A]], head: Queued,
@@ -274,16 +278,17 @@ def _shadow(free: Machine[A], ending: list[tuple[float, A]], head: Queued,
     """The reservation and extra resources of `_reserve`, with `ending` the (end, allocation) of
     every running and starting job, by end."""
     future = free.copy()
+    give, place = future.give, future.place  # called once a running job: a simulation's pass makes thousands
     shadow, allocation = math.inf, None
-    position = 0
-    while position < len(ending):
+    position, count = 0, len(ending)
+    while position < count:
         instant = ending[position][0]
         if math.isinf(instant):
             break
-        while position < len(ending) and ending[position][0] == instant:  # all that end at one instant
-            future.give(ending[position][1])
+        while position < count and ending[position][0] == instant:  # all that end at one instant
+            give(ending[position][1])
             position += 1
-        allocation = future.place(head)
+        allocation = place(head)
         if allocation is not None:
             shadow = max(instant, now)  # a job past its estimate is expected to end at once
             break
@@ -299,7 +304,7 @@ def predicted(job: Queued) -> float:
     return value if value < job.estimate else job.estimate  # NaN is not less: the estimate
 
 
-def _backfill_predictive(free: Machine[A], running: Sequence[Running[A]], plan: Plan[A], head: Queued,
+def _backfill_predictive(free: Machine[A], running: Collection[Running[A]], plan: Plan[A], head: Queued,
                          rest: Iterator[Queued], now: float, when: Callable[[float], str], explain: bool) -> None:
     """`predictive`'s backfilling past the blocked head, in the caller's queue order. Two
     reservations: the guaranteed one, EASY's by estimates (every job's kill limit, so it holds

@@ -17,9 +17,10 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+import operator
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Protocol, Sequence
+from typing import Callable, Collection, Iterable, NamedTuple, Protocol, Sequence
 
 from infosvc.codec.swf import SwfRecord
 from infosvc.sched.policy import Plan, Policy, Queued, Running, Start, schedule
@@ -33,10 +34,11 @@ __all__ = ["Outcome", "SimJob", "Summary", "Trace", "jobs_of", "simulate", "summ
 BOUND_SECONDS = 10.0
 
 
-@dataclass(frozen=True, slots=True)
-class SimJob:
+class SimJob(NamedTuple):
     """A trace's job as the scheduler reads it (a Queued): `id` orders jobs of one submit
-    time by their number."""
+    time by their number. A tuple, as `Outcome`: a trace makes them by the hundred thousand, and a
+    tuple is made in one call where a frozen dataclass sets each field in turn (a third of a
+    small trace's simulation, measured)."""
 
     number: int
     submitted: float
@@ -50,13 +52,15 @@ class SimJob:
 
     @classmethod
     def of(cls, number: int, submitted: float, processors: int, estimate: float, run: float, user: int = -1) -> SimJob:
-        # zero-padded: the queue's tie-break on equal submit times compares ids as text
-        return cls(number, submitted, processors, estimate, run, f"{number:020d}" if number >= 0 else f"-{-number:019d}",
-                   0, user)
+        return cls(number, submitted, processors, estimate, run, _job_id(number), 0, user)
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+def _job_id(number: int) -> str:
+    # zero-padded: the queue's tie-break on equal submit times compares ids as text
+    return f"{number:020d}" if number >= 0 else f"-{-number:019d}"
+
+
+class Outcome(NamedTuple):
     job: SimJob
     start: float
     #: the run time `predictive` planned it with (NaN for the other policies)
@@ -103,23 +107,31 @@ def jobs_of(records: Iterable[tuple[int, float, float, int, int, float] | tuple[
     """(number, submit, run time, allocated, requested processors, requested time[, user]) per
     trace job, read by the conventions for a machine of `processors`."""
     trace = Trace()
+    jobs, make = trace.jobs, SimJob._make
     for record in records:
         number, submitted, run_time, allocated, requested, requested_time = record[:6]
         wanted = requested if requested > 0 else allocated
         estimate = requested_time if requested_time > 0 else run_time
-        run = min(run_time, estimate)
+        run = run_time if run_time < estimate else estimate
         if run <= 0 or wanted <= 0 or wanted > processors:
             trace.skipped += 1
             continue
-        trace.jobs.append(SimJob.of(number, submitted, wanted, estimate, run, record[6] if len(record) > 6 else -1))
-    trace.jobs.sort(key=lambda job: (job.submitted, job.id))
+        jobs.append(make((number, submitted, wanted, estimate, run, _job_id(number), 0,
+                          record[6] if len(record) > 6 else -1)))
+    jobs.sort(key=_QUEUE_ORDER)
     return trace
+
+
+#: A SimJob's place in the queue: its submit time, then its id
+_QUEUE_ORDER = operator.itemgetter(1, 5)
+#: What `jobs_of` reads of a SwfRecord: job, submit, run time, allocated and requested
+#: processors, requested time, user (picked in C: this runs once per trace line)
+_JOB_FIELDS = operator.itemgetter(0, 1, 3, 4, 7, 8, 11)
 
 
 def trace_jobs(records: Iterable[SwfRecord], processors: int) -> Trace:
     """A trace's records (infosvc.codec.swf) read by the conventions, as `jobs_of`."""
-    return jobs_of(((r.job, r.submit, r.run_time, r.allocated_processors, r.requested_processors, r.requested_time,
-                     r.user) for r in records), processors)
+    return jobs_of(map(_JOB_FIELDS, records), processors)  # type: ignore[arg-type]
 
 
 def simulate(jobs: Sequence[SimJob], processors: int, policy: Policy,
@@ -183,7 +195,7 @@ class _Queue(Protocol):
     def ended(self, user: int, run: float) -> None:
         """A job of `user` ended after `run` seconds."""
 
-    def plan(self, pool: ProcessorPool, running: list[Running[int]], now: float) -> Plan[int]: ...
+    def plan(self, pool: ProcessorPool, running: Collection[Running[int]], now: float) -> Plan[int]: ...
 
     def started(self, entry: Queued) -> tuple[SimJob, float]:
         """The trace job a start of the plan is, and the run time it was planned with (NaN: its estimate)."""
@@ -209,7 +221,7 @@ class _Arrivals:
     def ended(self, user: int, run: float) -> None:
         pass
 
-    def plan(self, pool: ProcessorPool, running: list[Running[int]], now: float) -> Plan[int]:
+    def plan(self, pool: ProcessorPool, running: Collection[Running[int]], now: float) -> Plan[int]:
         return schedule(pool, running, self.jobs.values(), now, self.policy, explain=False)
 
     def started(self, entry: Queued) -> tuple[SimJob, float]:
@@ -245,7 +257,7 @@ class _Predicted:
     def ended(self, user: int, run: float) -> None:
         self.history.record(user, run)
 
-    def plan(self, pool: ProcessorPool, running: list[Running[int]], now: float) -> Plan[int]:
+    def plan(self, pool: ProcessorPool, running: Collection[Running[int]], now: float) -> Plan[int]:
         order = self.options.order
         if self.timed:
             self.queue.sort(key=lambda w: order_key(order, w, now))
@@ -270,30 +282,46 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
     """The discrete-event loop: at each instant, completions, then arrivals, then one pass of the
     queue's policy, whose starts take their processors until they end (at start + run)."""
     pool = ProcessorPool.empty(processors)
-    # How many queued jobs ask each number of processors: with fewer free than the narrowest asks,
-    # no policy can start anything, and the pass is skipped (the same decisions, far fewer passes).
-    asking = [0] * (processors + 1)
-    narrowest = processors + 1
+    # How many queued jobs ask each number of processors, and a heap of those numbers: with fewer
+    # free than the narrowest asks, no policy can start anything, and the pass is skipped (the same
+    # decisions, far fewer passes). A heap, not a scan up the counts: a scan costs up to the
+    # machine's processors each time the queue empties, which on a large, lightly loaded machine is
+    # nearly every pass.
+    asking: dict[int, int] = {}
+    sizes: list[int] = []  # a heap of the numbers asked; a number no longer asked leaves when it comes to the top
     running: dict[str, Running[int]] = {}
     ends: list[tuple[float, str, int, float]] = []  # (end, job id, user, run): a heap
     outcomes: list[Outcome] = []
+    push, pop = heapq.heappush, heapq.heappop
+    count = len(jobs)
+    submits = [job.submitted for job in jobs]
+    submits.append(math.inf)
     arrival = 0
     clock = time.monotonic()
-    while arrival < len(jobs) or ends:
-        now = min(jobs[arrival].submitted if arrival < len(jobs) else math.inf, ends[0][0] if ends else math.inf)
-        while ends and ends[0][0] == now:  # completions first
-            _, job_id, user, run = heapq.heappop(ends)
+    while arrival < count or ends:
+        next_end = ends[0][0] if ends else math.inf
+        now = submits[arrival] if submits[arrival] < next_end else next_end
+        while next_end == now:  # completions first
+            _, job_id, user, run = pop(ends)
             pool.give(running.pop(job_id).allocation)
             queue.ended(user, run)
-        while arrival < len(jobs) and jobs[arrival].submitted == now:  # then arrivals
+            next_end = ends[0][0] if ends else math.inf
+        while submits[arrival] == now:  # then arrivals
             job = jobs[arrival]
             queue.arrive(job, now)
-            asking[job.processors] += 1
-            narrowest = min(narrowest, job.processors)
+            wanted = job.processors
+            if not asking.get(wanted):
+                push(sizes, wanted)
+                asking[wanted] = 0
+            asking[wanted] += 1
             arrival += 1
-        if not queue or pool.free < narrowest:
+        if not queue:
             continue
-        plan = queue.plan(pool, list(running.values()), now)
+        while not asking[sizes[0]]:
+            pop(sizes)
+        if pool.free < sizes[0]:
+            continue
+        plan = queue.plan(pool, running.values(), now)
         if not plan.starts:
             continue
         for start in plan.starts:
@@ -301,11 +329,9 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
             pool.take(start.allocation)
             asking[job.processors] -= 1
             running[job.id] = Running(job.id, now, job.estimate, start.allocation, planned)
-            heapq.heappush(ends, (now + job.run, job.id, job.user, job.run))
+            push(ends, (now + job.run, job.id, job.user, job.run))
             outcomes.append(Outcome(job, now, planned))
         queue.leave(plan.starts)
-        while narrowest <= processors and not asking[narrowest]:
-            narrowest += 1
         if progress is not None and time.monotonic() - clock >= every:
             clock = time.monotonic()
             progress(len(outcomes), now)
