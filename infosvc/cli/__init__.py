@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import logging
 import os
 import sys
 from pathlib import Path
@@ -123,6 +122,7 @@ def tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import logging
     import sqlite3
     import subprocess
 
