@@ -297,7 +297,7 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
     pool = ProcessorPool.empty(processors)
     # How many queued jobs ask each number of processors, and a heap of those numbers: with fewer
     # free than the narrowest asks, no policy can start anything, and the pass is skipped (the same
-    # decisions, far fewer passes). A heap, not a scan up the counts: a scan costs up to the
+    # decisions, far fewer passes; FCFS's too while its head does not fit). A heap, not a scan up the counts: a scan costs up to the
     # machine's processors each time the queue empties, which on a large, lightly loaded machine is
     # nearly every pass.
     asking: dict[int, int] = {}
@@ -306,6 +306,7 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
     ends: list[tuple[float, str, int, float]] = []  # (end, job id, user, run): a heap
     outcomes: list[Outcome] = []
     push, pop, learns, arrivals, policy = heapq.heappush, heapq.heappop, queue.learns, queue.arrivals, queue.policy
+    fcfs = policy is Policy.FCFS and arrivals is not None
     count = len(jobs)
     submits = [job.submitted for job in jobs]
     submits.append(math.inf)
@@ -339,6 +340,8 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
             pop(sizes)
         if pool.free < sizes[0]:
             continue
+        if fcfs and pool.free < next(iter(arrivals.values())).processors:  # type: ignore[union-attr]
+            continue  # FCFS starts nothing while its head does not fit
         plan = (schedule(pool, running.values(), arrivals.values(), now, policy, explain=False) if arrivals is not None
                 else queue.plan(pool, running.values(), now))
         if not plan.starts:
