@@ -13,10 +13,14 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[server,test]'
 	touch $(STAMP)
 
-# The aggregator on an embedded SQLite file in var/, with an agent for this host (Ctrl-C stops both).
+# The aggregator on an embedded SQLite file in var/, with an agent for this host (Ctrl-C stops both),
+# and an admin and a submit token for you beside the file (it prints how to use them). RUN_JOBS=1:
+# the agent also runs the jobs placed on this host, as you (never as root).
+RUN_JOBS ?=
 run: $(STAMP)
 	mkdir -p var
-	$(VENV)/bin/infosvc serve --db var/infosvc.sqlite --local-agent --listen $(LISTEN)
+	$(VENV)/bin/infosvc serve --db var/infosvc.sqlite --local-agent --user-tokens \
+		$(if $(filter 1 yes true,$(RUN_JOBS)),--run-jobs) --listen $(LISTEN)
 
 # The suite on both cores (pytest-xdist), then the tests that time the service from outside, alone.
 test: $(STAMP)

@@ -11,6 +11,11 @@ cover the same ground, scraped over HTTP: CPU per scrape and RSS. Beside them: o
 
 Run with `make bench` (or `python bench/agent.py`); prints a table and writes
 bench/results/agent.json.
+
+`python bench/agent.py --gpu` measures the GPU probe alone: the same whole cycle (connection kept)
+on this host with and without the probe, and through --proc-root/--sys-root on fixture trees
+(tests/fixtures/host1 with no GPU, with the 8-GPU NVIDIA node's files, with the AMD node's), round
+after round; writes bench/results/agent-gpu.json.
 """
 
 from __future__ import annotations
@@ -34,8 +39,13 @@ TARGET_PARSE_US = 200.0
 
 _SAMPLER = r"""
 import json, statistics, sys, time
+from infosvc_agents import collectors
 from infosvc_agents.agent import HostAgent
-agent = HostAgent.for_host()
+if sys.argv[2:3] == ["no-gpu"]:  # the agent as it was before it had a GPU probe
+    every = collectors.default_collectors
+    collectors.default_collectors = lambda *a, **k: [c for c in every(*a, **k) if c.name != "gpus"]
+roots = dict(zip(("proc_root", "sys_root", "etc_root"), sys.argv[3:6]))
+agent = HostAgent.for_host(**roots)
 first = agent.document()
 n = int(sys.argv[1])
 walls = []
@@ -54,10 +64,13 @@ print(json.dumps({"samples": n, "cpu_ms": cpu / n * 1e3, "wall_ms_median": stati
 
 _CYCLE = r"""
 import json, sys, time
-from infosvc_agents import cli, push
+from infosvc_agents import cli, collectors, push
 warm, cycles, mode, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 if mode == "dropped":
     push.KEEP_CONNECTION_BELOW = 0.0  # as with an interval longer than that
+if mode == "no-gpu":  # the agent as it was before it had a GPU probe
+    every = collectors.default_collectors
+    collectors.default_collectors = lambda *a, **k: [c for c in every(*a, **k) if c.name != "gpus"]
 run = push.PushLoop.run
 def measured(self, samples=None):
     run(self, samples=warm)
@@ -73,8 +86,10 @@ sys.exit(cli.main(sys.argv[5:]))
 """
 
 
-def agent_cycle(cycles: int = 1000, interval: float = 0.02, warm: int = 50) -> dict:
-    """The agent's whole cycle against a real server, kept and dropped connection: see the docstring."""
+def agent_cycle(cycles: int = 1000, interval: float = 0.02, warm: int = 50,
+                runs: dict[str, tuple[str, list[str]]] | None = None) -> dict:
+    """The agent's whole cycle against a real server, kept and dropped connection: see the docstring.
+    `runs`: name -> (mode, extra agent arguments) to measure instead."""
     import secrets
     import tempfile
 
@@ -86,22 +101,25 @@ def agent_cycle(cycles: int = 1000, interval: float = 0.02, warm: int = 50) -> d
         server, port = start_server(tmp, f"agent {token} bench-agent.bench\n")
         try:
             results = {}
-            for mode in ("kept", "dropped"):
-                out = Path(tmp, f"{mode}.json")
+            for name, (mode, extra) in (runs or {"kept": ("kept", []), "dropped": ("dropped", [])}).items():
+                out = Path(tmp, f"{name}.json")
                 subprocess.run([sys.executable, "-c", _CYCLE, str(warm), str(cycles), mode, str(out),
                                 "--server", f"http://127.0.0.1:{port}", "--token-file", f"{tmp}/agent.token",
-                                "--id", "bench-agent.bench", "--interval", str(interval), "--samples", str(cycles)],
+                                "--id", "bench-agent.bench", "--interval", str(interval), "--samples", str(cycles),
+                                *extra],
                                check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
-                results[mode] = json.loads(out.read_text())
+                results[name] = json.loads(out.read_text())
         finally:
             server.terminate()
             server.wait(timeout=30)
     return results
 
 
-def agent_sample(samples: int = 2000) -> dict:
-    """Sample in a fresh process, so RSS is the agent's own and nothing of the benchmark's."""
-    out = subprocess.run([sys.executable, "-c", _SAMPLER, str(samples)], check=True, capture_output=True, text=True)
+def agent_sample(samples: int = 2000, mode: str = "kept", roots: tuple[str, ...] = ()) -> dict:
+    """Sample in a fresh process, so RSS is the agent's own and nothing of the benchmark's; `mode`
+    no-gpu leaves the GPU probe out, `roots` are its proc, sys and etc roots."""
+    out = subprocess.run([sys.executable, "-c", _SAMPLER, str(samples), mode, *roots], check=True,
+                         capture_output=True, text=True)
     return json.loads(out.stdout)
 
 
@@ -153,6 +171,54 @@ def node_parse(rounds: int = 5000) -> dict:
             "decode_to_model_us_median": decode_median, "decode_to_model_us_p95": decode_p95}
 
 
+FIXTURES = HERE.parent / "tests" / "fixtures"
+
+
+def gpu_trees(tmp: str) -> dict[str, Path]:
+    """host1's tree alone, and with each GPU node's files laid over it."""
+    import shutil
+
+    trees = {}
+    for name, gpus in (("no GPU", None), ("8 NVIDIA GPUs", "gpu-nvidia8"), ("4 AMD GPUs", "gpu-amd")):
+        root = Path(shutil.copytree(FIXTURES / "host1", Path(tmp, name.replace(" ", "-")), symlinks=True))
+        if gpus:
+            shutil.copytree(FIXTURES / gpus, root, dirs_exist_ok=True, symlinks=True)
+        trees[name] = root
+    return trees
+
+
+def gpu_probe(cycles: int, rounds: int) -> dict:
+    """The whole cycle (connection kept) with and without the GPU probe: see the docstring."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        runs: dict[str, tuple[str, list[str]]] = {"this host, no probe": ("no-gpu", []), "this host": ("kept", [])}
+        for name, root in gpu_trees(tmp).items():
+            runs[f"tree, {name}"] = ("kept", ["--proc-root", str(root / "proc"), "--sys-root", str(root / "sys"),
+                                              "--etc-root", str(root / "etc")])
+        results = [agent_cycle(cycles, interval=0.01, runs=runs) for _ in range(rounds)]
+        # one sample alone (collect, build, serialize), many in a row: less noise than the whole cycle
+        alone = [{name: agent_sample(2000, mode, tuple(extra[1::2])) for name, (mode, extra) in runs.items()}
+                 for _ in range(rounds)]
+    print(f"{'connection kept':30} {'whole cycle CPU ms, each round':>30} {'median':>7} "
+          f"{'sample alone CPU ms':>22} {'median':>7} {'RSS MiB':>8}")
+    summary = {}
+    for name in runs:
+        cpus = [r[name]["cpu_ms"] for r in results]
+        samples = [r[name]["cpu_ms"] for r in alone]
+        rss = max(r[name]["rss_mib"] for r in results)
+        summary[name] = {"cycle_cpu_ms": cpus, "cycle_cpu_ms_median": statistics.median(cpus), "rss_mib": rss,
+                         "sample_cpu_ms": samples, "sample_cpu_ms_median": statistics.median(samples),
+                         "document_bytes": alone[0][name]["document_bytes"],
+                         "delivered": [r[name]["delivered"] for r in results]}
+        print(f"{name:30} {' '.join(f'{c:6.3f}' for c in cpus):>30} {statistics.median(cpus):7.3f} "
+              f"{' '.join(f'{c:6.3f}' for c in samples):>22} {statistics.median(samples):7.3f} {rss:8.1f}")
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "agent-gpu.json").write_text(json.dumps({"rounds": results, "alone": alone,
+                                                                 "summary": summary}, indent=2))
+    return summary
+
+
 def main() -> int:
     import node_exporter
 
@@ -161,7 +227,11 @@ def main() -> int:
     args.add_argument("--rounds", type=int, default=3,
                       help="rounds, each node_exporter then the agent's two modes, back to back (3): the ratios are "
                            "each round's, their median the figure")
+    args.add_argument("--gpu", action="store_true", help="measure the GPU probe alone (see the docstring)")
     opts = args.parse_args()
+    if opts.gpu:
+        gpu_probe(opts.cycles, opts.rounds)
+        return 0
     binary = node_exporter.ensure_installed()
     rounds = []
     for _ in range(opts.rounds):

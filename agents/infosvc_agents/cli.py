@@ -202,7 +202,9 @@ def default_task_state(spool: str | None) -> str:
 
 def _executor(args: argparse.Namespace) -> "Executor | None":
     from infosvc_agents.accounts import AccountPolicy, read_map
+    from infosvc_agents.collectors.gpus import GpuCollector
     from infosvc_agents.executor import Executor
+    from infosvc_agents.gpu_devices import devices_of
     from infosvc_agents.push import Sender, read_token
 
     state = args.task_state or default_task_state(args.spool)
@@ -211,8 +213,10 @@ def _executor(args: argparse.Namespace) -> "Executor | None":
                                  mapping=read_map(args.run_as_map) if args.run_as_map else {})
         accounts.check()
         sender = Sender(args.server, read_token(args.executor_token_file, role="executor"), ca_file=args.ca_file)
+        gpus = GpuCollector(args.proc_root, args.sys_root)
         return Executor(sender, state=state, accounts=accounts, interval=args.jobs_interval,
-                        containment=args.containment, work_root=args.work_root, work_keep=args.work_keep)
+                        containment=args.containment, work_root=args.work_root, work_keep=args.work_keep,
+                        devices=lambda: devices_of(gpus.gpus))
     except (OSError, ValueError) as exc:
         print(f"infosvc-agent: {exc}", file=sys.stderr)
         return None

@@ -36,10 +36,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from infosvc_agents import taskrun
 from infosvc_agents.accounts import Account, AccountError, AccountPolicy
+from infosvc_agents.gpu_devices import Device, environment, pick
 from infosvc_agents.push import PushError, Sender
 
 __all__ = ["Executor", "TaskRecord"]
@@ -60,6 +61,8 @@ REMOVING = ".removing"
 #: Seconds an `rm` of a job's directory may take before it is killed.
 REMOVAL_SECONDS = 600.0
 ENDED_SENT = "ended.sent"
+#: the GPUs a task was given, a gpu_devices.Device key a line (absent: none)
+GPUS = "gpus"
 
 
 #: An end report's reason, at most: the server takes 1,000 characters in a report of 4 KiB.
@@ -113,6 +116,8 @@ class TaskRecord:
     # restart: not stat'ed at every round)
     started_sent: bool = False
     ended_sent: bool = False
+    #: the GPUs it was given (gpu_devices.Device keys), as the file GPUS in its directory keeps them
+    gpus: tuple[str, ...] = ()
 
     def mark_sent(self, name: str) -> None:
         (self.path / name).touch()
@@ -223,7 +228,8 @@ class Executor:
     def __init__(self, sender: Sender, *, state: str | Path, accounts: AccountPolicy | None = None,
                  interval: float = 2.0, containment: str = "auto", work_root: str | Path | None = None,
                  work_keep: float = 86400.0, grace: float = taskrun.GRACE_SECONDS,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 devices: Callable[[], Sequence[Device]] | None = None) -> None:
         self.sender = sender
         self.interval = interval
         self.accounts = accounts or AccountPolicy()
@@ -232,6 +238,8 @@ class Executor:
         self.work_keep = work_keep
         self.grace = grace
         self.clock = clock
+        #: this host's GPUs a job can be given (the agent's scan: gpu_devices.devices_of)
+        self.devices: Callable[[], Sequence[Device]] = devices or (lambda: ())
         self.state = Path(state)
         self.tasks: dict[tuple[str, int, int], TaskRecord] = {}
         self._stop = threading.Event()
@@ -271,6 +279,10 @@ class Executor:
             record = TaskRecord(found["job"], int(found["task"]), int(found["attempt"]), entry,
                                 started_sent=(entry / STARTED_SENT).exists(), ended_sent=(entry / ENDED_SENT).exists())
             self.tasks[record.key] = record
+            try:  # the GPUs it holds while it runs: no other job is given them
+                record.gpus = tuple((entry / GPUS).read_text().split())
+            except FileNotFoundError:
+                pass
             if record.ended_sent:
                 # done with, but forgotten only once the server no longer lists it (_forget): a
                 # listed task is never started again
@@ -348,11 +360,26 @@ class Executor:
         except ValueError as exc:
             self._not_started(record, f"Arguments: {exc}")
             return
+        gpu_environment: dict[str, str] = {}
+        count = int(order.get("gpus") or 0)
+        devices = list(self.devices())
+        if count > 0 or devices:
+            given = self._gpus_for(job, devices, count)
+            if given is None:
+                self._not_started(record, f"asked {count} GPUs on this host: {len(devices)} here, "
+                                          f"{len(devices) - len(self._held(job))} not held by other jobs")
+                return
+            record.gpus = tuple(d.key for d in given)
+            if record.gpus:
+                _write_atomically(path / GPUS, "\n".join(record.gpus).encode())
+            gpu_environment = environment(devices, given)
         supervised = {
             "job": job, "task": task, "key": path.name, "argv": argv, "workdir": workdir,
             "environment": {"PATH": DEFAULT_PATH, "HOME": account.home if account else os.environ.get("HOME", "/"),
                             "USER": account.name if account else "", "LOGNAME": account.name if account else "",
-                            "INFOSVC_JOB": job, "INFOSVC_TASK": str(task), **order.get("environment", {})},
+                            "INFOSVC_JOB": job, "INFOSVC_TASK": str(task), **order.get("environment", {}),
+                            # after the job's own: a job does not name GPUs it was not given
+                            **gpu_environment},
             "stdin": order.get("stdin"), "stdout": order.get("stdout"), "stderr": order.get("stderr"),
             "deadline": order.get("deadline"), "grace": self.grace, "containment": self.containment,
             "account": None if account is None else {"name": account.name, "uid": account.uid, "gid": account.gid},
@@ -386,6 +413,21 @@ class Executor:
                 os.close(lock)  # the supervisor holds it now (or nobody does, and it is not started)
         log.info("job %s task %d handed to its %s (pid %d)%s", job, task, how, record.pid,
                  f" as {account.name}" if account else "")
+
+    def _held(self, job: str) -> set[Device]:
+        """The GPUs the running tasks of other jobs hold."""
+        return {Device.of_key(key) for record in self.tasks.values()
+                if record.result is None and record.job != job for key in record.gpus}
+
+    def _gpus_for(self, job: str, devices: Sequence[Device], count: int) -> tuple[Device, ...] | None:
+        """The GPUs a task of `job` is given: those its job's running tasks here hold (a job's tasks
+        share its GPUs on a host), else `count` that no running job holds; None when too few are free."""
+        if count <= 0:
+            return ()
+        for record in self.tasks.values():
+            if record.job == job and record.result is None and len(record.gpus) >= count:
+                return tuple(Device.of_key(key) for key in record.gpus[:count])
+        return pick(devices, self._held(job), count)
 
     def _job_directory(self, job: str, account: Account | None) -> str:
         """The job's own directory under --work-root (made for its account, 0700), else the account's home."""

@@ -1,9 +1,9 @@
 """The mapping from one sample of host facts to an SSS Node (documented in docs/node-mapping.md).
 
 GLUE needs more host detail than the SSS Node's fixed elements hold, so the detail rides on the
-spec's own extension points: named Resource elements for file systems, network adapters and load,
-and Extension elements whose `type` names the context (Processor, OperatingSystem,
-FileSystem:/scratch, NetworkAdapter:eth0, Agent).
+spec's own extension points: named Resource elements for file systems, network adapters, load and
+GPUs, and Extension elements whose `type` names the context (Processor, OperatingSystem,
+FileSystem:/scratch, NetworkAdapter:eth0, GPU:0000:17:00.0, Agent).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from infosvc.model.durations import format_seconds
 from infosvc.model.node import Consumable, Extension, Node, PartTable, consumable_key
 
 from infosvc_agents.collectors import CollectorRun
+from infosvc_agents.collectors.gpus import AVAILABLE_STATES, BUSY, gpu_state
 
 MB: Final = float(1 << 20)
 KB: Final = 1 << 10
@@ -68,6 +69,8 @@ def build_node(runs: Mapping[str, CollectorRun], *, host_id: str | None = None,
         _filesystems(node, filesystems)
     if (adapters := facts.get("network")) is not None:
         _network(node, adapters)
+    if gpus := facts.get("gpus"):
+        _gpus(node, gpus)
     return node
 
 
@@ -159,3 +162,83 @@ def _network(node: Node, adapters: Any) -> None:
             bandwidth += nic.speed_mbps
     if bandwidth:
         node.configured.add(_con("Network", bandwidth, units="Mbit/s"))
+
+
+GpuParts = tuple[tuple[Extension, ...], tuple[tuple[str, tuple[Extension, ...]], ...]]
+
+#: id(gpu) -> (gpu, the Extensions of what it is and of what each MIG instance is, with the
+#: instance's context): the collector hands out the same Gpu object from one scan to the next, so
+#: these are looked up once per scan, not per sample.
+_gpu_parts: dict[int, tuple[Any, GpuParts]] = {}
+
+
+def _gpu_extensions(gpu: Any) -> GpuParts:
+    kept = _gpu_parts.get(id(gpu))
+    if kept is not None and kept[0] is gpu:
+        return kept[1]
+    context = f"GPU:{gpu.bus_id}"
+    own = [_ext(name, value, context) for name, value in (
+        ("Vendor", gpu.vendor), ("Model", gpu.model), ("PCIId", gpu.pci_id), ("Driver", gpu.driver),
+        ("UUID", gpu.uuid), ("VideoBIOS", gpu.vbios), ("ComputeCapability", gpu.compute_capability)) if value]
+    own += [_ext(name, str(number), context) for name, number in (("Index", gpu.index), ("Minor", gpu.minor))
+            if number is not None]
+    if gpu.mig_enabled or gpu.mig:
+        own.append(_ext("MIG", "enabled", context))
+    migs = []
+    for mig in gpu.mig:
+        mig_context = f"{context}/gi{mig.gpu_instance}/ci{mig.compute_instance}"
+        parts = [_ext("Model", mig.model, mig_context)]
+        if mig.uuid:
+            parts.append(_ext("UUID", mig.uuid, mig_context))
+        if mig.memory_total is not None:
+            parts.append(_ext("Memory", str(round(mig.memory_total / MB)), mig_context))
+        migs.append((mig_context, tuple(parts)))
+    if len(_gpu_parts) >= 256:
+        _gpu_parts.clear()
+    made: GpuParts = (tuple(own), tuple(migs))
+    _gpu_parts[id(gpu)] = (gpu, made)
+    return made
+
+
+def _gpus(node: Node, samples: Any) -> None:
+    """Each GPU (or MIG instance) a job can be given counts in `Resource name="GPU"` of its model's
+    type; each GPU's memory and utilisation, and what it is, are its own (type: its PCI address)."""
+    configured: dict[str, int] = {}
+    available: dict[str, int] = {}
+    busy: dict[str, int] = {}
+    ext = node.extensions
+    for sample in samples:
+        gpu, use = sample.gpu, sample.use
+        units = sample.units()
+        for model, state in units:
+            configured[model] = configured.get(model, 0) + 1
+            if state in AVAILABLE_STATES:
+                available[model] = available.get(model, 0) + 1
+            elif state == BUSY:
+                busy[model] = busy.get(model, 0) + 1
+        bus_id = gpu.bus_id
+        total, used = gpu.memory_total, use.memory_used
+        if total is not None:
+            node.configured.add(_con("Resource", total / MB, units="MB", name="GPUMemory", type=bus_id))
+            if used is not None:
+                node.available.add(_con("Resource", max(total - used, 0) / MB, units="MB", name="GPUMemory",
+                                        type=bus_id))
+        if used is not None:
+            node.utilized.add(_con("Resource", used / MB, units="MB", name="GPUMemory", type=bus_id))
+        if use.utilization is not None:
+            node.utilized.add(_con("Resource", use.utilization, units="%", metric="Average", name="GPUUtilization",
+                                   type=bus_id))
+        own, migs = _gpu_extensions(gpu)
+        context = f"GPU:{bus_id}"
+        failure = sample.failure
+        ext.extend(own)
+        ext.append(_ext("State", gpu_state(units, failure), context))
+        if failure is not None:
+            ext.append(_ext("ProbeFailed", failure, context))
+        for (mig_context, parts), (_model, state) in zip(migs, units):
+            ext.extend(parts)
+            ext.append(_ext("State", state, mig_context))
+    for model, count in sorted(configured.items()):
+        node.configured.add(_con("Resource", float(count), name="GPU", type=model))
+        node.available.add(_con("Resource", float(available.get(model, 0)), name="GPU", type=model))
+        node.utilized.add(_con("Resource", float(busy.get(model, 0)), name="GPU", type=model))

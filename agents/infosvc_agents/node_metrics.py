@@ -4,7 +4,8 @@ Named as node_exporter names them where they mean the same thing (node_cpu_secon
 node_load1, node_memory_*_bytes, node_filesystem_*{device,fstype,mountpoint}, node_network_*{device},
 node_uname_info, node_os_info), with its types and label names, so dashboards
 and alerts written for node_exporter work on them; what node_exporter has no name for is
-`infosvc_node_*` (the host) or `infosvc_agent_*` (the agent itself). Each metric's type, help and
+`infosvc_node_*` (the host: its GPUs too, in node_exporter's style of names and base units, bytes
+and ratios, where DCGM exporter has MiB and percent) or `infosvc_agent_*` (the agent itself). Each metric's type, help and
 labels are declared once, in METRICS, which docs/node-mapping.md lists.
 
 The values are those of the newest sample, not read at scrape time: a scrape costs no /proc reads
@@ -43,6 +44,8 @@ FS: Final = ("device", "fstype", "mountpoint")
 CPU_MODES: Final = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 GUEST_MODES: Final = ("user", "nice")
 #: os-release's keys as node_os_info's labels, in node_exporter's order.
+#: infosvc_node_gpu_info's labels: gpu is the PCI address, as every infosvc_node_gpu_* has it.
+GPU_INFO: Final = ("gpu", "vendor", "model", "uuid", "driver", "index")
 OS_RELEASE_LABELS: Final = ("build_id", "id", "id_like", "image_id", "image_version", "name", "pretty_name",
                             "variant", "variant_id", "version", "version_codename", "version_id")
 
@@ -79,6 +82,17 @@ METRICS: Final[dict[str, MetricSpec]] = {
     "infosvc_node_processors": MetricSpec("gauge", (), "Logical CPUs online (SSS Configured Processors)."),
     "infosvc_node_processors_busy": MetricSpec(
         "gauge", (), "Busy logical CPUs averaged over the sample's span (SSS Utilized Processors, unrounded)."),
+    "infosvc_node_gpus": MetricSpec("gauge", ("model", "state"),
+                                    "GPUs (or MIG instances) a job can be given, by model and state "
+                                    "(idle, busy, unknown, failed, excluded, no driver)."),
+    "infosvc_node_gpu_info": MetricSpec("gauge", GPU_INFO, "A metric with a constant '1' value labeled by "
+                                                           f"{', '.join(GPU_INFO)}."),
+    "infosvc_node_gpu_up": MetricSpec("gauge", ("gpu",), "1 if the GPU's probe succeeded in the newest sample, 0 if not."),
+    "infosvc_node_gpu_memory_total_bytes": MetricSpec("gauge", ("gpu",), "GPU memory in bytes."),
+    "infosvc_node_gpu_memory_used_bytes": MetricSpec("gauge", ("gpu",), "GPU memory in use in bytes."),
+    "infosvc_node_gpu_utilization_ratio": MetricSpec("gauge", ("gpu",),
+                                                     "Fraction of the driver's last sample period the GPU was busy."),
+    "infosvc_node_gpu_processes": MetricSpec("gauge", ("gpu",), "Compute processes running on the GPU."),
     # the agent itself
     "infosvc_agent_sample_timestamp_seconds": MetricSpec("gauge", (), "When the newest sample was taken (Unix time)."),
     "infosvc_agent_collector_success": MetricSpec("gauge", ("collector",),
@@ -165,6 +179,8 @@ class NodeMetrics(Collector):
         if processors is not None:
             out.add("infosvc_node_processors", processors.info.logical)
             out.add("infosvc_node_processors_busy", min(max(processors.usage.busy, 0.0), float(processors.info.logical)))
+        if gpus := facts.get("gpus"):
+            _gpu_metrics(out, gpus)
         if (stamp := self.sampled_at()) is not None:
             out.add("infosvc_agent_sample_timestamp_seconds", stamp)
         for name, run in sorted(runs.items()):
@@ -177,6 +193,28 @@ class NodeMetrics(Collector):
             out.add("infosvc_agent_samples_dropped_total", self.loop.dropped)
             out.add("infosvc_agent_samples_kept", len(self.loop.kept))
         yield from out.made.values()
+
+
+def _gpu_metrics(out: _Families, samples: Any) -> None:
+    units: dict[tuple[str, str], int] = {}
+    for sample in samples:
+        gpu, use = sample.gpu, sample.use
+        for unit in sample.units():
+            units[unit] = units.get(unit, 0) + 1
+        bus_id = gpu.bus_id
+        out.add("infosvc_node_gpu_info", 1.0, bus_id, gpu.vendor, gpu.model, gpu.uuid or "", gpu.driver or "",
+                "" if gpu.index is None else str(gpu.index))
+        out.add("infosvc_node_gpu_up", 0.0 if sample.failure else 1.0, bus_id)
+        if gpu.memory_total is not None:
+            out.add("infosvc_node_gpu_memory_total_bytes", gpu.memory_total, bus_id)
+        if use.memory_used is not None:
+            out.add("infosvc_node_gpu_memory_used_bytes", use.memory_used, bus_id)
+        if use.utilization is not None:
+            out.add("infosvc_node_gpu_utilization_ratio", use.utilization / 100.0, bus_id)
+        if use.processes is not None:
+            out.add("infosvc_node_gpu_processes", use.processes, bus_id)
+    for (model, state), count in sorted(units.items()):
+        out.add("infosvc_node_gpus", count, model, state)
 
 
 def split_listen(listen: str) -> tuple[str, int]:

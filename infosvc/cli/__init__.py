@@ -3,7 +3,8 @@
 `infosvc serve` runs the aggregator; `infosvc validate FILE...` checks SSS Node and job documents
 and says what is wrong and where (infosvc/cli/validate.py); `infosvc status` prints a server's
 hosts, subclusters and CEs (infosvc/cli/status.py); `submit`, `jobs`, `cancel` and `why` use its
-job queue (infosvc/cli/jobs.py); `hosts` and `match` an admin's decisions and the dry run
+job queue (infosvc/cli/jobs.py), `hold`, `release`, `requeue`, `priority` and `show` a job's
+controls (infosvc/cli/jobcontrols.py); `hosts` and `match` an admin's decisions and the dry run
 (infosvc/cli/hosts.py); `ldif` prints the site as GLUE LDIF for a BDII (infosvc/cli/ldif.py);
 `simulate` replays a workload trace (infosvc/cli/simulate.py).
 """
@@ -12,7 +13,10 @@ from __future__ import annotations
 
 import argparse
 import errno
+import getpass
 import os
+import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, AsyncIterator
@@ -21,6 +25,10 @@ if TYPE_CHECKING:
     import ssl
 
 from infosvc import __version__
+
+
+#: where the commands find the aggregator when neither --server nor $INFOSVC_SERVER says
+DEFAULT_SERVER = "http://127.0.0.1:8080"
 
 
 def parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -38,6 +46,12 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
                        help="also run an agent for this host, with a token made for it")
     serve.add_argument("--agent-interval", type=float, default=10.0, metavar="SECONDS",
                        help="the local agent's interval (10)")
+    serve.add_argument("--run-jobs", action="store_true",
+                       help="with --local-agent: its executor runs the jobs placed on this host, as the user "
+                            "running serve (never root)")
+    serve.add_argument("--user-tokens", action="store_true",
+                       help="make an admin and a submit token for the user running serve, kept beside the "
+                            "database (DB.admin-token, DB.submit-token, mode 0600), and print how to use them")
     serve.add_argument("--tls-cert", metavar="FILE",
                        help="serve https: the server's certificate chain (PEM); needs --tls-key")
     serve.add_argument("--tls-key", metavar="FILE", help="the private key (PEM) of --tls-cert")
@@ -54,11 +68,11 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     validate.add_argument("files", nargs="+", metavar="FILE")
     validate.add_argument("--json", action="store_true", help="print each node or job, or each error, as JSON")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--server", metavar="URL", default="http://127.0.0.1:8080",
-                        help="the aggregator (http://127.0.0.1:8080)")
-    common.add_argument("--token-file", metavar="FILE",
+    common.add_argument("--server", metavar="URL", default=os.environ.get("INFOSVC_SERVER") or DEFAULT_SERVER,
+                        help=f"the aggregator (default: $INFOSVC_SERVER, else {DEFAULT_SERVER})")
+    common.add_argument("--token-file", metavar="FILE", default=os.environ.get("INFOSVC_TOKEN_FILE") or None,
                         help="the token to present (a submit or admin token to submit and cancel; any, for "
-                             "reads, when the server requires one)")
+                             "reads, when the server requires one; default: $INFOSVC_TOKEN_FILE)")
     common.add_argument("--ca-file", metavar="FILE", help="CA certificates to verify an https server with")
     from infosvc.cli.simulate import add_command
 
@@ -69,12 +83,14 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     from infosvc.cli.jobs import add_commands
     from infosvc.cli.ldif import add_command as add_ldif_command
     from infosvc.cli.status import add_command as add_status_command
+    from infosvc.cli.jobcontrols import add_commands as add_control_commands
 
     add_status_command(commands, common)
     add_ldif_command(commands, common)
     add_commands(commands, common)
     add_host_commands(commands, common)
     add_command(commands, common)
+    add_control_commands(commands, common)
     return p
 
 
@@ -136,7 +152,7 @@ def _serve(args: argparse.Namespace) -> int:
     from infosvc.config import ConfigError
     from infosvc.config import with_upstreams
     from infosvc.model.hostid import HostIdError, host_id
-    from infosvc.hosts import Role, TokenFileError, Tokens
+    from infosvc.hosts import USER_NAME, Role, TokenFileError, Tokens
 
     from infosvc.cli.logs import configure
 
@@ -155,16 +171,36 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"infosvc: {exc}", file=sys.stderr)
         return 2
     db = args.db or config.service.db
+    if args.run_jobs and not args.local_agent:
+        print("infosvc: --run-jobs is the local agent's: use it with --local-agent", file=sys.stderr)
+        return 2
+    if args.run_jobs and os.geteuid() == 0:
+        print("infosvc: --run-jobs runs jobs as the user running serve, and that is root: run serve as "
+              "another user, or run an agent of its own with --run-jobs --run-as ACCOUNT (docs/operations.md)",
+              file=sys.stderr)
+        return 2
     agent_token: Path | None = None
-    if args.local_agent:
-        try:
-            agent_token, token = local_agent_token(db)
+    executor_token: Path | None = None
+    user_tokens: dict[Role, Path] = {}
+    try:
+        if args.local_agent:
+            agent_token, token = token_beside(db, "local-agent-token")
             # Bound to this host as a tokens file's HOST column binds: it overrides a binding the
             # store keeps for another token (a token file removed to rotate it).
             tokens.add(token, Role.AGENT, host=host_id(os.uname().nodename))
-        except (OSError, TokenFileError, HostIdError) as exc:
-            print(f"infosvc: the local agent's token: {exc}", file=sys.stderr)
-            return 1
+        if args.run_jobs:
+            executor_token, token = token_beside(db, "local-executor-token")
+            tokens.add(token, Role.EXECUTOR, host=host_id(os.uname().nodename))
+        if args.user_tokens:
+            user = getpass.getuser()
+            for role in (Role.ADMIN, Role.SUBMIT):
+                user_tokens[role], token = token_beside(db, f"{role.value}-token")
+                # the submit token files the jobs of the user running serve (their owner)
+                bound = user if role is Role.SUBMIT and USER_NAME.match(user) else None
+                tokens.add(token, role, user=bound)
+    except (OSError, TokenFileError, HostIdError) as exc:
+        print(f"infosvc: the tokens made beside {db}: {exc}", file=sys.stderr)
+        return 1
     url = f"{'https' if tls else 'http'}://{host if ':' not in host else f'[{host}]'}:{port}"
 
     async def local_agent(app: web.Application) -> AsyncIterator[None]:
@@ -172,9 +208,11 @@ def _serve(args: argparse.Namespace) -> int:
         # the agent stops before the store closes.
         agent = None
         if agent_token is not None:
+            jobs = ["--run-jobs", "--executor-token-file", str(executor_token),
+                    "--task-state", f"{db}.local-tasks"] if executor_token is not None else []
             agent = subprocess.Popen([sys.executable, "-m", "infosvc_agents", "--server", url,
                                       "--token-file", str(agent_token), "--id", host_id(os.uname().nodename),
-                                      "--interval", str(args.agent_interval)]
+                                      "--interval", str(args.agent_interval)] + jobs
                                      # It trusts the served chain itself: a self-signed certificate,
                                      # or a chain file that ends in its root CA.
                                      + (["--ca-file", args.tls_cert] if tls else []))
@@ -198,6 +236,8 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"  GLUE:   {url}/v1/glue", flush=True)
         print(f"  jobs:   {url}/v1/jobs", flush=True)
         print(f"  health: {url}/healthz", flush=True)
+        if user_tokens:
+            print(usage_of_tokens(url, user_tokens[Role.SUBMIT], user_tokens[Role.ADMIN]), flush=True)
 
     try:
         # web.run_app, but with the connections capped, their clients timed and aiohttp's own refusals
@@ -215,13 +255,36 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def local_agent_token(db: str) -> tuple[Path, str]:
-    """The local agent's token, kept beside the database (DB.local-agent-token, mode 0600) and
-    made on first use: the host's stored binding names that token, so a restart must present it
-    again (a new one would be refused as another token's claim on the host)."""
+def usage_of_tokens(url: str, submit: Path, admin: Path) -> str:
+    """What `serve --user-tokens` prints: the two files, and the commands that use them."""
+    command = _this_command()
+    return "\n".join([
+        f"  tokens: {submit.resolve()} (submit), {admin.resolve()} (admin); to use them:",
+        f"    export INFOSVC_SERVER={shlex.quote(url)} INFOSVC_TOKEN_FILE={shlex.quote(str(submit.resolve()))}",
+        f"    {command} submit JOB.xml; {command} jobs --me; {command} why JOB",
+        f"    INFOSVC_TOKEN_FILE={shlex.quote(str(admin.resolve()))} {command} hosts pause HOST   (an admin's commands)"])
+
+
+def _this_command() -> str:
+    """How the user runs this infosvc again: `infosvc` where that is on PATH, else the script's
+    path as it was started (.venv/bin/infosvc under `make run`), else `python -m infosvc`."""
+    started = sys.argv[0]
+    if os.path.basename(started) != "infosvc":
+        return f"{shlex.quote(sys.executable)} -m infosvc"
+    found = shutil.which("infosvc")
+    if found is not None and os.path.realpath(found) == os.path.realpath(started):
+        return "infosvc"
+    return shlex.quote(started)
+
+
+def token_beside(db: str, name: str) -> tuple[Path, str]:
+    """A token kept beside the database (DB.NAME, mode 0600) and made on first use. The local
+    agent's must be: the host's stored binding names that token, so a restart must present it
+    again (a new one would be refused as another token's claim on the host); the user's, so that
+    the commands set up with it keep working across restarts."""
     from infosvc.hosts import TokenFileError, new_token
 
-    path = Path(f"{db}.local-agent-token")
+    path = Path(f"{db}.{name}")
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
@@ -292,6 +355,10 @@ def _run(args: argparse.Namespace) -> int:
         from infosvc.cli.hosts import run as run_hosts
 
         return run_hosts(args)
+    if args.command in ("hold", "release", "requeue", "priority", "show"):
+        from infosvc.cli.jobcontrols import run as run_control
+
+        return run_control(args)
     if args.command in ("submit", "jobs", "cancel", "why"):
         from infosvc.cli.jobs import run as run_jobs
 

@@ -9,6 +9,7 @@ Exit status: 0 done, 1 refused or unreachable (the reason on stderr), 2 bad usag
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import sys
 import time
@@ -23,6 +24,9 @@ __all__ = ["add_commands", "clock", "content_type_of", "jobs_table", "read_docum
 
 #: What `infosvc jobs` lists by default: the jobs not yet ended, as squeue does.
 LIVE_STATES = ("Running", "Queued")
+#: How many jobs `infosvc jobs` asks the server for in one page, and reads at most unless --max says.
+PAGE_JOBS = 1000
+MAX_LISTED = 10_000
 #: The most of a file `infosvc submit` sends (the server's own bound is the service's body limit).
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
 
@@ -36,9 +40,19 @@ def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     listing = commands.add_parser("jobs", parents=[common], help="the queue as a table (running and queued jobs)")
     listing.add_argument("--state", metavar="S", help="only jobs in state S (Queued, Running, Finished, Failed, "
                          "Canceled)")
-    listing.add_argument("--user", metavar="U", help="only the jobs of user U")
+    whose = listing.add_mutually_exclusive_group()
+    whose.add_argument("--user", metavar="U", help="only the jobs of user U")
+    whose.add_argument("--me", action="store_true",
+                         help="only my jobs: those of the user running the command (as squeue --me)")
     listing.add_argument("--ce", metavar="CE", help="only the jobs running on computing element CE")
-    listing.add_argument("--all", action="store_true", help="ended jobs too")
+    listing.add_argument("--all", action="store_true", help="ended jobs too (kept [scheduler] keep_ended_days), newest "
+                         "ended after the jobs not ended, as sacct")
+    listing.add_argument("--since", metavar="TIME", help="only jobs ended at TIME or later (ISO 8601, 2026-11-01 or "
+                         "2026-11-01T08:00:00Z, or seconds since the epoch); ended jobs too, as --all")
+    listing.add_argument("--until", metavar="TIME", help="only jobs ended at TIME or before (and those not ended "
+                         "submitted by then); ended jobs too, as --all")
+    listing.add_argument("--max", type=int, default=MAX_LISTED, metavar="N",
+                         help=f"read at most N jobs, page after page (default {MAX_LISTED})")
     listing.add_argument("--json", action="store_true", help="print one JSON object instead")
     cancel = commands.add_parser("cancel", parents=[common], help="cancel jobs (a submit token: its own jobs)")
     cancel.add_argument("ids", nargs="+", metavar="JOB")
@@ -109,26 +123,41 @@ def submitted(answer: dict[str, Any]) -> str:
 
 
 def _jobs(client: Client, args: argparse.Namespace) -> int:
-    filters = {key: value for key, value in (("user", args.user), ("ce", args.ce)) if value}
-    if args.state or args.all:
-        states: Iterable[str | None] = [args.state]
-    else:
-        states = LIVE_STATES
+    if args.max < 1:
+        raise ClientError("--max must be 1 or more")
+    user = getpass.getuser() if args.me else args.user
+    filters = {key: value for key, value in (("user", user), ("ce", args.ce), ("since", args.since),
+                                             ("until", args.until)) if value}
+    accounting = bool(args.state or args.all or args.since or args.until)
+    states: Iterable[str | None] = [args.state] if accounting else LIVE_STATES
     found: list[dict[str, Any]] = []
     truncated = False
     for state in states:
-        query = urllib.parse.urlencode({**filters, **({"state": state} if state else {})})
-        answer = client.call("GET", "/v1/jobs" + (f"?{query}" if query else ""))
-        found += answer["jobs"]
-        truncated |= bool(answer.get("truncated"))
-    found.sort(key=lambda job: _number(job["id"]))
+        jobs, more = listing(client, {**filters, **({"state": state} if state else {})}, args.max - len(found))
+        found += jobs
+        truncated |= more
+    if not accounting:  # the jobs not ended, as squeue: in id order
+        found.sort(key=lambda job: _number(job["id"]))
     if args.json:
         print(json.dumps({"jobs": found, "truncated": truncated}))
     else:
         print(jobs_table(found, time.time()))
         if truncated:
-            print("(more jobs than the server lists at once: narrow with --state, --user or --ce)", file=sys.stderr)
+            print(f"(more jobs than --max {args.max}: raise it, or narrow with --state, --user, --ce, --since or "
+                  "--until)", file=sys.stderr)
     return 0
+
+
+def listing(client: Client, filters: dict[str, str], most: int) -> tuple[list[dict[str, Any]], bool]:
+    """The jobs of GET /v1/jobs with `filters`, page after page (each `next`), at most `most`; and
+    whether there were more."""
+    found: list[dict[str, Any]] = []
+    path: str | None = "/v1/jobs?" + urllib.parse.urlencode({**filters, "limit": str(min(PAGE_JOBS, max(1, most)))})
+    while path is not None and len(found) < most:
+        answer = client.call("GET", path)
+        found += answer["jobs"]
+        path = answer.get("next")
+    return found[:most], path is not None or len(found) > most
 
 
 def _number(job_id: str) -> tuple[int, str]:
@@ -235,6 +264,13 @@ def why(job: dict[str, Any], now: float) -> str:
     if predicted is not None:
         lines.append(f"  planned to run {clock(predicted)} (predicted from its owner's last jobs; the limit still "
                      "ends it)")
+    holds = job.get("holds") or []
+    if holds:  # the SSS Job's own controls
+        lines.append(f"  holds: {', '.join(holds)} (`infosvc release {job['id']}` takes a User hold off)")
+    if job.get("eligible_time"):
+        lines.append(f"  starts no earlier than {job['eligible_time']} (its EligibleTime)")
+    if job.get("deadline"):
+        lines.append(f"  is ended at {job['deadline']} at the latest (its Deadline)")
     depends = job.get("depends_on") or []
     if depends:
         lines.append("  depends on: " + ", ".join(depends))

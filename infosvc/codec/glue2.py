@@ -4,7 +4,8 @@ XML (glue2_xml.py, OGF's glue2.xsd) and JSON (glue2_json.py, OGF's Glue2.json).
 One ComputingService (infosvc's aggregator) with one ComputingEndpoint (its job API), one
 ComputingShare per computing element (its queue, policy and state figures), one ComputingManager
 (the scheduler), one ExecutionEnvironment per subcluster (homogeneous hosts: TotalInstances is its
-host count), a Benchmark per benchmark value of a subcluster, one ApplicationEnvironment per
+host count; its accelerators in GLUE 2.1's AcceleratorEnvironment and accelerator figures, which
+JSON alone carries, and in OtherInfo), a Benchmark per benchmark value of a subcluster, one ApplicationEnvironment per
 runtime environment, a MappingPolicy per share whose CE has access rules and one AccessPolicy on
 the endpoint with every CE's rules (how grid clients find by VO what a site offers), and the
 AdminDomain (the site) for the documents that stand alone (XML and JSON; a resource BDII leaves
@@ -80,6 +81,8 @@ class Glue2Site:
     domain: Entity
     #: every entity below the domain, in the order the XML schema lists their kinds
     entities: list[Entity]
+    #: the ids the entities were given (GLUE 2.1's accelerator entities name them: glue2_accelerators.py)
+    ids: Ids
 
 
 def local(text: str) -> str:
@@ -144,7 +147,7 @@ def _serving(status: str) -> str:
     return _SERVING.get(status, "closed")
 
 
-def _opt(pairs: list[tuple[str, Value | None]]) -> list[tuple[str, Value]]:
+def given(pairs: list[tuple[str, Value | None]]) -> list[tuple[str, Value]]:
     return [(k, v) for k, v in pairs if v is not None]
 
 
@@ -153,7 +156,7 @@ def _minutes(value: int) -> int | None:
 
 
 @dataclass(frozen=True, slots=True)
-class _Ids:
+class Ids:
     """The ids and DNs of one site's entities, which each family's builder names in its associations
     and foreign keys: made once, so that every family names the others alike."""
 
@@ -171,7 +174,7 @@ class _Ids:
     ee_of: dict[str, str]
 
     @classmethod
-    def of(cls, site: str, snapshot: Snapshot, subs: list[SubCluster]) -> _Ids:
+    def of(cls, site: str, snapshot: Snapshot, subs: list[SubCluster]) -> Ids:
         urn = f"urn:infosvc:{site}"
         service_id, manager_id = f"{urn}:service", f"{urn}:manager"
         service_dn = f"GLUE2ServiceID={service_id},{GROUP}"
@@ -192,7 +195,7 @@ def build(tree: GlueTree, options: GridOptions) -> Glue2Site:
     snapshot = snapshot_of(tree)
     ces = snapshot.computing_elements
     subs = all_subclusters(tree)
-    ids = _Ids.of(local(site_id(tree, options)), snapshot, subs)
+    ids = Ids.of(local(site_id(tree, options)), snapshot, subs)
     shares_by_cluster: dict[str, list[str]] = {}
     for ce in ces:
         for cid in ce.clusters:
@@ -209,10 +212,19 @@ def build(tree: GlueTree, options: GridOptions) -> Glue2Site:
     endpoint, access = _endpoint(tree, ces, ids)
     manager = _manager(ces, subs, ids, ees, apps, benchmarks)
     return Glue2Site(ids.site, snapshot, _domain(ids),
-                     [_service(ids), endpoint, *shares, manager, *ees, *access, *mappings, *benchmarks, *apps])
+                     [_service(ids), endpoint, *shares, manager, *ees, *access, *mappings, *benchmarks, *apps], ids)
 
 
-def _benchmarks(sub: SubCluster, ee_id: str, ee_dn: str, ids: _Ids) -> list[Entity]:
+ACCELERATOR_OTHER_INFO: Final = "Accelerator"
+
+
+def accelerator_info(sub: SubCluster) -> list[str]:
+    """What XML and LDIF say of a subcluster's accelerators, in its ExecutionEnvironment's
+    OtherInfo: `Accelerator=GPU:8:NVIDIA H100 80GB HBM3`, type, count per host, model."""
+    return [f"{ACCELERATOR_OTHER_INFO}={a.type}:{a.count}:{a.model}" for a in sub.accelerators]
+
+
+def _benchmarks(sub: SubCluster, ee_id: str, ee_dn: str, ids: Ids) -> list[Entity]:
     """A Benchmark per benchmark value of the subcluster (none for a value of 0: not measured)."""
     if sub.benchmark is None:
         return []
@@ -233,7 +245,7 @@ def _multiplicity(sockets: int | None, logical: int | None) -> str | None:
     return f"{'multicpu' if sockets > 1 else 'singlecpu'}-{'multicore' if logical > sockets else 'singlecore'}"
 
 
-def _execution_environment(sub: SubCluster, ids: _Ids, shares: list[str],
+def _execution_environment(sub: SubCluster, ids: Ids, shares: list[str],
                            reference: int | None) -> tuple[Entity, list[Entity]]:
     """The subcluster's ExecutionEnvironment (`shares`: those of the CEs that serve its cluster;
     `reference`: the SpecInt2000 the scaling factors are counted against), and its Benchmarks."""
@@ -247,8 +259,8 @@ def _execution_environment(sub: SubCluster, ids: _Ids, shares: list[str],
     sockets = sub.sockets_per_host
     factor = scaling_factor(sub, reference)
     ee = Entity(
-        "ExecutionEnvironment", "Resource", ee_id, ee_dn, sub.name,
-        attrs=_opt([("Platform", _platform(arch.platform_type)), ("VirtualMachine", None),
+        "ExecutionEnvironment", "Resource", ee_id, ee_dn, sub.name, accelerator_info(sub),
+        attrs=given([("Platform", _platform(arch.platform_type)), ("VirtualMachine", None),
                     ("TotalInstances", max(0, sub.host_count)),
                     ("UnavailableInstances", max(0, sub.host_count - ready)), ("PhysicalCPUs", sockets),
                     ("LogicalCPUs", count(arch.smp_size)),
@@ -269,7 +281,7 @@ def _execution_environment(sub: SubCluster, ids: _Ids, shares: list[str],
     return ee, benchmarks
 
 
-def _application_environments(subs: list[SubCluster], ids: _Ids) -> list[Entity]:
+def _application_environments(subs: list[SubCluster], ids: Ids) -> list[Entity]:
     """An ApplicationEnvironment per runtime environment, with the execution environments that have it."""
     owners_of: dict[str, list[str]] = {}
     for sub in subs:
@@ -285,7 +297,7 @@ def _application_environments(subs: list[SubCluster], ids: _Ids) -> list[Entity]
             for rte, owners in owners_of.items() for aid in (ids.app(rte),)]
 
 
-def _shares(tree: GlueTree, ces: Sequence[ComputingElement], ids: _Ids) -> tuple[list[Entity], list[Entity]]:
+def _shares(tree: GlueTree, ces: Sequence[ComputingElement], ids: Ids) -> tuple[list[Entity], list[Entity]]:
     """A ComputingShare per CE, and a MappingPolicy for each whose CE has access rules."""
     shares, mappings = [], []
     for ce in ces:
@@ -304,7 +316,7 @@ def _shares(tree: GlueTree, ces: Sequence[ComputingElement], ids: _Ids) -> tuple
         shares.append(Entity(
             "ComputingShare", "Share", sid, share_dn, ce.name, [ids.mark],
             base_attrs=[("Description", f"computing element {ce.unique_id}")],
-            attrs=_opt([("MappingQueue", ce.queue), ("MaxWallTime", _minutes(policy.max_wall_clock_time)),
+            attrs=given([("MappingQueue", ce.queue), ("MaxWallTime", _minutes(policy.max_wall_clock_time)),
                         # a job that gives no limit runs with the CE's (infosvc.queue.cestate.limit_on)
                         ("DefaultWallTime", _minutes(policy.max_wall_clock_time)),
                         ("MaxCPUTime", _minutes(policy.max_cpu_time)),
@@ -344,7 +356,7 @@ def _memory_limits(served: list[SubCluster]) -> list[tuple[str, Value | None]]:
             ("GuaranteedVirtualMemory", min(virtual, default=None))]
 
 
-def _endpoint(tree: GlueTree, ces: Sequence[ComputingElement], ids: _Ids) -> tuple[Entity, list[Entity]]:
+def _endpoint(tree: GlueTree, ces: Sequence[ComputingElement], ids: Ids) -> tuple[Entity, list[Entity]]:
     """The ComputingEndpoint (the job API, at the information service's scheme and host), serving as
     the best of the CEs' states, and its AccessPolicy when any CE has access rules."""
     states = [ce.state.status for ce in ces]
@@ -371,7 +383,7 @@ def _endpoint(tree: GlueTree, ces: Sequence[ComputingElement], ids: _Ids) -> tup
     return endpoint, access
 
 
-def _manager(ces: Sequence[ComputingElement], subs: list[SubCluster], ids: _Ids, ees: list[Entity],
+def _manager(ces: Sequence[ComputingElement], subs: list[SubCluster], ids: Ids, ees: list[Entity],
              apps: list[Entity], benchmarks: list[Entity]) -> Entity:
     """The ComputingManager (the scheduler, as the first CE names its LRMS), with every resource it manages."""
     first = ces[0] if ces else None
@@ -380,9 +392,9 @@ def _manager(ces: Sequence[ComputingElement], subs: list[SubCluster], ids: _Ids,
     physical = sum(s.physical_cpus for s in subs) if all(s.sockets_per_host for s in subs if s.live_hosts) else None
     return Entity(
         "ComputingManager", "Manager", ids.manager, ids.manager_dn, "infosvc scheduler",
-        base_attrs=_opt([("ProductName", first.info.lrms_type if first else "infosvc"),
+        base_attrs=given([("ProductName", first.info.lrms_type if first else "infosvc"),
                          ("ProductVersion", first.info.lrms_version if first else None)]),
-        attrs=_opt([("TotalPhysicalCPUs", physical), ("TotalLogicalCPUs", total), ("TotalSlots", total),
+        attrs=given([("TotalPhysicalCPUs", physical), ("TotalLogicalCPUs", total), ("TotalSlots", total),
                     ("Homogeneous", XB(len(subs) <= 1))]),
         assoc=[Assoc("ServiceID", "ServiceID", (ids.service,), True),
                Assoc("ResourceID", "ResourceID", tuple(e.id for e in ees)),
@@ -392,7 +404,7 @@ def _manager(ces: Sequence[ComputingElement], subs: list[SubCluster], ids: _Ids,
               ("GLUE2ComputingManagerComputingServiceForeignKey", ids.service)])
 
 
-def _service(ids: _Ids) -> Entity:
+def _service(ids: Ids) -> Entity:
     return Entity(
         "ComputingService", "Service", ids.service, ids.service_dn, f"infosvc of {ids.site}", [ids.mark],
         base_attrs=[("Capability", [CAPABILITY]), ("Type", SERVICE_TYPE), ("QualityLevel", "production")],
@@ -403,7 +415,7 @@ def _service(ids: _Ids) -> Entity:
         keys=[("GLUE2ServiceAdminDomainForeignKey", ids.site)])
 
 
-def _domain(ids: _Ids) -> Entity:
+def _domain(ids: Ids) -> Entity:
     return Entity(
         "AdminDomain", "Domain", ids.site, f"GLUE2DomainID={ids.site},{SUFFIX}", ids.site,
         assoc=[Assoc("ServiceID", "ComputingServiceID", (ids.service,)), Assoc("ContactID", "ContactID", ()),

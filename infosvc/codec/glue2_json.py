@@ -2,7 +2,8 @@
 schemas/glue2/README.md): an object of arrays by entity kind ("AdminDomain", "ComputingService",
 "ComputingEndpoint", "ComputingShare", "ComputingManager", "ExecutionEnvironment", "AccessPolicy",
 "MappingPolicy", "Benchmark", "ApplicationEnvironment"; a policy kind only when a CE has access
-rules), each entity with its "Associations" as OGF's JSON names them.
+rules; GLUE 2.1's "AcceleratorEnvironment", "ComputingManagerAcceleratorInfo" and
+"ComputingShareAcceleratorInfo" when hosts have accelerators, as XSEDE's IPF publishes them), each entity with its "Associations" as OGF's JSON names them.
 ExtendedBoolean "undefined" is JSON null, as the schema types it.
 """
 
@@ -12,8 +13,9 @@ import json
 from typing import Any
 
 from infosvc.codec.glue2 import XB, Entity, Value, build
+from infosvc.codec.glue2_accelerators import accelerator_entities
 from infosvc.codec.glue_xml import Fragment
-from infosvc.codec.gridformat import GridOptions, TreeDocuments
+from infosvc.codec.gridformat import GridOptions, TreeDocuments, all_subclusters
 from infosvc.model.glue import GlueTree
 
 _dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
@@ -48,6 +50,7 @@ class Glue2Json(TreeDocuments):
         site = build(tree, self.options)
         time = site.snapshot.time
         doc: dict[str, list[dict[str, Any]]] = {"AdminDomain": [entity_json(site.domain, time)]}
-        for e in site.entities:
+        accelerators = accelerator_entities(tree, site.snapshot.computing_elements, all_subclusters(tree), site.ids)
+        for e in (*site.entities, *accelerators):
             doc.setdefault(e.kind, []).append(entity_json(e, time))
         return _dumps(doc).encode()

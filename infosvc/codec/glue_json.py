@@ -120,6 +120,16 @@ def _resources(resources: glue.Resources | None) -> str:
     return licenses + (f',"consumables":{_dumps(dict(resources.consumables))}' if resources.consumables else "")
 
 
+def _accelerators(accelerators: tuple[glue.Accelerator, ...]) -> str:
+    """ "accelerators", each model with its count and what is known of it, with a leading comma;
+    nothing for a host without (infosvc addition: GLUE 2.1's AcceleratorEnvironment)."""
+    if not accelerators:
+        return ""
+    return ',"accelerators":' + _dumps([_present(type=a.type, model=a.model, count=a.count, vendor=a.vendor,
+                                                 memory=a.memory, compute_capability=a.compute_capability)
+                                        for a in accelerators])
+
+
 def host_json(host: Host, subcluster: str | None) -> bytes:
     """One host as a JSON object; `subcluster` is the id of its subcluster (None: not in the roll-up)."""
     sub = f',"subcluster":{_string(subcluster)}' if subcluster is not None else ""
@@ -132,21 +142,35 @@ def host_json(host: Host, subcluster: str | None) -> bytes:
         f'{_load("processor_load", host.processor_load)}{_load("smp_load", host.smp_load)},'
         f'"network_adapters":[{",".join(map(_network_adapter, host.network_adapters))}],'
         f'"total_cpus":{max(0, host.total_cpus)},"available_cpus":{max(0, host.available_cpus)},'
-        f'"free_cpus":{max(0, host.free_cpus)}{_resources(host.resources)}}}'
+        f'"free_cpus":{max(0, host.free_cpus)}{_resources(host.resources)}{_accelerators(host.accelerators)}'
+        f'{_accelerator_use(host)}}}'
     ).encode()
+
+
+def _accelerator_use(host: Host) -> str:
+    if not host.accelerators:
+        return ""
+    return (f',"accelerators_available":{max(0, host.accelerators_available)},'
+            f'"accelerators_used":{max(0, host.accelerators_used)},'
+            f'"free_accelerators":{max(0, host.free_accelerators)}')
 
 
 def subcluster_json(sub: SubCluster, url: str | None, hosts: list[str]) -> bytes:
     """One subcluster as a JSON object; `hosts` are the ids of its hosts."""
     head = _dumps(_present(unique_id=sub.unique_id, name=sub.name, cluster=sub.cluster, information_service_url=url,
                            host_count=max(0, sub.host_count)))
-    tail = _dumps({"live_hosts": max(0, sub.live_hosts), "total_cpus": max(0, sub.total_cpus),
-                   "free_cpus": max(0, sub.free_cpus), "ram_available": max(0, sub.ram_available),
-                   "states": {state: max(0, sub.states.get(state, 0)) for state in HOST_STATES}, "hosts": hosts})
+    figures: dict[str, Any] = {"live_hosts": max(0, sub.live_hosts), "total_cpus": max(0, sub.total_cpus),
+                               "free_cpus": max(0, sub.free_cpus), "ram_available": max(0, sub.ram_available)}
+    if sub.accelerators:
+        figures.update(total_accelerators=max(0, sub.total_accelerators),
+                       used_accelerators=max(0, sub.used_accelerators),
+                       free_accelerators=max(0, sub.free_accelerators))
+    tail = _dumps({**figures, "states": {state: max(0, sub.states.get(state, 0)) for state in HOST_STATES},
+                   "hosts": hosts})
     shared = _shared_groups(sub.architecture, sub.operating_system, sub.benchmark, sub.application_software,
                             sub.processor)
-    return (f'{head[:-1]},{shared},"main_memory":{_main_memory(sub.main_memory)}{_resources(sub.resources)},'
-            f'{tail[1:]}').encode()
+    return (f'{head[:-1]},{shared},"main_memory":{_main_memory(sub.main_memory)}{_resources(sub.resources)}'
+            f'{_accelerators(sub.accelerators)},{tail[1:]}').encode()
 
 
 def cluster_json(cluster: glue.Cluster, subclusters: list[str]) -> dict[str, Any]:
@@ -180,6 +204,9 @@ def computing_element_json(ce: glue.ComputingElement, snapshot: Snapshot | None 
                             global_owner=job.global_owner, global_id=job.global_id,
                             scheduler_specific=job.scheduler_specific) for job in ce.jobs]
     out["clusters"] = list(ce.clusters)
+    if ce.accelerators is not None:
+        a = ce.accelerators
+        out["accelerators"] = {"total": max(0, a.total), "used": max(0, a.used), "free": max(0, a.free)}
     return out
 
 

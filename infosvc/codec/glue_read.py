@@ -115,6 +115,15 @@ def _resources(o: Mapping[str, Any], where: str) -> glue.Resources | None:
     return glue.Resources(licenses, consumables) if licenses or consumables else None
 
 
+def _accelerators(o: Mapping[str, Any], where: str) -> tuple[glue.Accelerator, ...]:
+    found = []
+    for i, value in enumerate(_list(o.get("accelerators", []), f"{where}.accelerators")):
+        a, w = _obj(value, f"{where}.accelerators[{i}]"), f"{where}.accelerators[{i}]"
+        found.append(glue.Accelerator(_str(a, "type", w, True), _str(a, "model", w, True), _int(a, "count", w, True),
+                                      _str(a, "vendor", w), _int(a, "memory", w), _str(a, "compute_capability", w)))
+    return tuple(found)
+
+
 def _shared(o: Mapping[str, Any], where: str) -> dict[str, Any]:
     """The groups a host and a subcluster share: architecture to main memory."""
     a = _obj(o.get("architecture", {}), f"{where}.architecture")
@@ -136,7 +145,7 @@ def _shared(o: Mapping[str, Any], where: str) -> dict[str, Any]:
             cache_l1d=_int(p, "cache_l1d", w), cache_l2=_int(p, "cache_l2", w)),
         main_memory=glue.MainMemory(_int(m, "ram_size", w), _int(m, "ram_available", w),
                                     _int(m, "virtual_size", w), _int(m, "virtual_available", w)),
-        resources=_resources(o, w),
+        resources=_resources(o, w), accelerators=_accelerators(o, w),
     )
 
 
@@ -178,7 +187,9 @@ def read_host(o: dict[str, Any], where: str) -> Host:
         network_adapters=tuple(_adapter(v, f"{where}.network_adapters")
                                for v in _list(o.get("network_adapters", []), where)),
         total_cpus=_int(o, "total_cpus", where, True), available_cpus=_int(o, "available_cpus", where, True),
-        reported_state=_str(o, "reported_state", where), paused=bool(paused), reason=_str(o, "reason", where))
+        reported_state=_str(o, "reported_state", where), paused=bool(paused), reason=_str(o, "reason", where),
+        accelerators_available=_int(o, "accelerators_available", where) or 0,
+        accelerators_used=_int(o, "accelerators_used", where) or 0)
 
 
 def _subcluster(o: dict[str, Any], where: str) -> tuple[SubCluster, list[str]]:
@@ -189,7 +200,10 @@ def _subcluster(o: dict[str, Any], where: str) -> tuple[SubCluster, list[str]]:
         host_count=_int(o, "host_count", where, True), live_hosts=_int(o, "live_hosts", where, True),
         total_cpus=_int(o, "total_cpus", where, True), free_cpus=_int(o, "free_cpus", where, True),
         ram_available=_int(o, "ram_available", where, True),
-        states={state: _int(states, state, where) or 0 for state in HOST_STATES})
+        states={state: _int(states, state, where) or 0 for state in HOST_STATES},
+        total_accelerators=_int(o, "total_accelerators", where) or 0,
+        used_accelerators=_int(o, "used_accelerators", where) or 0,
+        free_accelerators=_int(o, "free_accelerators", where) or 0)
     return sub, list(_strings(o.get("hosts", []), f"{where}.hosts"))
 
 
@@ -223,7 +237,14 @@ def _computing_element(o: dict[str, Any], where: str) -> glue.ComputingElement:
             "running_jobs", "waiting_jobs", "worst_response_time", "estimated_response_time", "free_cpus"))),
         access_control_rules=_strings(_obj(o.get("access_control_base", {}), w).get("rules", []), w),
         jobs=tuple(jobs), clusters=_strings(o.get("clusters", []), f"{w}.clusters"),
-        information_service_url=_str(o, "information_service_url", w))
+        information_service_url=_str(o, "information_service_url", w), accelerators=_accelerator_figures(o, w))
+
+
+def _accelerator_figures(o: Mapping[str, Any], where: str) -> glue.AcceleratorFigures | None:
+    if o.get("accelerators") is None:
+        return None
+    a = _obj(o["accelerators"], f"{where}.accelerators")
+    return glue.AcceleratorFigures(*(_int(a, key, where, True) for key in ("total", "used", "free")))
 
 
 _SPACE = re.compile(r"[ \t\n\r]*")

@@ -27,7 +27,6 @@ DEFAULT_LISTEN: Final = "127.0.0.1:8080"
 DEFAULT_CLUSTER: Final = "default"
 CE_STATUSES: Final = ("Queueing", "Production", "Closed", "Draining")
 
-
 #: node_exporter's port: what Prometheus scrapes on each host unless the config says otherwise.
 DEFAULT_EXPORTER_PORT: Final = 9100
 
@@ -142,6 +141,8 @@ SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
         Setting("start_timeout_seconds", 60.0, "how long a task placed on a host may wait for its executor to "
                 "report it started: past it the task goes back to the queue (or fails, not rerunnable) and the "
                 "host is drained (Paused, with the reason) until an admin resumes it", minimum=0.001),
+        Setting("keep_ended_days", 30, "days an ended job is kept in the store (GET /v1/jobs, `infosvc jobs --all`); "
+                "older ones are deleted at start and every hour", minimum=1, maximum=36500),
     ),
     "prometheus": (
         Setting("exporter_port", DEFAULT_EXPORTER_PORT, "the port of the exporter on every host, in GET "
@@ -206,6 +207,7 @@ class LifecycleConfig:
 class SchedulerConfig:
     policy: str = default("scheduler", "policy")
     start_timeout_seconds: float = default("scheduler", "start_timeout_seconds")
+    keep_ended_days: int = default("scheduler", "keep_ended_days")
 
 
 @dataclass(frozen=True, slots=True)
@@ -426,11 +428,9 @@ def _access_rules(where: str, rules: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _unique(what: str, ids: list[str]) -> None:
-    seen: set[str] = set()
-    for i in ids:
-        if i in seen:
+    for n, i in enumerate(ids):  # a config's lists are short
+        if i in ids[:n]:
             raise ConfigError(f"{what}: id {i!r} is used twice")
-        seen.add(i)
 
 
 def load_config(path: str | Path | None) -> SiteConfig:

@@ -9,9 +9,9 @@ from infosvc.hosts.lifecycle import NodeState
 from infosvc.hosts.query import PARAMETERS, HostFilter, QueryError, nodeset_order
 from infosvc.hosts.rollup import Rollup
 from infosvc.hosts.table import HostEntry, HostTable, iso_time
-from infosvc.hosts.tokens import Role, TokenFileError, Tokens, new_token
+from infosvc.hosts.tokens import USER_NAME, Role, TokenFileError, Tokens, new_token
 
 __all__ = ["HISTORY_MAX", "PARAMETERS", "Aggregator", "HostEntry", "HostFilter", "HostTable", "NodeState",
-           "QueryError", "Role", "Rollup", "TokenFileError", "Tokens", "host_from_node", "iso_time", "new_token",
+           "QueryError", "Role", "USER_NAME", "Rollup", "TokenFileError", "Tokens", "host_from_node", "iso_time", "new_token",
            "nodeset_order",
            "parse_time"]

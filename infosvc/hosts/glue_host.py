@@ -5,7 +5,7 @@ for every host at start; infosvc.hosts.rollup puts the Host in its subcluster.""
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Iterable
+from typing import Any, Iterable
 
 from infosvc.config import SiteConfig, resources_of
 from infosvc.model import glue
@@ -126,23 +126,77 @@ def _extensions(node: Node) -> tuple[dict[str | None, dict[str, str]], dict[tupl
     return by_type, more
 
 
-def _consumables(items: Iterable[Consumable]) -> tuple[dict[str, Consumable], dict[str | None, Consumable], list[str]]:
+def _consumables(items: Iterable[Consumable]) -> tuple[dict[str, Consumable], dict[str | None, Consumable], list[str],
+                                                     list[Consumable]]:
     """One category's consumables by kind (the first of each counts, as Properties.get has it),
-    its file systems by mount point (the last of a mount point, in the place of the first), and
-    its network adapters' names but the loopback's."""
+    its file systems by mount point (the last of a mount point, in the place of the first), its
+    network adapters' names but the loopback's, and its GPUs and GPU memories (most hosts: none)."""
     first: dict[str, Consumable] = {}
     sizes: dict[str | None, Consumable] = {}
     nics: list[str] = []
+    gpus: list[Consumable] = []
     for item in items:
         kind = item.kind
         if kind == "Resource":
-            if item.name == "FileSystem":
+            name = item.name
+            if name == "FileSystem":
                 sizes[item.type] = item
-            elif item.name == "NetworkAdapter" and item.type and item.type != "lo":
-                nics.append(item.type)
+            elif name == "NetworkAdapter":
+                if item.type and item.type != "lo":
+                    nics.append(item.type)
+            elif name == "GPU" or name == "GPUMemory":
+                gpus.append(item)
         elif kind not in first:
             first[kind] = item
-    return first, sizes, nics
+    return first, sizes, nics, gpus
+
+
+def _gpu_count(items: Iterable[Consumable]) -> int:
+    """The GPUs of a category (`Resource name="GPU"`, one per model), counted over every model."""
+    total = 0
+    for item in items:
+        if item.name == "GPU":
+            try:
+                total += max(0, int(float(item.value)))
+            except (ValueError, OverflowError):
+                continue
+    return total
+
+
+_accelerator = lru_cache(maxsize=1024, typed=True)(glue.Accelerator)
+
+
+def _accelerators(gpus: list[Consumable], by_type: dict[str | None, dict[str, str]]) -> tuple[glue.Accelerator, ...]:
+    """The host's GPUs by model (docs/node-mapping.md, GPUs): the count of each model's Configured
+    `Resource name="GPU"`, with its vendor, memory (the least of its devices: what a job can count
+    on) and compute capability from the GPU:<PCI address> Extensions (a MIG instance's: its own
+    Model and Memory, its GPU's vendor and capability)."""
+    counts: dict[str, int] = {}
+    memory_of: dict[str, int | None] = {}
+    for item in gpus:
+        if item.name == "GPU" and item.type:
+            try:
+                counts[item.type] = counts.get(item.type, 0) + max(0, int(float(item.value)))
+            except (ValueError, OverflowError):
+                continue
+        elif item.name == "GPUMemory" and item.type:
+            memory_of[item.type] = _mb(item)
+    details: dict[str, tuple[str | None, int | None, str | None]] = {}
+    for context, values in by_type.items():
+        if not context or not context.startswith("GPU:"):
+            continue
+        model = values.get("Model")
+        if model is None or model not in counts:
+            continue
+        device = context[4:]
+        parent = by_type.get(f"GPU:{device.split('/', 1)[0]}", _NONE) if "/" in device else values
+        memory = _int(values.get("Memory")) if "/" in device else memory_of.get(device)
+        vendor, least, capability = details.get(model, (None, None, None))
+        if memory is not None:
+            least = memory if least is None else min(least, memory)
+        details[model] = (vendor or parent.get("Vendor"), least, capability or parent.get("ComputeCapability"))
+    return tuple(_accelerator("GPU", model, count, *details.get(model, (None, None, None)))
+                 for model, count in sorted(counts.items()) if count > 0)
 
 
 def _loads(node: Node) -> dict[str | None, float]:
@@ -191,8 +245,8 @@ def host_from_node(node: Node, state: str, config: SiteConfig, last_report: str,
     tests/hosts/test_rollup.py gives every field a value of its own, which tells a swap.
     """
     by_type, more = _extensions(node)
-    configured, sizes, nics = _consumables(node.configured.items)
-    available, frees, _ = _consumables(node.available.items)
+    configured, sizes, nics, gpus = _consumables(node.configured.items)
+    available, frees, _, free_gpus = _consumables(node.available.items)
     processors = configured.get("Processors")
     cpus = int(processors.value) if processors is not None else 0
     free = available.get("Processors")
@@ -221,4 +275,13 @@ def host_from_node(node: Node, state: str, config: SiteConfig, last_report: str,
         node.state, paused, reason,  # reported_state, paused, reason
         resources=resources_of(config.resources, node.id, cluster.id), clock_skew_seconds=clock_skew,
         physical_cpus=_int(cpu.get("Sockets")) or None,
+        **(_gpu_fields(node, gpus, free_gpus, by_type) if gpus else {}),
     )
+
+
+def _gpu_fields(node: Node, gpus: list[Consumable], free_gpus: list[Consumable],
+                by_type: dict[str | None, dict[str, str]]) -> dict[str, Any]:
+    accelerators = _accelerators(gpus, by_type)
+    total = sum(a.count for a in accelerators)
+    return {"accelerators": accelerators, "accelerators_available": min(total, _gpu_count(free_gpus)),
+            "accelerators_used": min(total, _gpu_count(i for i in node.utilized.items if i.kind == "Resource"))}

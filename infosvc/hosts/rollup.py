@@ -9,7 +9,8 @@ through model.glue.CEQueueFigures.
 A subcluster is the set of hosts of one cluster that share the homogeneity key: processor model
 and clock, CPU count, RAM size (to the nearest GiB: identical machines differ by a few MB of
 kernel reservations), OS name and release, architecture and ISA, and the Benchmark,
-ApplicationSoftware, licenses and consumables the site config gives them. Its id is derived from
+ApplicationSoftware, licenses and consumables the site config gives them, and the accelerators
+each host has (model and count: a GPU host never shares a subcluster with a CPU host). Its id is derived from
 the cluster and the key, so it is the same across restarts and on every aggregator with the same
 hosts.
 """
@@ -40,24 +41,29 @@ def subcluster_key(host: Host) -> tuple[object, ...]:
     # ComputerISA is in the key because the subcluster publishes it: every member must share it.
     return (host.cluster, p.model, p.clock_speed, host.architecture.smp_size, ram_class_mb(host.main_memory.ram_size),
             os_.name, os_.release, host.architecture.platform_type, p.instruction_set, host.benchmark,
-            host.application_software, host.resources)
+            host.application_software, host.resources, host.accelerators)
 
 
 def _subcluster_for(host: Host, key: tuple[object, ...]) -> SubCluster:
-    # Without resources the digest is that of the key before they were in it: ids stay as they were.
-    digest = hashlib.sha1(repr(key[1:] if key[-1] is not None else key[1:-1]).encode()).hexdigest()[:10]
+    # Without resources, and without accelerators, the digest is that of the key before they were
+    # in it: ids stay as they were.
+    core = key[1:-1]
+    digest = hashlib.sha1(repr((core if core[-1] is not None else core[:-1])
+                               + ((key[-1],) if key[-1] else ())).encode()).hexdigest()[:10]
     p, os_, arch = host.processor, host.operating_system, host.architecture
     ram = ram_class_mb(host.main_memory.ram_size)
     words = [arch.platform_type or "unknown-arch", f"{arch.smp_size or 0}cpu", p.model or "unknown-cpu",
              f"{p.clock_speed}MHz" if p.clock_speed else None, f"{ram // 1024}GiB" if ram else None,
-             " ".join(filter(None, (os_.name, os_.release))) or None]
+             " ".join(filter(None, (os_.name, os_.release))) or None,
+             *(f"{a.count}x {a.model}" for a in host.accelerators)]
     return SubCluster(
         unique_id=f"{host.cluster}-{digest}", name=" ".join(w for w in words if w), cluster=host.cluster,
         architecture=arch, operating_system=glue.OperatingSystem(os_.name, os_.release, None),
         # Only what every member shares by construction of the key is published at this level.
         processor=glue.Processor(model=p.model, clock_speed=p.clock_speed, instruction_set=p.instruction_set),
         main_memory=glue.MainMemory(ram_size=ram), benchmark=host.benchmark,
-        application_software=host.application_software, resources=host.resources)
+        application_software=host.application_software, resources=host.resources,
+        accelerators=host.accelerators)
 
 
 #: processor vendor, version, caches L1, L1I, L1D, L2; OS version: what a subcluster publishes when shared
@@ -81,6 +87,9 @@ class Totals:
     live_hosts: int = 0
     total_cpus: int = 0
     free_cpus: int = 0
+    total_accelerators: int = 0
+    used_accelerators: int = 0
+    free_accelerators: int = 0
 
 
 class Rollup:
@@ -199,7 +208,12 @@ class Rollup:
             if host.physical_cpus:
                 sub.physical_cpus += sign * host.physical_cpus
                 sub.hosts_with_sockets += sign
+            if host.accelerators:
+                sub.total_accelerators += sign * host.total_accelerators
+                sub.used_accelerators += sign * host.accelerators_used
         sub.free_cpus += sign * host.free_cpus
+        if host.accelerators:
+            sub.free_accelerators += sign * host.free_accelerators
 
     def _share_details(self, sub: SubCluster, host: Host, sign: int) -> None:
         """Count the host's details outside the key; when the members come to share one set, or stop
@@ -257,14 +271,17 @@ class Rollup:
         return next((c for c in self.clusters() if c.unique_id == cluster_id), None)
 
     def totals(self, cluster_ids: Iterable[str]) -> Totals:
-        hosts = live = total = free = 0
+        hosts = live = total = free = accelerators = used_accelerators = free_accelerators = 0
         for cid in cluster_ids:
             for sub in self.subclusters_of(cid):
                 hosts += sub.host_count
                 live += sub.live_hosts
                 total += sub.total_cpus
                 free += sub.free_cpus
-        return Totals(hosts, live, total, free)
+                accelerators += sub.total_accelerators
+                used_accelerators += sub.used_accelerators
+                free_accelerators += sub.free_accelerators
+        return Totals(hosts, live, total, free, accelerators, used_accelerators, free_accelerators)
 
     def computing_elements(self) -> list[glue.ComputingElement]:
         url = self.config.service.information_service_url or None
@@ -282,7 +299,10 @@ class Rollup:
                                  gram_version=ce.gram_version or None, host_name=ce.host_name or None,
                                  gatekeeper_port=ce.gatekeeper_port or None, total_cpus=totals.total_cpus),
                 policy=ce.policy, state=state, access_control_rules=ce.access_control, jobs=jobs,
-                clusters=clusters, information_service_url=url, by_vo=queued.by_vo))
+                clusters=clusters, information_service_url=url, by_vo=queued.by_vo,
+                accelerators=glue.AcceleratorFigures(totals.total_accelerators, totals.used_accelerators,
+                                                     totals.free_accelerators)
+                if totals.total_accelerators else None))
         return found
 
     def computing_element(self, ce_id: str) -> glue.ComputingElement | None:

@@ -15,7 +15,7 @@ from infosvc.matching.errors import MatchError
 from infosvc.matching.patterns import fullmatch, guarded_regex
 from infosvc.matching.ranges import bound_range
 from infosvc.matching.view import CE, Site
-from infosvc.model.glue import LICENSE, Host
+from infosvc.model.glue import GPU, LICENSE, Host
 from infosvc.model.job import Consumable, Context, Feature, Op, Simple, Term
 from infosvc.model.node import Consumable as NodeAmount, Node
 from infosvc.model.nodeset import NameSet
@@ -85,7 +85,29 @@ def consumable_check(term: Term, item: Consumable) -> Check:
         return _processors_check(asked)
     if item.kind == "Memory":
         return _memory_check(asked)
+    if item.kind == "Resource" and item.name == GPU:
+        return _gpu_check(asked)
     return _listed_amount_check(asked)
+
+
+def _gpu_check(asked: _Amount) -> Check:
+    """`Resource name="GPU"` (a type asks for a model): the host's accelerators of that model, all of
+    them (Configured) or those free (its agent's Available; the queue asks it of the host as if
+    idle, and counts what its own jobs hold itself: infosvc.sched.hosts)."""
+    model, wanted, compare = asked.item.type, asked.wanted, asked.compare
+
+    def total(host: Host) -> int:
+        return sum(a.count for a in host.accelerators if model is None or a.model == model)
+
+    def free(host: Host) -> int:
+        return min(total(host), max(0, host.accelerators_available))
+
+    def have(host: Host) -> int:
+        return total(host) if asked.configured else free(host)
+
+    want_text = f"{asked.label}: asked {asked.op.value} {number_words(wanted)} {asked.context_word}"
+    return Check(asked.term, False, lambda n, h, s: compare(have(h), wanted),
+                 lambda n, h, s: f"{want_text}, host has {free(h)} free of {total(h)}")
 
 
 @dataclass(frozen=True, slots=True)

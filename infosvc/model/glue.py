@@ -40,6 +40,9 @@ class ApplicationSoftware:
 #: The SSS Resource name a job asks for a software license by (`<Resource name="License"
 #: type="matlab">2</Resource>`: the SSS spec's own example; CCS SoftwareLicense is mapped so).
 LICENSE = "License"
+#: The SSS Resource name of a host's GPUs, as the agent reports them (docs/node-mapping.md, GPUs) and
+#: a job asks for them (`<Resource name="GPU" type="NVIDIA H100 80GB HBM3">2</Resource>`)
+GPU = "GPU"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +109,21 @@ class NetworkAdapter:
 
 
 @dataclass(frozen=True, slots=True)
+class Accelerator:
+    """The devices of one model a host has (infosvc addition to GLUE 1.1; GLUE 2.1's
+    AcceleratorEnvironment): what the agent reports as `Resource name="GPU" type=MODEL`
+    (docs/node-mapping.md). Its fields are what hosts of one subcluster share: they are in the
+    homogeneity key. How many are free or busy now is the host's (Host.accelerators_free)."""
+
+    type: str  # GLUE 2.1 AccType_t: GPU
+    model: str
+    count: int  # Configured: whole devices, or MIG instances where the GPU is split
+    vendor: str | None = None
+    memory: int | None = None  # MB, of each (the least of its devices)
+    compute_capability: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Host:
     """One host: its unique name, its CCS life-cycle state, and the Host groups of the schema."""
 
@@ -139,6 +157,20 @@ class Host:
     clock_skew_seconds: float | None = None
     #: processor sockets (GLUE 1.3 PhysicalCPUs, 2.0 PhysicalCPUs); None: not reported
     physical_cpus: int | None = None
+    #: its accelerators by model (infosvc addition; GLUE 2.1 AcceleratorEnvironment); and how many of
+    #: them the agent reports free (Available) and busy (Utilized) now
+    accelerators: tuple[Accelerator, ...] = ()
+    accelerators_available: int = 0
+    accelerators_used: int = 0
+
+    @property
+    def total_accelerators(self) -> int:
+        return sum(a.count for a in self.accelerators)
+
+    @property
+    def free_accelerators(self) -> int:
+        """Free for a scheduler: only a host that accepts jobs gives any."""
+        return self.accelerators_available if self.accepts_jobs else 0
 
     @property
     def live(self) -> bool:
@@ -196,6 +228,12 @@ class SubCluster:
     ram_size: int = 0
     virtual_size: int = 0
     states: dict[str, int] = field(default_factory=dict)
+    #: the accelerators each host has (in the homogeneity key); and over live hosts, all of them and
+    #: those busy, and over Ready hosts those free
+    accelerators: tuple[Accelerator, ...] = ()
+    total_accelerators: int = 0
+    used_accelerators: int = 0
+    free_accelerators: int = 0
 
     @property
     def sockets_per_host(self) -> int | None:
@@ -232,6 +270,15 @@ class CEInfo:
     host_name: str | None
     gatekeeper_port: int | None
     total_cpus: int
+
+
+@dataclass(frozen=True, slots=True)
+class AcceleratorFigures:
+    """A CE's accelerators (GLUE 2.1 ComputingManagerAcceleratorInfo, ComputingShareAcceleratorInfo)."""
+
+    total: int = 0
+    used: int = 0
+    free: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,6 +366,9 @@ class ComputingElement:
     information_service_url: str | None = None
     #: its jobs per VO, from their Project (infosvc addition; empty: no job names a VO)
     by_vo: tuple[VOFigures, ...] = ()
+    #: the accelerators of its clusters' hosts (infosvc addition; GLUE 2.1's accelerator slots):
+    #: all of live hosts, those busy, those free on Ready hosts
+    accelerators: AcceleratorFigures | None = None
 
 
 class GlueTree(Protocol):

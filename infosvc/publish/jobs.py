@@ -38,11 +38,16 @@ def job_json(job: JobRecord, *, detail: bool = False) -> dict[str, Any]:
         "exit_code": job.exit_code,
         "processors": {"min": request.min_processors, "max": request.max_processors,
                        "held": sum(job.hosts.values())},
+        "gpus_per_host": request.gpus,
         "run_time_limit_seconds": None if math.isinf(request.estimate) else request.estimate,
         # the `predictive` policy's plan for it, from its owner's ended jobs: never above the limit
         "predicted_run_seconds": job.predicted if job.predicted is not None and math.isfinite(job.predicted) else None,
         "exclusive": request.exclusive,
         "read_as_requested": list(request.read_as_requested),
+        # the SSS Job's own controls: its Holds, EligibleTime and Deadline
+        "holds": list(request.holds),
+        "eligible_time": _time(request.eligible),
+        "deadline": _time(request.deadline),
         "hosts": fold(job.hosts) if job.hosts else None,
         "reason": job.reason or None,
         "tasks": dict(Counter(task.state.value for task in job.tasks)),
@@ -74,7 +79,7 @@ def task_order_json(job: JobRecord, index: int) -> dict[str, Any]:
     return {"job": job.id, "task": index, "attempt": task.attempts, "name": spec.name, "owner": job.owner,
             "executable": spec.executable, "arguments": spec.arguments, "environment": dict(spec.environment),
             "workdir": spec.workdir, "stdin": spec.stdin, "stdout": spec.stdout, "stderr": spec.stderr,
-            "processors": spec.processors, "began": _time(task.began),
+            "processors": spec.processors, "gpus": job.request.gpus, "began": _time(task.began),
             "deadline": None if math.isinf(job.limit_at) else job.limit_at}
 
 

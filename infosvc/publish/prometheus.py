@@ -10,8 +10,8 @@ same state, through prometheus_client's own text rendering; the ingest latency h
 one metric observed as it happens. With `hosts=True` the collector yields the per-host families
 too, as plain metric families: the reference that the exposition is tested against.
 
-docs/api.md lists every metric; `METRICS` below is the one place each is declared (name, type,
-labels, help), and the help text on the wire is taken from it. Hosts are labelled `node` (their
+docs/api.md lists every metric; `METRICS` (infosvc/publish/metric_specs.py) is the one place
+each is declared (name, type, labels, help), and the help text on the wire is taken from it. Hosts are labelled `node` (their
 SSS Node Id); sizes are in bytes, times in seconds. The CE families carry the job queue's figures
 (infosvc.queue.cestate) as GLUE publishes them.
 """
@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import time
 from operator import itemgetter
-from dataclasses import dataclass
 from typing import Callable, Final, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
@@ -33,6 +32,9 @@ from infosvc.hosts import Aggregator
 from infosvc.hosts import HostEntry
 from infosvc.hosts import NodeState
 from infosvc.model.node import Consumable
+from infosvc.publish.metric_specs import METRICS, MetricSpec
+
+__all__ = ["INGEST_BUCKETS", "METRICS", "AggregatorCollector", "Metrics", "MetricSpec", "float_text", "host_lines"]
 
 log = logging.getLogger("infosvc.publish.prometheus")
 
@@ -48,65 +50,6 @@ LIVE = (NodeState.READY, NodeState.PAUSED)
 INGEST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
-@dataclass(frozen=True, slots=True)
-class MetricSpec:
-    name: str  # as exposed, counters with their _total
-    type: str  # gauge, counter, histogram
-    labels: tuple[str, ...]
-    help: str
-
-
-def _spec(name: str, type_: str, labels: str, help_: str) -> MetricSpec:
-    return MetricSpec(name, type_, tuple(labels.split()), help_)
-
-
-#: Every metric of GET /metrics, in the order exposed.
-METRICS: tuple[MetricSpec, ...] = (
-    _spec("infosvc_host_info", "gauge", "node cluster subcluster",
-          "Always 1: the host's cluster and subcluster, to join per-host metrics with."),
-    _spec("infosvc_host_state", "gauge", "node state",
-          "1 for the host's current life-cycle state (Pending, Ready, Paused, Unreachable), 0 for the others."),
-    _spec("infosvc_host_processors_configured", "gauge", "node", "Processors the host has (Configured)."),
-    _spec("infosvc_host_processors_available", "gauge", "node", "Processors free for work per the host's agent (Available)."),
-    _spec("infosvc_host_processors_utilized", "gauge", "node", "Processors in use, averaged (Utilized)."),
-    _spec("infosvc_host_memory_configured_bytes", "gauge", "node", "Main memory of the host (Configured), in bytes."),
-    _spec("infosvc_host_memory_available_bytes", "gauge", "node", "Main memory available (Available), in bytes."),
-    _spec("infosvc_host_memory_utilized_bytes", "gauge", "node", "Main memory in use (Utilized), in bytes."),
-    _spec("infosvc_host_load1", "gauge", "node", "Load average over 1 minute, as the host reported it."),
-    _spec("infosvc_host_load5", "gauge", "node", "Load average over 5 minutes, as the host reported it."),
-    _spec("infosvc_host_load15", "gauge", "node", "Load average over 15 minutes, as the host reported it."),
-    _spec("infosvc_host_report_age_seconds", "gauge", "node", "Seconds since the host's last accepted report."),
-    _spec("infosvc_subcluster_hosts", "gauge", "cluster subcluster state", "Hosts of the subcluster by life-cycle state."),
-    _spec("infosvc_subcluster_cpus", "gauge", "cluster subcluster",
-          "CPUs of the subcluster's live (Ready or Paused) hosts: GLUE TotalCPUs."),
-    _spec("infosvc_subcluster_free_cpus", "gauge", "cluster subcluster", "CPUs free on the subcluster's Ready hosts."),
-    _spec("infosvc_subcluster_memory_available_bytes", "gauge", "cluster subcluster",
-          "Main memory available on the subcluster's live hosts, in bytes."),
-    _spec("infosvc_cluster_hosts", "gauge", "cluster state", "Hosts of the cluster by life-cycle state."),
-    _spec("infosvc_cluster_cpus", "gauge", "cluster", "CPUs of the cluster's live hosts."),
-    _spec("infosvc_cluster_free_cpus", "gauge", "cluster", "CPUs free on the cluster's Ready hosts."),
-    _spec("infosvc_computing_element_hosts", "gauge", "computing_element state",
-          "Hosts of the computing element's clusters by life-cycle state."),
-    _spec("infosvc_computing_element_cpus", "gauge", "computing_element", "GLUE TotalCPUs of the computing element."),
-    _spec("infosvc_computing_element_free_cpus", "gauge", "computing_element", "GLUE FreeCPUs of the computing element."),
-    _spec("infosvc_computing_element_running_jobs", "gauge", "computing_element",
-          "GLUE RunningJobs of the computing element: jobs of the queue running on its hosts."),
-    _spec("infosvc_computing_element_waiting_jobs", "gauge", "computing_element",
-          "GLUE WaitingJobs of the computing element: queued jobs that may run on its hosts."),
-    _spec("infosvc_computing_element_estimated_response_time_seconds", "gauge", "computing_element",
-          "GLUE EstimatedResponseTime of the computing element: when a new job would start, from the plan."),
-    _spec("infosvc_computing_element_worst_response_time_seconds", "gauge", "computing_element",
-          "GLUE WorstResponseTime of the computing element: the same with every job running to its limit."),
-    _spec("infosvc_reports_accepted_total", "counter", "", "Node reports accepted and stored."),
-    _spec("infosvc_reports_rejected_total", "counter", "reason", "Node reports refused, by reason."),
-    _spec("infosvc_report_ingest_duration_seconds", "histogram", "",
-          "Time from a report's arrival to its answer, for accepted reports (body read, validation, durable commit)."),
-    _spec("infosvc_store_size_bytes", "gauge", "", "Size of the SQLite store on disk (database and WAL file), in bytes."),
-    _spec("infosvc_oldest_live_report_age_seconds", "gauge", "",
-          "Age of the oldest last report among live (Ready or Paused) hosts; absent when there are none."),
-    _spec("infosvc_metrics_collect_duration_seconds", "gauge", "", "Time taken to build this scrape's metrics."),
-    _spec("infosvc_metrics_collect_success", "gauge", "", "1 when this scrape's metrics were built, 0 when that failed (see the log)."),
-)
 _BY_NAME = {m.name: m for m in METRICS}
 
 
@@ -122,10 +65,13 @@ def _counter(name: str) -> CounterMetricFamily:
     return CounterMetricFamily(name.removesuffix("_total"), spec.help, labels=spec.labels)
 
 
-def _first(items: list[Consumable]) -> tuple[Consumable | None, Consumable | None, dict[str | None, Consumable]]:
-    """The first Processors and Memory of a category, and its Load resources by span."""
+def _first(items: list[Consumable]) -> tuple[Consumable | None, Consumable | None, dict[str | None, Consumable],
+                                             list[Consumable]]:
+    """The first Processors and Memory of a category, its Load resources by span, and its GPU
+    resources (GPU, GPUMemory, GPUUtilization; most hosts: none)."""
     processors = memory = None
     loads: dict[str | None, Consumable] = {}
+    gpus: list[Consumable] = []
     for item in items:
         kind = item.kind
         if kind == "Processors":
@@ -134,9 +80,40 @@ def _first(items: list[Consumable]) -> tuple[Consumable | None, Consumable | Non
         elif kind == "Memory":
             if memory is None:
                 memory = item
-        elif item.name == "Load" and kind == "Resource":
-            loads.setdefault(item.type, item)
-    return processors, memory, loads
+        elif kind == "Resource":
+            name = item.name
+            if name == "Load":
+                loads.setdefault(item.type, item)
+            elif name is not None and name.startswith("GPU") and item.type:
+                gpus.append(item)
+    return processors, memory, loads, gpus
+
+
+#: the per-host GPU families, in METRICS order, with the label each has beside node
+_GPU_FAMILIES: Final = (("infosvc_host_gpus", "model"), ("infosvc_host_gpus_available", "model"),
+                        ("infosvc_host_gpus_utilized", "model"), ("infosvc_host_gpu_memory_bytes", "gpu"),
+                        ("infosvc_host_gpu_memory_used_bytes", "gpu"), ("infosvc_host_gpu_utilization_ratio", "gpu"))
+
+
+def _gpu_values(categories: tuple[list[Consumable], ...]) -> tuple[list[tuple[str, float]], ...]:
+    """Each _GPU_FAMILIES family's (label value, value) pairs, from the GPU resources of the
+    Configured, Available and Utilized categories (_first's; docs/node-mapping.md, GPUs): per
+    model the GPUs of each category; per GPU its memory, memory used, utilisation."""
+    out: tuple[list[tuple[str, float]], ...] = ([], [], [], [], [], [])
+    for category, items in enumerate(categories):
+        for item in items:
+            name = item.name
+            assert item.type is not None  # _first keeps only typed ones
+            try:
+                if name == "GPU":
+                    out[category].append((item.type, float(item.value)))
+                elif name == "GPUMemory" and category != 1 and (amount := _bytes(item)) is not None:
+                    out[3 if category == 0 else 4].append((item.type, amount))
+                elif name == "GPUUtilization" and category == 2:
+                    out[5].append((item.type, float(item.value) / 100))
+            except (ValueError, OverflowError):  # not a number: not exported rather than failing the scrape
+                continue
+    return out
 
 
 def _bytes(item: Consumable | None) -> float | None:
@@ -192,8 +169,10 @@ class AggregatorCollector:
         # Each family's samples, appended to directly: one Sample per value, its labels dict shared
         # by the host's metrics (add_metric would build a dict and check the labels per value).
         per_family: list[list[Sample]] = [[] for _ in names]
-        info, state, p_conf, p_avail, p_used, m_conf, m_avail, m_used, load1, load5, load15, age = per_family
-        s_info, s_state, s_pc, s_pa, s_pu, s_mc, s_ma, s_mu, s_l1, s_l5, s_l15, s_age = names
+        info, state, p_conf, p_avail, p_used, m_conf, m_avail, m_used, load1, load5, load15 = per_family[:11]
+        s_info, s_state, s_pc, s_pa, s_pu, s_mc, s_ma, s_mu, s_l1, s_l5, s_l15 = names[:11]
+        gpu_families = [(per_family[names.index(n)], n, label) for n, label in _GPU_FAMILIES]
+        age, s_age = per_family[-1], names[-1]
         rollup = agg.tree
         sub_of = rollup.subcluster_of
         hosts = rollup.hosts
@@ -208,17 +187,17 @@ class AggregatorCollector:
             current = entry.state.value
             for s in STATES:
                 state.append(Sample(s_state, {"node": host_id, "state": s}, 1.0 if s == current else 0.0))
-            proc, mem, _ = _first(node.configured.items)
+            proc, mem, _, c_gpus = _first(node.configured.items)
             if proc is not None:
                 p_conf.append(Sample(s_pc, labels, float(proc.value)))
             if (value := _bytes(mem)) is not None:
                 m_conf.append(Sample(s_mc, labels, value))
-            proc, mem, _ = _first(node.available.items)
+            proc, mem, _, a_gpus = _first(node.available.items)
             if proc is not None:
                 p_avail.append(Sample(s_pa, labels, float(proc.value)))
             if (value := _bytes(mem)) is not None:
                 m_avail.append(Sample(s_ma, labels, value))
-            proc, mem, loads = _first(node.utilized.items)
+            proc, mem, loads, u_gpus = _first(node.utilized.items)
             if proc is not None:
                 p_used.append(Sample(s_pu, labels, float(proc.value)))
             if (value := _bytes(mem)) is not None:
@@ -228,6 +207,9 @@ class AggregatorCollector:
                     item = loads.get(span)
                     if item is not None:
                         samples.append(Sample(name, labels, float(item.value)))
+            if c_gpus or a_gpus or u_gpus:
+                for (samples, name, label), values in zip(gpu_families, _gpu_values((c_gpus, a_gpus, u_gpus))):
+                    samples.extend(Sample(name, {label: key, "node": host_id}, value) for key, value in values)
             age.append(Sample(s_age, labels, now - entry.reported_at))
         for family, samples in zip(families, per_family):
             family.samples = samples
@@ -346,11 +328,13 @@ def host_lines(entry: HostEntry, cluster: str | None, subcluster: str | None) ->
                     for s in STATES)
     values: list[str] = []
     loads: dict[str | None, Consumable] = {}
+    gpu_items: list[list[Consumable]] = []
     for items, p_name, m_name in (
             (node.configured.items, "infosvc_host_processors_configured", "infosvc_host_memory_configured_bytes"),
             (node.available.items, "infosvc_host_processors_available", "infosvc_host_memory_available_bytes"),
             (node.utilized.items, "infosvc_host_processors_utilized", "infosvc_host_memory_utilized_bytes")):
-        proc, mem, loads = _first(items)
+        proc, mem, loads, gpu = _first(items)
+        gpu_items.append(gpu)
         values.append(f"{p_name}{one}{float_text(proc.value)}\n" if proc is not None else "")
         amount = _bytes(mem)
         values.append(f"{m_name}{one}{float_text(amount)}\n" if amount is not None else "")
@@ -359,7 +343,12 @@ def host_lines(entry: HostEntry, cluster: str | None, subcluster: str | None) ->
     for span, name in (("1min", "infosvc_host_load1"), ("5min", "infosvc_host_load5"), ("15min", "infosvc_host_load15")):
         item = loads.get(span)  # the Utilized category's, the last of the loop
         spans.append(f"{name}{one}{float_text(item.value)}\n" if item is not None else "")
-    return (info, state, p_conf, p_avail, p_used, m_conf, m_avail, m_used, *spans,
+    gpus = [""] * len(_GPU_FAMILIES)
+    if any(gpu_items):
+        gpus = ["".join(f'{name}{{{key}="{_label(labeled)}",node="{label}"}} {float_text(value)}\n'
+                        for labeled, value in values)
+                for (name, key), values in zip(_GPU_FAMILIES, _gpu_values(tuple(gpu_items)))]
+    return (info, state, p_conf, p_avail, p_used, m_conf, m_avail, m_used, *spans, *gpus,
             f'{_AGE.name}{{node="{label}"}} ')
 
 

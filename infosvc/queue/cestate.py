@@ -155,8 +155,9 @@ def figures_of(ces: Sequence[ComputingElement], cluster_of: Mapping[str, str], p
                     else job.request.min_processors
                 length = min(job.estimate, limit)
                 if len(ahead_worst) < DEPTH:
-                    ahead_worst.append(Demand(need, length))
-                    ahead_estimated.append(Demand(need, length * ratio))
+                    after = -math.inf if job.request.eligible is None else job.request.eligible  # EligibleTime
+                    ahead_worst.append(Demand(need, length, after))
+                    ahead_estimated.append(Demand(need, length * ratio, after))
                 elif need <= capacity and math.isfinite(length):
                     beyond += need * length
         free_now = int(pool.free[rows].sum())

@@ -49,14 +49,14 @@ def pool_of(hosts: Iterable[Host], paused: Callable[[str], bool], served: Contai
     """The hosts as the scheduler's machine: Ready and Paused hosts (Paused for administrators'
     jobs only) of the `served` clusters (those a CE in Production or Draining serves; None: all)
     that an executor runs jobs on (`executors`, the hosts executor tokens are bound to; None: all),
-    with their configured processors, RAM and clock, and the license pools each draws from; the
+    with their configured processors, RAM, clock and GPUs, and the license pools each draws from; the
     rest not usable."""
     return HostPool([HostSlot(host.unique_id, host.total_cpus, float(host.main_memory.ram_size or 0),
                               float(host.processor.clock_speed or 0),
                               usable=host.live and not host.offline and (served is None or host.cluster in served),
                               paused=host.state == "Paused" or paused(host.unique_id),
                               executor=executors is None or host.unique_id in executors,
-                              licenses=licenses.of(host.unique_id, host.cluster))
+                              licenses=licenses.of(host.unique_id, host.cluster), gpus=host.total_accelerators)
                      for host in hosts], licenses.sizes)
 
 
@@ -97,6 +97,7 @@ class Eligibility:
                     mask[row] = False
                     continue
                 idle = replace(host, state="Ready", reported_state=None, available_cpus=host.total_cpus,
+                               accelerators_available=host.total_accelerators,
                                main_memory=replace(host.main_memory, ram_available=host.main_memory.ram_size))
                 try:
                     verdict = evaluate(requirements, node, idle, subcluster=None, site=site)

@@ -24,6 +24,10 @@ class JobNames:
         if job.request.name:
             self._newest[job.owner, job.request.name] = job.id
 
+    def newest(self, owner: str, name: str) -> str | None:
+        """The id of `owner`'s newest job named `name`."""
+        return self._newest.get((owner, name))
+
     def resolved(self, request: JobRequest, local: dict[str, str], owner: str, ids: Container[str]) -> tuple[After, ...]:
         """The job's dependencies with the queue's ids: a job of the same submission by its Id or
         Name first (`local`); else a JobId names a job of the queue by its id (`ids`: any job its

@@ -24,7 +24,6 @@ import time
 from dataclasses import replace
 from typing import Awaitable, Callable, Container, Iterable
 
-from infosvc.errors import excerpt
 from infosvc.loglimit import LogLimiter
 from infosvc.matching import Requirements, Site
 from infosvc.model.ccsjob import JobState
@@ -36,13 +35,15 @@ from infosvc.sched.hosts import NO_HOST, Allocation, HostPool, WaitingJob
 from infosvc.sched.jobs import ENDED, Event, JobRecord
 from infosvc.queue.cestate import SERVED, CEQueues, limit_on, refusal, run_time_ratio
 from infosvc.queue.eligibility import Eligibility
+from infosvc.queue.ended import EndedJobs
 from infosvc.queue.jobnames import JobNames
 from infosvc.queue.planning import PassPlan, could_start, held_on
 from infosvc.queue.predictions import predict_queued
 from infosvc.queue.machine import SiteMachine
 from infosvc.queue.submissions import Filer, prepare, requirements_again
-from infosvc.queue.upkeep import start_deadline, upkeep
-from infosvc.errors import Forbidden, Invalid, NotFound, Refused, Unavailable
+from infosvc.queue.upkeep import held_reason, start_deadline, upkeep, wake_at
+from infosvc.queue.jobcontrols import Change, cancel, note_deadlines, submission_checks
+from infosvc.errors import Forbidden, Invalid, NotFound, Refused, Unavailable, excerpt
 from infosvc.hosts import HostTable
 from infosvc.store import Store
 from infosvc.store.jobs import write_jobs
@@ -54,8 +55,6 @@ _failed_passes = LogLimiter(log)  # a full disk fails every pass: one traceback 
 #: the audit trail (infosvc/cli/logs.py): jobs filed for an owner their document named
 audit = logging.getLogger("infosvc.audit")
 
-#: Ended jobs kept in memory for GET /v1/jobs; older ones are read from the store by id.
-KEPT_ENDED = 10_000
 #: Submitted documents up to this size are read on the event loop (see submit).
 INLINE_BYTES = 4096
 #: While the only news is submissions that cannot start now, a pass (for the reasons, the head's
@@ -67,7 +66,7 @@ class JobQueue:
     def __init__(self, store: Store, table: HostTable, *, site: Callable[[], Site],
                  clock: Callable[[], float] = time.time, policy: Policy = Policy.EASY,
                  executors: Container[str] = frozenset(), start_timeout: float = 60.0,
-                 drain: Callable[[str, str], Awaitable[object]] | None = None) -> None:
+                 drain: Callable[[str, str], Awaitable[object]] | None = None, keep_ended_days: float = 30) -> None:
         """`executors`: the only hosts tasks are placed on; `drain(host, reason)`: the aggregator's."""
         self.store = store
         self.table = table
@@ -95,21 +94,20 @@ class JobQueue:
         self._waiting_pool: HostPool | None = None
         #: the CEs' figures of the last pass, which the CEs publish (ce_state)
         self.ce_queues = CEQueues(clock=clock)
+        self.ended = EndedJobs(store, self.jobs, self.requirements, self.names, clock, keep_ended_days)
 
     # --- start ---------------------------------------------------------------------------
 
     def load(self) -> int:
-        """The jobs from the store (blocking: run it in a thread at start). Jobs with host
-        requirements have them compiled again from their documents."""
-        records = self.store.jobs()
-        ended = [job for job in records if job.state in ENDED][-KEPT_ENDED:]
-        for job in [job for job in records if job.state not in ENDED] + ended:
+        """The jobs not ended and the ended ones memory keeps (queue/ended.py; blocking: run it in a
+        thread at start). Jobs with host requirements have them compiled again from their documents."""
+        records = self.ended.at_start()
+        for job in records:
             self.jobs[job.id] = job
             self.names.add(job)
             if job.state not in ENDED and job.request.asks_hosts:
                 self.requirements[job.id] = requirements_again(job, self.store.job_document(int(job.id)))
-        self._next_id = max((int(job.id) for job in records), default=0) + 1
-        self.jobs = dict(sorted(self.jobs.items(), key=lambda item: int(item[0])))
+        self._next_id = self.store.next_job_id()
         return len(records)
 
     # --- reading --------------------------------------------------------------------------
@@ -165,11 +163,13 @@ class JobQueue:
         else:
             prepared, warnings = await asyncio.to_thread(prepare, body, content_type, filer)
         ces = self.table.rollup.config.computing_elements
+        warnings += submission_checks([item.request for item in prepared], admin, self.clock(), self.ce_queues.figures)
         for item in prepared:
             refused = refusal(ces, self.ce_queues.figures, item.request.estimate)
             if refused is not None:
                 raise Unavailable(refused, "a CE's status and policy are the site config's "
                                   "[[computing_elements]]; GET /v1/glue shows them")
+        await self.ended.recall(item.request for item in prepared)
         # Ids are reserved and the jobs made without awaiting, so submissions need not wait for one
         # another's commits (nor for a scheduling pass): the group-commit writer takes them together.
         now = self.clock()
@@ -186,7 +186,7 @@ class JobQueue:
             job_id = str(first + len(records))
             request = replace(item.request, after=self.names.resolved(item.request, local, item.request.owner, self.jobs))
             records.append(JobRecord(job_id, request, now, request.owner, admin, group, submitter,
-                                     held=bool(request.after)))
+                                     reason=held_reason(request.holds), held=bool(request.after)))
         events = [Event(job.id, None, JobState.QUEUED, now, "submitted") for job in records]
         await self.store.write(write_jobs([(job, body, content_type) for job in records], [], events))
         for job, item in zip(records, prepared):
@@ -208,15 +208,7 @@ class JobQueue:
 
     async def cancel(self, job_id: str, *, admin: bool, submitter: str) -> JobRecord:
         """Cancel a job: an administrator any, a submitter only those it submitted."""
-        async with self._lock:
-            job = self.get(job_id)
-            if not admin and job.submitter != submitter:
-                raise Forbidden(f"job {job_id} was submitted with another token", "an admin token may cancel any job")
-            if job.state in ENDED:
-                raise Invalid(f"job {job_id} has already ended ({job.state.value})")
-            await self._commit(job, lambda j: j.end(JobState.CANCELED, self.clock(), "canceled"))
-        self.poke()
-        return job
+        return await self.alter(job_id, lambda job, now: cancel(job, admin, submitter, now))
 
     async def task_report(self, job_id: str, task: int, *, host: str | None, began: bool,
                           exit_code: int | None = None, at_limit: bool = False,
@@ -258,11 +250,24 @@ class JobQueue:
             self.poke()
         return job
 
+    async def alter(self, job_id: str, decide: Callable[[JobRecord, float], Change | None]) -> JobRecord:
+        """A control of a filed job (infosvc/queue/jobcontrols.py): `decide(job, now)` refuses it or
+        gives the change (None: none to make), stored, request included, before it is made."""
+        async with self._lock:
+            job = self.get(job_id)
+            change = decide(job, self.clock())
+            if change is not None:
+                await self._commit(job, change)
+                self._waiting_jobs.pop(job_id, None)  # the next pass reads its priority and holds anew
+        self.poke()
+        return job
+
     async def _commit(self, job: JobRecord, change: Callable[[JobRecord], list[Event]]) -> None:
         """Decide `change` on a copy, store it, then make it so in memory."""
         trial = job.trial()
         events = change(trial)
-        await self.store.write(write_jobs([], [trial], events))
+        changed = [job.id] if trial.request is not job.request else []  # a control's priority or holds
+        await self.store.write(write_jobs([], [trial], events, requests=changed))
         job.adopt(trial)
 
     # --- the scheduling pass ---------------------------------------------------------------------
@@ -296,7 +301,8 @@ class JobQueue:
 
     def _next_deadline(self) -> float:
         limits = min((job.limit_at for job in self.jobs.values() if job.state is JobState.RUNNING), default=math.inf)
-        return min(limits, start_deadline(self.jobs, self.start_timeout, self.started_at))
+        return min(limits, start_deadline(self.jobs, self.start_timeout, self.started_at),
+                   wake_at(self.jobs.values(), self.clock()))
 
     def pool(self) -> HostPool:
         """The site's hosts as the scheduler's machine, kept until a host changes what it reads."""
@@ -323,6 +329,7 @@ class JobQueue:
         plan, figures = await asyncio.to_thread(work.run)
         async with self._lock:
             await self._apply(plan, pool, ces, now)
+            self.ended.forget()
         self.ce_queues.figures = figures
         self._room = pool  # the pass took its starts on it
         self._head_priority = plan.reservation.job.priority if plan.reservation is not None else None
@@ -333,6 +340,7 @@ class JobQueue:
         starts, events, lowered = self._starts(plan, pool, ces, now)
         self._explain_waiting(plan, ces)
         self._reserve(plan, pool)
+        note_deadlines(self.jobs.values(), now)
         if starts:
             trials = [trial for _, trial in starts]
             await self.store.write(write_jobs([], trials, events, only_if_queued=[j.id for j in trials],
@@ -415,7 +423,7 @@ class JobQueue:
                 made = WaitingJob(job.id, job.priority, job.submitted, job.estimate, job.request, mask, job.admin,
                                   job.predicted or math.nan)
             kept[job.id] = made
-            waiting.append((made, job, not job.held))
+            waiting.append((made, job, not job.held and not job.holds))
         self._waiting_jobs, self._waiting_pool = kept, base
         return waiting
 

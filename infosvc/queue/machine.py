@@ -32,7 +32,8 @@ def differs(pool: HostPool, hosts: Iterable[Host], served: Container[str] | None
         row = pool.row.get(host.unique_id)
         usable = host.live and not host.offline and (served is None or host.cluster in served) and (
             executors is None or host.unique_id in executors)
-        if (row is None or pool.size[row] != host.total_cpus or bool(pool.usable[row]) != usable
+        if (row is None or pool.size[row] != host.total_cpus or pool.gpu_size[row] != host.total_accelerators
+                or bool(pool.usable[row]) != usable
                 or bool(pool.paused[row]) != (host.state == "Paused")):
             return True
     return False

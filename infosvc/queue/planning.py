@@ -64,7 +64,10 @@ class PassPlan:
                 item[0])), item[0].submitted, item[0].id))
         else:
             ordered = sorted(self.queued, key=lambda item: (-item[0].priority, item[0].submitted, item[0].id))
-        plan = schedule(pool, self.running, [w for w, _, may in ordered if may], self.now, self.policy, when=iso_time)
+        # jobs with an SSS EligibleTime: the policy passes over those not yet eligible
+        not_before = {w.id: r.request.eligible for w, r, may in ordered if may and r.request.eligible is not None}
+        plan = schedule(pool, self.running, [w for w, _, may in ordered if may], self.now, self.policy, when=iso_time,
+                        not_before=not_before)
         kept, started = [], []
         records = {w.id: record for w, record, _ in ordered}
         for start in plan.starts:  # MaxRunningJobs within the pass, in queue order
@@ -108,7 +111,9 @@ def held_on(pool: HostPool, jobs: Iterable[JobRecord]) -> tuple[list[Running[All
                 pool.take(allocation)
             except ValueError:
                 continue  # a host shrank under it: the pool holds what it can
-            running.append(Running(job.id, job.started or 0.0, job.estimate, allocation, job.predicted or math.nan))
+            started = job.started or 0.0  # it ends by its limit or its Deadline, whichever comes first
+            running.append(Running(job.id, started, min(job.estimate, job.limit_at - started), allocation,
+                                   job.predicted or math.nan))
         elif job.state is JobState.FINISHED:
             finished.append(job)
     return running, holders, finished
@@ -120,7 +125,7 @@ def allocation_of(pool: HostPool, job: JobRecord) -> Allocation | None:
         return None
     hosts = tuple(r for r, _ in rows)
     return Allocation(hosts, tuple(c for _, c in rows), job.memory_mb, job.exclusive,
-                      pool.licenses_of(hosts, job.request.licenses))
+                      pool.licenses_of(hosts, job.request.licenses), job.request.gpus)
 
 
 def could_start(records: list[JobRecord], room: HostPool, base: HostPool, eligibility: Eligibility,
@@ -131,8 +136,10 @@ def could_start(records: list[JobRecord], room: HostPool, base: HostPool, eligib
     whose hosts need the matcher, or that goes before the reserved head, is the pass's to judge at
     once. A job that cannot start is given the reason the pass would give it."""
     for job in records:
-        if job.held:
+        if job.held or job.holds:
             continue
+        if job.request.eligible is not None:
+            return True  # the pass's to judge, and its time the queue's next wake-up
         if job.admin or (head_priority is not None and job.priority > head_priority):
             return True
         known, mask = eligibility.known(job.request, requirements.get(job.id), base)

@@ -1,18 +1,20 @@
 """What the queue decides on its own before each pass, as changes on trial copies it then stores:
 jobs at their run time limit (Canceled), running jobs whose host is no longer usable (requeued if
 rerunnable, else failed), tasks no executor started within the start timeout (requeued or failed,
-and their host to be drained, as Slurm drains a node after a launch failure), and held jobs whose
-dependencies have released them or never will."""
+and their host to be drained, as Slurm drains a node after a launch failure), held jobs whose
+dependencies have released them or never will, and queued jobs whose SSS Deadline has come
+(Canceled; a running one reaches it as its limit: JobRecord.limit_at)."""
 
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from infosvc.model.ccsjob import JobState
+from infosvc.model.snapshot import iso
 from infosvc.sched.jobs import ENDED, Event, JobRecord
 
-__all__ = ["dependencies", "start_deadline", "upkeep"]
+__all__ = ["dependencies", "held_reason", "start_deadline", "upkeep", "wake_at"]
 
 
 def upkeep(jobs: Mapping[str, JobRecord], usable: Callable[[str], bool], now: float,
@@ -45,19 +47,45 @@ def upkeep(jobs: Mapping[str, JobRecord], usable: Callable[[str], bool], now: fl
             if step:
                 changed.append((job, trial))
                 events.extend(step)
+        elif job.state is JobState.QUEUED and job.request.deadline is not None and job.request.deadline <= now:
+            trial = copy(job)
+            events.extend(trial.end(JobState.CANCELED, now, f"its Deadline ({iso(job.request.deadline)}) came "
+                                                            "before it could start"))
+            changed.append((job, trial))
         elif job.state is JobState.QUEUED and job.held:
             verdict = dependencies(jobs, job)
             if verdict is True:
                 trial = copy(job)
-                trial.held, trial.reason = False, ""
+                trial.held, trial.reason = False, held_reason(job.holds)
                 changed.append((job, trial))
             elif isinstance(verdict, str):
                 trial = copy(job)
                 events.extend(trial.end(JobState.CANCELED, now, verdict))
                 changed.append((job, trial))
             elif isinstance(verdict, tuple):
-                job.reason = f"held: {verdict[1]}"
+                job.reason = held_reason(job.holds, verdict[1])
+        elif job.state is JobState.QUEUED and job.holds:
+            job.reason = held_reason(job.holds)
     return changed, events, drain
+
+
+def held_reason(holds: tuple[str, ...], dependency: str = "") -> str:
+    """Why a held job waits: each Hold on it by name, and the dependency it waits for."""
+    named = [f"{hold} hold" for hold in holds] + ([dependency] if dependency else [])
+    return f"held: {', '.join(named)}" if named else ""
+
+
+def wake_at(jobs: Iterable[JobRecord], now: float) -> float:
+    """The next instant a queued job's SSS times change what the queue does: its EligibleTime (a
+    pass may start it) or its Deadline (it is ended); inf: none."""
+    soonest = math.inf
+    for job in jobs:
+        request = job.request
+        if (request.eligible is not None or request.deadline is not None) and job.state is JobState.QUEUED:
+            for at in (request.eligible, request.deadline):
+                if at is not None and now < at < soonest:
+                    soonest = at
+    return soonest
 
 
 def start_deadline(jobs: Mapping[str, JobRecord], start_timeout: float, counted_from: float) -> float:

@@ -10,6 +10,7 @@ exclusive job as the whole hosts it needs (`whole_hosts`).
 
 Bounded: at most `depth` jobs are placed one by one (Slurm's backfill looks 500 deep by default);
 the work of the jobs beyond, processor-seconds over the CE's processors, is added to the start.
+A job with an EligibleTime (`Demand.not_before`) is placed no earlier than that.
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ DEPTH: Final = 500
 
 @dataclass(frozen=True, slots=True)
 class Demand:
-    """Processors held for `seconds` (math.inf: until cancelled)."""
+    """Processors held for `seconds` (math.inf: until cancelled), from `not_before` at the earliest
+    (a job's SSS EligibleTime)."""
 
     processors: int
     seconds: float
+    not_before: float = -math.inf
 
 
 def whole_hosts(processors: int, host_size: int) -> int:
@@ -80,19 +83,30 @@ class _Profile:
         self.free = free
 
     def _first(self, job: Demand) -> int | None:
+        earliest = self._from(job.not_before)
         ok = self.free >= job.processors
-        if not ok.any():
+        if not ok[earliest:].any():
             return None
         if math.isinf(job.seconds):
             # held for ever: free enough from some breakpoint to the end
             tail_ok = np.flip(np.logical_and.accumulate(np.flip(ok)))
-            found = np.flatnonzero(tail_ok)
-            return int(found[0]) if found.size else None
+            found = np.flatnonzero(tail_ok[earliest:])
+            return earliest + int(found[0]) if found.size else None
         ends = np.searchsorted(self.times, self.times + job.seconds, side="left")
         bad = np.concatenate(([0], np.cumsum(~ok)))
         feasible = ok & (bad[ends] == bad[:-1])
-        found = np.flatnonzero(feasible)
-        return int(found[0]) if found.size else None
+        found = np.flatnonzero(feasible[earliest:])
+        return earliest + int(found[0]) if found.size else None
+
+    def _from(self, at: float) -> int:
+        """The first breakpoint at or after `at`, made one when `at` falls between two."""
+        if at <= self.times[0]:
+            return 0
+        index = int(np.searchsorted(self.times, at, side="left"))
+        if index == len(self.times) or self.times[index] != at:
+            self.times = np.insert(self.times, index, at)
+            self.free = np.insert(self.free, index, self.free[index - 1])
+        return index
 
     def earliest(self, job: Demand) -> float:
         index = self._first(job)

@@ -18,96 +18,30 @@ that asks for licenses draws its count from the pool each of its features has on
 it runs, and is placed only on hosts that draw each feature from one pool with enough free (the
 hosts are tried pool by pool, in the order of their best host). A feature no pool holds is not
 counted (the matcher decided the host has it).
+
+GPUs are a consumable of each host, as processors are: a job asking for N takes N on each of its
+hosts while it runs, and is placed only where N are free (what its executor is told to give it:
+CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES); two jobs never hold the same GPU, exclusive or not.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Protocol, Sequence
+from dataclasses import replace
+from typing import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
+from infosvc.sched.hostslots import Allocation, HostJob, HostSlot, Mask, WaitingJob
 from infosvc.sched.policy import Machine, Queued
 from infosvc.sched.request import JobRequest
 
-__all__ = ["NO_EXECUTOR", "NO_HOST", "Allocation", "HostJob", "HostPool", "HostSlot", "WaitingJob"]
+__all__ = ["NO_EXECUTOR", "NO_HOST", "Allocation", "HostJob", "HostPool", "HostSlot", "Mask", "WaitingJob"]
 
 #: Why a job waits when its requirements rule out every usable host (the queue adds which and why).
 NO_HOST = "no usable host meets its requirements"
 #: Why a job waits when only hosts without an executor would take it.
 NO_EXECUTOR = "no host with an executor fits"
-
-Mask = npt.NDArray[np.bool_]
-
-
-class HostJob(Queued, Protocol):
-    """A queued job as a host machine reads it."""
-
-    @property
-    def request(self) -> JobRequest: ...
-
-    @property
-    def eligible(self) -> Mask | None:
-        """The hosts (rows of the pool) its requirements and asked nodes allow; None: any host."""
-        ...
-
-    @property
-    def admin(self) -> bool:
-        """Submitted by an administrator: may start on Paused hosts."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class WaitingJob:
-    """A queued job for a host pool: the site's queue and the tests make these."""
-
-    id: str
-    priority: int
-    submitted: float
-    estimate: float
-    request: JobRequest
-    eligible: Mask | None = None
-    admin: bool = False
-    predicted: float = float("nan")  # the run time `predictive` plans with (NaN: the estimate)
-
-    @property
-    def processors(self) -> int:
-        """What a processor pool (infosvc.sched.pool) places: the job's minimum."""
-        return self.request.min_processors
-
-
-@dataclass(frozen=True, slots=True)
-class HostSlot:
-    """One host as the scheduler sees it."""
-
-    id: str
-    processors: int
-    memory_mb: float = 0.0
-    speed: float = 0.0
-    usable: bool = True
-    paused: bool = False
-    executor: bool = True  # whether an executor runs jobs there (a token bound to it): else it takes none
-    #: (feature, license pool) for each software license a job on the host draws, from a pool of
-    #: the HostPool's `licenses`
-    licenses: tuple[tuple[str, int], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Allocation:
-    """Rows of the pool, the processors taken on each, the memory held on each, whether the job
-    holds them exclusively, and the licenses it draws: (license pool, count)."""
-
-    rows: tuple[int, ...]
-    processors: tuple[int, ...]
-    memory_mb: float
-    exclusive: bool
-    licenses: tuple[tuple[int, int], ...] = ()
-
-    @property
-    def total(self) -> int:
-        return sum(self.processors)
-
 
 class HostPool:
     """The hosts of a site and what is taken on each. `copy()` shares the hosts, copies what is taken.
@@ -123,6 +57,8 @@ class HostPool:
         self.usable = np.fromiter((s.usable and s.executor for s in self.slots), np.bool_, n)
         self.no_executor = np.fromiter((s.usable and not s.executor for s in self.slots), np.bool_, n)  # for `why`
         self.paused = np.fromiter((s.paused for s in self.slots), np.bool_, n)
+        self.gpu_size = np.fromiter((max(s.gpus, 0) for s in self.slots), np.int64, n)
+        self.gpu_free = self.gpu_size.copy()
         speed = np.fromiter((s.speed for s in self.slots), np.float64, n)
         rank = np.empty(n, np.int64)
         rank[sorted(range(n), key=self.ids.__getitem__)] = np.arange(n)
@@ -159,9 +95,10 @@ class HostPool:
     def copy(self) -> HostPool:
         other = HostPool._empty()
         for name in ("slots", "ids", "row", "size", "memory", "usable", "no_executor", "paused", "order", "place_of",
-                     "_order_list", "_open", "license_size", "_pools_of", "_license_groups"):
+                     "_order_list", "_open", "license_size", "_pools_of", "_license_groups", "gpu_size"):
             setattr(other, name, getattr(self, name))
         other.license_free = self.license_free.copy()
+        other.gpu_free = self.gpu_free.copy()
         other.free = self.free.copy()
         other.memory_free = self.memory_free.copy()
         other.holders = self.holders.copy()
@@ -184,7 +121,7 @@ class HostPool:
         if request.licenses and self._pools_of:
             return self._place_licensed(hjob, within)
         plain = (hjob.eligible is None and not request.required_nodes and request.memory_mb <= 0
-                 and not hjob.admin and within is None)
+                 and not hjob.admin and within is None and request.gpus <= 0)
         if plain:
             if request.min_processors > (self.idle_free if request.exclusive else self.shared_free):
                 return None
@@ -246,6 +183,9 @@ class HostPool:
         if request.memory_mb > 0:
             memory = self.memory_free if within is None else np.minimum(self.memory_free, within.memory_free)
             mask &= memory >= request.memory_mb
+        if request.gpus > 0:
+            gpus = self.gpu_free if within is None else np.minimum(self.gpu_free, within.gpu_free)
+            mask &= gpus >= request.gpus
         if hjob.eligible is not None:
             mask &= hjob.eligible
         return mask, room
@@ -280,7 +220,7 @@ class HostPool:
         if required:
             keep[:len(required)] = True
         return Allocation(tuple(int(r) for r in rows[keep]), tuple(int(t) for t in taken[keep]),
-                          request.memory_mb, request.exclusive)
+                          request.memory_mb, request.exclusive, gpus=request.gpus)
 
     # --- licenses ----------------------------------------------------------------------------
 
@@ -353,8 +293,11 @@ class HostPool:
         config) keeps them, and the pool gives none until enough are back."""
         self._changes += 1
         for row, count in zip(allocation.rows, allocation.processors):
-            if count > self.free[row] or (allocation.exclusive and self.holders[row]) or self.exclusive[row]:
+            if count > self.free[row] or (allocation.exclusive and self.holders[row]) or self.exclusive[row] \
+                    or allocation.gpus > self.gpu_free[row]:
                 raise ValueError(f"host {self.ids[row]} has no room for this allocation")
+        for row, count in zip(allocation.rows, allocation.processors):
+            self.gpu_free[row] -= allocation.gpus
             was_idle = not self.holders[row]
             self.free[row] -= count
             self.memory_free[row] -= allocation.memory_mb
@@ -380,6 +323,7 @@ class HostPool:
             if self.holders[row] < 1 or self.free[row] + count > self.size[row]:
                 raise ValueError(f"host {self.ids[row]}: giving back what was not taken")
             self.free[row] += count
+            self.gpu_free[row] += allocation.gpus
             self.memory_free[row] += allocation.memory_mb
             self.holders[row] -= 1
             if self._open[row]:
@@ -411,7 +355,7 @@ class HostPool:
         # Jobs asking alike wait for the same reason until something is taken or given back: a
         # pass over 10,000 waiting jobs says each reason once.
         key = (request.min_processors, request.exclusive, request.memory_mb, request.required_nodes,
-               id(hjob.eligible), hjob.admin, request.licenses)
+               id(hjob.eligible), hjob.admin, request.licenses, request.gpus)
         if self._said_at != self._changes:
             self._said, self._said_at = {}, self._changes
         said = self._said.get(key)
@@ -430,6 +374,9 @@ class HostPool:
         if request.memory_mb > 0 and not (self.memory[allowed] >= request.memory_mb).any():
             lead = NO_EXECUTOR + ": none" if (self.memory[elsewhere] >= request.memory_mb).any() else "no host"
             return f"{lead} it may use has {request.memory_mb:g} MB of memory"
+        if request.gpus > 0 and not (self.gpu_size[allowed] >= request.gpus).any():
+            most = int(self.gpu_size[allowed].max())
+            return f"no host it may use has {_gpus(request.gpus)}: {most} at most"
         capacity = int(self.size[allowed].sum())
         if request.min_processors > capacity:
             lead = f"{NO_EXECUTOR}: " if request.min_processors <= capacity + int(self.size[elsewhere].sum()) else ""
@@ -437,6 +384,10 @@ class HostPool:
         if request.licenses and self._pools_of and (short := self._license_shortfall(allowed, request)):
             return short
         mask, room = self._candidates(hjob, None)
+        if request.gpus > 0 and not mask.any():
+            gpu_free = self.gpu_free[allowed & (self.gpu_size >= request.gpus)]
+            return (f"waiting for {_gpus(request.gpus)} free on a host: "
+                    f"{int(gpu_free.max()) if len(gpu_free) else 0} at most now")
         free = int(room[mask].sum())
         kind = "idle hosts" if request.exclusive else "hosts it may share"
         return f"waiting for {_processors(request.min_processors)}, {free} free on {kind}"
@@ -448,3 +399,7 @@ class HostPool:
 
 def _processors(count: int) -> str:
     return f"{count} processor" if count == 1 else f"{count} processors"
+
+
+def _gpus(count: int) -> str:
+    return f"{count} GPU" if count == 1 else f"{count} GPUs"

@@ -12,7 +12,7 @@ one host of the allocation has room for it (CCS: tasks first come, first served,
 dependencies reorder them). A task with nothing to run finishes at dispatch. The job ends when
 its last task ends: Finished if every task finished, else Failed; a job that runs until cancelled
 keeps its allocation until it is cancelled or reaches its run time limit. At the limit a job is
-Canceled (CCS cancels rather than let a job run past it).
+Canceled (CCS cancels rather than let a job run past it), and so it is at its SSS Deadline.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 from infosvc.model.ccsjob import JobState
+from infosvc.model.snapshot import iso
 from infosvc.sched.request import JobRequest
 
 __all__ = ["ENDED", "Event", "JobRecord", "TaskRecord", "glue_status", "sss_state"]
@@ -100,8 +101,18 @@ class JobRecord:
         return self.request.project
 
     @property
+    def holds(self) -> tuple[str, ...]:
+        """The SSS Holds on it (User, System): it is not started while it has one."""
+        return self.request.holds
+
+    @property
     def limit_at(self) -> float:
-        return math.inf if self.started is None else self.started + self.request.estimate
+        """When a running job is ended: its run time limit, or its Deadline when that comes first."""
+        if self.started is None:
+            return math.inf
+        deadline = self.request.deadline
+        ends = self.started + self.request.estimate
+        return ends if deadline is None or deadline >= ends else deadline
 
     # --- changes decided on a trial copy, then adopted (a queue stores them in between) ------
 
@@ -205,7 +216,11 @@ class JobRecord:
         return self.end(state, now, detail)
 
     def reach_limit(self, now: float) -> list[Event]:
-        """The job's run time limit has come: CCS cancels it, whatever its tasks were doing."""
+        """The job's run time limit (or its Deadline) has come: CCS cancels it, whatever its tasks
+        were doing."""
+        deadline = self.request.deadline
+        if deadline is not None and self.started is not None and deadline < self.started + self.estimate:
+            return self.end(JobState.CANCELED, now, f"reached its Deadline ({iso(deadline)})")
         return self.end(JobState.CANCELED, now, f"reached its run time limit of {self.estimate:g} s")
 
     def end(self, state: JobState, now: float, detail: str) -> list[Event]:
@@ -274,9 +289,9 @@ class JobRecord:
 
 
 def sss_state(job: JobRecord) -> str:
-    """SSS Job State: Idle (queued), Hold (waiting on a dependency), Running, Completed."""
+    """SSS Job State: Idle (queued), Hold (a Hold on it, or waiting on a dependency), Running, Completed."""
     if job.state is JobState.QUEUED:
-        return "Hold" if job.held else "Idle"
+        return "Hold" if job.held or job.request.holds else "Idle"
     if job.state is JobState.RUNNING:
         return "Running"
     return "Completed" if job.state in ENDED else "Idle"

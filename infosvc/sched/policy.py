@@ -20,6 +20,10 @@ simulator with a simulated machine and simulated time, and both get the same dec
   start; a second, expected one by predictions is what a backfilled job must not be expected to
   delay as well (docs/simulation.md: what it guarantees).
 
+- EligibleTime (`not_before`): a job whose SSS EligibleTime is after `now` is passed over, by
+  every policy: it neither starts, nor blocks the queue, nor is reserved for; it waits with that
+  reason. The pass at its EligibleTime (the caller runs one then) takes it in its place.
+
 What "resources" are is the machine's (`Machine`): a pool of processors for a trace
 (infosvc/sched/pool.py), a site's hosts with their exclusive use and resource sorting for the
 service. The policy only asks a machine to place a job, to take or give back an allocation, and
@@ -32,7 +36,7 @@ import math
 import operator
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Callable, Collection, Generic, Iterable, Iterator, Protocol, Sequence, TypeVar
+from typing import Callable, Collection, Generic, Iterable, Iterator, Mapping, Protocol, Sequence, TypeVar
 
 from infosvc.sched.prediction import planned_end
 
@@ -154,13 +158,16 @@ def _seconds(at: float) -> str:
 
 def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterable[Queued], now: float,
              policy: Policy = Policy.EASY, *, when: Callable[[float], str] = _seconds,
-             explain: bool = True) -> Plan[A]:
+             explain: bool = True, not_before: Mapping[str, float] | None = None) -> Plan[A]:
     """The jobs of `queue` (in queue order) to start at `now` on `machine` (what is free now, with
     `running` holding the rest), by `policy`. `machine` is left as it was. `when` writes a time in
     the waiting jobs' reasons (the service: a UTC date and time); without `explain` (a simulation)
-    no reasons are written, and the decisions are the same."""
+    no reasons are written, and the decisions are the same. `not_before`: job id -> its
+    EligibleTime, for the jobs that have one; those whose time is after `now` are passed over."""
     free = machine.copy()
     plan: Plan[A] = Plan()
+    if not_before:
+        queue = _eligible(queue, not_before, now, plan, when, explain)
     rest = iter(queue)  # read once, never copied: a simulation's queue may be long
     for head in rest:
         allocation = free.place(head)
@@ -188,6 +195,17 @@ def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterab
     _backfill(free, plan, rest, now, _Guard(reservation.at, extra), None,
               lambda: f"would delay {head.id}, reserved to start at {when(reservation.at)}", explain)
     return plan
+
+
+def _eligible(queue: Iterable[Queued], not_before: Mapping[str, float], now: float, plan: Plan[A],
+              when: Callable[[float], str], explain: bool) -> Iterator[Queued]:
+    """The jobs of `queue` that may start at `now`; the others get their EligibleTime as reason."""
+    for job in queue:
+        at = not_before.get(job.id)
+        if at is None or at <= now:
+            yield job
+        elif explain:
+            plan.waiting[job.id] = f"not eligible before {when(at)} (its EligibleTime)"
 
 
 @dataclass(slots=True)

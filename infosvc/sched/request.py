@@ -24,6 +24,7 @@ The rules, with docs/scheduling.md:
   Extension `RequiredNodes` (a list or NodeSet): the allocation must include every one of them.
 - Dependencies: an SSS `Dependency` on a job (JobId or JobName, OnSuccess / OnFailure / OnExit
   with a code); a CCS task's `depend` list names tasks of the same job.
+- Holds, EligibleTime, Deadline: the SSS Job's own controls (infosvc/sched/holds.py).
 - Requested includes what a level writes outside Requested and needs (infosvc.model.jobneeds:
   the spec's simple example's `<Processors>16</Processors>` directly under Job asks 16); the
   request names what was read so (`read_as_requested`).
@@ -39,14 +40,15 @@ from ClusterShell.NodeSet import NodeSetException
 
 from infosvc.errors import DocumentError, excerpt
 from infosvc.model.durations import seconds
-from infosvc.model.glue import LICENSE
+from infosvc.model.glue import GPU, LICENSE
+from infosvc.sched.holds import read_holds
 from infosvc.model.job import Condition, Consumable, Context, Designator, Job, Op, Properties, Simple, Task, Term
 from infosvc.model.jobneeds import NeedsRead
 from infosvc.model.nodeset import expand_names, names_upper_bound
 from infosvc.model.noderef import Aggregation, NodeRef, NodeRefError
 from infosvc.model.units import DEFAULT_UNITS, UnitError, convert
 
-__all__ = ["MAX_TASKS", "PRIORITIES", "After", "JobRequest", "TaskRequest", "read_request"]
+__all__ = ["MAX_TASKS", "PRIORITIES", "After", "JobRequest", "TaskRequest", "priority_rank", "read_request"]
 
 #: The five CCS priorities, lowest first: the rank is the index.
 PRIORITIES: Final = ("Lowest", "BelowNormal", "Normal", "AboveNormal", "Highest")
@@ -138,10 +140,20 @@ class JobRequest:
     read_as_requested: tuple[str, ...] = ()
     #: its Project (SSS; CCS Project maps there): for a grid site, the VO it runs for ("": none said)
     project: str = ""
+    #: the holds on it (SSS Hold: User, System), in HOLDS order: it starts only once none is left
+    holds: tuple[str, ...] = ()
+    #: SSS EligibleTime: it starts no earlier (seconds since the epoch; None: any time)
+    eligible: float | None = None
+    #: SSS Deadline: it is ended then, whatever it is doing (None: no deadline)
+    deadline: float | None = None
+    #: GPUs it takes on each of its hosts while it runs (Requested `Resource name="GPU"`): a
+    #: consumable the scheduler counts, as processors and memory
+    gpus: int = 0
 
     def __post_init__(self) -> None:
-        # read back from the store's JSON as a list
+        # read back from the store's JSON as lists
         object.__setattr__(self, "read_as_requested", tuple(self.read_as_requested))
+        object.__setattr__(self, "holds", tuple(self.holds))
 
     @property
     def priority_name(self) -> str:
@@ -182,23 +194,33 @@ def read_request(needs: NeedsRead, owner: str) -> JobRequest:
             raise DocumentError(f"required nodes {', '.join(missing[:5])} are not among the asked nodes")
     after = tuple(After(dep.job, dep.effective_condition, dep.code,
                         dep.effective_designator is Designator.JOB_NAME) for dep in props.dependencies)
+    holds, eligible, deadline = read_holds(props)
     return JobRequest(
         name=props.get("Name") or "", owner=owner, priority=priority,
         min_processors=least, max_processors=most, estimate=min(estimates), memory_mb=memory,
         exclusive=_flag(props, "IsExclusive", True), asked_nodes=asked, required_nodes=tuple(required),
-        licenses=_licenses(props.requested),
+        licenses=_licenses(props.requested), gpus=_gpus(props.requested),
         run_until_cancelled=_flag(props, "RuntillCancelled", False) or _flag(props, "RunUntilCanceled", False),
-        tasks=tasks, after=after, read_as_requested=read, project=(props.get("Project") or "").strip())
+        tasks=tasks, after=after, read_as_requested=read, project=(props.get("Project") or "").strip(),
+        holds=holds, eligible=eligible, deadline=deadline)
 
 
 def _priority(text: str | None) -> int:
     if text is None or not text.strip():
         return NORMAL
+    rank = priority_rank(text)
+    if rank is None:
+        raise DocumentError(f"Priority {excerpt(text.strip())!r} is not one of {', '.join(PRIORITIES)} (or 0 to 4)")
+    return rank
+
+
+def priority_rank(text: str) -> int | None:
+    """The rank of a CCS priority, by name (any case) or rank ("0" to "4"); None for anything else."""
     value = text.strip()
     for rank, name in enumerate(PRIORITIES):
         if value.lower() == name.lower() or value == str(rank):
             return rank
-    raise DocumentError(f"Priority {excerpt(value)!r} is not one of {', '.join(PRIORITIES)} (or 0 to 4)")
+    return None
 
 
 def _tasks(job: Job) -> tuple[TaskRequest, ...]:
@@ -346,6 +368,27 @@ def _licenses(terms: list[Term]) -> tuple[tuple[str, int], ...]:
                 raise DocumentError(f"License {excerpt(item.type)}: {str(item.value)[:20]} is no count") from None
             found[item.type] = max(found.get(item.type, 0), count)
     return tuple((feature, count) for feature, count in found.items() if count > 0)
+
+
+#: The most GPUs a job may take on one host
+MAX_GPUS_PER_HOST = 1024
+
+
+def _gpus(terms: list[Term]) -> int:
+    """The GPUs the job takes on each host: its Requested `Resource name="GPU"` (of any type: the
+    type asks for a model, which the matcher checks), the largest when it says more than once."""
+    most = 0
+    for op, item in _consumables(terms, "Resource"):
+        if item.name == GPU and op in (Op.EQ, Op.GE, Op.GT):
+            try:
+                value = float(item.value)
+                count = math.floor(value) + 1 if op is Op.GT else math.ceil(value)
+            except (OverflowError, ValueError):
+                raise DocumentError(f"GPU: {str(item.value)[:20]} is no count") from None
+            if count > MAX_GPUS_PER_HOST:
+                raise DocumentError(f"GPU: {count} on a host; at most {MAX_GPUS_PER_HOST} are accepted")
+            most = max(most, count)
+    return most
 
 
 def _asked_nodes(terms: list[Term]) -> tuple[str, ...] | None:

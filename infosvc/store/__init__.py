@@ -22,7 +22,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Final, Generator, Iterator
+from typing import Any, Final, Generator, Iterable, Iterator
 
 import sqlite_utils
 
@@ -37,7 +37,8 @@ from infosvc.store.hosts import (
     read_host_events, read_hosts, read_reports_at, write_binding, write_flags, write_removal, write_report,
     write_snapshot,
 )
-from infosvc.store.jobs import read_document, read_events, read_jobs
+from infosvc.store.jobs import (EndedQuery, count_ended, next_job_id, read_document, read_ended, read_events,
+                                read_jobs, read_jobs_by_id)
 from infosvc.store.schema import MIGRATIONS, migrate
 from infosvc.store.writer import GroupWriter, Operation, WriterStopped
 
@@ -180,6 +181,25 @@ class Store:
         """The queue's jobs (with `ended=False`, those Queued or Running), in id order."""
         with self._reader() as conn:
             return list(read_jobs(conn, ended=ended))
+
+    def jobs_by_id(self, ids: Iterable[int]) -> list[JobRecord]:
+        """The jobs of these ids the store holds (an ended job no longer in the queue's memory)."""
+        with self._reader() as conn:
+            return read_jobs_by_id(conn, ids)
+
+    def ended_jobs(self, query: EndedQuery, before: tuple[float, int] | None, limit: int) -> list[JobRecord]:
+        """The ended jobs `query` selects, newest ended first, below the cursor `before` (store/jobs.py)."""
+        with self._reader() as conn:
+            return read_ended(conn, query, before, limit)
+
+    def count_ended(self, query: EndedQuery) -> int:
+        with self._reader() as conn:
+            return count_ended(conn, query)
+
+    def next_job_id(self) -> int:
+        """One above the highest job id stored (pruning always keeps that job's row)."""
+        with self._reader() as conn:
+            return next_job_id(conn)
 
     def job_document(self, job_id: int) -> tuple[bytes, str] | None:
         """The document a job was submitted as, and its content type."""

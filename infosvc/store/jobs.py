@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Iterator
 
 from infosvc.model.ccsjob import JobState
@@ -17,7 +17,8 @@ from infosvc.sched.jobs import Event, JobRecord, TaskRecord
 from infosvc.sched.request import After, JobRequest, TaskRequest
 from infosvc.store.writer import Operation
 
-__all__ = ["next_job_id", "read_events", "read_jobs", "write_jobs"]
+__all__ = ["EndedQuery", "count_ended", "next_job_id", "prune_ended", "read_ended", "read_events", "read_jobs",
+           "read_jobs_by_id", "write_jobs"]
 
 
 def _number(value: float) -> float | None:
@@ -109,12 +110,90 @@ def read_jobs(conn: sqlite3.Connection, *, ended: bool = True) -> Iterator[JobRe
     """Every job (or only those not ended), in id order."""
     where = "" if ended else " WHERE state IN ('Queued', 'Running')"
     for row in conn.execute(f"SELECT {','.join(_COLUMNS)}, request FROM jobs{where} ORDER BY id"):
-        (id_, group, owner, admin, submitter, submitted, state, reason, held, hosts, exclusive, memory, started, ended_at,
-         code, tasks, request) = row
-        yield JobRecord(str(id_), request_of(request), submitted, owner, bool(admin), group, submitter, JobState(state),
-                        reason,
-                        bool(held), json.loads(hosts), bool(exclusive), memory, started, ended_at, code,
-                        _tasks_of(tasks))
+        yield _record(row)
+
+
+def _record(row: tuple[Any, ...]) -> JobRecord:
+    (id_, group, owner, admin, submitter, submitted, state, reason, held, hosts, exclusive, memory, started, ended_at,
+     code, tasks, request) = row
+    return JobRecord(str(id_), request_of(request), submitted, owner, bool(admin), group, submitter, JobState(state),
+                     reason, bool(held), json.loads(hosts), bool(exclusive), memory, started, ended_at, code,
+                     _tasks_of(tasks))
+
+
+def read_jobs_by_id(conn: sqlite3.Connection, ids: Iterable[int]) -> list[JobRecord]:
+    """The jobs of these ids that the store holds, in id order."""
+    wanted = sorted(set(ids))
+    found: list[JobRecord] = []
+    for start in range(0, len(wanted), 500):  # well under SQLite's bound on parameters
+        chunk = wanted[start:start + 500]
+        found += map(_record, conn.execute(f"SELECT {','.join(_COLUMNS)}, request FROM jobs WHERE id IN "
+                                           f"({','.join('?' * len(chunk))}) ORDER BY id", chunk))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class EndedQuery:
+    """Which ended jobs a listing reads: of one ended state (None: any), of one owner, ended in
+    [since, until], on one of `hosts` (a JSON array of host names; None: anywhere)."""
+
+    state: str | None = None
+    owner: str | None = None
+    since: float | None = None
+    until: float | None = None
+    hosts: str | None = None
+
+    def where(self) -> tuple[str, list[Any]]:
+        # `ended IS NOT NULL` is what the partial indexes of migration 7 are made on: only ended jobs
+        # have an end time. Ordered by (ended, id) they are read a page at a time, newest first.
+        terms, args = ["ended IS NOT NULL"], []
+        for term, value in (("state = ?", self.state), ("owner = ?", self.owner), ("ended >= ?", self.since),
+                            ("ended <= ?", self.until)):
+            if value is not None:
+                terms.append(term)
+                args.append(value)
+        if self.hosts is not None:
+            terms.append("EXISTS (SELECT 1 FROM json_each(jobs.hosts) AS h WHERE h.key IN "
+                         "(SELECT value FROM json_each(?)))")
+            args.append(self.hosts)
+        return " AND ".join(terms), args
+
+
+def read_ended(conn: sqlite3.Connection, query: EndedQuery, before: tuple[float, int] | None,
+               limit: int) -> list[JobRecord]:
+    """The ended jobs `query` selects, newest ended first (then highest id), below the cursor
+    `before` (an (ended, id) a previous page ended at), at most `limit`."""
+    where, args = query.where()
+    if before is not None:
+        where += " AND (ended < ? OR (ended = ? AND id < ?))"
+        args += [before[0], before[0], before[1]]
+    return [_record(row) for row in conn.execute(
+        f"SELECT {','.join(_COLUMNS)}, request FROM jobs WHERE {where} ORDER BY ended DESC, id DESC LIMIT ?",
+        [*args, limit])]
+
+
+def count_ended(conn: sqlite3.Connection, query: EndedQuery) -> int:
+    where, args = query.where()
+    return int(conn.execute(f"SELECT count(*) FROM jobs WHERE {where}", args).fetchone()[0])
+
+
+def prune_ended(cutoff: float, batch: int, keep: Iterable[int] = ()) -> Operation:
+    """Delete up to `batch` jobs that ended before `cutoff`, with their events, oldest first; the
+    operation answers how many. Never the job of the highest id (the next job's id is one above it:
+    ids are not used twice), nor those of `keep` (jobs a queued job still depends on)."""
+    kept = json.dumps(sorted(set(keep)))
+
+    def prune(conn: sqlite3.Connection) -> int:
+        ids = [row[0] for row in conn.execute(
+            "SELECT id FROM jobs WHERE ended IS NOT NULL AND ended < ? AND id < (SELECT max(id) FROM jobs) "
+            "AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY ended LIMIT ?", [cutoff, kept, batch])]
+        if ids:
+            marks = ",".join("?" * len(ids))
+            conn.execute(f"DELETE FROM job_events WHERE job_id IN ({marks})", ids)
+            conn.execute(f"DELETE FROM jobs WHERE id IN ({marks})", ids)
+        return len(ids)
+
+    return prune
 
 
 def read_document(conn: sqlite3.Connection, job_id: int) -> tuple[bytes, str] | None:

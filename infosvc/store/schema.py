@@ -82,9 +82,20 @@ def _migration_6(db: sqlite_utils.Database) -> None:
         host_id TEXT PRIMARY KEY, reported_at REAL NOT NULL, node BLOB NOT NULL, base BLOB)""")
 
 
+def _migration_7(db: sqlite_utils.Database) -> None:
+    """Accounting: ended jobs are kept for `[scheduler] keep_ended_days` and read from the store a
+    page at a time (GET /v1/jobs), not held in memory. Only an ended job has an end time, so these
+    partial indexes hold the ended jobs alone: by end time (any ended state), and by state and end
+    time (`?state=Finished`), each page read in index order, newest first."""
+    conn = db.conn
+    conn.execute("CREATE INDEX jobs_ended ON jobs (ended, id) WHERE ended IS NOT NULL")
+    conn.execute("CREATE INDEX jobs_state_ended ON jobs (state, ended, id) WHERE ended IS NOT NULL")
+
+
 #: Schema migrations, applied in order; the database records how many it has had.
 MIGRATIONS: Final[list[Callable[[sqlite_utils.Database], None]]] = [
-    _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6]
+    _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6,
+    _migration_7]
 
 def migrate(db: sqlite_utils.Database) -> int:
     """Bring the schema up to date; returns the schema version."""

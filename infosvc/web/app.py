@@ -62,7 +62,8 @@ async def _aggregator_ctx(app: web.Application, store_path: str, tokens: Tokens)
     app[GLUE] = Glue(agg.tree)
     app[JOB_QUEUE] = JobQueue(store, agg.table, site=lambda: Site.of(agg.tree), clock=agg.clock,
                               policy=Policy(config.scheduler.policy), executors=tokens.executor_hosts,
-                              start_timeout=config.scheduler.start_timeout_seconds, drain=agg.drain)
+                              start_timeout=config.scheduler.start_timeout_seconds, drain=agg.drain,
+                              keep_ended_days=config.scheduler.keep_ended_days)
     opened = app[OPEN] = asyncio.Event()
     running: list[asyncio.Task[None]] = []
     opening = app[OPENING] = asyncio.create_task(_open(app, agg, running))
@@ -103,13 +104,15 @@ async def _open(app: web.Application, agg: Aggregator, running: list[asyncio.Tas
     agg.on_change.append(glue.warm)
     queue = app[JOB_QUEUE]
     agg.tree.read_queue(queue)  # the CEs publish the queue's figures
+    reading = time.monotonic()
     jobs = await asyncio.to_thread(queue.load)
     if jobs:
-        log.info("job queue: %d jobs read from the store", jobs)
+        log.info("job queue: %d jobs read from the store in %.2f s", jobs, time.monotonic() - reading)
     agg.on_change.append(queue.hosts_changed)
     agg.on_remove.append(queue.host_removed)
     running.append(asyncio.create_task(_sweep_forever(agg, config)))
     running.append(asyncio.create_task(queue.run_forever()))
+    running.append(asyncio.create_task(queue.ended.prune_forever()))  # at start, then every hour
     queue.poke()
     app[OPEN].set()
     log.info("%d hosts read (%d from the snapshot of the last clean stop) and published in %.2f s", hosts,

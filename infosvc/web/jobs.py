@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Final
+from typing import Any, Final, Mapping
+from urllib.parse import urlencode
 
 from aiohttp import web
 
@@ -16,13 +17,16 @@ from infosvc.publish.jobs import event_json, job_json, task_order_json
 from infosvc.model.ccsjob import JobState
 from infosvc.errors import Invalid
 from infosvc.hosts import Role
+from infosvc.hosts import QueryError, parse_time
+from infosvc.queue import Cursor, Listing, listing_page
 from infosvc.web.auth import Caller, caller_of
 from infosvc.web.bodies import read_body
 from infosvc.web.keys import AGGREGATOR, JOB_QUEUE
 
-#: GET /v1/jobs answers at most this many jobs (`limit` lowers it).
+#: A page of GET /v1/jobs holds at most this many jobs (`limit`), DEFAULT_LISTED unless it says.
 MAX_LISTED: Final = 10_000
-LIST_PARAMETERS: Final = ("state", "user", "ce", "limit")
+DEFAULT_LISTED: Final = 1000
+LIST_PARAMETERS: Final = ("state", "user", "ce", "since", "until", "limit", "cursor")
 #: An executor's report is a small JSON object.
 MAX_REPORT_BYTES: Final = 4096
 #: An end report's reason (a task that could not start says which path and why).
@@ -56,26 +60,51 @@ async def post_job(request: web.Request) -> web.Response:
 
 
 async def get_jobs(request: web.Request) -> web.Response:
+    """One page of the listing (infosvc/queue/accounting.py): the jobs not ended first, then the
+    ended ones kept in the store, newest ended first; `next` is the path of the page after it."""
     query = request.query  # only LIST_PARAMETERS get here (routes.py, auth.py)
+    for key in LIST_PARAMETERS:
+        if len(query.getall(key, ())) > 1:  # `?state=Queued&state=Finished` is no one listing
+            raise QueryError(key, "given more than once")
+    listing = listing_of(query)
+    page = await listing_page(request.app[JOB_QUEUE], listing)
+    jobs = [job_json(job) for job in page.active]
+    if page.ended:
+        jobs += await asyncio.to_thread(lambda: [job_json(job) for job in page.ended])
+    following = None
+    if page.next is not None:
+        kept = [(key, value) for key, value in query.items() if key != "cursor"]
+        following = f"/v1/jobs?{urlencode([*kept, ('cursor', str(page.next))])}"
+    return _json({"jobs": jobs, "total": page.total, "truncated": following is not None, "next": following})
+
+
+def listing_of(query: Mapping[str, str]) -> Listing:
+    """GET /v1/jobs's parameters as a Listing; a QueryError (400) names the one that is wrong."""
     state = query.get("state")
-    if state is not None and state.lower() not in {s.value.lower() for s in JobState}:
-        raise Invalid(f"state {excerpt(state)!r} is no job state", f"one of {', '.join(s.value for s in JobState)}")
-    limit = MAX_LISTED
-    if "limit" in query:
-        try:
-            limit = int(query["limit"])
-        except ValueError:
-            raise Invalid(f"limit {excerpt(query['limit'])!r} is not a whole number") from None
-        if not 1 <= limit <= MAX_LISTED:
-            raise Invalid(f"limit must be 1 to {MAX_LISTED}")
-    found = request.app[JOB_QUEUE].listed(state=state, user=query.get("user"), ce=query.get("ce"))
-    return _json({"jobs": [job_json(job) for job in found[:limit]], "total": len(found),
-                  "truncated": len(found) > limit})
+    states = {s.value.lower(): s for s in JobState}
+    if state is not None and state.lower() not in states:
+        raise QueryError("state", f"{excerpt(state)!r} is no job state: one of {', '.join(s.value for s in JobState)}")
+    text = query.get("limit", str(DEFAULT_LISTED))
+    # ASCII digits, and few: int() refuses (ValueError) digits of other scripts and past 4,300
+    if not (text.isascii() and text.isdigit() and len(text) <= 6) or not 1 <= int(text) <= MAX_LISTED:
+        raise QueryError("limit", f"a whole number from 1 to {MAX_LISTED}")
+    since = parse_time(query["since"], "since") if "since" in query else None
+    until = parse_time(query["until"], "until") if "until" in query else None
+    if since is not None and until is not None and until < since:
+        raise QueryError("until", "an instant not before `since`")
+    cursor = Cursor()
+    if "cursor" in query:
+        parsed = Cursor.parse(query["cursor"])
+        if parsed is None:
+            raise QueryError("cursor", "the cursor a listing gave in its `next` path")
+        cursor = parsed
+    return Listing(None if state is None else states[state.lower()], query.get("user"), query.get("ce"), since,
+                   until, int(text), cursor)
 
 
 async def get_job(request: web.Request) -> web.Response:
     queue = request.app[JOB_QUEUE]
-    job = queue.get(request.match_info["id"])
+    job = await queue.ended.find(request.match_info["id"])  # an ended one may be in the store only
     answer = job_json(job, detail=True)
     answer["ces"] = queue.ces_of(job)
     events = await asyncio.to_thread(queue.events_of, job, 200)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from infosvc.hosts import PARAMETERS
-from infosvc.web import admin, glue, jobs, match, meta, nodes, page, prometheus
+from infosvc.web import admin, glue, jobcontrols, jobs, match, meta, nodes, page, prometheus
 from infosvc.web.auth import Access, Handler
 from infosvc.web.gridquery import GRID_PARAMETERS
 from infosvc.web.pretty import PRETTY
@@ -66,6 +66,10 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/jobs/{id}", jobs.get_job, Access.READ),
     Route("DELETE", "/v1/jobs/{id}", jobs.delete_job, Access.SUBMIT),
     Route("POST", "/v1/jobs/{id}/tasks/{task}/events", jobs.post_task_event, Access.EXECUTOR),
+    Route("POST", "/v1/jobs/{id}/hold", jobcontrols.post_hold, Access.SUBMIT),
+    Route("POST", "/v1/jobs/{id}/release", jobcontrols.post_release, Access.SUBMIT),
+    Route("POST", "/v1/jobs/{id}/requeue", jobcontrols.post_requeue, Access.SUBMIT),
+    Route("POST", "/v1/jobs/{id}/priority", jobcontrols.post_priority, Access.ADMIN),
     Route("GET", "/v1/executor/tasks", jobs.get_executor_tasks, Access.EXECUTOR, ("host",)),
     Route("POST", "/v1/admin/hosts/{id}/{action}", admin.post_admin, Access.ADMIN, admin.PARAMETERS),
     Route("GET", "/v1/prometheus/targets", prometheus.get_prometheus_targets, Access.READ),

@@ -594,10 +594,10 @@ def test_registry_records_a_failed_collector_and_keeps_the_others(tmp_path: Path
 
 def test_default_collectors_on_a_fixture_tree(tmp_path: Path) -> None:
     collectors = default_collectors(str(HOST1 / "proc"), str(HOST1 / "sys"), str(HOST1 / "etc"))
-    assert [c.name for c in collectors] == ["processors", "memory", "load", "filesystems", "network", "system"]
-    processors, memory, load, _, _, system = (c.collect() for c in collectors)
+    assert [c.name for c in collectors] == ["processors", "memory", "load", "filesystems", "network", "system", "gpus"]
+    processors, memory, load, _, _, system, gpus = (c.collect() for c in collectors)
     assert processors.info.logical == 4 and memory.total == 196608000 * KIB
-    assert load.tasks == 345 and system.os_name == "Rocky Linux"
+    assert load.tasks == 345 and system.os_name == "Rocky Linux" and gpus == ()
 
 
 # --- the live machine -----------------------------------------------------------------------------

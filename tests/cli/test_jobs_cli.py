@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from infosvc.cli.jobs import clock, content_type_of, jobs_table, submitted, why
+from support.jobsite import job_site
 from support.server import InProcessServer, ServerFactory, free_port, wait_for
 
 XML_JOB = """<Job><Id>{name}</Id><Name>{name}</Name><Executable>/bin/true</Executable>
@@ -46,10 +47,7 @@ class User:
 
 @pytest.fixture
 def site(serve_app: ServerFactory) -> InProcessServer:
-    server = serve_app(agents=2, users={"alice": "alice", "bob": "bob"}, executors={"exec0": "n0", "exec1": "n1"})
-    for number in range(2):
-        server.report(f"n{number}", server.agent_token(), processors=4)
-    return server  # type: ignore[return-value]
+    return job_site(serve_app)
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from support import ROOT
 
-from support.documents import make_node
+from support.documents import GPUs, make_node
 
 from support.server import Server, ServerFactory, free_port, request, stop_process, wait_for
 from infosvc.codec.node_xml import node_to_xml
@@ -84,7 +84,8 @@ def scrape(server: Server, **kwargs: Any) -> str:
 
 def test_metrics_carry_what_hosts_reported(serve_app: ServerFactory) -> None:
     server = serve_app()
-    node = make_node("h1", processors=24, free_processors=6, memory_mb=4096, free_memory_mb=1024)
+    node = make_node("h1", processors=24, free_processors=6, memory_mb=4096, free_memory_mb=1024,
+                     gpus=GPUs(count=2, busy=1))
     node.utilized.add(Consumable("Memory", 3, units="GB"))
     for span, load in (("1min", 1.5), ("5min", 2.25), ("15min", 3.0)):
         node.utilized.add(Consumable("Resource", load, metric="Average", name="Load", type=span))
@@ -109,6 +110,9 @@ def test_metrics_carry_what_hosts_reported(serve_app: ServerFactory) -> None:
             value("infosvc_host_load15", node="h1")) == (1.5, 2.25, 3.0)
     assert value("infosvc_host_state", node="h1", state="Ready") == 1
     assert value("infosvc_host_state", node="h1", state="Pending") == 0
+    assert value("infosvc_host_gpus", node="h1", model=GPUs.model) == 2
+    assert value("infosvc_host_gpus_utilized", node="h1", model=GPUs.model) == 1
+    assert value("infosvc_host_gpu_utilization_ratio", node="h1", gpu="0000:18:00.0") == 0.87
     assert 0 <= value("infosvc_host_report_age_seconds", node="h1") < 60
     assert value("infosvc_cluster_hosts", cluster="default", state="Ready") == 2
     assert value("infosvc_cluster_cpus", cluster="default") == 32

@@ -63,7 +63,7 @@ def test_the_site_loads_and_answers_the_grid_clients_queries(slapd: Slapd) -> No
     memory = sorted(int(dict(a)["GLUE2ExecutionEnvironmentMainMemorySize"]) for a in ees.values())
     every = [s.main_memory.ram_size or 0 for s in rollup.subclusters.values()]
     assert memory == sorted(m for m in every if m >= 8192) and min(every) < 8192  # the 4 GB hosts are left out
-    assert sum(int(dict(a)["GLUE2ExecutionEnvironmentTotalInstances"]) for a in ees.values()) == 45
+    assert sum(int(dict(a)["GLUE2ExecutionEnvironmentTotalInstances"]) for a in ees.values()) == 47
 
 
 def test_a_second_run_is_applied_as_a_diff_not_a_reload(slapd: Slapd) -> None:

@@ -15,7 +15,7 @@ from infosvc.config.site import SiteConfig, parse_config
 from infosvc.hosts.rollup import Rollup, host_from_node
 from infosvc.publish.glue import Glue
 from infosvc.queue.cestate import CEFigures, CEQueues
-from support.documents import make_node
+from support.documents import GPUs, make_node
 
 WHEN = "2024-05-01T12:00:00Z"
 #: the CE that serves every cluster, has a queue's figures and (by default) access rules
@@ -53,8 +53,9 @@ def site_config(**service: Any) -> SiteConfig:
     return parse_config(raw)
 
 
-def site_hosts(config: SiteConfig, big_memory: int = 5) -> list[Host]:
-    """40 hosts a001.. of 16 GB, of which 20 benchmarked; `big_memory` hosts b01.. of 256 GB."""
+def site_hosts(config: SiteConfig, big_memory: int = 5, gpu_hosts: int = 2) -> list[Host]:
+    """40 hosts a001.. of 16 GB, of which 20 benchmarked; `big_memory` hosts b01.. of 256 GB; and
+    `gpu_hosts` ..b10 like them with 4 GPUs each, the first idle, the next with one busy, ..."""
     hosts = []
     for i in range(1, 41):
         node = make_node(f"a{i:03d}", processors=8, free_processors=4, memory_mb=16000, os_name="Debian GNU/Linux",
@@ -62,6 +63,10 @@ def site_hosts(config: SiteConfig, big_memory: int = 5) -> list[Host]:
         hosts.append(host_from_node(node, STATES[i % len(STATES)], config, WHEN))
     for i in range(1, big_memory + 1):
         node = make_node(f"b{i:02d}", processors=64, free_processors=60, memory_mb=256000, model="EPYC 7302")
+        hosts.append(host_from_node(node, "Ready", config, WHEN))
+    for i in range(1, gpu_hosts + 1):  # the big hosts' processors and memory, and 4 GPUs: a subcluster of their own
+        node = make_node(f"b{10 - gpu_hosts + i:02d}", processors=64, free_processors=60, memory_mb=256000,
+                         model="EPYC 7302", gpus=GPUs(busy=i - 1))
         hosts.append(host_from_node(node, "Ready", config, WHEN))
     return hosts
 

@@ -73,6 +73,7 @@ def default_collectors(proc_root: str = "/proc", sys_root: str = "/sys", etc_roo
     """One collector of each kind for the host whose /proc, /sys and /etc are given."""
     # Imported here so that importing the protocol stays cheap and cycle-free.
     from infosvc_agents.collectors.filesystems import FileSystemCollector
+    from infosvc_agents.collectors.gpus import GpuCollector
     from infosvc_agents.collectors.load import LoadCollector
     from infosvc_agents.collectors.memory import MemoryCollector
     from infosvc_agents.collectors.network import NetworkCollector
@@ -86,4 +87,5 @@ def default_collectors(proc_root: str = "/proc", sys_root: str = "/sys", etc_roo
         FileSystemCollector(proc_root=proc_root),
         NetworkCollector(proc_root=proc_root, sys_root=sys_root),
         SystemCollector(etc_root=etc_root, proc_root=proc_root),
+        GpuCollector(proc_root=proc_root, sys_root=sys_root),
     ]

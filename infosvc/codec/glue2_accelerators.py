@@ -1,0 +1,60 @@
+"""GLUE 2.1's accelerator entities of a site (docs/glue-mapping.md, Accelerators), as XSEDE/ACCESS's
+IPF publishes them in GLUE 2 JSON: an AcceleratorEnvironment per model of a subcluster's
+accelerators, and per accelerator type the manager's figures (ComputingManagerAcceleratorInfo)
+and each share's whose hosts have them (ComputingShareAcceleratorInfo). Only the JSON rendering
+carries them: the 2.0 XSD and LDAP schema have no such classes (glue2.accelerator_info says it in
+OtherInfo there)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from infosvc.codec.glue2 import Assoc, Entity, Ids, given, local
+from infosvc.codec.gridformat import subclusters_of_ce
+from infosvc.model.glue import ComputingElement, GlueTree, SubCluster
+
+__all__ = ["accelerator_entities"]
+
+
+def accelerator_entities(tree: GlueTree, ces: Sequence[ComputingElement], subs: list[SubCluster],
+                          ids: Ids) -> list[Entity]:
+    """GLUE 2.1: an AcceleratorEnvironment per model of a subcluster's accelerators; per type, the
+    manager's figures (ComputingManagerAcceleratorInfo) and each share's whose hosts have them."""
+    environments: list[Entity] = []
+    installed: dict[str, int] = {}
+    for sub in subs:
+        ee_id = ids.ee_of[sub.unique_id]
+        for a in sub.accelerators:
+            aid = f"{ids.urn}:accenv:{local(sub.unique_id)}:{local(a.model)}"
+            installed[a.type] = installed.get(a.type, 0) + a.count * max(0, sub.host_count)
+            environments.append(Entity(
+                "AcceleratorEnvironment", "", aid, "", f"{a.model} of {sub.name}",
+                attrs=given([("Type", a.type), ("PhysicalAccelerators", a.count), ("LogicalAccelerators", a.count),
+                            ("Vendor", a.vendor), ("Model", a.model), ("Memory", a.memory),
+                            ("ComputeCapability", [a.compute_capability] if a.compute_capability else None)]),
+                assoc=[Assoc("", "ExecutionEnvironmentID", (ee_id,))]))
+    if not environments:
+        return []
+    slots = {t: sum(s.total_accelerators for s in subs if any(a.type == t for a in s.accelerators))
+             for t in installed}
+    used = {t: sum(s.used_accelerators for s in subs if any(a.type == t for a in s.accelerators))
+            for t in installed}
+    managers = [Entity("ComputingManagerAcceleratorInfo", "", f"{ids.urn}:manageraccinfo:{local(t)}", "",
+                       attrs=[("Type", t), ("TotalPhysicalAccelerators", n), ("TotalAcceleratorSlots", slots[t]),
+                              ("UsedAcceleratorSlots", used[t])],
+                       assoc=[Assoc("", "ComputingManagerID", (ids.manager,), True)])
+                for t, n in installed.items()]
+    shares = []
+    for ce in ces:
+        served = subclusters_of_ce(tree, ce)
+        for t in installed:
+            mine = [s for s in served if any(a.type == t for a in s.accelerators)]
+            if mine:
+                shares.append(Entity(
+                    "ComputingShareAcceleratorInfo", "", f"{ids.urn}:shareaccinfo:{local(ce.unique_id)}:{local(t)}",
+                    "", attrs=[("Type", t), ("FreeAcceleratorSlots", sum(max(0, s.free_accelerators) for s in mine)),
+                               ("UsedAcceleratorSlots", sum(max(0, s.used_accelerators) for s in mine)),
+                               # a job may span the CE's hosts, as MaxSlotsPerJob says of CPUs
+                               ("MaxAcceleratorSlotsPerJob", sum(max(0, s.total_accelerators) for s in mine))],
+                    assoc=[Assoc("", "ComputingShareID", (ids.share_of[ce.unique_id],), True)]))
+    return [*environments, *managers, *shares]

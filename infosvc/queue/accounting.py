@@ -1,0 +1,130 @@
+"""The queue's listing as accounting reads it (GET /v1/jobs, `infosvc jobs --all`, as sacct): the
+jobs not ended first, from the queue's memory, in id order; then the ended jobs, newest ended first,
+from the store, where they are kept for `[scheduler] keep_ended_days`. One page at a time, each
+page's end a cursor the next starts from: `a<id>` (the jobs not ended, past that id), `e` (the
+ended jobs, from the newest) or `e<ended>_<id>` (the ended jobs below that end time and id).
+
+Paging walks the jobs not ended before the ended ones, so a job that ends while a client pages may
+be listed twice (once queued or running, once ended), and none is missed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Final
+
+from infosvc.model.ccsjob import JobState
+from infosvc.queue.jobqueue import JobQueue
+from infosvc.sched.jobs import ENDED, JobRecord
+from infosvc.store.jobs import EndedQuery
+
+__all__ = ["ACTIVE_STATES", "Cursor", "Listing", "Page", "listing_page"]
+
+ACTIVE_STATES: Final = frozenset({JobState.QUEUED, JobState.RUNNING})
+_CURSOR = re.compile(r"a([0-9]{1,18})|e|e([0-9]{1,12}(?:\.[0-9]{1,20})?)_([0-9]{1,18})")
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """Where a page starts: past the job not ended of id `active_after`; or, `ended` set, among the
+    ended jobs below (`before`: their (ended, id); None: from the newest)."""
+
+    active_after: int = 0
+    ended: bool = False
+    before: tuple[float, int] | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Cursor | None:
+        """The cursor a page gave as its `next`; None for anything else."""
+        found = _CURSOR.fullmatch(text)
+        if found is None:
+            return None
+        active, ended, job = found.groups()
+        if active is not None:
+            return cls(active_after=int(active))
+        return cls(ended=True, before=None if ended is None else (float(ended), int(job)))
+
+    def __str__(self) -> str:
+        if not self.ended:
+            return f"a{self.active_after}"
+        return "e" if self.before is None else f"e{self.before[0]!r}_{self.before[1]}"
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """What a listing asks: one state (None: every one), one owner, the jobs on one CE's hosts,
+    ended in [since, until] (jobs not ended: submitted by `until`), `limit` of them from `cursor`."""
+
+    state: JobState | None = None
+    user: str | None = None
+    ce: str | None = None
+    since: float | None = None
+    until: float | None = None
+    limit: int = 1000
+    cursor: Cursor = field(default_factory=Cursor)
+
+
+@dataclass(slots=True)
+class Page:
+    """The jobs not ended and the ended ones of one page, the cursor of the next (None: this was the
+    last), and how many jobs the listing holds in all."""
+
+    active: list[JobRecord]
+    ended: list[JobRecord]
+    next: Cursor | None
+    total: int
+
+
+def _active(queue: JobQueue, listing: Listing) -> list[JobRecord]:
+    """The listing's jobs not ended, in id order (on the event loop: the queue's memory)."""
+    if listing.state is not None and listing.state not in ACTIVE_STATES:
+        return []
+    found = [job for job in queue.listed(state=None if listing.state is None else listing.state.value,
+                                         user=listing.user, ce=listing.ce)
+             if job.state in ACTIVE_STATES and (listing.until is None or job.submitted <= listing.until)]
+    found.sort(key=lambda job: int(job.id))
+    return found
+
+
+def _hosts_of_ce(queue: JobQueue, ce: str) -> list[str]:
+    """The hosts of CE `ce` now (those of its clusters): an ended job ran on it if on one of them."""
+    site = queue.site()
+    clusters = {cluster for cluster, ces in site.ces.items() if any(each.id == ce for each in ces)}
+    return sorted(name for name, host in queue.table.rollup.hosts.items() if host.cluster in clusters)
+
+
+def _ended_query(queue: JobQueue, listing: Listing) -> EndedQuery | None:
+    if listing.state is not None and listing.state not in ENDED:
+        return None
+    hosts = None if listing.ce is None else json.dumps(_hosts_of_ce(queue, listing.ce))
+    return EndedQuery(None if listing.state is None else listing.state.value, listing.user, listing.since,
+                      listing.until, hosts)
+
+
+async def listing_page(queue: JobQueue, listing: Listing) -> Page:
+    """One page of the listing: its jobs not ended from memory, then its ended jobs read from the
+    store in a worker thread, one more than the page holds to tell whether another page follows."""
+    active = _active(queue, listing)
+    query = _ended_query(queue, listing)
+    cursor, limit = listing.cursor, listing.limit
+    page: list[JobRecord] = []
+    following: Cursor | None = None
+    if not cursor.ended:
+        page = [job for job in active if int(job.id) > cursor.active_after][:limit + 1]
+        if len(page) > limit:
+            page = page[:limit]
+            following = Cursor(active_after=int(page[-1].id))
+    ended: list[JobRecord] = []
+    if following is None and query is not None:
+        room = limit - len(page)
+        store = queue.store
+        ended, counted = await asyncio.to_thread(
+            lambda: (store.ended_jobs(query, cursor.before, room + 1), store.count_ended(query)))
+        if len(ended) > room:
+            ended = ended[:room]
+            following = Cursor(ended=True, before=(ended[-1].ended or 0.0, int(ended[-1].id)) if ended else None)
+    else:
+        counted = 0 if query is None else await asyncio.to_thread(queue.store.count_ended, query)
+    return Page(page, ended, following, len(active) + counted)

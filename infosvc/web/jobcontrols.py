@@ -1,0 +1,99 @@
+"""A job's controls over HTTP (docs/api.md): POST /v1/jobs/{id}/hold, /release, /requeue (a submit
+token its own jobs, an admin any) and /priority (an admin). Each answers the job as JSON once the
+change is stored; what may be changed, and by whom, is infosvc/queue/jobcontrols.py's."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from aiohttp import web
+
+from infosvc.errors import Invalid
+from infosvc.hosts import Role
+from infosvc.publish.jobs import job_json
+from infosvc.queue import jobcontrols as controls
+from infosvc.web.auth import caller_of
+from infosvc.web.bodies import read_body
+from infosvc.web.keys import AGGREGATOR, JOB_QUEUE
+
+__all__ = ["post_hold", "post_priority", "post_release", "post_requeue"]
+
+#: A control's body is a small JSON object.
+MAX_CONTROL_BYTES: Final = 1024
+
+
+def _actor(request: web.Request) -> controls.Actor:
+    caller = caller_of(request)
+    assert caller is not None  # the route's access requires a token
+    tokens = request.app[AGGREGATOR].tokens
+    admin = caller.role is Role.ADMIN
+    user = tokens.bound_user(caller.key)
+    name = "an administrator" if admin else tokens.user_of(caller.key)
+    return controls.Actor(admin, caller.key[:16], user, name)
+
+
+async def _body(request: web.Request, example: str) -> dict[str, Any]:
+    """The JSON object the control was sent ({} for an empty body)."""
+    body = await read_body(request, request.app[AGGREGATOR].config.service)
+    if len(body) > MAX_CONTROL_BYTES:
+        raise Invalid(f"the body is at most {MAX_CONTROL_BYTES} bytes", example)
+    if not body.strip():
+        return {}
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise Invalid("the body is not JSON", example) from None
+    if not isinstance(data, dict):
+        raise Invalid("the body is a JSON object", example)
+    return data
+
+
+async def _hold_named(request: web.Request) -> str:
+    """The hold the body names: `{"hold": "User"}`; User when the body is empty."""
+    data = await _body(request, '{"hold": "User"} or {"hold": "System"} (an admin)')
+    unknown = sorted(set(data) - {"hold"})
+    if unknown:
+        raise Invalid(f"unknown field {unknown[0][:40]!r}", 'the body is {"hold": "User"}')
+    value = data.get("hold", "User")
+    if not isinstance(value, str):
+        raise Invalid("'hold' is a string: User or System")
+    return value
+
+
+def _answer(job: Any) -> web.Response:
+    return web.json_response(job_json(job), dumps=lambda value: json.dumps(value, separators=(",", ":")))
+
+
+async def post_hold(request: web.Request) -> web.Response:
+    who, name = _actor(request), await _hold_named(request)
+    job = await request.app[JOB_QUEUE].alter(request.match_info["id"],
+                                             lambda job, now: controls.hold(job, name, who, now))
+    return _answer(job)
+
+
+async def post_release(request: web.Request) -> web.Response:
+    who, name = _actor(request), await _hold_named(request)
+    job = await request.app[JOB_QUEUE].alter(request.match_info["id"],
+                                             lambda job, now: controls.release(job, name, who, now))
+    return _answer(job)
+
+
+async def post_requeue(request: web.Request) -> web.Response:
+    who = _actor(request)
+    data = await _body(request, "an empty body")
+    if data:
+        raise Invalid(f"unknown field {sorted(data)[0][:40]!r}", "requeue takes an empty body")
+    job = await request.app[JOB_QUEUE].alter(request.match_info["id"], lambda job, now: controls.requeue(job, who, now))
+    return _answer(job)
+
+
+async def post_priority(request: web.Request) -> web.Response:
+    who = _actor(request)
+    data = await _body(request, '{"priority": "AboveNormal"} or {"priority": 3}')
+    if set(data) != {"priority"}:
+        raise Invalid("the body is {\"priority\": P}: a CCS priority (Lowest .. Highest) or its rank 0 to 4")
+    value = data["priority"]
+    job = await request.app[JOB_QUEUE].alter(request.match_info["id"],
+                                             lambda job, now: controls.priority(job, value, who, now))
+    return _answer(job)

@@ -1,0 +1,94 @@
+"""The queue's ended jobs over time (infosvc/queue/jobqueue.py: prune, the memory it keeps): a real
+store and aggregator on a clock the test moves, so that `keep_ended_days` passes in a moment."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from infosvc.config.site import parse_config
+from infosvc.hosts.aggregator import Aggregator
+from infosvc.hosts.tokens import Tokens
+from infosvc.matching import Site
+from infosvc.model.ccsjob import JobState
+from infosvc.queue.ended import FORGET_SLACK, KEPT_ENDED
+from infosvc.queue.jobqueue import JobQueue
+from infosvc.store import Store
+
+from support.jobrows import write_ended
+
+START = 1_800_000_000.0
+DAY = 86400.0
+JOB = b"<Job><Id>j</Id><Executable>/bin/true</Executable><Requested><Processors>64</Processors></Requested></Job>"
+
+
+class Clocked:
+    """A store, its aggregator and a queue keeping ended jobs `days`, all on the test's clock."""
+
+    def __init__(self, path: Path, days: int = 30) -> None:
+        self.now = START
+        self.store = Store(path)
+        self.agg = Aggregator(parse_config({}), self.store, Tokens(), clock=lambda: self.now,
+                              monotonic=lambda: self.now)
+        self.queue = JobQueue(self.store, self.agg.table, site=lambda: Site.of(self.agg.table.rollup),
+                              clock=lambda: self.now, keep_ended_days=days)
+        self.loop = asyncio.new_event_loop()
+
+    def ended_job(self) -> str:
+        """A job submitted now and canceled now (it asks more than any host has)."""
+        records, _ = self.loop.run_until_complete(self.queue.submit(JOB, "application/xml", owner="alice",
+                                                                    submitter="s", admin=True))
+        job_id = records[0].id
+        self.loop.run_until_complete(self.queue.cancel(job_id, admin=True, submitter="s"))
+        return job_id
+
+    def stored(self) -> list[str]:
+        return [job.id for job in self.store.jobs()]
+
+
+@pytest.fixture
+def clocked(tmp_path: Path) -> Iterator[Clocked]:
+    made = Clocked(tmp_path / "q.sqlite")
+    yield made
+    made.loop.close()
+    made.store.close()
+
+
+def test_ended_jobs_are_pruned_once_keep_ended_days_have_passed(clocked: Clocked) -> None:
+    first = clocked.ended_job()
+    clocked.now += 10 * DAY
+    second, third = clocked.ended_job(), clocked.ended_job()
+    clocked.now = START + 30 * DAY  # the first ended exactly 30 days ago: kept
+    assert clocked.loop.run_until_complete(clocked.queue.ended.prune()) == 0 and clocked.stored() == [first, second, third]
+    clocked.now += 1
+    assert clocked.loop.run_until_complete(clocked.queue.ended.prune()) == 1 and clocked.stored() == [second, third]
+    assert first not in clocked.queue.jobs
+    clocked.now += 100 * DAY  # every one past its time: the newest is kept, so that its id is never given again
+    assert clocked.loop.run_until_complete(clocked.queue.ended.prune()) == 1 and clocked.stored() == [third]
+    assert clocked.store.job_events(int(second)) == [] and clocked.store.job_events(int(third))
+    assert clocked.ended_job() == str(int(third) + 1)
+
+
+def test_pruning_goes_in_batches(tmp_path: Path) -> None:
+    write_ended(tmp_path / "q.sqlite", 1203, lambda number: START - 40 * DAY + number)
+    clocked = Clocked(tmp_path / "q.sqlite")
+    try:
+        clocked.queue.load()
+        assert clocked.loop.run_until_complete(clocked.queue.ended.prune()) == 1202
+        assert clocked.stored() == ["1203"] and list(clocked.queue.jobs) == ["1203"]
+    finally:
+        clocked.loop.close()
+        clocked.store.close()
+
+
+def test_a_running_queue_lets_go_of_ended_jobs_past_those_it_keeps(clocked: Clocked) -> None:
+    """Memory holds the newest KEPT_ENDED ended jobs (and at most FORGET_SLACK more between passes);
+    the store holds them all."""
+    made = [clocked.ended_job() for _ in range(KEPT_ENDED + FORGET_SLACK + 1)]
+    clocked.loop.run_until_complete(clocked.queue.pass_once())
+    kept = [job.id for job in clocked.queue.jobs.values() if job.state is JobState.CANCELED]
+    assert kept == made[-KEPT_ENDED:]
+    assert len(clocked.stored()) == len(made)
