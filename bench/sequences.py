@@ -25,7 +25,6 @@ over the seeds, and writes bench/results/sequences.json.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 import sys
@@ -66,7 +65,7 @@ def starts(seed: int, windows: int, length: int, jobs: int) -> list[int]:
 
 def window(jobs: list[SimJob], start: int, length: int) -> list[SimJob]:
     first = jobs[start].submitted
-    return [dataclasses.replace(job, submitted=job.submitted - first) for job in jobs[start:start + length]]
+    return [job._replace(submitted=job.submitted - first) for job in jobs[start:start + length]]
 
 
 def main() -> int:

@@ -14,16 +14,15 @@ from __future__ import annotations
 import argparse
 import errno
 import getpass
-import logging
 import os
 import shlex
 import shutil
-import sqlite3
-import ssl
-import subprocess
 import sys
 from pathlib import Path
-from typing import AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator
+
+if TYPE_CHECKING:
+    import ssl
 
 from infosvc import __version__
 
@@ -32,7 +31,9 @@ from infosvc import __version__
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line; with `command` "simulate", that command's alone: a replay of a small trace
+    takes about as long as importing every other command's modules, which it does not need."""
     p = argparse.ArgumentParser(prog="infosvc", description="Resource information service for clusters and grids.")
     p.add_argument("--version", action="version", version=f"infosvc {__version__}")
     commands = p.add_subparsers(dest="command", required=True)
@@ -73,11 +74,15 @@ def parser() -> argparse.ArgumentParser:
                         help="the token to present (a submit or admin token to submit and cancel; any, for "
                              "reads, when the server requires one; default: $INFOSVC_TOKEN_FILE)")
     common.add_argument("--ca-file", metavar="FILE", help="CA certificates to verify an https server with")
+    from infosvc.cli.simulate import add_command
+
+    if command == "simulate":
+        add_command(commands, common)
+        return p
     from infosvc.cli.hosts import add_commands as add_host_commands
     from infosvc.cli.jobs import add_commands
     from infosvc.cli.ldif import add_command as add_ldif_command
     from infosvc.cli.status import add_command as add_status_command
-    from infosvc.cli.simulate import add_command
     from infosvc.cli.jobcontrols import add_commands as add_control_commands
 
     add_status_command(commands, common)
@@ -111,6 +116,8 @@ def _check_config(path: str) -> int:
 
 def tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:
     """The server's TLS context (TLS 1.2 or later), or None for plain http; ValueError when unusable."""
+    import ssl
+
     if cert is None and key is None:
         return None
     if cert is None or key is None:
@@ -131,6 +138,10 @@ def tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import logging
+    import sqlite3
+    import subprocess
+
     from aiohttp import web
 
     from infosvc.web import connections, server
@@ -293,7 +304,8 @@ SERVER_MODULES = frozenset({"aiohttp", "lxml", "sqlite_utils", "ClusterShell", "
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    args = parser(words[0] if words else None).parse_args(words)
     try:
         return _run(args)
     except BrokenPipeError:

@@ -15,13 +15,15 @@ skips) is the simulation's convention (docs/simulation.md), in infosvc.sched.sim
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
+import math
 import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Final, Iterator
+from typing import IO, Final, Iterator, NamedTuple
 
 __all__ = ["FIELDS", "MAX_CHARS", "MAX_LINES", "SwfRecord", "SwfTrace", "parse_swf", "read_swf"]
 
@@ -40,9 +42,10 @@ MAX_LINES: Final = 10_000_000
 MAX_CHARS: Final = 1 << 30
 
 
-@dataclass(frozen=True, slots=True)
-class SwfRecord:
-    """One job line: the 18 fields (-1: unknown), and the line it came from."""
+class SwfRecord(NamedTuple):
+    """One job line: the 18 fields (-1: unknown), and the line it came from. A tuple: a trace's
+    records are made by the hundred thousand, and a tuple is made in one call where a frozen
+    dataclass sets each of its 19 fields in turn."""
 
     job: int
     submit: float
@@ -69,6 +72,7 @@ class SwfRecord:
 _KEY: Final = re.compile(r"([A-Za-z][A-Za-z0-9_]*):(?=\s|$)")
 _INTEGER_FIELDS: Final = frozenset({"job", "allocated_processors", "requested_processors", "status", "user", "group",
                                     "executable", "queue", "partition", "preceding_job"})
+_INTEGER_AT: Final = tuple(at for at, name in enumerate(FIELDS) if name in _INTEGER_FIELDS)
 
 
 @dataclass(slots=True)
@@ -130,23 +134,38 @@ def _bounded_lines(lines: Iterator[str] | IO[str], max_lines: int, max_chars: in
             raise _TooLarge(f"more than {max_chars:,} characters: larger than any workload trace this reader "
                             "takes")
 
-    if not hasattr(lines, "readline"):
+    if not hasattr(lines, "read"):
         for number, line in enumerate(lines, 1):
             count(number, line)
             yield number, (line if len(line) <= MAX_LINE else None)
         return
+    # A file is read in chunks and cut at its newlines (as readline cuts): a call a chunk, not a
+    # readline and a count a line. What follows a chunk's last newline waits for the next; once
+    # it reaches MAX_LINE it is dropped, and only the end of its line is looked for.
     number = 0
-    while line := lines.readline(MAX_LINE):
+    carry, long = "", False
+    while chunk := lines.read(_CHUNK):
+        count(number, chunk)
+        pieces = chunk.split("\n")
+        for piece in pieces[:-1]:  # each ends a line
+            number += 1
+            if number > max_lines:
+                count(number, "")
+            yield number, (None if long or len(carry) + len(piece) >= MAX_LINE else carry + piece)
+            carry, long = "", False
+        if not long:
+            carry += pieces[-1]
+            if len(carry) >= MAX_LINE:
+                carry, long = "", True
+    if carry or long:  # a last line without its newline
         number += 1
-        count(number, line)
-        if len(line) < MAX_LINE or line.endswith("\n"):
-            yield number, line
-            continue
-        while (rest := lines.readline(MAX_LINE)):
-            count(number, rest)
-            if rest.endswith("\n"):
-                break
-        yield number, None
+        if number > max_lines:
+            count(number, "")
+        yield number, (None if long else carry)
+
+
+#: Characters read at once (a line is cut from them as readline would)
+_CHUNK: Final = 1 << 20
 
 
 def parse_swf(lines: Iterator[str] | IO[str], *, max_lines: int = MAX_LINES, max_chars: int = MAX_CHARS) -> SwfTrace:
@@ -162,31 +181,82 @@ def parse_swf(lines: Iterator[str] | IO[str], *, max_lines: int = MAX_LINES, max
 
 def _parse(trace: SwfTrace, lines: Iterator[tuple[int, str | None]]) -> None:
     key: str | None = None
-    for number, line in lines:
-        if line is None:
+    # Job lines are converted in batches (`_convert`): their words gathered here, then read as
+    # numbers and made records in a few calls, not a dozen per line. A malformed line first
+    # converts what is gathered, so that records and problems keep the file's order.
+    words: list[str] = []
+    numbers: list[int] = []
+    try:
+        for number, line in lines:
+            if line is None:
+                key = None
+                _convert(trace, words, numbers)
+                _malformed(trace, number, f"longer than {MAX_LINE} characters")
+                continue
+            text = line.strip()
+            if not text:
+                continue
+            if text.startswith(";"):
+                key = _header_line(trace.header, text[1:].strip(), key)
+                continue
             key = None
-            trace.malformed += 1
-            if len(trace.problems) < MAX_REPORTED:
-                trace.problems.append(f"line {number}: longer than {MAX_LINE} characters")
-            continue
-        text = line.strip()
-        if not text:
-            continue
-        if text.startswith(";"):
-            key = _header_line(trace.header, text[1:].strip(), key)
-            continue
-        key = None
-        record, extra = _record(text, number)
-        if extra:
-            trace.extra_fields += 1
-            if trace.first_extra_line is None:
-                trace.first_extra_line = number
-        if isinstance(record, str):
-            trace.malformed += 1
-            if len(trace.problems) < MAX_REPORTED:
-                trace.problems.append(f"line {number}: {record}")
-            continue
-        trace.records.append(record)
+            fields = text.split()
+            if len(fields) != len(FIELDS):
+                if len(fields) < len(FIELDS):
+                    _convert(trace, words, numbers)
+                    _malformed(trace, number, f"{len(fields)} fields, not {len(FIELDS)}: {text[:80]!r}")
+                    continue
+                trace.extra_fields += 1
+                if trace.first_extra_line is None:
+                    trace.first_extra_line = number
+                del fields[len(FIELDS):]
+            words += fields
+            numbers.append(number)
+            if len(numbers) >= _BATCH:
+                _convert(trace, words, numbers)
+    finally:  # past a cap too: the records so far are kept
+        _convert(trace, words, numbers)
+
+
+#: Job lines converted at once (their words held meanwhile: a few hundred kilobytes)
+_BATCH: Final = 4096
+#: A SwfRecord of a tuple of its fields, made in C (SwfRecord._make is a Python call a record)
+_RECORD: Final = functools.partial(tuple.__new__, SwfRecord)
+
+
+def _convert(trace: SwfTrace, words: list[str], numbers: list[int]) -> None:
+    """The records of job lines `numbers`, whose 18 words each are `words`, one line after
+    another; emptied. All are read as numbers at once; where one is not a number, or not finite,
+    each line is read alone, to say which is wrong."""
+    if not numbers:
+        return
+    try:
+        values: list[float] = list(map(float, words))
+        total = sum(values)
+        whole = total - total == 0.0  # else a NaN or an infinity among them (or finite ones past the largest float)
+    except ValueError:
+        whole = False
+    if whole:
+        columns: list[list[float] | list[int]] = [values[at::len(FIELDS)] for at in range(len(FIELDS))]
+        for at in _INTEGER_AT:
+            columns[at] = list(map(int, columns[at]))
+        trace.records.extend(map(_RECORD, zip(*columns, numbers)))
+    else:
+        width = len(FIELDS)
+        for at, number in enumerate(numbers):
+            record = _fields(words[at * width:(at + 1) * width], number)
+            if isinstance(record, str):
+                _malformed(trace, number, record)
+            else:
+                trace.records.append(record)
+    words.clear()
+    numbers.clear()
+
+
+def _malformed(trace: SwfTrace, number: int, why: str) -> None:
+    trace.malformed += 1
+    if len(trace.problems) < MAX_REPORTED:
+        trace.problems.append(f"line {number}: {why}")
 
 
 def _header_line(header: dict[str, str], text: str, key: str | None) -> str | None:
@@ -201,22 +271,26 @@ def _header_line(header: dict[str, str], text: str, key: str | None) -> str | No
     return None
 
 
-def _record(text: str, number: int) -> tuple[SwfRecord | str, int]:
-    """The record, or what is wrong with the line; and how many fields past the 18th it had, dropped."""
-    words = text.split()
-    if len(words) < len(FIELDS):
-        return f"{len(words)} fields, not {len(FIELDS)}: {text[:80]!r}", 0
-    return _fields(words[:len(FIELDS)], number), len(words) - len(FIELDS)
-
-
 def _fields(words: list[str], number: int) -> SwfRecord | str:
-    values: dict[str, float | int] = {}
-    for name, word in zip(FIELDS, words):
+    try:
+        values: list[float | int] = list(map(float, words))
+    except ValueError:
+        return _not_a_number(words)
+    total = sum(values)
+    if total - total != 0.0:  # a NaN or an infinity among them (or finite ones summing past the largest float)
+        for at, value in enumerate(values):
+            if value != value or value in (math.inf, -math.inf):
+                return f"field {at + 1} ({FIELDS[at]}) is not a finite number: {words[at][:20]!r}"
+    for at in _INTEGER_AT:
+        values[at] = int(values[at])
+    values.append(number)
+    return SwfRecord._make(values)
+
+
+def _not_a_number(words: list[str]) -> str:
+    for at, word in enumerate(words):
         try:
-            value = float(word)
+            float(word)
         except ValueError:
-            return f"field {FIELDS.index(name) + 1} ({name}) is not a number: {word[:20]!r}"
-        if value != value or value in (float("inf"), float("-inf")):
-            return f"field {FIELDS.index(name) + 1} ({name}) is not a finite number: {word[:20]!r}"
-        values[name] = int(value) if name in _INTEGER_FIELDS else value
-    return SwfRecord(**values, line=number)  # type: ignore[arg-type]
+            return f"field {at + 1} ({FIELDS[at]}) is not a number: {word[:20]!r}"
+    raise AssertionError("every field is a number")  # pragma: no cover - called only when one is not

@@ -21,7 +21,9 @@ class ProcessorPool:
         return cls(size, size)
 
     def place(self, job: Queued, within: Machine[int] | None = None) -> int | None:
-        wanted = _processors(job)
+        wanted = getattr(job, "processors", None)
+        if type(wanted) is not int or wanted < 1:  # the common case checked inline: a pass asks this often
+            wanted = _processors(job)
         available = self.free if within is None else min(self.free, _free_of(within))
         return wanted if wanted <= available else None
 

@@ -15,11 +15,13 @@ The conventions are the design's (docs/simulation.md), so that two correct simul
 from __future__ import annotations
 
 import bisect
+import functools
 import heapq
 import math
+import operator
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Protocol, Sequence
+from typing import Callable, Collection, Iterable, NamedTuple, Protocol, Sequence
 
 from infosvc.codec.swf import SwfRecord
 from infosvc.sched.policy import Plan, Policy, Queued, Running, Start, schedule
@@ -33,10 +35,11 @@ __all__ = ["Outcome", "SimJob", "Summary", "Trace", "jobs_of", "simulate", "summ
 BOUND_SECONDS = 10.0
 
 
-@dataclass(frozen=True, slots=True)
-class SimJob:
+class SimJob(NamedTuple):
     """A trace's job as the scheduler reads it (a Queued): `id` orders jobs of one submit
-    time by their number."""
+    time by their number. A tuple, as `Outcome`: a trace makes them by the hundred thousand, and a
+    tuple is made in one call where a frozen dataclass sets each field in turn (a third of a
+    small trace's simulation, measured)."""
 
     number: int
     submitted: float
@@ -50,13 +53,15 @@ class SimJob:
 
     @classmethod
     def of(cls, number: int, submitted: float, processors: int, estimate: float, run: float, user: int = -1) -> SimJob:
-        # zero-padded: the queue's tie-break on equal submit times compares ids as text
-        return cls(number, submitted, processors, estimate, run, f"{number:020d}" if number >= 0 else f"-{-number:019d}",
-                   0, user)
+        return cls(number, submitted, processors, estimate, run, _job_id(number), 0, user)
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+def _job_id(number: int) -> str:
+    # zero-padded: the queue's tie-break on equal submit times compares ids as text
+    return f"{number:020d}" if number >= 0 else f"-{-number:019d}"
+
+
+class Outcome(NamedTuple):
     job: SimJob
     start: float
     #: the run time `predictive` planned it with (NaN for the other policies)
@@ -102,24 +107,37 @@ def jobs_of(records: Iterable[tuple[int, float, float, int, int, float] | tuple[
             processors: int) -> Trace:
     """(number, submit, run time, allocated, requested processors, requested time[, user]) per
     trace job, read by the conventions for a machine of `processors`."""
+    return _jobs(((*r, -1) if len(r) < 7 else r for r in records), processors)
+
+
+def _jobs(records: Iterable[tuple[int, float, float, int, int, float, int]], processors: int) -> Trace:
     trace = Trace()
-    for record in records:
-        number, submitted, run_time, allocated, requested, requested_time = record[:6]
+    jobs, make = trace.jobs, _SIM_JOB
+    for number, submitted, run_time, allocated, requested, requested_time, user in records:
         wanted = requested if requested > 0 else allocated
         estimate = requested_time if requested_time > 0 else run_time
-        run = min(run_time, estimate)
+        run = run_time if run_time < estimate else estimate
         if run <= 0 or wanted <= 0 or wanted > processors:
             trace.skipped += 1
             continue
-        trace.jobs.append(SimJob.of(number, submitted, wanted, estimate, run, record[6] if len(record) > 6 else -1))
-    trace.jobs.sort(key=lambda job: (job.submitted, job.id))
+        jobs.append(make((number, submitted, wanted, estimate, run,
+                          f"{number:020d}" if number >= 0 else _job_id(number), 0, user)))
+    jobs.sort(key=_QUEUE_ORDER)
     return trace
+
+
+#: A SimJob of its fields, made in C (SimJob(...) is a Python call per job; the id as `_job_id`)
+_SIM_JOB = functools.partial(tuple.__new__, SimJob)
+#: A SimJob's place in the queue: its submit time, then its id
+_QUEUE_ORDER = operator.itemgetter(1, 5)
+#: What `jobs_of` reads of a SwfRecord: job, submit, run time, allocated and requested
+#: processors, requested time, user (picked in C: this runs once per trace line)
+_JOB_FIELDS = operator.itemgetter(0, 1, 3, 4, 7, 8, 11)
 
 
 def trace_jobs(records: Iterable[SwfRecord], processors: int) -> Trace:
     """A trace's records (infosvc.codec.swf) read by the conventions, as `jobs_of`."""
-    return jobs_of(((r.job, r.submit, r.run_time, r.allocated_processors, r.requested_processors, r.requested_time,
-                     r.user) for r in records), processors)
+    return _jobs(map(_JOB_FIELDS, records), processors)
 
 
 def simulate(jobs: Sequence[SimJob], processors: int, policy: Policy,
@@ -178,14 +196,20 @@ class _Queue(Protocol):
     """The waiting jobs of one replay, as its policy reads them: what differs between the policies'
     event loops (the loop itself, `_replay`, is one)."""
 
-    def __len__(self) -> int: ...
+    #: whether `ended` is to be told each end (else it is not called: a call per job saved)
+    learns: bool
+    policy: Policy
+    #: the waiting jobs by id, where the queue is no more than that (FCFS, EASY): the loop then
+    #: adds and removes them itself and runs `policy` on them, and `arrive`, `plan`, `started` and
+    #: `leave` are not called (a call per job saved each, a tenth of a small trace's replay)
+    arrivals: dict[str, SimJob] | None
 
     def arrive(self, job: SimJob, now: float) -> None: ...
 
     def ended(self, user: int, run: float) -> None:
         """A job of `user` ended after `run` seconds."""
 
-    def plan(self, pool: ProcessorPool, running: list[Running[int]], now: float) -> Plan[int]: ...
+    def plan(self, pool: ProcessorPool, running: Collection[Running[int]], now: float) -> Plan[int]: ...
 
     def started(self, entry: Queued) -> tuple[SimJob, float]:
         """The trace job a start of the plan is, and the run time it was planned with (NaN: its estimate)."""
@@ -198,12 +222,12 @@ class _Queue(Protocol):
 class _Arrivals:
     """FCFS and EASY: the trace jobs themselves, in arrival order (the trace's queue order)."""
 
+    learns = False
+
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self.jobs: dict[str, SimJob] = {}
-
-    def __len__(self) -> int:
-        return len(self.jobs)
+        self.arrivals: dict[str, SimJob] | None = self.jobs
 
     def arrive(self, job: SimJob, now: float) -> None:
         self.jobs[job.id] = job
@@ -211,7 +235,7 @@ class _Arrivals:
     def ended(self, user: int, run: float) -> None:
         pass
 
-    def plan(self, pool: ProcessorPool, running: list[Running[int]], now: float) -> Plan[int]:
+    def plan(self, pool: ProcessorPool, running: Collection[Running[int]], now: float) -> Plan[int]:
         return schedule(pool, running, self.jobs.values(), now, self.policy, explain=False)
 
     def started(self, entry: Queued) -> tuple[SimJob, float]:
@@ -225,15 +249,16 @@ class _Arrivals:
 class _Predicted:
     """`predictive`: each job with its prediction from its user's ended jobs, in `options.order`."""
 
+    learns = True
+    arrivals: dict[str, SimJob] | None = None
+    policy = Policy.PREDICTIVE
+
     def __init__(self, options: Options, observe: Observer | None) -> None:
         self.options, self.observe = options, observe
         self.history = UserHistory()
         self.keys: list[tuple[float, float, str]] = []  # the queue's keys, sorted ...
         self.queue: list[Waiting] = []  # ... and its jobs, in the same order (the pass reads this list as it is)
         self.timed = options.order in TIMED
-
-    def __len__(self) -> int:
-        return len(self.queue)
 
     def arrive(self, job: SimJob, now: float) -> None:
         options = self.options
@@ -247,7 +272,7 @@ class _Predicted:
     def ended(self, user: int, run: float) -> None:
         self.history.record(user, run)
 
-    def plan(self, pool: ProcessorPool, running: list[Running[int]], now: float) -> Plan[int]:
+    def plan(self, pool: ProcessorPool, running: Collection[Running[int]], now: float) -> Plan[int]:
         order = self.options.order
         if self.timed:
             self.queue.sort(key=lambda w: order_key(order, w, now))
@@ -273,57 +298,93 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
     """The discrete-event loop: at each instant, completions, then arrivals, then one pass of the
     queue's policy, whose starts take their processors until they end (at start + run)."""
     pool = ProcessorPool.empty(processors)
-    # How many queued jobs ask each number of processors: with fewer free than the narrowest asks,
-    # no policy can start anything, and the pass is skipped (the same decisions, far fewer passes).
-    asking = [0] * (processors + 1)
-    narrowest = processors + 1
+    # How many queued jobs ask each number of processors, and a heap of those numbers: with fewer
+    # free than the narrowest asks, no policy can start anything, and the pass is skipped (the same
+    # decisions, far fewer passes; FCFS's too while its head does not fit). A heap, not a scan up the counts: a scan costs up to the
+    # machine's processors each time the queue empties, which on a large, lightly loaded machine is
+    # nearly every pass.
+    asking: dict[int, int] = {}
+    sizes: list[int] = []  # a heap of the numbers asked; a number no longer asked leaves when it comes to the top
     running: dict[str, Running[int]] = {}
     ends: list[tuple[float, str, int, float]] = []  # (end, job id, user, run): a heap
     outcomes: list[Outcome] = []
-    arrival = 0
+    push, pop, learns, arrivals, policy = heapq.heappush, heapq.heappop, queue.learns, queue.arrivals, queue.policy
+    fcfs = policy is Policy.FCFS and arrivals is not None
+    count = len(jobs)
+    submits = [job.submitted for job in jobs]
+    submits.append(math.inf)
+    arrival = waiting = 0
     clock = time.monotonic()
-    while arrival < len(jobs) or ends:
-        now = min(jobs[arrival].submitted if arrival < len(jobs) else math.inf, ends[0][0] if ends else math.inf)
-        while ends and ends[0][0] == now:  # completions first
-            _, job_id, user, run = heapq.heappop(ends)
-            pool.give(running.pop(job_id).allocation)
-            queue.ended(user, run)
-        while arrival < len(jobs) and jobs[arrival].submitted == now:  # then arrivals
+    while arrival < count or ends:
+        next_end = ends[0][0] if ends else math.inf
+        now = submits[arrival] if submits[arrival] < next_end else next_end
+        while next_end == now:  # completions first
+            _, job_id, user, run = pop(ends)
+            pool.free += running.pop(job_id).allocation  # the pool's own give, without its call and check
+            if learns:
+                queue.ended(user, run)
+            next_end = ends[0][0] if ends else math.inf
+        while submits[arrival] == now:  # then arrivals
             job = jobs[arrival]
-            queue.arrive(job, now)
-            asking[job.processors] += 1
-            narrowest = min(narrowest, job.processors)
+            if arrivals is not None:
+                arrivals[job.id] = job
+            else:
+                queue.arrive(job, now)
+            wanted = job.processors
+            if not asking.get(wanted):
+                push(sizes, wanted)
+                asking[wanted] = 0
+            asking[wanted] += 1
             arrival += 1
-        if not queue or pool.free < narrowest:
+            waiting += 1
+        if not waiting:
             continue
-        plan = queue.plan(pool, list(running.values()), now)
+        while not asking[sizes[0]]:
+            pop(sizes)
+        if pool.free < sizes[0]:
+            continue
+        if fcfs and pool.free < next(iter(arrivals.values())).processors:  # type: ignore[union-attr]
+            continue  # FCFS starts nothing while its head does not fit
+        plan = (schedule(pool, running.values(), arrivals.values(), now, policy, explain=False) if arrivals is not None
+                else queue.plan(pool, running.values(), now))
         if not plan.starts:
             continue
         for start in plan.starts:
-            job, planned = queue.started(start.job)
-            pool.take(start.allocation)
+            if arrivals is not None:
+                job, planned = arrivals.pop(start.job.id), math.nan
+            else:
+                job, planned = queue.started(start.job)
+            pool.free -= start.allocation  # the plan was made on this pool: it fits
             asking[job.processors] -= 1
             running[job.id] = Running(job.id, now, job.estimate, start.allocation, planned)
-            heapq.heappush(ends, (now + job.run, job.id, job.user, job.run))
-            outcomes.append(Outcome(job, now, planned))
-        queue.leave(plan.starts)
-        while narrowest <= processors and not asking[narrowest]:
-            narrowest += 1
+            push(ends, (now + job.run, job.id, job.user, job.run))
+            outcomes.append(_OUTCOME((job, now, planned)))
+        waiting -= len(plan.starts)
+        if arrivals is None:
+            queue.leave(plan.starts)
         if progress is not None and time.monotonic() - clock >= every:
             clock = time.monotonic()
             progress(len(outcomes), now)
     return outcomes
 
 
+#: An Outcome of its fields, made in C (Outcome(...) is a Python call per job)
+_OUTCOME = functools.partial(tuple.__new__, Outcome)
+
+
 def summarize(outcomes: Sequence[Outcome], skipped: int, processors: int, policy: Policy) -> Summary:
     if not outcomes:
         return Summary(0, skipped, 0.0, 0.0, 0.0, 0.0, processors, policy.value)
-    first = min(o.job.submitted for o in outcomes)
-    last = max(o.end for o in outcomes)
+    # each job's fields read once, not through Outcome's properties (a call a job, each)
+    jobs = [(job.submitted, start, job.run, job.processors) for job, start, _ in outcomes]
+    first = min(submitted for submitted, _, _, _ in jobs)
+    last = max(start + run for _, start, run, _ in jobs)
     makespan = last - first
-    work = sum(o.job.run * o.job.processors for o in outcomes)
-    waits = [o.wait for o in outcomes]
-    slowdowns = [max(1.0, (o.wait + o.job.run) / max(o.job.run, BOUND_SECONDS)) for o in outcomes]
+    work = sum(run * processors for _, _, run, processors in jobs)
+    waits = [start - submitted for submitted, start, _, _ in jobs]
+    slowdowns = [(wait + run) / (run if run > BOUND_SECONDS else BOUND_SECONDS)
+                 for wait, (_, _, run, _) in zip(waits, jobs)]
+    slowdowns = [slowdown if slowdown > 1.0 else 1.0 for slowdown in slowdowns]
     return Summary(len(outcomes), skipped, work / (processors * makespan) if makespan > 0 else 0.0,
                    sum(waits) / len(waits), sum(slowdowns) / len(slowdowns), makespan, processors, policy.value,
                    max(waits))
