@@ -101,6 +101,7 @@ def test_exclusive_jobs_wait_and_the_reason_says_why(site: InProcessServer) -> N
     for _ in range(3):
         submit(site, ccs(1))
     wait_for(lambda: [job(site, i)["state"] for i in "123"] == ["Running", "Running", "Queued"])
+    wait_for(lambda: job(site, "3")["reason"])  # a pass after its submission says why it waits
     third = job(site, "3")
     assert third["reason"].startswith("first in the queue: waiting for 1 processor, 0 free on idle hosts")
     shared = submit(site, ccs(1, exclusive=False, priority="Highest"))
