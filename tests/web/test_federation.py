@@ -140,8 +140,8 @@ def test_a_wrong_read_token_is_a_failing_site_not_a_crash(serve: ServerFactory, 
     top = _top(serve, [("guarded", guarded.url, new_token())],
                extra_args=("--upstream", open_site.url, "--upstream-token-file", str(tmp_path / "wrong.token")))
     tree = wait_for(lambda: (t := _glue(top)) and len(_sites(t)) == 2 and all(s["last_success"] or s.get("error")
-                                                                               for s in t["sites"]) and t,
-                    timeout=20, message="both upstreams pulled once")
+                                                                               for s in t["sites"]) and t["hosts"] and t,
+                    timeout=20, message="both upstreams pulled once, the union rebuilt")
     sites = _sites(tree)
     assert sites["guarded"]["state"] == "failing" and "HTTP 401" in sites["guarded"]["error"]
     assert "read token" in sites["guarded"]["error"]
@@ -191,8 +191,9 @@ def test_an_https_site_verified_with_its_ca_file(serve: ServerFactory, tmp_path:
         "[[federation.upstreams]]", f'url = "{site.url.replace("127.0.0.1", "localhost")}/"', 'name = "system-cas"',
     ]) + "\n")
     top.start()
-    tree = wait_for(lambda: (t := _glue(top)) and all(s["last_success"] or s.get("error") for s in t["sites"]) and t,
-                    timeout=20, message="both upstreams pulled once")
+    # the union is rebuilt off the event loop after a pull: the sites' status can say so before it is in place
+    tree = wait_for(lambda: (t := _glue(top)) and all(s["last_success"] or s.get("error") for s in t["sites"])
+                    and t["hosts"] and t, timeout=20, message="both upstreams pulled once, the union rebuilt")
     sites = _sites(tree)
     assert sites["verified"]["state"] == "ok" and tree["hosts"][0]["unique_id"] == "tls1.example.org"
     # the same site, verified against the system's CAs, which did not sign its certificate
