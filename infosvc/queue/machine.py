@@ -52,6 +52,10 @@ class SiteMachine:
         #: hosts changed while a build is under way (None: none is)
         self._meanwhile: list[Host] | None = None
         self._removals = 0
+        #: one build at a time: a second caller waits for it (each took the record of the changes
+        #: made meanwhile for its own, and the first to end ended the other's); one lock per event
+        #: loop, as a lock waited on is bound to its loop (the service has one; tests start several)
+        self._building: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
 
     def _inputs(self) -> tuple[list[Host], frozenset[str], Container[str] | None, LicensePools]:
         rollup = self.table.rollup
@@ -71,19 +75,25 @@ class SiteMachine:
         return self._install(hosts, pool_of(hosts, paused.__contains__, served, licenses, self.executors), served)
 
     async def ready(self) -> None:
-        """Build the pool off the loop if a change dropped it."""
-        for _ in range(OFF_LOOP_TRIES):
-            if self.pool is not None:
-                return
-            hosts, paused, served, licenses = self._inputs()
-            removals, self._meanwhile = self._removals, []
-            try:
-                built = await asyncio.to_thread(pool_of, hosts, paused.__contains__, served, licenses, self.executors)
-                changed = self._meanwhile
-            finally:
-                self._meanwhile = None
-            if self.pool is None and removals == self._removals and not differs(built, changed, served, self.executors):
-                self._install(hosts, built, served)
+        """Build the pool off the loop if a change dropped it (callers at once share one build)."""
+        loop = asyncio.get_running_loop()
+        if self._building is None or self._building[0] is not loop:
+            self._building = (loop, asyncio.Lock())
+        async with self._building[1]:
+            for _ in range(OFF_LOOP_TRIES):
+                if self.pool is not None:
+                    return
+                hosts, paused, served, licenses = self._inputs()
+                removals, self._meanwhile = self._removals, []
+                try:
+                    built = await asyncio.to_thread(pool_of, hosts, paused.__contains__, served, licenses,
+                                                    self.executors)
+                    changed = self._meanwhile
+                finally:
+                    self._meanwhile = None
+                if self.pool is None and removals == self._removals and not differs(built, changed, served,
+                                                                                    self.executors):
+                    self._install(hosts, built, served)
 
     def hosts_changed(self, hosts: Iterable[Host]) -> bool:
         """The roll-up says these hosts changed; True when the pool had to be dropped for them."""

@@ -383,6 +383,30 @@ def test_the_machine_is_built_off_the_loop_and_misses_no_change_made_meanwhile(s
     assert not pool.usable[pool.row["h0000"]] and pool.usable[pool.row["h3000"]]
 
 
+def test_two_builds_at_once_share_one_and_miss_no_change(site: Site_) -> None:
+    """Submissions wait for the machine too (a job no host can run is said so at once): two callers
+    of ready() at once, hosts changing meanwhile. The second used to end the first's record of the
+    changes (a TypeError: a 500 on POST /v1/jobs, seen under load); now they share one build."""
+    table = site.agg.table
+    for number in range(2001):
+        site.executor(f"h{number:04d}")
+    for number in range(2000):
+        table.report(make_node(f"h{number:04d}", processors=2), site.now)
+    machine = site.queue.machine
+
+    async def two_builds() -> None:
+        first = asyncio.ensure_future(machine.ready())
+        await asyncio.sleep(0)
+        second = asyncio.ensure_future(machine.ready())
+        await asyncio.sleep(0)
+        changed = table.report(make_node("h2000", processors=2), site.now)
+        machine.hosts_changed([table.rollup.hosts[changed.id]])
+        await asyncio.gather(first, second)
+
+    site.run(two_builds)
+    assert machine.pool is not None and "h2000" in machine.pool.row
+
+
 def test_failing_passes_log_one_traceback_per_kind_per_interval(site: Site_, monkeypatch: pytest.MonkeyPatch,
                                                                   caplog: pytest.LogCaptureFixture) -> None:
     """A full disk fails every pass (a pass after each submission, report, end): one ERROR with its
