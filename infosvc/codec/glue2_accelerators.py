@@ -22,11 +22,13 @@ def accelerator_entities(tree: GlueTree, ces: Sequence[ComputingElement], subs: 
     manager's figures (ComputingManagerAcceleratorInfo) and each share's whose hosts have them."""
     environments: list[Entity] = []
     installed: dict[str, int] = {}
+    of_type: dict[str, dict[str, SubCluster]] = {}  # type -> the subclusters with accelerators of it, by id
     for sub in subs:
         ee_id = ids.ee_of[sub.unique_id]
         for a in sub.accelerators:
             aid = f"{ids.urn}:accenv:{local(sub.unique_id)}:{local(a.model)}"
             installed[a.type] = installed.get(a.type, 0) + a.count * max(0, sub.host_count)
+            of_type.setdefault(a.type, {})[sub.unique_id] = sub
             environments.append(Entity(
                 "AcceleratorEnvironment", "", aid, "", f"{a.model} of {sub.name}",
                 attrs=given([("Type", a.type), ("PhysicalAccelerators", a.count), ("LogicalAccelerators", a.count),
@@ -35,20 +37,17 @@ def accelerator_entities(tree: GlueTree, ces: Sequence[ComputingElement], subs: 
                 assoc=[Assoc("", "ExecutionEnvironmentID", (ee_id,))]))
     if not environments:
         return []
-    slots = {t: sum(s.total_accelerators for s in subs if any(a.type == t for a in s.accelerators))
-             for t in installed}
-    used = {t: sum(s.used_accelerators for s in subs if any(a.type == t for a in s.accelerators))
-            for t in installed}
     managers = [Entity("ComputingManagerAcceleratorInfo", "", f"{ids.urn}:manageraccinfo:{local(t)}", "",
-                       attrs=[("Type", t), ("TotalPhysicalAccelerators", n), ("TotalAcceleratorSlots", slots[t]),
-                              ("UsedAcceleratorSlots", used[t])],
+                       attrs=[("Type", t), ("TotalPhysicalAccelerators", n),
+                              ("TotalAcceleratorSlots", sum(s.total_accelerators for s in of_type[t].values())),
+                              ("UsedAcceleratorSlots", sum(s.used_accelerators for s in of_type[t].values()))],
                        assoc=[Assoc("", "ComputingManagerID", (ids.manager,), True)])
                 for t, n in installed.items()]
     shares = []
     for ce in ces:
         served = subclusters_of_ce(tree, ce)
         for t in installed:
-            mine = [s for s in served if any(a.type == t for a in s.accelerators)]
+            mine = [s for s in served if s.unique_id in of_type[t]]
             if mine:
                 shares.append(Entity(
                     "ComputingShareAcceleratorInfo", "", f"{ids.urn}:shareaccinfo:{local(ce.unique_id)}:{local(t)}",
