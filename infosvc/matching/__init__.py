@@ -4,8 +4,8 @@ Pure functions over the model, no HTTP. `compile_requirements(job)` turns the jo
 expressions (the job's, its task groups', their tasks') into `Requirements`; `evaluate`
 gives a `Verdict(ok, reasons, score)` for one host from its SSS Node and its GLUE Host; `match`
 runs a job over a whole site and orders the hosts that fit; given the site's columns
-(infosvc.matching.hostcolumns), it decides a job whose per-host part is free-CPU / RAM thresholds with
-array operations instead of a loop over the hosts (`columns.match_columns`), and any other job host
+(infosvc.matching.hostcolumns), it decides a job whose per-host part is free-CPU / RAM thresholds and
+GPU amounts with array operations instead of a loop over the hosts (`columns.match_columns`), and any other job host
 by host (`engine.match_hosts`): one engine, two ways, the same answer. What it reads of a site is a
 `SiteView`: infosvc.hosts.rollup.Rollup is one, and so is a simulator's site.
 

@@ -5,7 +5,7 @@ features and node references here; the terms on a computing element are infosvc.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Container
+from typing import Any, Callable, Container
 
 from ClusterShell.NodeSet import NodeSetParseError
 
@@ -22,11 +22,23 @@ from infosvc.model.nodeset import NameSet
 from infosvc.model.noderef import Aggregation, NodeRef, NodeRefError
 from infosvc.model.units import DEFAULT_UNITS, UnitError, convert, is_byte_unit
 
-__all__ = ["Test", "Explain", "Check", "number_words", "consumable_check", "simple_check", "feature_check",
-           "node_check"]
+__all__ = ["Test", "Explain", "Check", "GpuAsk", "number_words", "consumable_check", "simple_check",
+           "feature_check", "node_check"]
 
 Test = Callable[[Node, Host, Site], bool]
 Explain = Callable[[Node, Host, Site], str]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuAsk:
+    """A `Resource name="GPU"` term as the columns decide it (infosvc.matching.columns): the host's
+    accelerators of `model` (None: any), all of them (`configured`) or those free, compared with
+    `wanted` by `compare` (elementwise on arrays too)."""
+
+    model: str | None
+    configured: bool
+    compare: Callable[[Any, float], Any]
+    wanted: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +58,8 @@ class Check:
     ce_asked: tuple[str, ...] = ()
     #: (name, negated) when the test is no more than whether the node has one feature (or not)
     feature: tuple[str, bool] | None = None
+    #: a GPU amount, which the columns decide as they decide thresholds
+    gpu: GpuAsk | None = None
 
 
 _NUMERIC: dict[Op, Callable[[float, float], bool]] = {
@@ -107,7 +121,8 @@ def _gpu_check(asked: _Amount) -> Check:
 
     want_text = f"{asked.label}: asked {asked.op.value} {number_words(wanted)} {asked.context_word}"
     return Check(asked.term, False, lambda n, h, s: compare(have(h), wanted),
-                 lambda n, h, s: f"{want_text}, host has {free(h)} free of {total(h)}")
+                 lambda n, h, s: f"{want_text}, host has {free(h)} free of {total(h)}",
+                 gpu=GpuAsk(model, asked.configured, compare, wanted))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
 """The fast way of `match` (infosvc.matching.engine): a job whose per-host part is thresholds on free
-CPUs and RAM (or nothing) decided over the site's columns (infosvc.matching.hostcolumns) by array
+CPUs and RAM and GPU amounts (or nothing) decided over the site's columns (infosvc.matching.hostcolumns) by array
 operations, with the same verdicts, order and counts as the per-host way (docs/matching.md,
 "Speed"). The static part and the ranking are the engine's seams, read row-wise."""
 
@@ -14,6 +14,7 @@ import numpy as np
 from infosvc.matching.hostcolumns import (
     MIXED, NO_NODE, BoolArray, Columns, FloatArray, HostColumns, IndexArray,
 )
+from infosvc.matching.checks import GpuAsk
 from infosvc.matching.hostquestion import Thresholds
 from infosvc.matching.ranking import by_score
 from infosvc.matching.requirements import Requirements
@@ -53,8 +54,10 @@ class ColumnFindings:
 
 
 def match_columns(requirements: Requirements, rollup: SiteView, node_of: Callable[[str], Node | None], site: Site,
-                  keeper: HostColumns | SyncedColumns, limits: Thresholds) -> MatchResult | None:
-    """`match` for a job whose dynamic part is `limits` (HostQuestion.thresholds), over the site's
+                  keeper: HostColumns | SyncedColumns, limits: Thresholds,
+                  gpus: tuple[GpuAsk, ...] = ()) -> MatchResult | None:
+    """`match` for a job whose dynamic part is `limits` (HostQuestion.thresholds) and `gpus`
+    (HostQuestion.gpus), over the site's
     columns: the static part once per subcluster, as the per-host way, then every host's
     thresholds and state decided by array operations; the fitting rows taken in the CCS order the
     columns keep, then stably by score; soft terms tested on the fitting hosts only. What does not
@@ -71,7 +74,7 @@ def match_columns(requirements: Requirements, rollup: SiteView, node_of: Callabl
         considered = cols.has_node & cols.ready
         base = np.zeros(len(cols), np.float64)
     dynamic_runs = int(np.count_nonzero(considered))  # the hosts the per-host way asks the question
-    fit = _within(considered, cols, limits)
+    fit = _within(considered, cols, limits, gpus)
     order = cols.ccs_order[fit[cols.ccs_order]]
     score = base[order]
     if requirements.soft and len(order):
@@ -121,14 +124,19 @@ def _static_part(cols: Columns, statics: StaticVerdicts, requirements: Requireme
     return static_ok, base
 
 
-def _within(considered: BoolArray, cols: Columns, limits: Thresholds) -> BoolArray:
-    """The considered rows that have the free CPUs and RAM asked."""
+def _within(considered: BoolArray, cols: Columns, limits: Thresholds, gpus: tuple[GpuAsk, ...]) -> BoolArray:
+    """The considered rows that have the free CPUs and RAM asked, and the GPUs (infosvc.matching.checks'
+    GPU check: of the model asked, all of them or those free, which are at most all of them)."""
     min_cpus, min_ram = limits
     fit = considered
     if min_cpus != float("-inf"):
         fit = fit & (cols.cpus >= min_cpus)
     if min_ram is not None:
         fit = fit & (cols.ram >= min_ram)  # NaN (no RAM reported) is never >=
+    for ask in gpus:
+        total = cols.gpu_total(ask.model)
+        have = total if ask.configured else np.minimum(total, cols.gpus_available)
+        fit = fit & ask.compare(have, ask.wanted)
     return fit
 
 

@@ -34,13 +34,13 @@ def match(requirements: Requirements, rollup: SiteView, node_of: Callable[[str],
     dynamic part per Ready host that the static part lets through; `requirements.evaluations`
     counts both. With `columns` (a HostColumns kept for this roll-up, see
     infosvc.matching.hostcolumns: the server keeps one), a job whose dynamic part is thresholds on
-    free CPUs and RAM, or nothing, is decided with no per-host loop at all (`match_columns`).
+    free CPUs and RAM and GPU amounts, or nothing, is decided with no per-host loop at all (`match_columns`).
     `question` is what each host is asked (`HostQuestion.of(requirements)` when not given).
     """
     site = site if site is not None else Site.of(rollup)
     question = question if question is not None else HostQuestion.of(requirements)
     if columns is not None and question.thresholds is not None:
-        found = match_columns(requirements, rollup, node_of, site, columns, question.thresholds)
+        found = match_columns(requirements, rollup, node_of, site, columns, question.thresholds, question.gpus)
         if found is not None:
             return found
     return match_hosts(requirements, rollup, node_of, site, question)

@@ -1,5 +1,5 @@
 """The roll-up's hosts as columns (numpy arrays), so that `matching.match` can decide threshold
-requirements (free CPUs, free RAM, Ready) for a whole site with a few array operations instead of
+requirements (free CPUs, free RAM, GPUs of a model, all or free, Ready) for a whole site with a few array operations instead of
 a Python loop over the hosts.
 
 Rows are the hosts in the order the matcher visits them: subcluster by subcluster in the
@@ -94,6 +94,11 @@ class Columns:
     features: dict[str, BoolArray] = field(default_factory=dict)
     #: rows with an amount past EXACT (see _row_values): while any is, the columns are not used
     big: BoolArray = field(default_factory=lambda: np.zeros(0, np.bool_))
+    #: max(0, Host.accelerators_available): the GPUs its agent reports free, of any model
+    gpus_available: FloatArray = field(default_factory=lambda: np.zeros(0, np.float64))
+    #: GPU model (None: any) -> each row's accelerators of it; made when first asked for
+    #: (`gpu_total`), carried over (the changed rows redone) by the next patch
+    gpu_totals: dict[str | None, FloatArray] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.hosts)
@@ -106,19 +111,40 @@ class Columns:
                 (node is not None and name in node.features for node in self.nodes), np.bool_, len(self.nodes))
         return found
 
+    def gpu_total(self, model: str | None) -> FloatArray:
+        """Each row's accelerators of `model` (None: of any), as the GPU check counts them."""
+        found = self.gpu_totals.get(model)
+        if found is None:
+            found = self.gpu_totals[model] = np.fromiter((_gpus_of(host, model) for host in self.hosts), np.float64,
+                                                         len(self.hosts))
+        return found
+
+
+def _gpus_of(host: Host, model: str | None) -> int:
+    total = sum(a.count for a in host.accelerators if model is None or a.model == model)
+    return max(-EXACT, min(total, EXACT))  # past EXACT the row is `big`: the columns are not read
+
 
 #: Beyond this no float64 holds every integer: a row with an amount past it is `big`.
 EXACT: Final = 2 ** 53
 
 
-def _row_values(host: Host) -> tuple[float, float, bool, int, int, bool]:
+#: What a row's values are: free CPUs, free RAM (NaN: not reported), Ready, RAM size, clock, big,
+#: GPUs free
+Row = tuple[float, float, bool, int, int, bool, float]
+
+
+def _row_values(host: Host) -> Row:
     ram = host.main_memory.ram_available
     cpus, size, mhz = host.available_cpus, host.main_memory.ram_size or 0, host.processor.clock_speed or 0
+    gpus_free = max(0, host.accelerators_available)
     # Amounts no real host has (the schema bounds none of them) would round in float64 or not fit
     # int64: such a row is flagged, its order columns clamped, and match() takes the general path.
-    big = not (-EXACT <= cpus <= EXACT and size <= EXACT and mhz <= EXACT and (ram is None or abs(ram) <= EXACT))
+    # Every GPU total of one model is within the sum of the counts' sizes: bounded with it.
+    big = not (-EXACT <= cpus <= EXACT and size <= EXACT and mhz <= EXACT and (ram is None or abs(ram) <= EXACT)
+               and gpus_free <= EXACT and sum(abs(a.count) for a in host.accelerators) <= EXACT)
     return (float(cpus), float("nan") if ram is None else float(ram), host.accepts_jobs,
-            min(size, EXACT), min(mhz, EXACT), big)
+            min(size, EXACT), min(mhz, EXACT), big, float(min(gpus_free, EXACT)))
 
 
 def _sub_opsys(nodes: list[Node | None], start: int, stop: int) -> object:
@@ -151,6 +177,7 @@ def _build(sub_ids: tuple[str, ...], counts: tuple[int, ...], ids: list[str], by
     ram_size = np.fromiter((v[3] for v in values), np.int64, n)
     clock = np.fromiter((v[4] for v in values), np.int64, n)
     big = np.fromiter((v[5] for v in values), np.bool_, n)
+    gpus_available = np.fromiter((v[6] for v in values), np.float64, n)
     has_node = np.fromiter((node is not None for node in nodes), np.bool_, n)
     # Python's own str order (code points), as the general path sorts ids.
     id_rank = np.empty(n, np.intp)
@@ -165,7 +192,7 @@ def _build(sub_ids: tuple[str, ...], counts: tuple[int, ...], ids: list[str], by
     row_of = np.fromiter(map(row_by_id.__getitem__, dict_ids), np.intp, n)
     return Columns(sub_ids, counts, starts, hosts, nodes, ids, sub_of_row, cpus, ram, ready, has_node, ram_size,
                    clock, id_rank, _ccs_order(ram_size, clock, id_rank), sub_opsys, dict_ids, list(by_id.values()),
-                   row_of, big=big)
+                   row_of, big=big, gpus_available=gpus_available)
 
 
 def _patch(prev: Columns, dict_hosts: list[Host], rows: list[int], node_of: Callable[[str], Node | None]) -> Columns:
@@ -185,14 +212,16 @@ def _patch(prev: Columns, dict_hosts: list[Host], rows: list[int], node_of: Call
     ready[rows] = [v[2] for v in values]
     big = prev.big.copy()
     big[rows] = [v[5] for v in values]
+    gpus_available = prev.gpus_available.copy()
+    gpus_available[rows] = [v[6] for v in values]
     ram_size, clock, order = _reordered(prev, rows, values)
     return Columns(prev.sub_ids, prev.counts, prev.starts, hosts, nodes, prev.ids, prev.sub_of_row, cpus, ram, ready,
                    has_node, ram_size, clock, prev.id_rank, order, _patched_opsys(prev, nodes, rows), prev.dict_ids,
-                   prev.dict_hosts, prev.row_of, _patched_features(prev, nodes, rows), big)
+                   prev.dict_hosts, prev.row_of, _patched_features(prev, nodes, rows), big, gpus_available,
+                   _patched_gpu_totals(prev, hosts, rows))
 
 
-def _reordered(prev: Columns, rows: list[int], values: list[tuple[float, float, bool, int, int, bool]]
-               ) -> tuple[IntArray, IntArray, IndexArray]:
+def _reordered(prev: Columns, rows: list[int], values: list[Row]) -> tuple[IntArray, IntArray, IndexArray]:
     """The memory size and clock columns, and the CCS order, with the patched rows' values: `prev`'s
     own unless a size or clock changed (rare: the order changes)."""
     sizes = np.array([v[3] for v in values], np.int64)
@@ -229,6 +258,17 @@ def _patched_features(prev: Columns, nodes: list[Node | None], rows: list[int]) 
             node = nodes[r]
             has[r] = node is not None and name in node.features
     return features
+
+
+def _patched_gpu_totals(prev: Columns, hosts: list[Host], rows: list[int]) -> dict[str | None, FloatArray]:
+    """The GPU totals made so far, with the patched rows' hosts (the same while the roll-up keys
+    subclusters by their accelerators, so that a change of them moves the host and rebuilds: redone
+    all the same, as the columns do not rely on what the key holds)."""
+    totals = {}
+    for model, had in prev.gpu_totals.items():
+        totals[model] = had.copy()
+        totals[model][rows] = [_gpus_of(hosts[r], model) for r in rows]
+    return totals
 
 
 class HostColumns:

@@ -1,6 +1,6 @@
 """What a match asks of each host beyond the static part: the dynamic part as one test
-(`HostQuestion.fits`), its thresholds when it is no more than thresholds on free CPUs and RAM (what
-the columns decide without a loop), and what a fitting host's score gains (Preferred sets and soft
+(`HostQuestion.fits`), its thresholds when it is no more than thresholds on free CPUs and RAM and
+GPU amounts (what the columns decide without a loop), and what a fitting host's score gains (Preferred sets and soft
 terms). Both ways of `match` (infosvc.matching.engine, infosvc.matching.columns) read it."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from infosvc.matching.checks import Check, Test
+from infosvc.matching.checks import Check, GpuAsk, Test
 from infosvc.matching.expression import CExpr, CLeaf
 from infosvc.matching.requirements import Requirements
 from infosvc.matching.view import Site
 from infosvc.model.glue import Host
 from infosvc.model.node import Node
 
-__all__ = ["HostQuestion", "Scorer", "Thresholds", "thresholds"]
+__all__ = ["HostQuestion", "Scorer", "Thresholds", "gpu_asks", "thresholds"]
 
 #: The least available CPUs, and RAM in MB (None: no Memory asked), that a host must have.
 Thresholds = tuple[float, float | None]
@@ -28,12 +28,15 @@ NOTHING_ASKED: Thresholds = (float("-inf"), None)
 
 def thresholds(dynamic: tuple[CExpr, ...]) -> Thresholds | None:
     """The least available CPUs and RAM a host must have, when the dynamic part is nothing but such
-    thresholds (`Check.threshold`); None otherwise, and for no dynamic part (nothing to decide)."""
+    thresholds (`Check.threshold`) and GPU amounts (`gpu_asks`: the columns decide those too);
+    None otherwise, and for no dynamic part (nothing to decide)."""
     if not dynamic:
         return None
     cpus = float("-inf")
     ram: float | None = None
     for expr in dynamic:
+        if isinstance(expr, CLeaf) and expr.check.gpu is not None and expr.check.gpu.wanted == expr.check.gpu.wanted:
+            continue  # (not NaN, as below)
         if not isinstance(expr, CLeaf) or expr.check.threshold is None:
             return None
         kind, wanted = expr.check.threshold
@@ -44,6 +47,11 @@ def thresholds(dynamic: tuple[CExpr, ...]) -> Thresholds | None:
         else:
             ram = wanted if ram is None else max(ram, wanted)
     return cpus, ram
+
+
+def gpu_asks(dynamic: tuple[CExpr, ...]) -> tuple[GpuAsk, ...]:
+    """The GPU amounts among the dynamic part's terms (all of it when `thresholds` is not None)."""
+    return tuple(expr.check.gpu for expr in dynamic if isinstance(expr, CLeaf) and expr.check.gpu is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +65,8 @@ class HostQuestion:
     #: the dynamic part as thresholds, when it is no more than that (NOTHING_ASKED for no dynamic
     #: part): the columns can decide it; None when it is not, or when built without thresholds
     thresholds: Thresholds | None
+    #: with `thresholds`, the GPU amounts the columns decide beside them
+    gpus: tuple[GpuAsk, ...] = ()
 
     @classmethod
     def of(cls, requirements: Requirements, *, use_thresholds: bool = True) -> HostQuestion:
@@ -65,12 +75,13 @@ class HostQuestion:
         verdicts, order and counts (a seam for the tests that say so)."""
         dynamic = requirements.dynamic
         limits = (thresholds(dynamic) if dynamic else NOTHING_ASKED) if use_thresholds else None
-        if limits is not None and dynamic:
+        gpus = gpu_asks(dynamic) if limits is not None else ()
+        if limits is not None and dynamic and not gpus:
             fits: Test | None = _within(*limits)
         else:
             fits = _all_of(tuple(e.fast() for e in dynamic))
         preferred = tuple(e for e in dynamic if e.has_preferred())
-        return cls(fits, _scorer(preferred, requirements.soft), limits)
+        return cls(fits, _scorer(preferred, requirements.soft), limits, gpus)
 
 
 def _within(min_cpus: float, min_ram: float | None) -> Test:
