@@ -1,7 +1,10 @@
 """`infosvc simulate TRACE`: a Standard Workload Format trace replayed through the service's
 scheduler in simulated time (infosvc.sched.simulation), one JSON summary on stdout, and with
 `--schedule OUT.csv` each job's `job_id,submit,start,end,processors`. `--site URL` asks how a live
-site would have served the workload: its published processors are the machine.
+site would have served the workload: its published processors are the machine. `--hosts N` (with
+`--gpus-per-host`, `--gpu-jobs`, `--gpus-per-job`) asks what if the machine were N hosts with GPUs
+and some jobs asked for them (infosvc.sched.hostsim): the summary gains the GPU figures, the
+schedule each job's `gpus` and `hosts`.
 Exit status: 0 done, 1 the trace or the site cannot be read, 2 bad usage.
 """
 
@@ -13,11 +16,11 @@ import gc
 import json
 import sys
 import time
-from typing import Any
+from typing import Any, Sequence
 
 from infosvc.codec.swf import read_swf
 from infosvc.sched import Policy
-from infosvc.sched.simulation import simulate, summarize, trace_jobs
+from infosvc.sched.simulation import Outcome, simulate, summarize, trace_jobs
 
 __all__ = ["add_command", "run", "site_processors"]
 
@@ -31,7 +34,16 @@ def add_command(commands: Any, common: argparse.ArgumentParser) -> None:
                    "header's MaxProcs, else MaxNodes)")
     p.add_argument("--site", action="store_true", help="the machine is the processors --server publishes "
                    "(its live hosts): how that site would have served the workload")
-    p.add_argument("--schedule", metavar="OUT.csv", help="write job_id,submit,start,end,processors per job")
+    p.add_argument("--schedule", metavar="OUT.csv", help="write job_id,submit,start,end,processors per job "
+                   "(and gpus,hosts with --hosts)")
+    what_if = p.add_argument_group("what if the machine were hosts with GPUs (docs/simulation.md)")
+    what_if.add_argument("--hosts", type=int, metavar="N", help="the machine as N hosts sharing its processors, "
+                         "scheduled as the service schedules a site's hosts")
+    what_if.add_argument("--gpus-per-host", type=int, metavar="G", help="GPUs on each host (default 0)")
+    what_if.add_argument("--gpu-jobs", type=float, metavar="FRACTION", help="the fraction of the jobs that ask "
+                         "GPUs, chosen by job number, the same every run (default 0)")
+    what_if.add_argument("--gpus-per-job", type=int, metavar="K", help="GPUs a GPU job takes on each of its "
+                         "hosts (default 1)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
@@ -61,6 +73,11 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.processors is not None and args.processors < 1:
         return fail("--processors must be at least 1", 2)
+    if args.hosts is None:
+        given = [name for name, value in (("--gpus-per-host", args.gpus_per_host), ("--gpu-jobs", args.gpu_jobs),
+                                          ("--gpus-per-job", args.gpus_per_job)) if value is not None]
+        if given:
+            return fail(f"{', '.join(given)}: GPUs are on hosts: say --hosts N too", 2)
     try:
         trace = read_swf(args.trace)
     except OSError as exc:
@@ -90,6 +107,15 @@ def _run(args: argparse.Namespace) -> int:
     processors = processors or trace.header_int("MaxProcs") or trace.header_int("MaxNodes")
     if not processors or processors < 1:
         return fail(f"{args.trace}: the header gives neither MaxProcs nor MaxNodes: say --processors N", 2)
+    what_if = None
+    if args.hosts is not None:
+        from infosvc.sched.hostsim import WhatIf  # numpy and the host pool: imported only for a what-if
+
+        what_if = WhatIf(args.hosts, args.gpus_per_host or 0, args.gpu_jobs or 0.0,
+                         1 if args.gpus_per_job is None else args.gpus_per_job)
+        impossible = what_if.problem(processors)
+        if impossible is not None:
+            return fail(impossible, 2)
     jobs = trace_jobs(trace.records, processors)
     policy = Policy(args.policy)
     started = time.monotonic()
@@ -98,22 +124,44 @@ def _run(args: argparse.Namespace) -> int:
         print(f"infosvc simulate: {done}/{len(jobs.jobs)} jobs started, simulated time {now:.0f} s, "
               f"{time.monotonic() - started:.0f} s elapsed", file=sys.stderr, flush=True)
 
-    outcomes = simulate(jobs.jobs, processors, policy, None if args.quiet else progress)
+    extra: dict[str, Any] = {}
+    held: list[tuple[int, str]] | None = None
+    if what_if is None:
+        outcomes = simulate(jobs.jobs, processors, policy, None if args.quiet else progress)
+    else:
+        from infosvc.sched.hostsim import gpu_figures, simulate_hosts
+
+        replay = simulate_hosts(jobs.jobs, processors, policy, what_if, None if args.quiet else progress)
+        outcomes, extra = replay.outcomes, gpu_figures(replay).as_json()
+        held = [(gpus, " ".join(replay.slots[row].id for row in rows)) for gpus, rows in replay.held]
     if args.schedule:
         try:
-            with open(args.schedule, "w", newline="", encoding="utf-8") as handle:
-                out = csv.writer(handle)
-                out.writerow(["job_id", "submit", "start", "end", "processors"])
-                for o in sorted(outcomes, key=lambda o: (o.job.submitted, o.job.id)):
-                    out.writerow([o.job.number, _number(o.job.submitted), _number(o.start), _number(o.end),
-                                  o.job.processors])
+            _write_schedule(args.schedule, outcomes, held)
         except OSError as exc:
             return fail(f"{args.schedule}: cannot write: {exc.strerror}")
     summary = summarize(outcomes, jobs.skipped, processors, policy).as_json()
+    summary.update(extra)
     summary["malformed_lines"] = trace.malformed
     summary["seconds"] = round(time.monotonic() - started, 3)
     print(json.dumps(summary))
     return 0
+
+
+def _write_schedule(path: str, outcomes: Sequence[Outcome], held: list[tuple[int, str]] | None) -> None:
+    """A row a job, by submission: `job_id,submit,start,end,processors`, and with `held` (a GPU
+    what-if: each outcome's GPUs in all and its hosts) `gpus,hosts` too."""
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        out = csv.writer(handle)
+        if held is None:
+            out.writerow(["job_id", "submit", "start", "end", "processors"])
+            for o in sorted(outcomes, key=lambda o: (o.job.submitted, o.job.id)):
+                out.writerow([o.job.number, _number(o.job.submitted), _number(o.start), _number(o.end),
+                              o.job.processors])
+            return
+        out.writerow(["job_id", "submit", "start", "end", "processors", "gpus", "hosts"])
+        for o, (gpus, hosts) in sorted(zip(outcomes, held), key=lambda pair: (pair[0].job.submitted, pair[0].job.id)):
+            out.writerow([o.job.number, _number(o.job.submitted), _number(o.start), _number(o.end), o.job.processors,
+                          gpus, hosts])
 
 
 def _number(value: float) -> int | float:
