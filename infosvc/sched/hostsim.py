@@ -105,7 +105,8 @@ class HostReplay:
 def simulate_hosts(jobs: Sequence[SimJob], processors: int, policy: Policy, what_if: WhatIf,
                    progress: Callable[[int, float], None] | None = None, every: float = 1.0) -> HostReplay:
     """Each job's start by `policy` on the what-if's hosts (infosvc.sched.simulation.simulate's
-    event loop, without its shortcuts: one pass at each instant with something waiting)."""
+    event loop: one pass at each instant with something waiting, none while fewer processors are
+    free than the narrowest waiting job asks)."""
     problem = what_if.problem(processors)
     if problem is not None:
         raise ValueError(problem)
@@ -121,6 +122,10 @@ def simulate_hosts(jobs: Sequence[SimJob], processors: int, policy: Policy, what
     trace_job: dict[str, SimJob] = {}
     running: dict[str, Running[Allocation]] = {}
     ends: list[tuple[float, str]] = []
+    # how many waiting jobs ask each number of processors, and a heap of those numbers: with fewer
+    # free than the narrowest asks, no pass can start anything, and none is run (simulation's shortcut)
+    asking: dict[int, int] = {}
+    sizes: list[int] = []
     count, arrival, clock = len(jobs), 0, time.monotonic()
     while arrival < count or ends:
         next_end = ends[0][0] if ends else math.inf
@@ -143,7 +148,15 @@ def simulate_hosts(jobs: Sequence[SimJob], processors: int, policy: Policy, what
             at = bisect.bisect(keys, key)
             keys.insert(at, key)
             queue.insert(at, waiting)
-        if not queue or pool.room() <= 0:
+            if not asking.get(job.processors):
+                heapq.heappush(sizes, job.processors)
+                asking[job.processors] = 0
+            asking[job.processors] += 1
+        if not queue:
+            continue
+        while not asking[sizes[0]]:
+            heapq.heappop(sizes)
+        if pool.room() < sizes[0]:
             continue
         plan = schedule(pool, running.values(), queue, now, policy, explain=False,
                         overdue_after=options.overdue_after)
@@ -157,6 +170,7 @@ def simulate_hosts(jobs: Sequence[SimJob], processors: int, policy: Policy, what
             heapq.heappush(ends, (now + job.run, job.id))
             replay.outcomes.append(Outcome(job, now, entry.predicted))
             replay.held.append((start.allocation.gpus * len(start.allocation.rows), start.allocation.rows))
+            asking[job.processors] -= 1
         started = {start.job.id for start in plan.starts}
         kept = [at for at, waiting in enumerate(queue) if waiting.id not in started]
         keys, queue = [keys[at] for at in kept], [queue[at] for at in kept]
