@@ -21,7 +21,6 @@ import io
 import math
 import re
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Final, Iterator, NamedTuple
 
@@ -75,20 +74,27 @@ _INTEGER_FIELDS: Final = frozenset({"job", "allocated_processors", "requested_pr
 _INTEGER_AT: Final = tuple(at for at, name in enumerate(FIELDS) if name in _INTEGER_FIELDS)
 
 
-@dataclass(slots=True)
 class SwfTrace:
     """A trace: its header (`; Key: value`, continuation lines joined, a repeated key's values one a
-    line), its records in file order, and the lines that were not records."""
+    line), its records in file order, and the lines that were not records. A plain class, not a
+    dataclass: `infosvc simulate` imports no dataclass (infosvc/sched/policy.py says why)."""
 
-    header: dict[str, str] = field(default_factory=dict)
-    records: list[SwfRecord] = field(default_factory=list)
-    malformed: int = 0
-    problems: list[str] = field(default_factory=list)
-    #: job lines that had fields past the 18th, dropped (the first such line's number, for the warning)
-    extra_fields: int = 0
-    first_extra_line: int | None = None
-    #: Why reading stopped before the end (a cap), else None.
-    too_large: str | None = None
+    __slots__ = ("header", "records", "malformed", "problems", "extra_fields", "first_extra_line", "too_large")
+
+    def __init__(self) -> None:
+        self.header: dict[str, str] = {}
+        self.records: list[SwfRecord] = []
+        self.malformed = 0
+        self.problems: list[str] = []
+        #: job lines that had fields past the 18th, dropped (the first such line's number, for the warning)
+        self.extra_fields = 0
+        self.first_extra_line: int | None = None
+        #: Why reading stopped before the end (a cap), else None.
+        self.too_large: str | None = None
+
+    def __repr__(self) -> str:
+        return (f"SwfTrace({len(self.records)} records, {self.malformed} malformed, header={self.header!r}, "
+                f"too_large={self.too_large!r})")
 
     def header_int(self, key: str) -> int | None:
         """A header value as a whole number (MaxProcs, MaxNodes), None when absent or not one."""

@@ -38,13 +38,11 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import chain
-from typing import Callable, Collection, Generic, Iterable, Iterator, Mapping, Protocol, Sequence, TypeVar
+from typing import Callable, Collection, Generic, Iterable, Iterator, Mapping, NamedTuple, Protocol, Sequence, TypeVar
 
 from infosvc.sched.ordering import OVERDUE_AFTER, overdue
-from infosvc.sched.prediction import planned_end
 
 A = TypeVar("A")
 
@@ -105,11 +103,11 @@ class Machine(Protocol[A]):
         ...
 
 
-# Running and Start are made once a job (a simulation makes hundreds of thousands) and changed by
-# no one; they are not frozen, as a frozen dataclass sets each field through object.__setattr__:
-# those two made a sixth of the NASA trace's replay.
-@dataclass(slots=True)
-class Running(Generic[A]):
+# Running, Start and Reservation are made once a job or a pass (a simulation makes hundreds of
+# thousands) and changed by no one: named tuples, made in one call. Plan and _Guard are changed as
+# a pass goes, and are plain classes with slots. None is a dataclass: `dataclasses` imports
+# `inspect` and compiles each class's methods at import, a tenth of `infosvc simulate`'s start.
+class Running(NamedTuple, Generic[A]):
     """A job holding its resources since `started`, expected to end by started + estimate."""
 
     id: str
@@ -124,16 +122,14 @@ class Running(Generic[A]):
         return self.started + self.estimate
 
 
-@dataclass(slots=True)
-class Start(Generic[A]):
+class Start(NamedTuple, Generic[A]):
     job: Queued
     allocation: A
     #: started ahead of a job before it in the queue (EASY's backfill)
     backfilled: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Reservation(Generic[A]):
+class Reservation(NamedTuple, Generic[A]):
     """Where and when the blocked head job will start, should every running job end by its estimate."""
 
     job: Queued
@@ -143,14 +139,19 @@ class Reservation(Generic[A]):
     predicted_at: float | None = None
 
 
-@dataclass(slots=True)
 class Plan(Generic[A]):
     """One scheduling pass: the jobs to start now, the head's reservation, why the others wait."""
 
-    starts: list[Start[A]] = field(default_factory=list)
-    reservation: Reservation[A] | None = None
-    #: job id -> why it waits, for every queued job not started
-    waiting: dict[str, str] = field(default_factory=dict)
+    __slots__ = ("starts", "reservation", "waiting")
+
+    def __init__(self) -> None:
+        self.starts: list[Start[A]] = []
+        self.reservation: Reservation[A] | None = None
+        #: job id -> why it waits, for every queued job not started
+        self.waiting: dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        return f"Plan(starts={self.starts!r}, reservation={self.reservation!r}, waiting={self.waiting!r})"
 
 
 def queue_order(jobs: Iterable[Queued]) -> list[Queued]:
@@ -224,17 +225,15 @@ def _eligible(queue: Iterable[Queued], not_before: Mapping[str, float], now: flo
             plan.waiting[job.id] = f"not eligible before {when(at)} (its EligibleTime)"
 
 
-@dataclass(slots=True)
 class _Guard(Generic[A]):
     """A reserved start a backfilled job must not delay: it ends by `at`, or fits in `extra` (what
     is left at `at` beyond the reservation), whose room is kept as jobs are taken from it."""
 
-    at: float
-    extra: Machine[A] | None
-    room: int = 0
+    __slots__ = ("at", "extra", "room")
 
-    def __post_init__(self) -> None:
-        self.room = 0 if self.extra is None else self.extra.room()
+    def __init__(self, at: float, extra: Machine[A] | None) -> None:
+        self.at, self.extra = at, extra
+        self.room = 0 if extra is None else extra.room()
 
 
 def _backfill(free: Machine[A], plan: Plan[A], rest: Iterator[Queued], now: float, guaranteed: _Guard[A],
@@ -341,6 +340,8 @@ def _expected(free: Machine[A], running: Collection[Running[A]], plan: Plan[A], 
     """`reservation` with the head's expected start: when enough is expected to be free by the
     predicted run times (a running job past its prediction expected to run to its limit), never
     later than the guaranteed start. Told in the head's reason only: nothing waits for it."""
+    from infosvc.sched.prediction import planned_end  # here: a simulation never explains, nor imports it
+
     ending = sorted([(planned_end(r.started, r.estimate if math.isnan(r.predicted) else r.predicted, r.estimate, now),
                       r.allocation) for r in running]
                     + [(now + predicted(s.job), s.allocation) for s in plan.starts], key=lambda pair: pair[0])

@@ -20,14 +20,15 @@ import heapq
 import math
 import operator
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Collection, Iterable, NamedTuple, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Collection, Iterable, NamedTuple, Protocol, Sequence
 
 from infosvc.codec.swf import SwfRecord
 from infosvc.sched.policy import Plan, Policy, Queued, Running, Start, schedule
 from infosvc.sched.pool import ProcessorPool
 from infosvc.sched.ordering import MAX_SLACK, OVERDUE_AFTER, SLACK_FACTOR, TIMED, Order, order_key
-from infosvc.sched.prediction import UserHistory
+
+if TYPE_CHECKING:  # predictive's alone: imported when one runs (it imports `dataclasses`)
+    from infosvc.sched.prediction import UserHistory
 
 __all__ = ["Outcome", "SimJob", "Summary", "Trace", "jobs_of", "simulate", "summarize", "trace_jobs"]
 
@@ -77,8 +78,7 @@ class Outcome(NamedTuple):
         return self.start - self.job.submitted
 
 
-@dataclass(frozen=True, slots=True)
-class Summary:
+class Summary(NamedTuple):
     jobs: int
     skipped: int
     utilization: float
@@ -96,12 +96,15 @@ class Summary:
                 "policy": self.policy}
 
 
-@dataclass(slots=True)
 class Trace:
-    """The jobs to simulate, in queue order, and how many the conventions skipped."""
+    """The jobs to simulate, in queue order, and how many the conventions skipped. No class of
+    this module is a dataclass (a named tuple, or slots): infosvc/sched/policy.py says why."""
 
-    jobs: list[SimJob] = field(default_factory=list)
-    skipped: int = 0
+    __slots__ = ("jobs", "skipped")
+
+    def __init__(self) -> None:
+        self.jobs: list[SimJob] = []
+        self.skipped = 0
 
 
 def jobs_of(records: Iterable[tuple[int, float, float, int, int, float] | tuple[int, float, float, int, int, float, int]],
@@ -151,8 +154,7 @@ def simulate(jobs: Sequence[SimJob], processors: int, policy: Policy,
     return _replay(jobs, processors, _Arrivals(policy), progress, every)
 
 
-@dataclass(frozen=True, slots=True)
-class Options:
+class Options(NamedTuple):
     """What `predictive` uses (each can be turned off to measure what it buys: bench/predictive.py)."""
 
     #: predict run times from each user's history (else every prediction is the estimate)
@@ -164,8 +166,7 @@ class Options:
     overdue_after: float = OVERDUE_AFTER
 
 
-@dataclass(frozen=True, slots=True)
-class Waiting:
+class Waiting(NamedTuple):
     """A queued trace job as `predictive` reads it: the job, and its prediction made at submission."""
 
     id: str
@@ -254,8 +255,10 @@ class _Predicted:
     policy = Policy.PREDICTIVE
 
     def __init__(self, options: Options, observe: Observer | None) -> None:
+        from infosvc.sched.prediction import UserHistory
+
         self.options, self.observe = options, observe
-        self.history = UserHistory()
+        self.history: UserHistory = UserHistory()
         self.keys: list[tuple[float, float, str]] = []  # the queue's keys, sorted ...
         self.queue: list[Waiting] = []  # ... and its jobs, in the same order (the pass reads this list as it is)
         self.timed = options.order in TIMED
