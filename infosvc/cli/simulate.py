@@ -11,7 +11,6 @@ Exit status: 0 done, 1 the trace or the site cannot be read, 2 bad usage.
 from __future__ import annotations
 
 import argparse
-import csv
 import gc
 import json
 import sys
@@ -150,6 +149,8 @@ def _run(args: argparse.Namespace) -> int:
 def _write_schedule(path: str, outcomes: Sequence[Outcome], held: list[tuple[int, str]] | None) -> None:
     """A row a job, by submission: `job_id,submit,start,end,processors`, and with `held` (a GPU
     what-if: each outcome's GPUs in all and its hosts) `gpus,hosts` too."""
+    import csv  # here: a run without --schedule does not need it
+
     with open(path, "w", newline="", encoding="utf-8") as handle:
         out = csv.writer(handle)
         if held is None:
