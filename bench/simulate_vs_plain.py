@@ -102,6 +102,11 @@ def main() -> int:
     p.add_argument("--predictive", action="store_true", help="also time ours with --policy predictive")
     p.add_argument("--no-synthetic", action="store_true", help="leave out the synthetic 2,048-processor machine")
     args = p.parse_args()
+    # The package's bytecode, as a pip install writes it (and Python after a first run): where
+    # PYTHONDONTWRITEBYTECODE is set, an editable install would otherwise compile every module of
+    # ours on every run. (The plain simulator, run as a script, is compiled each run: that is how
+    # `python file.py` runs.)
+    subprocess.run([str(PYTHON), "-m", "compileall", "-q", str(ROOT / "infosvc")], check=True)
     scratch = Path(tempfile.mkdtemp(prefix="simulate_vs_plain."))
     cases: list[tuple[str, Path, int | None]] = [
         ("NASA iPSC, 128", TRACES / "NASA-iPSC-1993-3.1-cln.swf.gz", None),
