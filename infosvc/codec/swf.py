@@ -22,7 +22,7 @@ import math
 import re
 import zlib
 from pathlib import Path
-from typing import IO, Final, Iterator, NamedTuple
+from typing import IO, Final, Iterator, NamedTuple, cast
 
 __all__ = ["FIELDS", "MAX_CHARS", "MAX_LINES", "SwfRecord", "SwfTrace", "parse_swf", "read_swf"]
 
@@ -125,9 +125,11 @@ class _TooLarge(Exception):
     """Past a cap: the reason, for SwfTrace.too_large."""
 
 
-def _bounded_lines(lines: Iterator[str] | IO[str], max_lines: int, max_chars: int) -> Iterator[tuple[int, str | None]]:
-    """(number, line) of each line; None for a line longer than MAX_LINE, skipped in pieces.
-    _TooLarge past `max_lines` lines or `max_chars` characters, every piece of every line counted."""
+def _bounded_lines(lines: Iterator[str] | IO[str], max_lines: int,
+                   max_chars: int) -> Iterator[tuple[int, list[str | None]]]:
+    """The lines in batches: (the number of the first, the lines), None for a line longer than
+    MAX_LINE, skipped in pieces. _TooLarge past `max_lines` lines or `max_chars` characters,
+    every piece of every line counted, once the lines before are given."""
     chars = 0
 
     def count(number: int, text: str) -> None:
@@ -143,22 +145,29 @@ def _bounded_lines(lines: Iterator[str] | IO[str], max_lines: int, max_chars: in
     if not hasattr(lines, "read"):
         for number, line in enumerate(lines, 1):
             count(number, line)
-            yield number, (line if len(line) <= MAX_LINE else None)
+            yield number, [line if len(line) <= MAX_LINE else None]
         return
-    # A file is read in chunks and cut at its newlines (as readline cuts): a call a chunk, not a
-    # readline and a count a line. What follows a chunk's last newline waits for the next; once
-    # it reaches MAX_LINE it is dropped, and only the end of its line is looked for.
+    # A file is read in chunks and cut at its newlines (as readline cuts), a chunk's lines given
+    # at once: the cutting, the caps and the long lines are checked a chunk at a time, in C, not a
+    # line at a time (a tenth of reading a trace). What follows a chunk's last newline waits for
+    # the next; once it reaches MAX_LINE it is dropped, and only the end of its line is looked for.
     number = 0
     carry, long = "", False
     while chunk := lines.read(_CHUNK):
         count(number, chunk)
         pieces = chunk.split("\n")
-        for piece in pieces[:-1]:  # each ends a line
-            number += 1
-            if number > max_lines:
-                count(number, "")
-            yield number, (None if long or len(carry) + len(piece) >= MAX_LINE else carry + piece)
+        ended = cast("list[str | None]", pieces[:-1])  # each ends a line
+        if ended:
+            first = pieces[0]
+            ended[0] = None if long or len(carry) + len(first) >= MAX_LINE else carry + first
             carry, long = "", False
+            if max(map(len, pieces[1:-1]), default=0) >= MAX_LINE:
+                ended[1:] = [None if len(piece) >= MAX_LINE else piece for piece in pieces[1:-1]]
+            if number + len(ended) > max_lines:  # the lines up to the cap, then the cap's reason
+                yield number + 1, ended[:max_lines - number]
+                count(max_lines + 1, "")
+            yield number + 1, ended
+            number += len(ended)
         if not long:
             carry += pieces[-1]
             if len(carry) >= MAX_LINE:
@@ -167,7 +176,7 @@ def _bounded_lines(lines: Iterator[str] | IO[str], max_lines: int, max_chars: in
         number += 1
         if number > max_lines:
             count(number, "")
-        yield number, (None if long else carry)
+        yield number, [None if long else carry]
 
 
 #: Characters read at once (a line is cut from them as readline would)
@@ -185,7 +194,7 @@ def parse_swf(lines: Iterator[str] | IO[str], *, max_lines: int = MAX_LINES, max
     return trace
 
 
-def _parse(trace: SwfTrace, lines: Iterator[tuple[int, str | None]]) -> None:
+def _parse(trace: SwfTrace, batches: Iterator[tuple[int, list[str | None]]]) -> None:
     key: str | None = None
     # Job lines are converted in batches (`_convert`): their words gathered here, then read as
     # numbers and made records in a few calls, not a dozen per line. A malformed line first
@@ -193,33 +202,34 @@ def _parse(trace: SwfTrace, lines: Iterator[tuple[int, str | None]]) -> None:
     words: list[str] = []
     numbers: list[int] = []
     try:
-        for number, line in lines:
-            if line is None:
-                key = None
-                _convert(trace, words, numbers)
-                _malformed(trace, number, f"longer than {MAX_LINE} characters")
-                continue
-            text = line.strip()
-            if not text:
-                continue
-            if text.startswith(";"):
-                key = _header_line(trace.header, text[1:].strip(), key)
-                continue
-            key = None
-            fields = text.split()
-            if len(fields) != len(FIELDS):
-                if len(fields) < len(FIELDS):
+        for first, lines in batches:
+            for number, line in enumerate(lines, first):
+                if line is None:
+                    key = None
                     _convert(trace, words, numbers)
-                    _malformed(trace, number, f"{len(fields)} fields, not {len(FIELDS)}: {text[:80]!r}")
+                    _malformed(trace, number, f"longer than {MAX_LINE} characters")
                     continue
-                trace.extra_fields += 1
-                if trace.first_extra_line is None:
-                    trace.first_extra_line = number
-                del fields[len(FIELDS):]
-            words += fields
-            numbers.append(number)
-            if len(numbers) >= _BATCH:
-                _convert(trace, words, numbers)
+                text = line.strip()
+                if not text:
+                    continue
+                if text.startswith(";"):
+                    key = _header_line(trace.header, text[1:].strip(), key)
+                    continue
+                key = None
+                fields = text.split()
+                if len(fields) != len(FIELDS):
+                    if len(fields) < len(FIELDS):
+                        _convert(trace, words, numbers)
+                        _malformed(trace, number, f"{len(fields)} fields, not {len(FIELDS)}: {text[:80]!r}")
+                        continue
+                    trace.extra_fields += 1
+                    if trace.first_extra_line is None:
+                        trace.first_extra_line = number
+                    del fields[len(FIELDS):]
+                words += fields
+                numbers.append(number)
+                if len(numbers) >= _BATCH:
+                    _convert(trace, words, numbers)
     finally:  # past a cap too: the records so far are kept
         _convert(trace, words, numbers)
 
@@ -244,8 +254,8 @@ def _convert(trace: SwfTrace, words: list[str], numbers: list[int]) -> None:
         whole = False
     if whole:
         columns: list[list[float] | list[int]] = [values[at::len(FIELDS)] for at in range(len(FIELDS))]
-        for at in _INTEGER_AT:
-            columns[at] = list(map(int, columns[at]))
+        for at in _INTEGER_AT:  # float.__trunc__ is int() of a finite float, without int's own dispatch: a third the cost
+            columns[at] = list(map(float.__trunc__, columns[at]))
         trace.records.extend(map(_RECORD, zip(*columns, numbers)))
     else:
         width = len(FIELDS)

@@ -103,30 +103,50 @@ class Machine(Protocol[A]):
         ...
 
 
-# Running, Start and Reservation are made once a job or a pass (a simulation makes hundreds of
-# thousands) and changed by no one: named tuples, made in one call. Plan and _Guard are changed as
-# a pass goes, and are plain classes with slots. None is a dataclass: `dataclasses` imports
-# `inspect` and compiles each class's methods at import, a tenth of `infosvc simulate`'s start.
-class Running(NamedTuple, Generic[A]):
-    """A job holding its resources since `started`, expected to end by started + estimate."""
+# None of these is a dataclass: `dataclasses` imports `inspect` and compiles each class's methods
+# at import, a tenth of `infosvc simulate`'s start. Running and Start are made once a job (a
+# simulation makes hundreds of thousands) and read often: slotted classes, whose fields are read
+# faster than a named tuple's and which are made as fast as a dataclass of slots. Reservation, made
+# once a blocked pass, is a named tuple; Plan and _Guard, changed as a pass goes, slotted classes.
+class Slotted:
+    """Equality and a repr by the slots, as a dataclass writes them (mutable: no hash)."""
 
-    id: str
-    started: float
-    estimate: float
-    allocation: A
-    #: the run time `predictive` plans with (NaN: the estimate)
-    predicted: float = math.nan
+    __slots__ = ()
+    __hash__ = None  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        names: tuple[str, ...] = self.__slots__
+        return all(getattr(self, name) == getattr(other, name) for name in names)
+
+    def __repr__(self) -> str:
+        names: tuple[str, ...] = self.__slots__
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
+        return f"{type(self).__name__}({fields})"
+
+
+class Running(Slotted, Generic[A]):
+    """A job holding its resources since `started`, expected to end by started + estimate;
+    `predicted`: the run time `predictive` plans with (NaN: the estimate)."""
+
+    __slots__ = ("id", "started", "estimate", "allocation", "predicted")
+
+    def __init__(self, id: str, started: float, estimate: float, allocation: A, predicted: float = math.nan) -> None:
+        self.id, self.started, self.estimate, self.allocation, self.predicted = id, started, estimate, allocation, predicted
 
     @property
     def ends(self) -> float:
         return self.started + self.estimate
 
 
-class Start(NamedTuple, Generic[A]):
-    job: Queued
-    allocation: A
-    #: started ahead of a job before it in the queue (EASY's backfill)
-    backfilled: bool = False
+class Start(Slotted, Generic[A]):
+    """A job to start now, where; `backfilled`: ahead of a job before it in the queue (EASY's backfill)."""
+
+    __slots__ = ("job", "allocation", "backfilled")
+
+    def __init__(self, job: Queued, allocation: A, backfilled: bool = False) -> None:
+        self.job, self.allocation, self.backfilled = job, allocation, backfilled
 
 
 class Reservation(NamedTuple, Generic[A]):
@@ -139,7 +159,7 @@ class Reservation(NamedTuple, Generic[A]):
     predicted_at: float | None = None
 
 
-class Plan(Generic[A]):
+class Plan(Slotted, Generic[A]):
     """One scheduling pass: the jobs to start now, the head's reservation, why the others wait."""
 
     __slots__ = ("starts", "reservation", "waiting")
@@ -149,9 +169,6 @@ class Plan(Generic[A]):
         self.reservation: Reservation[A] | None = None
         #: job id -> why it waits, for every queued job not started
         self.waiting: dict[str, str] = {}
-
-    def __repr__(self) -> str:
-        return f"Plan(starts={self.starts!r}, reservation={self.reservation!r}, waiting={self.waiting!r})"
 
 
 def queue_order(jobs: Iterable[Queued]) -> list[Queued]:

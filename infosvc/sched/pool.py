@@ -4,10 +4,10 @@ number of processors."""
 
 from __future__ import annotations
 
-from infosvc.sched.policy import Machine, Queued
+from infosvc.sched.policy import Machine, Queued, Slotted
 
 
-class ProcessorPool:
+class ProcessorPool(Slotted):
     """`free` of `size` processors are free now. A plain class, not a dataclass: `infosvc
     simulate` imports no dataclass (infosvc/sched/policy.py says why)."""
 
@@ -15,16 +15,6 @@ class ProcessorPool:
 
     def __init__(self, size: int, free: int) -> None:
         self.size, self.free = size, free
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ProcessorPool):
-            return NotImplemented
-        return (self.size, self.free) == (other.size, other.free)
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, as a dataclass that compares is
-
-    def __repr__(self) -> str:
-        return f"ProcessorPool(size={self.size}, free={self.free})"
 
     @classmethod
     def empty(cls, size: int) -> ProcessorPool:
