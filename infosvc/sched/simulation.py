@@ -312,28 +312,31 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
     ends: list[tuple[float, str, int, float]] = []  # (end, job id, user, run): a heap
     outcomes: list[Outcome] = []
     push, pop, learns, arrivals, policy = heapq.heappush, heapq.heappop, queue.learns, queue.arrivals, queue.policy
+    inf, nan, record = math.inf, math.nan, outcomes.append
     fcfs = policy is Policy.FCFS and arrivals is not None
     count = len(jobs)
     submits = [job.submitted for job in jobs]
-    submits.append(math.inf)
+    submits.append(inf)
     arrival = waiting = 0
     clock = time.monotonic()
     while arrival < count or ends:
-        next_end = ends[0][0] if ends else math.inf
+        next_end = ends[0][0] if ends else inf
         now = submits[arrival] if submits[arrival] < next_end else next_end
         while next_end == now:  # completions first
             _, job_id, user, run = pop(ends)
             pool.free += running.pop(job_id).allocation  # the pool's own give, without its call and check
             if learns:
                 queue.ended(user, run)
-            next_end = ends[0][0] if ends else math.inf
+            next_end = ends[0][0] if ends else inf
         while submits[arrival] == now:  # then arrivals
             job = jobs[arrival]
+            # a SimJob's fields by place, here and below: a named tuple's field read by name is a
+            # descriptor call, and the loop reads a job's fields a dozen times (a twentieth of a replay)
             if arrivals is not None:
-                arrivals[job.id] = job
+                arrivals[job[5]] = job
             else:
                 queue.arrive(job, now)
-            wanted = job.processors
+            wanted = job[2]
             if not asking.get(wanted):
                 push(sizes, wanted)
                 asking[wanted] = 0
@@ -354,14 +357,17 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
             continue
         for start in plan.starts:
             if arrivals is not None:
-                job, planned = arrivals.pop(start.job.id), math.nan
+                job, planned = start.job, nan  # type: ignore[assignment]  # FCFS and EASY plan the SimJobs themselves
+                del arrivals[job[5]]
             else:
                 job, planned = queue.started(start.job)
-            pool.free -= start.allocation  # the plan was made on this pool: it fits
-            asking[job.processors] -= 1
-            running[job.id] = Running(job.id, now, job.estimate, start.allocation, planned)
-            push(ends, (now + job.run, job.id, job.user, job.run))
-            outcomes.append(_OUTCOME((job, now, planned)))
+            _, _, wanted, estimate, run, job_id, _, user = job
+            taken = start.allocation
+            pool.free -= taken  # the plan was made on this pool: it fits
+            asking[wanted] -= 1
+            running[job_id] = Running(job_id, now, estimate, taken, planned)
+            push(ends, (now + run, job_id, user, run))
+            record(_OUTCOME((job, now, planned)))
         waiting -= len(plan.starts)
         if arrivals is None:
             queue.leave(plan.starts)
