@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infosvc.sched import Plan, Policy, ProcessorPool, Running, queue_order, schedule
+from infosvc.sched import Plan, Policy, ProcessorPool, Running, Start, queue_order, schedule
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,22 @@ def test_a_pool_refuses_to_take_or_give_what_it_has_not() -> None:
         pool.take(5)
     with pytest.raises(ValueError):
         pool.give(1)
+
+
+def test_running_start_and_pool_compare_and_print_by_their_fields_as_dataclasses_did() -> None:
+    assert Running("r", 0.0, 5.0, 3, 1.0) == Running("r", 0.0, 5.0, 3, 1.0)
+    assert Running("r", 0.0, 5.0, 3, 1.0) != Running("r", 0.0, 5.0, 4, 1.0)
+    assert Running("r", 0.0, 5.0, 3, 1.0) != ("r", 0.0, 5.0, 3, 1.0)  # another type is never equal
+    assert Start(B, 2) == Start(B, 2) and Start(B, 2) != Start(B, 2, backfilled=True)
+    assert ProcessorPool(4, 1).copy() == ProcessorPool(4, 1) and ProcessorPool(4, 1) != ProcessorPool(4, 2)
+    assert repr(Running("r", 0.0, 5.0, 3, 1.0)) == "Running(id='r', started=0.0, estimate=5.0, allocation=3, predicted=1.0)"
+    assert repr(ProcessorPool(4, 1)) == "ProcessorPool(size=4, free=1)"
+    plan: Plan[int] = Plan()
+    assert plan == Plan() and repr(plan) == "Plan(starts=[], reservation=None, waiting={})"
+    with pytest.raises(TypeError):  # mutable: no hash, as a dataclass that compares
+        hash(ProcessorPool(4, 1))
+    with pytest.raises(AttributeError):  # slots: no field that is not one
+        ProcessorPool(4, 1).used = 3  # type: ignore[attr-defined]
 
 
 jobs = st.lists(st.tuples(st.integers(1, 16), st.sampled_from([1.0, 5.0, 30.0, 100.0, 1e4, math.inf]),

@@ -91,17 +91,20 @@ def test_the_replay_does_no_work_per_processor() -> None:
 
 def test_simulate_imports_only_what_a_replay_needs() -> None:
     """`infosvc simulate` builds only its own command and imports neither the other commands, the
-    HTTP client, TLS nor SQLite: on a small trace, imports were as long as the replay."""
+    HTTP client, TLS nor SQLite: on a small trace, imports were as long as the replay. Nor
+    `dataclasses` (which imports `inspect` and compiles each class's methods: a third of the
+    imports), nor csv without --schedule."""
     code = ("import sys, io; from infosvc.cli import main; sys.stdout = io.StringIO(); "
             f"status = main(['simulate', {str(NASA)!r}, '--quiet']); sys.stdout = sys.__stdout__; "
             "print(status, sorted(m for m in sys.modules if m.startswith(('infosvc', 'ssl', 'sqlite3', 'http', "
-            "'urllib.request', 'logging'))))")
+            "'urllib.request', 'logging', 'dataclasses', 'inspect', 'csv'))))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     status, modules = done.stdout.split(" ", 1)
     assert status == "0"
     for absent in ("infosvc.cli.client", "infosvc.cli.jobs", "infosvc.cli.hosts", "infosvc.cli.status",
-                   "infosvc.cli.ldif", "'ssl'", "sqlite3", "http.client", "urllib.request", "'logging'"):
+                   "infosvc.cli.ldif", "'ssl'", "sqlite3", "http.client", "urllib.request", "'logging'",
+                   "'dataclasses'", "'inspect'", "'csv'", "infosvc.sched.prediction"):
         assert absent not in modules, (absent, modules)
     assert "infosvc.cli.simulate" in modules and "infosvc.sched.policy" in modules
 
