@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from infosvc.config.lrms import LrmsConfig
+from infosvc.config import LrmsConfig
 
 #: the programs the service runs; no other name is accepted
 PROGRAMS: Final = frozenset({"sinfo", "squeue", "scontrol", "sbatch", "scancel", "sacctmgr"})

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from infosvc.config.lrms import LrmsConfig
+from infosvc.config import LrmsConfig
 from infosvc.lrms.slurm_commands import SlurmUnavailable, key_values, parse_json, program, run, run_json, version
 from support.slurm import SlurmCluster, slurm  # noqa: F401  (the module's cluster)
 
