@@ -34,9 +34,14 @@ def site(slurm: SlurmCluster, serve: ServerFactory) -> Iterator[Server]:  # noqa
     slurm.cancel_all()
 
 
+HEALTH = json.loads((ROOT / "schemas" / "openapi.json").read_text())["paths"]["/healthz"]["get"]["responses"]["200"]
+
+
 def lrms_health(server: Server) -> dict[str, Any]:
+    """/healthz's word on the batch system, checked against what /openapi.json says it is."""
     reply = server.get("/healthz")
     assert reply.status == 200, reply.body
+    Draft202012Validator(HEALTH["content"]["application/json"]["schema"]).validate(reply.json())
     return dict(reply.json().get("lrms", {}))
 
 
