@@ -158,7 +158,8 @@ def test_jobs_running_and_pending_are_the_ces_figures(site: Server, slurm: Slurm
              message="four jobs running, filling the usable nodes")
     waiting_short = slurm.sbatch("-p", "short", "-A", "atlas_prod", "-N1", "-n4", "-t", "20", "--wrap", "sleep 300")
     slurm.sbatch("-p", "batch", "-A", "cms", "-n2", "-t", "10", "--wrap", "sleep 300")
-    wait_for(lambda: all(j["start_time"] for j in squeue(slurm)), timeout=60, message="Slurm's forecasts")
+    wait_for(lambda: all(j["start_time"] and (j["job_state"] != "PENDING" or j["state_reason"] != "None")
+                         for j in squeue(slurm)), timeout=60, message="Slurm's forecasts and reasons")
     tree, nodes, jobs = published(site, slurm)
     ces = ces_of(tree)
     for name, ce in ces.items():
