@@ -65,9 +65,7 @@ class SlurmSite:
         for node in state.nodes:
             agent = self._agent_host(node, by_label)
             if agent is not None:
-                entry = self.table.entries[agent]
-                if agent in self.own:  # an agent now reports what was Slurm's alone: its report stands
-                    self.own.discard(agent)
+                entry = self.table.entries[agent]  # an agent's report stands, with Slurm's word on its state
                 restated = rollup.set_word(agent, word_of(node), (entry.state.value, entry.paused, entry.reason))
                 host_of[node.name] = agent
                 spoken.add(agent)
