@@ -1,0 +1,1 @@
+"""The batch systems the service hands its jobs to and reads (docs/slurm.md)."""
