@@ -1,0 +1,247 @@
+"""Jobs submitted through the service with `[lrms] type = "slurm"` land in a real Slurm
+(tests/support/slurm.py) with their options translated (compared with what squeue and scontrol
+say of the job), run and pend there; GET /v1/jobs, why, cancel, hold and release act on Slurm's jobs
+with the token rules of the service's own queue; a refused translation is a 400 that names the
+field, and leaves nothing in Slurm."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from support.server import Reply, Server, ServerFactory, wait_for
+from support.slurm import SlurmCluster, running
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "jobs"
+#: The pool account the server submits as (it runs as root here and on CI).
+POOL = "nobody"
+
+
+@pytest.fixture(scope="module")
+def slurm() -> Iterator[SlurmCluster]:
+    """The default cluster, its slurm.conf readable by the pool account that runs sbatch (pytest's
+    own directories are root's alone, as /etc/slurm is not)."""
+    directory = Path(tempfile.mkdtemp(prefix="infosvc-slurm-submit-"))
+    directory.chmod(0o755)
+    try:
+        with running(directory) as cluster:
+            yield cluster
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server(slurm: SlurmCluster, module_serve: ServerFactory) -> Iterator[Server]:
+    yield module_serve(config={"lrms": {"type": "slurm", "slurm_conf": str(slurm.conf), "bin_dir": slurm.bin_dir,
+                                        "run_as": POOL, "timeout_seconds": 30.0}},
+                       users={"alice": "alice", "bob": "bob"})
+
+
+@pytest.fixture(autouse=True)
+def no_jobs_left(slurm: SlurmCluster) -> Iterator[None]:
+    yield
+    slurm.cancel_all()
+
+
+def post(server: Server, document: str | bytes, token: str = "alice") -> Reply:
+    body = document.encode() if isinstance(document, str) else document
+    kind = "application/json" if body.lstrip().startswith(b"{") else "application/xml"
+    return server.request("POST", "/v1/jobs", body, token=server.tokens[token], headers={"Content-Type": kind})
+
+
+def squeue(slurm: SlurmCluster, job_id: str) -> dict[str, Any]:
+    jobs = json.loads(slurm.run("squeue", "--json", "--states=all"))["jobs"]
+    found = [job for job in jobs if str(job["job_id"]) == job_id]
+    assert found, f"Slurm has no job {job_id}"
+    return dict(found[0])
+
+
+def scontrol(slurm: SlurmCluster, job_id: str) -> dict[str, str]:
+    fields = {}
+    for word in slurm.run("scontrol", "show", "job", "-o", job_id).split():
+        key, _, value = word.partition("=")
+        fields[key] = value
+    return fields
+
+
+def job(server: Server, job_id: str) -> dict[str, Any]:
+    reply = server.get(f"/v1/jobs/{job_id}", token=server.tokens["alice"])
+    assert reply.status == 200, reply.body
+    return dict(reply.json())
+
+
+SLEEPER = """<Job><Id>s1</Id><Name>{name}</Name><Executable>/bin/sleep</Executable><Arguments>300</Arguments>
+  <OutputFile>/dev/null</OutputFile><ErrorFile>/dev/null</ErrorFile>{extra}</Job>"""
+
+
+def sleeper(name: str = "sleeper", extra: str = "") -> str:
+    return SLEEPER.format(name=name, extra=extra)
+
+
+# --- the three formats land with their options ---------------------------------------------------
+
+def test_an_sss_job_lands_with_its_options_and_runs(server: Server, slurm: SlurmCluster) -> None:
+    reply = post(server, sleeper("render", "<Processors>2</Processors><Memory>200</Memory><Feature>ib</Feature>"
+                                           "<Requested><Duration>600</Duration><Queue>batch</Queue></Requested>"
+                                           "<Project>animation</Project>"))
+    assert reply.status == 201, reply.body
+    answer = reply.json()
+    job_id = answer["id"]
+    assert job_id.isdigit() and reply.headers["location"] == f"/v1/jobs/{job_id}"
+    record = squeue(slurm, job_id)
+    assert (record["name"], record["cpus"], record["memory_per_node"], record["features"], record["time_limit"],
+            record["partition"], record["account"], record["user_name"]) == (
+        "render", 2, 200, "ib", 10, "batch", "animation", POOL)
+    assert record["standard_output"] == "/dev/null" and record["standard_input"] == "/dev/null"
+    running = wait_for(lambda: (view := job(server, job_id))["state"] == "Running" and view, timeout=30,
+                       message="the job running in Slurm")
+    assert running["hosts"] == squeue(slurm, job_id)["nodes"] and running["owner"] == "alice"
+    assert running["slurm"]["state"] == "RUNNING" and running["processors"]["held"] == 2
+
+
+def test_a_ccs_job_lands_as_two_steps(server: Server, slurm: SlurmCluster) -> None:
+    document = (FIXTURES / "ccs-job.xml").read_text().replace('User="LAB\\alice" ', "")
+    document = document.replace("build.exe /target:all", "/bin/sleep 300").replace("runtests.exe /all", "/bin/true")
+    document = document.replace('WorkDirectory="\\\\head\\builds"', 'WorkDirectory="/tmp"')
+    document = document.replace('Stdout="compile.out" Stderr="compile.err"', 'Stdout="/dev/null"')
+    document = document.replace('Stdout="test.out"', 'Stdout="/dev/null"')
+    reply = post(server, document)
+    assert reply.status == 201, reply.body
+    fields = scontrol(slurm, reply.json()["id"])
+    assert (fields["JobName"], fields["NumTasks"], fields["CPUs/Task"], fields["TimeLimit"], fields["Account"]) == (
+        "nightly", "2", "2", "00:45:00", "tools"), fields  # -o splits the name at its blank
+
+
+def test_a_grid_job_lands(server: Server, slurm: SlurmCluster) -> None:
+    grid = {"version": 2, "default_storage_base": "file:///dev/", "tasks": [
+        {"id": "t1", "definition": {"version": 2, "executable": "/bin/sleep", "arguments": ["300"], "count": 3,
+                                    "stdout": "null", "environment": {"MODEL": "a b"}}}]}
+    reply = post(server, json.dumps(grid))
+    assert reply.status == 201, reply.body
+    record = squeue(slurm, reply.json()["id"])
+    assert (record["tasks"], record["standard_output"]) == (3, "/dev/null")
+
+
+# --- pending, why, hold, release, cancel ---------------------------------------------------------
+
+def test_a_held_job_pends_and_why_gives_slurms_reason(server: Server, slurm: SlurmCluster) -> None:
+    job_id = post(server, sleeper(extra="<Hold>User</Hold>")).json()["id"]
+    view = job(server, job_id)
+    assert (view["state"], view["reason"], view["holds"], view["sss_state"]) == (
+        "Queued", "JobHeldUser", ["User"], "Hold")
+    assert squeue(slurm, job_id)["state_reason"] == "JobHeldUser"
+    released = server.request("POST", f"/v1/jobs/{job_id}/release", b"", token=server.tokens["alice"])
+    assert released.status == 200, released.body
+    wait_for(lambda: job(server, job_id)["state"] == "Running", timeout=30, message="the released job running")
+
+
+def test_hold_and_release_follow_the_token_rules(server: Server, slurm: SlurmCluster) -> None:
+    first = post(server, sleeper(extra="<Hold>User</Hold>")).json()["id"]
+    job_id = post(server, sleeper(extra=f"<Dependency>{first}</Dependency>")).json()["id"]
+    assert wait_for(lambda: job(server, job_id)["reason"], timeout=20) == "Dependency"
+    assert squeue(slurm, job_id)["dependency"] == f"afterok:{first}(unfulfilled)"
+    # bob's token may not touch alice's job; alice's may put her own hold on and take it off
+    assert server.request("POST", f"/v1/jobs/{job_id}/hold", b"", token=server.tokens["bob"]).is_error(403)
+    held = server.request("POST", f"/v1/jobs/{job_id}/hold", b"", token=server.tokens["alice"])
+    assert held.status == 200 and held.json()["reason"] == "JobHeldUser" == squeue(slurm, job_id)["state_reason"]
+    assert server.request("POST", f"/v1/jobs/{job_id}/release", b"", token=server.tokens["alice"]).status == 200
+    # a System hold is an administrator's: alice can neither put one on nor take it off
+    system = json.dumps({"hold": "System"}).encode()
+    assert server.request("POST", f"/v1/jobs/{job_id}/hold", system, token=server.tokens["alice"],
+                          headers={"Content-Type": "application/json"}).is_error(403)
+    admin = server.request("POST", f"/v1/jobs/{job_id}/hold", system, token=server.tokens["admin"],
+                           headers={"Content-Type": "application/json"})
+    assert admin.status == 200 and admin.json()["holds"] == ["System"]
+    assert squeue(slurm, job_id)["state_reason"] == "JobHeldAdmin"
+    assert server.request("POST", f"/v1/jobs/{job_id}/release", b"", token=server.tokens["alice"]).is_error(403)
+    assert server.request("POST", f"/v1/jobs/{job_id}/release", system, token=server.tokens["admin"],
+                          headers={"Content-Type": "application/json"}).status == 200
+    assert squeue(slurm, job_id)["state_reason"] not in ("JobHeldAdmin", "JobHeldUser")
+    wait_for(lambda: squeue(slurm, job_id)["state_reason"] == "Dependency", timeout=20, message="Slurm's reason")
+
+
+def test_cancel_is_scancel_for_its_owner_and_an_admin(server: Server, slurm: SlurmCluster) -> None:
+    job_id = post(server, sleeper()).json()["id"]
+    assert server.request("DELETE", f"/v1/jobs/{job_id}", token=server.tokens["bob"]).is_error(403)
+    reply = server.request("DELETE", f"/v1/jobs/{job_id}", token=server.tokens["alice"])
+    assert reply.status == 200 and reply.json()["state"] == "Canceled"
+    assert squeue(slurm, job_id)["job_state"] == "CANCELLED"
+    assert server.request("DELETE", f"/v1/jobs/{job_id}", token=server.tokens["alice"]).is_error(400)
+    other = post(server, sleeper(), token="bob").json()["id"]
+    assert server.request("DELETE", f"/v1/jobs/{other}", token=server.tokens["admin"]).status == 200
+
+
+def test_the_listing_is_slurms_jobs_with_those_sbatch_submitted_directly(server: Server,
+                                                                       slurm: SlurmCluster) -> None:
+    ours = post(server, sleeper("ours")).json()["id"]
+    direct = str(slurm.sbatch("--output=/dev/null", "--job-name=direct", "--wrap=sleep 300"))
+    listing = server.get("/v1/jobs", token=server.tokens["alice"]).json()
+    by_id = {view["id"]: view for view in listing["jobs"]}
+    assert by_id[ours]["owner"] == "alice" and by_id[ours]["name"] == "ours"
+    assert by_id[direct]["owner"] == "root" and by_id[direct]["name"] == "direct"
+    # alice's token may not cancel a job it did not submit
+    assert server.request("DELETE", f"/v1/jobs/{direct}", token=server.tokens["alice"]).is_error(403)
+    only = server.get("/v1/jobs?user=alice", token=server.tokens["alice"]).json()["jobs"]
+    assert [view["id"] for view in only if view["ended"] is None] == [ours]  # ended ones stay MinJobAge
+    assert all(view["owner"] == "alice" for view in only)
+    assert server.get("/v1/jobs/99999999", token=server.tokens["alice"]).is_error(404)
+
+
+def test_a_group_goes_in_with_its_dependency_on_slurms_id(server: Server, slurm: SlurmCluster) -> None:
+    group = """<JobGroup><Id>g</Id>
+      <Job><Id>second</Id><Executable>/bin/true</Executable><OutputFile>/dev/null</OutputFile>
+        <Dependency condition="OnFailure">first</Dependency></Job>
+      <Job><Id>first</Id><Executable>/bin/sleep</Executable><Arguments>300</Arguments>
+        <OutputFile>/dev/null</OutputFile></Job></JobGroup>"""
+    reply = post(server, group)
+    assert reply.status == 201, reply.body
+    second, first = (view["id"] for view in reply.json()["jobs"])
+    assert int(first) < int(second)  # the one depended on went in first
+    assert squeue(slurm, second)["dependency"].startswith(f"afternotok:{first}")
+
+
+# --- refusals ------------------------------------------------------------------------------------
+
+def test_a_refused_translation_is_a_400_naming_the_field_and_nothing_reaches_slurm(
+        server: Server, slurm: SlurmCluster) -> None:
+    before = slurm.run("squeue", "-h", "-o", "%i").split()
+    reply = post(server, sleeper(extra="<Requested><OperatingSystem>Linux</OperatingSystem></Requested>"))
+    assert reply.is_error(400)
+    assert reply.json()["detail"][0]["element"] == "OperatingSystem"
+    group = ("<JobGroup><Id>g</Id><Job><Id>a</Id><Executable>/bin/true</Executable></Job>"
+             "<Job><Id>b</Id><Executable>/bin/true</Executable><Swap>10</Swap></Job></JobGroup>")
+    assert post(server, group).json()["detail"][0]["element"] == "Swap"
+    assert slurm.run("squeue", "-h", "-o", "%i").split() == before
+
+
+def test_what_slurm_itself_refuses_is_a_400_in_its_words(server: Server) -> None:
+    reply = post(server, sleeper(extra="<Requested><Queue>nosuch</Queue></Requested>"))
+    assert reply.is_error(400) and "invalid partition" in reply.json()["error"].lower()
+    reply = post(server, sleeper(extra="<Feature>nosuch</Feature>"))
+    assert reply.is_error(400) and "invalid feature" in reply.json()["error"].lower(), reply.body
+
+
+def test_a_token_bound_to_a_user_files_that_users_jobs_only(server: Server) -> None:
+    assert post(server, sleeper(extra="<User>bob</User>")).is_error(403)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="submitting as another account needs root")
+def test_no_job_is_submitted_as_root(slurm: SlurmCluster, module_serve: ServerFactory, tmp_path: Path) -> None:
+    """Not by the map, not as the owner's own account (root's uid is below min_uid), not without a rule."""
+    accounts = tmp_path / "accounts"
+    accounts.write_text("alice root\n")
+    before = slurm.run("squeue", "-h", "-o", "%i").split()
+    mapped = module_serve(config={"lrms": {"type": "slurm", "slurm_conf": str(slurm.conf), "bin_dir": slurm.bin_dir,
+                                           "run_as_map": str(accounts), "run_as_owner": True}},
+                          users={"alice": "alice", "root": "root"})
+    reply = post(mapped, sleeper(), token="alice")
+    assert reply.is_error(403) and "never run as root" in reply.json()["error"], reply.body
+    reply = post(mapped, sleeper(), token="root")
+    assert reply.is_error(403) and "owner root has no account" in reply.json()["error"], reply.body
+    assert slurm.run("squeue", "-h", "-o", "%i").split() == before
