@@ -6,8 +6,8 @@ A job of one task runs its program from the script itself, as any sbatch script 
 the script once, on the allocation's first node; a parallel program launches its own ranks with
 srun or mpirun). A job of several tasks runs each as a job step (`srun --ntasks=1 --exact`) with its
 own streams, working directory and environment: the tasks no other task waits for first, all at
-once, then those that waited for them, and so on; a task that fails ends the job with its failure
-(the service's own queue fails such a job too). sbatch is run with `--export=NONE`, so the job sees
+once, then those that waited for them, and so on; a task that fails ends the job with its exit
+status once its round has ended (the service's own queue fails such a job too). sbatch is run with `--export=NONE`, so the job sees
 its own environment and never the service's.
 """
 
@@ -122,6 +122,6 @@ def batch_script(request: JobRequest, shell: str = "/bin/sh") -> str:
             lines.append(_step(task))
             pids.append(f"p{task.index}")
             lines.append(f"p{task.index}=$!")
-        lines += [f'wait "${pid}" || failed=1' for pid in pids]
-        lines.append(f'[ "$failed" = 0 ] || exit 1  # round {number + 1} had a task fail')
+        lines += [f'wait "${pid}" || failed=$?' for pid in pids]
+        lines.append(f'[ "$failed" = 0 ] || exit "$failed"  # round {number + 1} had a task fail: its exit status')
     return "\n".join(lines) + "\n"

@@ -71,7 +71,7 @@ def test_a_ccs_job_of_two_tasks_runs_them_as_steps_in_their_order() -> None:
     lines = b.script.splitlines()
     first = next(i for i, line in enumerate(lines) if "build.exe" in line)
     second = next(i for i, line in enumerate(lines) if "runtests.exe" in line)
-    assert first < lines.index('wait "$p0" || failed=1') < second, b.script
+    assert first < lines.index('wait "$p0" || failed=$?') < second, b.script
 
 
 def test_a_grid_job_is_refused_for_the_files_it_would_stage() -> None:
@@ -208,7 +208,7 @@ def test_tasks_run_in_rounds_by_their_dependencies() -> None:
     </TaskGroup></Job>"""
     script = batch(document).script
     assert script.index("/bin/a") < script.index("/bin/c") < script.index('wait "$p2"') < script.index("/bin/b")
-    assert script.count("exit 1  # round") == 2
+    assert script.count('exit "$failed"  # round') == 2
 
 
 # --- each refusal ---------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -245,3 +247,44 @@ def test_no_job_is_submitted_as_root(slurm: SlurmCluster, module_serve: ServerFa
     reply = post(mapped, sleeper(), token="root")
     assert reply.is_error(403) and "owner root has no account" in reply.json()["error"], reply.body
     assert slurm.run("squeue", "-h", "-o", "%i").split() == before
+
+
+# --- jobs run to their end -----------------------------------------------------------------------
+
+FLOW = """<Job><Id>flow</Id><TaskGroup><TaskCount>3</TaskCount>
+  <Task><Id>a</Id><Executable>/bin/sleep</Executable><Arguments>1</Arguments><OutputFile>/dev/null</OutputFile></Task>
+  <Task><Id>b</Id><Executable>/bin/sh</Executable><Arguments>-c "exit {code}"</Arguments><OutputFile>/dev/null</OutputFile>
+    <Dependency>a</Dependency></Task>
+  <Task><Id>c</Id><Executable>/bin/true</Executable><OutputFile>/dev/null</OutputFile></Task>
+</TaskGroup></Job>"""
+
+
+@pytest.mark.parametrize(("code", "state"), [(0, "Finished"), (3, "Failed")])
+def test_a_job_of_several_tasks_runs_its_steps_to_the_end(server: Server, slurm: SlurmCluster, code: int,
+                                                          state: str) -> None:
+    reply = post(server, FLOW.format(code=code))
+    assert reply.status == 201, reply.body
+    job_id = reply.json()["id"]
+    ended = wait_for(lambda: (view := job(server, job_id))["ended"] and view, timeout=60, interval=0.3,
+                     message="the job ending in Slurm")
+    assert (ended["state"], ended["exit_code"]) == (state, code), ended  # the failed task's own status
+    assert ended["slurm"]["state"] == ("COMPLETED" if code == 0 else "FAILED")
+
+
+def test_jobs_and_why_from_the_shell(server: Server, slurm: SlurmCluster, tmp_path: Path) -> None:
+    token = tmp_path / "alice.token"
+    token.write_text(server.tokens["alice"] + "\n")
+    job_id = post(server, sleeper("shown", "<Hold>User</Hold>")).json()["id"]
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "infosvc", args[0], "--server", server.url, "--token-file",
+                               str(token), *args[1:]], capture_output=True, text=True, timeout=60)
+    why = cli("why", job_id)
+    assert why.returncode == 0, why.stderr
+    assert why.stdout.splitlines()[0] == f"job {job_id} (shown) is Queued: JobHeldUser"
+    listed = cli("jobs")
+    assert listed.returncode == 0 and any(line.split()[:4] == [job_id, "shown", "alice", "Queued"]
+                                          for line in listed.stdout.splitlines()), listed.stdout
+    assert cli("release", job_id).returncode == 0
+    assert cli("cancel", job_id).returncode == 0
+    assert squeue(slurm, job_id)["job_state"] == "CANCELLED"
