@@ -12,19 +12,22 @@ itself. sbatch runs without a shell, its script on stdin, with `--export=NONE`.
 from __future__ import annotations
 
 import os
+import pwd
 import subprocess
+import time
 from dataclasses import dataclass
 from typing import Any, Final, Mapping
 
 from infosvc.config import LrmsConfig
 from infosvc.errors import DocumentError, NotFound, excerpt
 from infosvc.lrms.sbatch import Batch
-from infosvc.lrms.slurm_commands import SlurmUnavailable, environment, parse_json, program, run
+from infosvc.lrms.slurm_commands import SlurmUnavailable, environment, key_values, parse_json, program, run
 from infosvc.model.snapshot import iso
-from infosvc.sched.request import PRIORITIES
+from infosvc.sched.request import PRIORITIES, JobRequest
 from infosvc_agents.accounts import Account
 
-__all__ = ["SLURM_DOWN", "Submitted", "cancel", "hold", "job_view", "read_jobs", "release", "submit"]
+__all__ = ["SLURM_DOWN", "Submitted", "accepted", "cancel", "hold", "job_view", "one_job", "read_jobs", "record_of",
+           "release", "submit"]
 
 #: What sbatch and scontrol say when the cluster, not the job, is the trouble (a 503, not a 400).
 SLURM_DOWN: Final = ("Unable to contact slurm controller", "Socket timed out", "Munge", "munge",
@@ -91,34 +94,94 @@ def submit(config: LrmsConfig, batch: Batch, account: Account | None) -> str:
     return job_id
 
 
-def read_jobs(config: LrmsConfig, ids: list[str] | None = None) -> list[dict[str, Any]]:
-    """squeue's records (every state Slurm still keeps), of `ids` only when given."""
-    arguments = ["--json", "--states=all"]
-    if ids is not None:
-        if not ids:
-            return []
-        arguments.append("--jobs=" + ",".join(ids))
-    try:
-        ran = run(config, "squeue", *arguments)
-    except SlurmUnavailable as exc:
-        if ids is not None and "Invalid job id" in str(exc):
-            return []
-        raise
-    jobs = parse_json("squeue", ran.stdout).get("jobs")
+def read_jobs(config: LrmsConfig) -> list[dict[str, Any]]:
+    """squeue's records of every job Slurm still keeps (22.05's `squeue --json` lists them all
+    whatever the filter: one job is read with scontrol, `one_job`)."""
+    jobs = parse_json("squeue", run(config, "squeue", "--json", "--states=all").stdout).get("jobs")
     if not isinstance(jobs, list):
         raise SlurmUnavailable("squeue --json gave no list 'jobs'")
     return [job for job in jobs if isinstance(job, dict)]
 
 
 def one_job(config: LrmsConfig, job_id: str) -> dict[str, Any]:
-    """The squeue record of Slurm job `job_id`; NotFound when Slurm no longer knows it."""
+    """Slurm job `job_id` as squeue's JSON record names its fields, read with `scontrol show job
+    -o` (one job, whatever the queue's length); NotFound when Slurm no longer knows it."""
     if not (job_id.isascii() and job_id.isdigit() and len(job_id) <= 10):
         raise NotFound(f"job {excerpt(job_id)!r} is no Slurm job id", "jobs run by Slurm are named by its ids")
-    found = [job for job in read_jobs(config, [job_id]) if str(job.get("job_id")) == job_id]
-    if not found:
+    try:
+        text = run(config, "scontrol", "show", "job", "-o", job_id).stdout
+    except SlurmUnavailable as exc:
+        if "Invalid job id" not in str(exc):
+            raise
+        text = ""
+    lines = [line for line in text.splitlines() if line.startswith(f"JobId={job_id} ")]
+    if not lines:
         raise NotFound(f"Slurm knows no job {job_id}",
                        "Slurm keeps an ended job for MinJobAge (slurm.conf) after its end")
-    return found[0]
+    return record_of(key_values(lines[0]))
+
+
+def _said(value: str | None) -> str:
+    return "" if value is None or value in ("(null)", "None", "N/A", "Unknown") else value
+
+
+def _epoch(value: str | None) -> int:
+    """scontrol's local time (2026-11-27T06:45:00) as seconds since the epoch; 0 for none."""
+    text = _said(value)
+    try:
+        return int(time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))) if text else 0
+    except ValueError:
+        return 0
+
+
+def _minutes(value: str | None) -> int | None:
+    """scontrol's TimeLimit ([D-]HH:MM:SS, MM:SS, UNLIMITED) in minutes; None for none."""
+    text = _said(value)
+    if not text or text in ("UNLIMITED", "INFINITE"):
+        return None
+    days, _, clock = text.rpartition("-")
+    parts = [int(part) for part in clock.split(":")]
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    return (int(days or 0) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]) // 60
+
+
+def record_of(fields: dict[str, str]) -> dict[str, Any]:
+    """`scontrol show job -o`'s fields under squeue --json's names (what job_view reads)."""
+    code, _, signal = fields.get("ExitCode", "0:0").partition(":")
+    user = fields.get("UserId", "")
+    return {
+        "job_id": int(fields["JobId"]), "name": fields.get("JobName", ""), "job_state": fields.get("JobState", ""),
+        "state_reason": _said(fields.get("Reason")) or "None", "cpus": int(fields.get("NumCPUs", "0") or 0),
+        "time_limit": _minutes(fields.get("TimeLimit")), "submit_time": _epoch(fields.get("SubmitTime")),
+        "start_time": _epoch(fields.get("StartTime")), "end_time": _epoch(fields.get("EndTime")),
+        "eligible_time": _epoch(fields.get("EligibleTime")), "deadline": _epoch(fields.get("Deadline")),
+        "user_name": user.partition("(")[0], "partition": _said(fields.get("Partition")),
+        "account": _said(fields.get("Account")), "nodes": _said(fields.get("NodeList")),
+        "dependency": _said(fields.get("Dependency")), "features": _said(fields.get("Features")),
+        "nice": int(fields["Nice"]) if fields.get("Nice", "").lstrip("-").isdigit() else None,
+        "exit_code": (int(code) << 8 | int(signal or 0)) if code.isdigit() else None,
+        "shared": "none" if fields.get("OverSubscribe") == "NO" else None,
+    }
+
+
+def accepted(job_id: str, batch: Batch, request: JobRequest, account: Account | None) -> dict[str, Any]:
+    """The record of a job sbatch has just accepted, from what it was asked: PENDING (held when
+    asked so), without a second Slurm command per submission."""
+    options = dict(option.removeprefix("--").partition("=")[::2] for option in batch.options)
+    limit = options.get("time")
+    return {
+        "job_id": int(job_id), "name": options.get("job-name", ""), "job_state": "PENDING",
+        "state_reason": "JobHeldUser" if "hold" in options else "None",
+        "cpus": int(options.get("ntasks", "1")) * int(options.get("cpus-per-task", "1")),
+        "time_limit": _minutes(limit) if limit else None, "submit_time": int(time.time()),
+        "eligible_time": int(request.eligible or 0), "deadline": int(request.deadline or 0),
+        "user_name": account.name if account is not None else pwd.getpwuid(os.geteuid()).pw_name,
+        "partition": options.get("partition", ""), "account": options.get("account", ""),
+        "dependency": options.get("dependency", ""), "features": options.get("constraint", ""),
+        "nice": int(options["nice"]) if "nice" in options else None,
+        "shared": "none" if "exclusive" in options else None,
+    }
 
 
 def _control(config: LrmsConfig, name: str, *arguments: str) -> None:

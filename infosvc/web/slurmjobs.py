@@ -149,6 +149,7 @@ async def post_job(request: web.Request) -> web.Response:
         translate(document.needs[number], prepared[number].request, slurm_ids=_ids(prepared, placeholder),
                   directory=_directory(accounts[number]), vo_accounts=_vo_accounts(side.config))
     submitted: dict[int, str] = {}
+    records: dict[int, dict[str, Any]] = {}
     async with side.slots:
         try:
             for number in order:
@@ -157,13 +158,14 @@ async def post_job(request: web.Request) -> web.Response:
                                   vo_accounts=_vo_accounts(side.config))
                 submitted[number] = await _slurm(slurm_jobs.submit, side.config, batch, accounts[number])
                 side.known[submitted[number]] = Submitted(prepared[number].request.owner, who.submitter)
+                records[number] = slurm_jobs.accepted(submitted[number], batch, prepared[number].request,
+                                                      accounts[number])
         except BaseException:
             for slurm_id in submitted.values():  # a group goes in whole or not at all
                 await asyncio.to_thread(_quietly_cancel, side.config, slurm_id)
             raise
     ids = [submitted[number] for number in range(len(prepared))]
-    records = {str(r.get("job_id")): r for r in await _slurm(slurm_jobs.read_jobs, side.config, ids)}
-    views = [job_view(records[i], side.known.get(i)) if i in records else {"id": i} for i in ids]
+    views = [job_view(records[number], side.known.get(submitted[number])) for number in range(len(prepared))]
     answer: dict[str, Any] = views[0] if len(views) == 1 else {"group": ids[0], "jobs": views}
     answer["warnings"] = document.warnings
     response = _json(answer, status=201)

@@ -133,8 +133,18 @@ def test_a_grid_job_lands(server: Server, slurm: SlurmCluster) -> None:
 # --- pending, why, hold, release, cancel ---------------------------------------------------------
 
 def test_a_held_job_pends_and_why_gives_slurms_reason(server: Server, slurm: SlurmCluster) -> None:
-    job_id = post(server, sleeper(extra="<Hold>User</Hold>")).json()["id"]
+    answer = post(server, sleeper(extra="<Hold>User</Hold><Requested><Duration>120</Duration></Requested>"
+                                        "<Processors>3</Processors>")).json()
+    job_id = answer["id"]
     view = job(server, job_id)
+    # the POST's answer, made from what sbatch accepted, says what Slurm says of the job
+    for key in ("name", "state", "reason", "holds", "owner", "processors", "run_time_limit_seconds", "exclusive"):
+        assert answer[key] == view[key], key
+    assert {key: answer["slurm"][key] for key in ("job_id", "state", "user")} == {
+        key: view["slurm"][key] for key in ("job_id", "state", "user")} == {
+        "job_id": int(job_id), "state": "PENDING", "user": POOL}
+    # it asked for no partition: the answer says none, Slurm then gives its default
+    assert (answer["slurm"]["partition"], view["slurm"]["partition"]) == (None, "batch")
     assert (view["state"], view["reason"], view["holds"], view["sss_state"]) == (
         "Queued", "JobHeldUser", ["User"], "Hold")
     assert squeue(slurm, job_id)["state_reason"] == "JobHeldUser"
