@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -128,6 +129,20 @@ def test_a_grid_job_lands(server: Server, slurm: SlurmCluster) -> None:
     assert reply.status == 201, reply.body
     record = squeue(slurm, reply.json()["id"])
     assert (record["tasks"], record["standard_output"]) == (3, "/dev/null")
+
+
+def test_gpus_times_and_placement_land_as_asked(server: Server, slurm: SlurmCluster) -> None:
+    begin, deadline = int(time.time()) + 3600, int(time.time()) + 7200
+    reply = post(server, sleeper("gpu", f"<EligibleTime>{begin}</EligibleTime><Deadline>{deadline}</Deadline>"
+                                        "<Priority>1</Priority><Requested><Resource name='GPU'>1</Resource>"
+                                        "<Node op='NE'>c1</Node><Duration>60</Duration></Requested>"))
+    assert reply.status == 201, reply.body
+    record = squeue(slurm, reply.json()["id"])
+    assert (record["tres_per_node"], record["excluded_nodes"], record["eligible_time"], record["deadline"],
+            record["nice"], record["state_reason"]) == ("gres:gpu:1", "c1", begin, deadline, 100, "BeginTime")
+    view = job(server, reply.json()["id"])
+    assert (view["reason"], view["priority"], view["eligible_time"]) == (
+        "BeginTime", "BelowNormal", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(begin)))
 
 
 # --- pending, why, hold, release, cancel ---------------------------------------------------------

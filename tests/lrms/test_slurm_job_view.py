@@ -1,0 +1,64 @@
+"""Slurm's records of a job as the service's job JSON (infosvc/lrms/slurm_jobs.py): states,
+reasons and holds, exit codes, priorities from nice, scontrol's fields under squeue's names, and
+the answer made from what sbatch accepted. No Slurm needed."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from infosvc.lrms.sbatch import Batch
+from infosvc.lrms.slurm_jobs import Submitted, accepted, job_view, record_of
+from infosvc.sched.request import JobRequest
+
+SCONTROL = ("JobId=42 JobName=nightly build UserId=nobody(65534) GroupId=nogroup(65534) Priority=1 Nice=200 "
+            "Account=tools QOS=(null) JobState=FAILED Reason=NonZeroExitCode Dependency=(null) ExitCode=3:0 "
+            "TimeLimit=1-00:30:00 SubmitTime=2026-11-27T06:45:00 EligibleTime=2026-11-27T06:45:00 "
+            "StartTime=2026-11-27T06:46:00 EndTime=2026-11-27T06:47:00 Deadline=N/A Partition=batch NodeList=c[1-2] "
+            "NumCPUs=4 Features=(null) OverSubscribe=NO")
+
+
+def test_scontrols_fields_read_as_squeues() -> None:
+    record = record_of(dict(word.partition("=")[::2] for word in SCONTROL.replace("nightly build", "nightly").split()))
+    view = job_view(record, None)
+    local = time.mktime(time.strptime("2026-11-27T06:47:00", "%Y-%m-%dT%H:%M:%S"))
+    assert (view["id"], view["state"], view["exit_code"], view["owner"], view["priority"], view["hosts"],
+            view["run_time_limit_seconds"], view["exclusive"], view["reason"], view["glue_status"]) == (
+        "42", "Failed", 3, "nobody", "Lowest", "c[1-2]", 88200, True, "NonZeroExitCode", "ABORTED")
+    assert view["ended"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(local))
+    assert view["slurm"]["account"] == "tools" and view["slurm"]["dependency"] is None
+
+
+@pytest.mark.parametrize(("state", "reason", "ours", "sss", "holds"), [
+    ("PENDING", "Priority", "Queued", "Idle", []),
+    ("PENDING", "Dependency", "Queued", "Hold", []),
+    ("PENDING", "JobHeldUser", "Queued", "Hold", ["User"]),
+    ("PENDING", "JobHeldAdmin", "Queued", "Hold", ["System"]),
+    ("RUNNING", "None", "Running", "Running", []),
+    ("SUSPENDED", "None", "Running", "Suspended", []),
+    ("COMPLETED", "None", "Finished", "Completed", []),
+    ("CANCELLED", "None", "Canceled", "Completed", []),
+    ("TIMEOUT", "TimeLimit", "Failed", "Completed", []),
+    ("OUT_OF_MEMORY", "OutOfMemory", "Failed", "Completed", []),
+])
+def test_states_reasons_and_holds(state: str, reason: str, ours: str, sss: str, holds: list[str]) -> None:
+    view = job_view({"job_id": 7, "job_state": state, "state_reason": reason, "user_name": "nobody"},
+                    Submitted("alice", "abc"))
+    assert (view["state"], view["sss_state"], view["holds"], view["owner"]) == (ours, sss, holds, "alice")
+    assert view["reason"] == (None if reason == "None" else reason)
+
+
+def test_unset_numbers_are_none() -> None:
+    view = job_view({"job_id": 7, "job_state": "PENDING", "time_limit": 4294967294, "submit_time": 0}, None)
+    assert view["run_time_limit_seconds"] is None and view["submitted"] is None
+
+
+def test_the_answer_to_a_submission_says_what_was_asked() -> None:
+    batch = Batch(("--job-name=x", "--ntasks=2", "--cpus-per-task=3", "--time=0-01:00:00", "--hold",
+                   "--partition=short", "--nice=100", "--exclusive", "--dependency=afterok:5"), "")
+    view = job_view(accepted("12", batch, JobRequest("x", "alice"), None), Submitted("alice", "abc"))
+    assert (view["id"], view["state"], view["reason"], view["holds"], view["processors"]["min"],
+            view["run_time_limit_seconds"], view["priority"], view["exclusive"]) == (
+        "12", "Queued", "JobHeldUser", ["User"], 6, 3600, "BelowNormal", True)
+    assert (view["slurm"]["partition"], view["slurm"]["dependency"]) == ("short", "afterok:5")
