@@ -69,9 +69,10 @@ def _check_argument(argument: str) -> None:
 
 
 def run(config: LrmsConfig, name: str, *arguments: str, stdin: str | None = None,
-        timeout: float | None = None) -> Ran:
+        timeout: float | None = None, check: bool = True) -> Ran:
     """Slurm's `name` run with `arguments` (each one argv entry, never through a shell); its output
-    when it exits 0, else SlurmUnavailable with its stderr. `timeout`: config.timeout_seconds."""
+    when it exits 0 (or whatever its exit, without `check`), else SlurmUnavailable with its
+    stderr. `timeout`: config.timeout_seconds."""
     for argument in arguments:
         _check_argument(argument)
     argv = [program(config, name), *arguments]
@@ -86,7 +87,7 @@ def run(config: LrmsConfig, name: str, *arguments: str, stdin: str | None = None
         raise SlurmUnavailable(f"{name}: cannot run: {exc.strerror}") from None
     after = os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
-    if done.returncode != 0:
+    if check and done.returncode != 0:
         said = " ".join(done.stderr.split())[-_STDERR_CHARS:] or "(nothing on stderr)"
         raise SlurmUnavailable(f"{name} failed (exit {done.returncode}): {said}")
     return Ran(done.stdout, time.monotonic() - started, cpu)
@@ -119,6 +120,18 @@ def parse_json(name: str, text: str) -> dict[str, Any]:
                          for e in errors[:5])
         raise SlurmUnavailable(f"{name} --json reported: {said}")
     return document
+
+
+def diagnosis(config: LrmsConfig) -> str | None:
+    """What `scontrol ping` says of the controller when it is not UP (a --json command whose only
+    word is "Unspecified error" fails so when slurmctld does not answer); None when it is UP or
+    cannot tell."""
+    try:
+        lines = run(config, "scontrol", "ping", check=False, timeout=min(config.timeout_seconds, 30.0)).stdout
+    except SlurmUnavailable:
+        return None
+    said = next((" ".join(line.split()) for line in lines.splitlines() if line.strip()), "")  # not its banner
+    return said if said and not said.endswith("is UP") else None
 
 
 def key_values(line: str) -> dict[str, str]:

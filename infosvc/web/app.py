@@ -23,6 +23,7 @@ from infosvc.hosts import Aggregator
 from infosvc.config import SiteConfig
 from infosvc.queue import JobQueue
 from infosvc.hosts import Tokens
+from infosvc.lrms.reader import ClusterReader
 from infosvc.store import Store
 from infosvc.publish.faultmetrics import FaultCollector
 from infosvc.web.auth import authorize
@@ -32,7 +33,7 @@ from infosvc.web.federation import federate
 from infosvc.web.garbage import scheduled_collection
 from infosvc.web.pretty import readable
 from infosvc.web.keys import (
-    AGGREGATOR, CONFIG, GLUE, HISTORY_WORKERS, JOB_QUEUE, MATCH_GATE, METRICS, PAST_VIEWS, SLURM,
+    AGGREGATOR, CONFIG, GLUE, HISTORY_WORKERS, JOB_QUEUE, LRMS_READER, MATCH_GATE, METRICS, PAST_VIEWS, SLURM,
 )
 from infosvc.web.match import MatchGate
 from infosvc.web.opening import OPEN, OPENING
@@ -116,6 +117,10 @@ async def _open(app: web.Application, agg: Aggregator, running: list[asyncio.Tas
     running.append(asyncio.create_task(_sweep_forever(agg, config)))
     running.append(asyncio.create_task(queue.run_forever()))
     running.append(asyncio.create_task(queue.ended.prune_forever()))  # at start, then every hour
+    if agg.slurm is not None:  # a Slurm cluster's state read every interval, off the loop (docs/slurm.md)
+        reader = app[LRMS_READER] = ClusterReader(config.lrms)
+        reader.on_read.append(agg.publish_slurm)
+        running.append(asyncio.create_task(reader.run_forever()))
     queue.poke()
     app[OPEN].set()
     log.info("%d hosts read (%d from the snapshot of the last clean stop) and published in %.2f s", hosts,

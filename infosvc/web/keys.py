@@ -12,6 +12,7 @@ from infosvc.publish.prometheus import Metrics
 from infosvc.hosts import Aggregator
 from infosvc.config import SiteConfig
 from infosvc.queue import JobQueue
+from infosvc.lrms.reader import ClusterReader
 
 if TYPE_CHECKING:
     from infosvc.federation.pull import Federation
@@ -33,5 +34,7 @@ FEDERATION: web.AppKey["Federation"] = web.AppKey("federation")
 PAST_VIEWS = web.AppKey("past_views", asyncio.Semaphore)
 #: the worker slots that build history answers (GET /v1/nodes/{id}/history) take turns on
 HISTORY_WORKERS = web.AppKey("history_workers", asyncio.Semaphore)
+#: the Slurm cluster's reader ([lrms] type = "slurm"; absent otherwise)
+LRMS_READER = web.AppKey("lrms_reader", ClusterReader)
 #: handler -> its entry in the route table, for the authorizing middleware
 ROUTE_TABLE: web.AppKey[dict[Callable[..., Any], "Route"]] = web.AppKey("route_table")
