@@ -327,9 +327,7 @@ def _local(seconds: float) -> str:
 
 def _controls(request: JobRequest) -> list[str]:
     options = []
-    if "System" in request.holds:
-        raise refuse("Hold", "System: an administrator holds a job once it is in Slurm (POST /v1/jobs/{id}/hold)")
-    if request.holds:
+    if request.holds:  # a System hold is put on once the job is in (scontrol hold: infosvc.web.slurmjobs)
         options.append("--hold")
     if request.eligible is not None:
         options.append(f"--begin={_local(request.eligible)}")

@@ -142,6 +142,8 @@ async def post_job(request: web.Request) -> web.Response:
     filer = Filer(tokens.user_of(caller.key), may_name_owner=who.user is None)
     prepared, document = await asyncio.to_thread(_prepare, body, request.headers.get("Content-Type", ""), filer,
                                                  request.app[CONFIG].scheduler.exclusive_default)
+    if not who.admin and any("System" in item.request.holds for item in prepared):
+        raise Forbidden("a System hold is an administrator's to put on", "submit it with an admin token")
     accounts = [_account(side, item.request.owner) for item in prepared]
     order = _order(prepared)
     placeholder = {number: str(number + 1) for number in range(len(prepared))}
@@ -160,6 +162,9 @@ async def post_job(request: web.Request) -> web.Response:
                 side.known[submitted[number]] = Submitted(prepared[number].request.owner, who.submitter)
                 records[number] = slurm_jobs.accepted(submitted[number], batch, prepared[number].request,
                                                       accounts[number])
+                if "System" in prepared[number].request.holds:  # submitted held; now the administrator's hold
+                    await _slurm(slurm_jobs.hold, side.config, submitted[number], "System")
+                    records[number]["state_reason"] = "JobHeldAdmin"
         except BaseException:
             for slurm_id in submitted.values():  # a group goes in whole or not at all
                 await asyncio.to_thread(_quietly_cancel, side.config, slurm_id)

@@ -125,6 +125,7 @@ def test_a_grid_jobs_streams_on_a_storage_element_are_refused() -> None:
     ("<Account>physics</Account><Project>atlas</Project>", ["--account=physics"]),
     ("<Project>atlas</Project>", ["--account=atlas"]),
     ("<Hold>User</Hold>", ["--hold"]),
+    ("<Hold>System</Hold>", ["--hold"]),  # and scontrol hold once it is in (tests/lrms/test_slurm_submit.py)
     ("<Priority>0</Priority>", ["--nice=200"]),
     ("<Priority>1</Priority>", ["--nice=100"]),
     ("<Priority>2</Priority>", []),
@@ -237,7 +238,6 @@ def test_tasks_run_in_rounds_by_their_dependencies() -> None:
     ("<Requested><NodeCount op='GE'>3</NodeCount><NodeCount op='LE'>2</NodeCount></Requested>", "NodeCount"),
     ("<Requested><Resource name='GPU' type='a'>1</Resource><Resource name='GPU' type='b'>1</Resource></Requested>",
      "Resource GPU"),
-    ("<Hold>System</Hold>", "Hold"),
     ("<Priority>4</Priority>", "Priority"),
     ("<Interactive>true</Interactive>", "Interactive"),
     ("<Checkpointable>true</Checkpointable>", "Checkpointable"),

@@ -193,6 +193,17 @@ def test_hold_and_release_follow_the_token_rules(server: Server, slurm: SlurmClu
     wait_for(lambda: squeue(slurm, job_id)["state_reason"] == "Dependency", timeout=20, message="Slurm's reason")
 
 
+def test_a_system_hold_is_an_administrators_at_submission(server: Server, slurm: SlurmCluster) -> None:
+    document = sleeper(extra="<Hold>System</Hold><User>alice</User>")
+    assert post(server, document).is_error(403)
+    assert post(server, document.replace("<User>alice</User>", ""), token="admin").json()["holds"] == ["System"]
+    reply = post(server, document, token="admin")
+    assert reply.status == 201 and reply.json()["owner"] == "alice"
+    assert squeue(slurm, reply.json()["id"])["state_reason"] == "JobHeldAdmin"
+    assert server.request("POST", f"/v1/jobs/{reply.json()['id']}/release", b"",
+                          token=server.tokens["alice"]).is_error(403)
+
+
 def test_cancel_is_scancel_for_its_owner_and_an_admin(server: Server, slurm: SlurmCluster) -> None:
     job_id = post(server, sleeper()).json()["id"]
     assert server.request("DELETE", f"/v1/jobs/{job_id}", token=server.tokens["bob"]).is_error(403)
