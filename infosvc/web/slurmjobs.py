@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import pwd
 from dataclasses import dataclass, field
 from typing import Any, Callable, Final, TypeVar
 
@@ -229,13 +228,13 @@ def _may(side: SlurmSide, record: dict[str, Any], who: _Who, what: str) -> None:
 
 
 def _own_account(side: SlurmSide, user: str) -> str | None:
+    """The account of the user's own name its jobs run as here, if they do (a pool's, or one a map
+    shares between owners, is no one user's)."""
     try:
         account = side.policy.resolve(user)
     except AccountError:
         return None
-    if account is None or account.name == side.policy.default:
-        return None
-    return account.name if account.uid == pwd.getpwnam(account.name).pw_uid else None
+    return account.name if account is not None and account.name == user else None
 
 
 async def delete_job(request: web.Request) -> web.Response:

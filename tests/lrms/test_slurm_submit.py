@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -324,3 +325,42 @@ def test_jobs_and_why_from_the_shell(server: Server, slurm: SlurmCluster, tmp_pa
     assert cli("release", job_id).returncode == 0
     assert cli("cancel", job_id).returncode == 0
     assert squeue(slurm, job_id)["job_state"] == "CANCELLED"
+
+
+OWN_ACCOUNT = "infosvc-slurm-own"
+
+
+@pytest.fixture
+def own_account() -> Iterator[pwd.struct_passwd]:
+    """A local account of a uid >= 1000, made with useradd and removed after (skipped, saying why,
+    where it cannot be made)."""
+    try:
+        yield pwd.getpwnam(OWN_ACCOUNT)  # left by another run: kept, since this run did not make it
+        return
+    except KeyError:
+        pass
+    made = subprocess.run(["useradd", "--no-create-home", "--home-dir", "/nonexistent", "--shell",
+                           "/usr/sbin/nologin", "--key", "UID_MIN=1000", OWN_ACCOUNT],
+                          capture_output=True, text=True, timeout=60)
+    if made.returncode != 0:
+        pytest.skip(f"cannot make the local account {OWN_ACCOUNT}: useradd: {made.stderr.strip()}")
+    try:
+        yield pwd.getpwnam(OWN_ACCOUNT)
+    finally:
+        subprocess.run(["userdel", OWN_ACCOUNT], capture_output=True, timeout=60, check=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="submitting as another account needs root")
+def test_an_owner_submits_as_its_own_account_and_keeps_its_rights_after_a_restart(
+        slurm: SlurmCluster, module_serve: ServerFactory, own_account: pwd.struct_passwd) -> None:
+    site = module_serve(config={"lrms": {"type": "slurm", "slurm_conf": str(slurm.conf), "bin_dir": slurm.bin_dir,
+                                         "run_as": POOL, "run_as_owner": True, "min_uid": 1000}},
+                        users={"own": OWN_ACCOUNT, "alice": "alice"})
+    own = post(site, sleeper(), token="own").json()["id"]
+    pooled = post(site, sleeper(), token="alice").json()["id"]
+    assert (squeue(slurm, own)["user_name"], squeue(slurm, pooled)["user_name"]) == (OWN_ACCOUNT, POOL)
+    site.restart()  # the server forgets which token submitted what
+    assert site.request("DELETE", f"/v1/jobs/{own}", token=site.tokens["own"]).status == 200  # its own account
+    # a pool account's job is no one user's: after the restart only an administrator acts on it
+    assert site.request("DELETE", f"/v1/jobs/{pooled}", token=site.tokens["alice"]).is_error(403)
+    assert site.request("DELETE", f"/v1/jobs/{pooled}", token=site.tokens["admin"]).status == 200
