@@ -364,3 +364,17 @@ def test_an_owner_submits_as_its_own_account_and_keeps_its_rights_after_a_restar
     # a pool account's job is no one user's: after the restart only an administrator acts on it
     assert site.request("DELETE", f"/v1/jobs/{pooled}", token=site.tokens["alice"]).is_error(403)
     assert site.request("DELETE", f"/v1/jobs/{pooled}", token=site.tokens["admin"]).status == 200
+
+
+def test_slurm_out_of_reach_is_a_503_saying_why(slurm: SlurmCluster, module_serve: ServerFactory) -> None:
+    site = module_serve(config={"lrms": {"type": "slurm", "slurm_conf": str(slurm.conf), "bin_dir": slurm.bin_dir,
+                                         "run_as": POOL, "timeout_seconds": 5.0}}, users={"alice": "alice"})
+    slurm.stop_controller()
+    try:
+        reply = post(site, sleeper(), token="alice")
+        assert reply.is_error(503) and "Slurm cannot be reached" in reply.json()["error"], reply.body
+        assert site.get("/v1/jobs", token=site.tokens["alice"]).is_error(503)
+        assert site.get("/v1/jobs/1", token=site.tokens["alice"]).is_error(503)
+    finally:
+        slurm.start_controller()
+    assert post(site, sleeper(), token="alice").status == 201
