@@ -6,13 +6,15 @@ holds.
 Blocking (each runs one Slurm command): the web layer runs them in threads. Which account submits
 is infosvc_agents.accounts' policy, the one an executor host applies: the site's map, the owner's
 own account from a least uid, a pool account; never root. A service not running as root submits as
-itself. sbatch runs without a shell, its script on stdin, with `--export=NONE`.
+itself. sbatch runs without a shell, through setpriv (`as_account`), its script on stdin, with
+`--export=NONE`.
 """
 
 from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -26,7 +28,7 @@ from infosvc.model.snapshot import iso
 from infosvc.sched.request import PRIORITIES, JobRequest
 from infosvc_agents.accounts import Account
 
-__all__ = ["SLURM_DOWN", "Submitted", "accepted", "cancel", "hold", "job_view", "one_job", "read_jobs", "record_of",
+__all__ = ["SLURM_DOWN", "Submitted", "accepted", "as_account", "cancel", "hold", "job_view", "one_job", "read_jobs", "record_of",
            "release", "submit"]
 
 #: What sbatch and scontrol say when the cluster, not the job, is the trouble (a 503, not a 400).
@@ -62,6 +64,20 @@ def _down(message: str) -> bool:
     return any(mark in message for mark in SLURM_DOWN)
 
 
+def as_account(account: Account | None, argv: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """`argv` run as `account`: through util-linux's setpriv (real, effective and, at its exec,
+    saved ids the account's, its groups by initgroups, no capability left), which a server's
+    Python starts with vfork; where setpriv is missing, Python's own setuid in the child (a full
+    fork of the server: a submission took twice as long so). None: as this process."""
+    if account is None:
+        return argv, {}
+    setpriv = shutil.which("setpriv", path="/usr/bin:/bin")
+    if setpriv is not None:
+        return [setpriv, f"--reuid={account.uid}", f"--regid={account.gid}", "--init-groups", "--", *argv], {}
+    return argv, {"user": account.uid, "group": account.gid,
+                  "extra_groups": os.getgrouplist(account.name, account.gid)}
+
+
 def submit(config: LrmsConfig, batch: Batch, account: Account | None) -> str:
     """The Slurm job id of `batch` submitted as `account` (None: as this process). DocumentError
     (400) where Slurm refuses the job itself (an unknown partition, a node configuration no node
@@ -71,11 +87,9 @@ def submit(config: LrmsConfig, batch: Batch, account: Account | None) -> str:
         if "\0" in argument or not argument.isprintable():
             raise DocumentError(f"an sbatch option holds control characters: {excerpt(argument)!r}")
     env = environment(config)
-    extra: dict[str, Any] = {}
+    argv, extra = as_account(account, argv)
     if account is not None:
         env |= {"HOME": account.home, "USER": account.name, "LOGNAME": account.name}
-        extra = {"user": account.uid, "group": account.gid,
-                 "extra_groups": os.getgrouplist(account.name, account.gid)}
     try:
         done = subprocess.run(argv, input=batch.script, capture_output=True, text=True, env=env, cwd="/",
                               timeout=config.timeout_seconds, errors="replace", **extra)

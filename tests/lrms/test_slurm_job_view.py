@@ -1,16 +1,21 @@
 """Slurm's records of a job as the service's job JSON (infosvc/lrms/slurm_jobs.py): states,
 reasons and holds, exit codes, priorities from nice, scontrol's fields under squeue's names, and
-the answer made from what sbatch accepted. No Slurm needed."""
+the answer made from what sbatch accepted; the ids and groups sbatch runs with. No Slurm needed."""
 
 from __future__ import annotations
 
+import os
+import pwd
+import subprocess
 import time
 
 import pytest
 
 from infosvc.lrms.sbatch import Batch
-from infosvc.lrms.slurm_jobs import Submitted, accepted, job_view, record_of
+from infosvc.lrms import slurm_jobs
+from infosvc.lrms.slurm_jobs import Submitted, accepted, as_account, job_view, record_of
 from infosvc.sched.request import JobRequest
+from infosvc_agents.accounts import Account
 
 SCONTROL = ("JobId=42 JobName=nightly build UserId=nobody(65534) GroupId=nogroup(65534) Priority=1 Nice=200 "
             "Account=tools QOS=(null) JobState=FAILED Reason=NonZeroExitCode Dependency=(null) ExitCode=3:0 "
@@ -62,3 +67,21 @@ def test_the_answer_to_a_submission_says_what_was_asked() -> None:
             view["run_time_limit_seconds"], view["priority"], view["exclusive"]) == (
         "12", "Queued", "JobHeldUser", ["User"], 6, 3600, "BelowNormal", True)
     assert (view["slurm"]["partition"], view["slurm"]["dependency"]) == ("short", "afterok:5")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching accounts needs root")
+@pytest.mark.parametrize("setpriv", [True, False], ids=["setpriv", "python-setuid"])
+def test_sbatch_runs_with_the_accounts_ids_and_groups_and_no_privilege(setpriv: bool,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Either way sbatch is run: every uid and gid the account's, its groups alone, no capability."""
+    entry = pwd.getpwnam("nobody")
+    account = Account.of(entry)
+    if not setpriv:
+        monkeypatch.setattr(slurm_jobs.shutil, "which", lambda *args, **kwargs: None)
+    argv, extra = as_account(account, ["/bin/cat", "/proc/self/status"])
+    assert (argv[0].endswith("setpriv") if setpriv else argv[0] == "/bin/cat")
+    status = dict(line.split(":", 1) for line in
+                  subprocess.run(argv, capture_output=True, text=True, check=True, **extra).stdout.splitlines())
+    assert status["Uid"].split() == [str(entry.pw_uid)] * 4 and status["Gid"].split() == [str(entry.pw_gid)] * 4
+    assert set(status["Groups"].split()) <= {str(g) for g in os.getgrouplist("nobody", entry.pw_gid)}
+    assert int(status["CapPrm"], 16) == int(status["CapEff"], 16) == int(status["CapAmb"], 16) == 0
