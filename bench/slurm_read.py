@@ -10,6 +10,8 @@ parsing in this process):
 
 - `read`: the service's read, `read_cluster` (sinfo --json, scontrol show partition -o,
   squeue --json, each parsed into the model);
+- what the event loop then spends: putting the read in the tree (`SlurmSite.publish`: hosts and
+  the CEs, once per read), and the CEs at each rendering;
 - the commands alone: `sinfo --json`, `squeue --json`, `scontrol show partition -o`, and the
   one-line-per-record forms `sinfo -N -o ...` and `squeue -o ...` for comparison;
 - staleness: the reader run as the server runs it (every --interval seconds) for --watch seconds,
@@ -38,7 +40,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from infosvc.config import LrmsConfig  # noqa: E402
+from infosvc.config import LrmsConfig, parse_config  # noqa: E402
+from infosvc.hosts.slurm_site import SlurmSite  # noqa: E402
+from infosvc.hosts.table import HostTable  # noqa: E402
 from infosvc.lrms.reader import ClusterReader, read_cluster  # noqa: E402
 from support.slurm import SlurmCluster, many_nodes, running  # noqa: E402
 
@@ -124,6 +128,9 @@ def main() -> None:
             pending = sum(j.pending for j in state.jobs)
             results["read_saw"] = {"nodes": len(state.nodes), "jobs": len(state.jobs), "pending": pending}
             results["read"] = median_of([timed(lambda: read_cluster(config)) for _ in range(args.repeat)])
+            site = SlurmSite(HostTable(parse_config({"lrms": {"type": "slurm"}})))
+            results["publish_on_loop"] = median_of([timed(lambda: site.publish(state)) for _ in range(args.repeat)])
+            results["ces_per_rendering"] = median_of([timed(site.computing_elements) for _ in range(args.repeat)])
             results["commands"] = {}
             for label, argv in COMMANDS.items():
                 results["commands"][label] = median_of([timed(lambda: cluster.run(*argv, timeout=300))
@@ -134,6 +141,8 @@ def main() -> None:
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"{'what':40} {'wall ms':>10} {'CPU ms':>10}")
     print(f"{'read (3 commands + parsing)':40} {results['read']['wall_ms']:>10} {results['read']['cpu_ms']:>10}")
+    for label in ("publish_on_loop", "ces_per_rendering"):
+        print(f"{label:40} {results[label]['wall_ms']:>10} {results[label]['cpu_ms']:>10}")
     for label, figures in results["commands"].items():
         print(f"{label:40} {figures['wall_ms']:>10} {figures['cpu_ms']:>10}")
     print(json.dumps({k: results[k] for k in ("read_saw", "staleness", "cluster_start_s")}))

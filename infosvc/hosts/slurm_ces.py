@@ -21,7 +21,10 @@ per partition, built from the last good read at each rendering, in place of the 
 
 from __future__ import annotations
 
+import heapq
+import math
 import time
+from dataclasses import dataclass, replace
 from typing import Callable, Final, Iterable, Mapping
 
 from infosvc.config import ComputingElementConfig, SiteConfig
@@ -55,8 +58,9 @@ def by_limits(partition: SlurmPartition, jobs: list[SlurmJob], free_cpus: int, u
     """When a new one-CPU job would start if every job ran to its time limit and the pending ones
     started first come, first served (no backfill: so at worst): an instant, or None when a job
     in the way has no limit. A pending job larger than the usable CPUs starts nowhere: skipped."""
-    events = sorted((j.start_time + lim, j.cpus) for j in jobs  # (instant, CPUs freed), kept sorted
-                    if j.running and (lim := _limit(j, partition)) is not None)
+    events = [(j.start_time + lim, j.cpus) for j in jobs  # (instant, CPUs freed): a heap
+              if j.running and (lim := _limit(j, partition)) is not None]
+    heapq.heapify(events)
     unbounded = any(j.running and _limit(j, partition) is None for j in jobs)
     free, clock = free_cpus, now
     for job in [*(j for j in jobs if j.pending and 0 < j.cpus <= usable_cpus), None]:
@@ -64,7 +68,7 @@ def by_limits(partition: SlurmPartition, jobs: list[SlurmJob], free_cpus: int, u
         while free < cpus:
             if not events:
                 return None if unbounded or usable_cpus < cpus else clock
-            when, freed = events.pop(0)
+            when, freed = heapq.heappop(events)
             clock, free = max(clock, when), free + freed
         if job is None:
             return clock
@@ -73,24 +77,37 @@ def by_limits(partition: SlurmPartition, jobs: list[SlurmJob], free_cpus: int, u
         if limit is None:
             unbounded = True
         else:
-            events.append((clock + limit, cpus))
-            events.sort()
+            heapq.heappush(events, (clock + limit, cpus))
     return clock
+
+
+def response_instants(partition: SlurmPartition, jobs: list[SlurmJob], free_cpus: int, usable_cpus: int,
+                      now: float) -> tuple[float, float]:
+    """(estimated, worst) instants a new one-CPU job would start on the partition: the estimate
+    Slurm's own forecast of the last pending job where it made one, else `by_limits`; the worst
+    `by_limits`, never before the estimate. -inf: at once; inf: no one can tell."""
+    pending = [j for j in jobs if j.pending]
+    if not pending and free_cpus > 0:
+        return -math.inf, -math.inf
+    worst = by_limits(partition, jobs, free_cpus, usable_cpus, now)
+    forecasts = [f for j in pending if (f := j.forecast(now)) is not None]
+    estimated = max(forecasts) if forecasts else worst
+    est = math.inf if estimated is None else estimated
+    return est, (math.inf if worst is None else max(est, worst))
+
+
+def seconds_from(instant: float, now: float) -> int:
+    """An instant of `response_instants` as the seconds from `now` GLUE publishes."""
+    if instant == math.inf:
+        return UNKNOWN_SECONDS
+    return max(0, round(instant - now)) if instant != -math.inf else 0
 
 
 def response_times(partition: SlurmPartition, jobs: list[SlurmJob], free_cpus: int, usable_cpus: int,
                    now: float) -> tuple[int, int]:
-    """(estimated, worst) seconds a new one-CPU job would wait on the partition: the estimate
-    from Slurm's own forecast of the last pending job where it made one, else `by_limits`; the
-    worst `by_limits` (never below the estimate). UNKNOWN_SECONDS for what neither tells."""
-    pending = [j for j in jobs if j.pending]
-    if not pending and free_cpus > 0:
-        return 0, 0
-    worst = by_limits(partition, jobs, free_cpus, usable_cpus, now)
-    forecasts = [f for j in pending if (f := j.forecast(now)) is not None]
-    estimated = max(forecasts) if forecasts else worst
-    est = UNKNOWN_SECONDS if estimated is None else round(estimated - now)
-    return est, (UNKNOWN_SECONDS if worst is None else max(est, round(worst - now)))
+    """(estimated, worst) seconds a new one-CPU job would wait on the partition, from `now`."""
+    est, worst = response_instants(partition, jobs, free_cpus, usable_cpus, now)
+    return seconds_from(est, now), seconds_from(worst, now)
 
 
 def _jobs(jobs: list[SlurmJob]) -> tuple[glue.CEJob, ...]:
@@ -117,10 +134,23 @@ def _vo_rules(part: SlurmPartition, config: SiteConfig) -> tuple[str, ...]:
     return tuple(f"VO:{vo}" for vo in dict.fromkeys(accounts[a] for a in allowed))
 
 
-def computing_elements(state: ClusterState, config: SiteConfig, host_of: Mapping[str, str],
-                       now: float | None = None) -> list[glue.ComputingElement]:
+@dataclass(frozen=True, slots=True)
+class PartitionCE:
+    """A partition's CE as one read makes it, its response times as instants: `at(now)` is the CE
+    a rendering publishes (built once per read, rendered many times)."""
+
+    ce: glue.ComputingElement
+    estimated_at: float
+    worst_at: float
+
+    def at(self, now: float) -> glue.ComputingElement:
+        state = replace(self.ce.state, estimated_response_time=seconds_from(self.estimated_at, now),
+                        worst_response_time=seconds_from(self.worst_at, now))
+        return replace(self.ce, state=state)
+
+
+def partition_ces(state: ClusterState, config: SiteConfig, host_of: Mapping[str, str]) -> list[PartitionCE]:
     """A CE per partition of `state`; `host_of`: node name -> the id of the host it is published as."""
-    now = time.time() if now is None else now
     configured = _config_for(config)
     nodes = {n.name: n for n in state.nodes}
     jobs_of: dict[str, list[SlurmJob]] = {}
@@ -131,13 +161,19 @@ def computing_elements(state: ClusterState, config: SiteConfig, host_of: Mapping
     for part in state.partitions:
         ce = configured.get(part.name)
         members = [nodes[n] for n in part.nodes if n in nodes]
-        found.append(_ce(part, ce, members, jobs_of.get(part.name, []), state.version, config, host_of, url, now))
+        found.append(_ce(part, ce, members, jobs_of.get(part.name, []), state, config, host_of, url))
     return found
 
 
+def computing_elements(state: ClusterState, config: SiteConfig, host_of: Mapping[str, str],
+                       now: float | None = None) -> list[glue.ComputingElement]:
+    """The CEs of `state` as published at `now`."""
+    now = time.time() if now is None else now
+    return [p.at(now) for p in partition_ces(state, config, host_of)]
+
+
 def _ce(part: SlurmPartition, ce: ComputingElementConfig | None, members: list[SlurmNode], jobs: list[SlurmJob],
-        version: str, config: SiteConfig, host_of: Mapping[str, str], url: str | None,
-        now: float) -> glue.ComputingElement:
+        read: ClusterState, config: SiteConfig, host_of: Mapping[str, str], url: str | None) -> PartitionCE:
     status = STATUS_OF.get(part.state, "Closed")
     up = [n for n in members if not n.down]
     total = sum(n.cpus for n in up)
@@ -145,7 +181,7 @@ def _ce(part: SlurmPartition, ce: ComputingElementConfig | None, members: list[S
     running = sum(1 for j in jobs if j.running)
     waiting = sum(1 for j in jobs if j.pending)
     usable = sum(n.cpus for n in members if n.usable)
-    estimated, worst = response_times(part, jobs, free, usable, now)
+    estimated, worst = response_instants(part, jobs, free, usable, read.read_at)
     base = ce.policy if ce is not None else glue.CEPolicy()
     policy = glue.CEPolicy(max_wall_clock_time=part.max_time or 0, max_cpu_time=base.max_cpu_time,
                            max_total_jobs=base.max_total_jobs, max_running_jobs=base.max_running_jobs,
@@ -155,14 +191,15 @@ def _ce(part: SlurmPartition, ce: ComputingElementConfig | None, members: list[S
     gpus = sum(k.count for n in up for k in n.gpus)
     used = sum(k.used for n in up for k in n.gpus)
     free_gpus = sum(k.count - k.used for n in members if n.usable for k in n.gpus) if part.state == "UP" else 0
-    return glue.ComputingElement(
+    return PartitionCE(glue.ComputingElement(
         unique_id=ce.id if ce is not None else part.name, name=ce.name if ce is not None else part.name,
         queue=part.name,
-        info=glue.CEInfo("slurm", version or None, (ce.gram_version or None) if ce else None,
+        info=glue.CEInfo("slurm", read.version or None, (ce.gram_version or None) if ce else None,
                          (ce.host_name or None) if ce else None, (ce.gatekeeper_port or None) if ce else None, total),
-        policy=policy, state=glue.CEState(status, running, waiting, worst, estimated, free),
+        policy=policy, state=glue.CEState(status, running, waiting, 0, 0, free),
         access_control_rules=ce.access_control if ce is not None and ce.access_control else _vo_rules(part, config),
         jobs=_jobs(jobs), clusters=clusters,
         information_service_url=url, by_vo=_by_vo(jobs, config.lrms.vo_of),
         accelerators=glue.AcceleratorFigures(gpus, used, free_gpus) if gpus else None,
-        max_slots_per_job=part.max_nodes * widest if part.max_nodes is not None and widest else None)
+        max_slots_per_job=part.max_nodes * widest if part.max_nodes is not None and widest else None),
+        estimated, worst)

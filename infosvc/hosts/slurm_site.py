@@ -12,7 +12,7 @@ as it shows any host and CE:
 from __future__ import annotations
 
 import time
-from infosvc.hosts.slurm_ces import computing_elements
+from infosvc.hosts.slurm_ces import PartitionCE, partition_ces
 from infosvc.hosts.slurm_hosts import host_from_slurm, word_of
 from infosvc.hosts.table import HostTable
 from infosvc.lrms.cluster import ClusterState, SlurmNode
@@ -37,6 +37,8 @@ class SlurmSite:
         #: the hosts published from Slurm's facts alone, and the agents' hosts Slurm has a word on
         self.own: set[str] = set()
         self.spoken: set[str] = set()
+        #: the CEs of the last read, made once per read (10,000 jobs cost tens of ms), rendered at each read
+        self._ces: list[PartitionCE] = []
         self.rollup.read_lrms(self.computing_elements)
 
     def _agent_host(self, node: SlurmNode, by_label: dict[str, list[str]]) -> str | None:
@@ -88,10 +90,10 @@ class SlurmSite:
                 if restated is not None:
                     changed.append(restated)
         self.host_of, self.own, self.spoken = host_of, own, spoken
+        self._ces = partition_ces(state, config, host_of)
         return changed
 
     def computing_elements(self) -> list[glue.ComputingElement]:
         """A CE per partition of the last good read (none before the first)."""
-        if self.state is None:
-            return []
-        return computing_elements(self.state, self.table.config, self.host_of)
+        now = time.time()
+        return [ce.at(now) for ce in self._ces]

@@ -69,10 +69,10 @@ def _check_argument(argument: str) -> None:
 
 
 def run(config: LrmsConfig, name: str, *arguments: str, stdin: str | None = None,
-        timeout: float | None = None, check: bool = True) -> Ran:
+        timeout: float | None = None, check: bool = True, env: dict[str, str] | None = None) -> Ran:
     """Slurm's `name` run with `arguments` (each one argv entry, never through a shell); its output
     when it exits 0 (or whatever its exit, without `check`), else SlurmUnavailable with its
-    stderr. `timeout`: config.timeout_seconds."""
+    stderr. `timeout`: config.timeout_seconds; `env`: variables set beside SLURM_CONF."""
     for argument in arguments:
         _check_argument(argument)
     argv = [program(config, name), *arguments]
@@ -80,7 +80,7 @@ def run(config: LrmsConfig, name: str, *arguments: str, stdin: str | None = None
     started, before = time.monotonic(), os.times()
     try:
         done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=limit,
-                              env=environment(config), errors="replace")
+                              env={**environment(config), **(env or {})}, errors="replace")
     except subprocess.TimeoutExpired:
         raise SlurmUnavailable(f"{name} did not finish within {limit:g} s ([lrms] timeout_seconds)") from None
     except OSError as exc:

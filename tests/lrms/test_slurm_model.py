@@ -21,13 +21,13 @@ from infosvc.lrms.slurm_parse import gpus_of, jobs_of, minutes_of, node_of, node
 from support import FIXTURES
 
 HERE = FIXTURES / "slurm"
-NOW = 1795761830.0  # a few seconds after the fixture's jobs started
+NOW = 1795762960.0  # a few seconds after the fixture's jobs started (2026-11-27T07:02:37Z)
 
 
 def state() -> ClusterState:
     nodes = nodes_of(json.loads((HERE / "sinfo.json").read_text())["nodes"])
     parts = partitions_of((HERE / "partitions.txt").read_text(), nodes)
-    jobs = jobs_of(json.loads((HERE / "squeue.json").read_text())["jobs"])
+    jobs = jobs_of((HERE / "squeue.txt").read_text())
     return ClusterState(nodes, parts, jobs, "22.05.8", NOW)
 
 
@@ -150,9 +150,25 @@ def test_later_slurms_shapes() -> None:
     node = node_of({"name": "n1", "state": ["IDLE", "DRAIN"], "cpus": {"set": True, "infinite": False, "number": 8},
                     "reason": "x"})
     assert node.state == "idle" and node.drained and node.cpus == 8
-    (pending,) = jobs_of([{"job_id": 7, "job_state": ["PENDING"], "partition": "a,b",
-                           "time_limit": {"set": True, "infinite": True, "number": 0}, "cpus": 2}])
-    assert pending.partition == "a" and pending.time_limit is None and pending.pending
+
+
+def test_squeue_lines() -> None:
+    (task, odd) = jobs_of("7_3|a,b|PENDING|ann|(null)|2|1|1-00:00:00|N/A|2026-11-27T07:02:35||Dependency\n"
+                          "8|a|RUNNING|bob|cms|4|1|UNLIMITED|2026-11-27T07:02:37|2026-11-27T07:02:35|c1|a|b c\n")
+    assert (task.id, task.partition, task.account, task.time_limit, task.start_time) == ("7_3", "a", "", 1440, 0.0)
+    assert task.pending and task.forecast(NOW) is None and task.reason == "Dependency"
+    assert (odd.account, odd.time_limit, odd.node_list, odd.reason) == ("cms", None, "c1", "a|b c")
+    assert odd.start_time == NOW - 3
+
+
+@pytest.mark.parametrize("line, message", [
+    ("1|a|RUNNING", "a line of 3 fields, not 12"),
+    ("1|a|RUNNING|u|a|four|1|5|N/A|N/A||x", "does not read"),
+    ("1|a|RUNNING|u|a|4|1|5|yesterday|N/A||x", "a time that is none: 'yesterday'"),
+])
+def test_squeue_lines_slurm_did_not_write(line: str, message: str) -> None:
+    with pytest.raises(SlurmUnavailable, match=message):
+        jobs_of(line)
 
 
 def test_a_partition_line_without_a_name_is_refused() -> None:

@@ -265,3 +265,14 @@ def test_every_rendering_is_valid(site: Server, slurm: SlurmCluster, tmp_path: P
         assert report.of("E") == [], (suite, report.of("E"))
     metrics = site.get("/metrics").body.decode()
     assert 'infosvc_computing_element_running_jobs{computing_element="short"} 1.0' in metrics
+
+
+def test_before_a_first_good_read_nothing_of_slurm_is_published(serve: ServerFactory, tmp_path: Path) -> None:
+    """No Slurm where the config says: the service is up, says why, and publishes no CE."""
+    server = serve({"lrms": {"type": "slurm", "bin_dir": str(tmp_path), "interval_seconds": INTERVAL}})
+    health = wait_for(lambda: (h := lrms_health(server)).get("error") and h, timeout=30, message="a failed read")
+    assert health["state"] == "unread" and "read_at" not in health
+    assert health["error"] == f"sinfo: not found as an executable in [lrms] bin_dir {tmp_path}"
+    assert server.get("/healthz").json()["status"] == "ok"
+    tree = glue_of(server)
+    assert tree["computing_elements"] == [] and tree["hosts"] == []
