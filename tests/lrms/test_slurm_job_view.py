@@ -7,13 +7,12 @@ from __future__ import annotations
 import os
 import pwd
 import subprocess
-import time
 
 import pytest
 
 from infosvc.lrms.sbatch import Batch
 from infosvc.lrms import slurm_jobs
-from infosvc.lrms.slurm_jobs import Submitted, accepted, as_account, job_view, record_of
+from infosvc.lrms.slurm_jobs import Submitted, accepted, as_account, job_view, listing_records, record_of
 from infosvc.sched.request import JobRequest
 from infosvc_agents.accounts import Account
 
@@ -27,11 +26,10 @@ SCONTROL = ("JobId=42 JobName=nightly build UserId=nobody(65534) GroupId=nogroup
 def test_scontrols_fields_read_as_squeues() -> None:
     record = record_of(dict(word.partition("=")[::2] for word in SCONTROL.replace("nightly build", "nightly").split()))
     view = job_view(record, None)
-    local = time.mktime(time.strptime("2026-11-27T06:47:00", "%Y-%m-%dT%H:%M:%S"))
     assert (view["id"], view["state"], view["exit_code"], view["owner"], view["priority"], view["hosts"],
             view["run_time_limit_seconds"], view["exclusive"], view["reason"], view["glue_status"]) == (
         "42", "Failed", 3, "nobody", "Lowest", "c[1-2]", 88200, True, "NonZeroExitCode", "ABORTED")
-    assert view["ended"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(local))
+    assert view["ended"] == "2026-11-27T06:47:00Z"  # scontrol is run in UTC
     assert view["slurm"]["account"] == "tools" and view["slurm"]["dependency"] is None
 
 
@@ -85,3 +83,17 @@ def test_sbatch_runs_with_the_accounts_ids_and_groups_and_no_privilege(setpriv: 
     assert status["Uid"].split() == [str(entry.pw_uid)] * 4 and status["Gid"].split() == [str(entry.pw_gid)] * 4
     assert set(status["Groups"].split()) <= {str(g) for g in os.getgrouplist("nobody", entry.pw_gid)}
     assert int(status["CapPrm"], 16) == int(status["CapEff"], 16) == int(status["CapAmb"], 16) == 0
+
+
+def test_the_listing_reads_squeues_lines() -> None:
+    """Lines a real Slurm 22.05 wrote (`squeue -h -r --states=all -o LISTING_FORMAT`, TZ=UTC); a
+    name may hold the separator."""
+    text = ("3|FAILED|root|(null)|1|365-00:00:00|2026-11-27T07:11:28|2026-11-27T07:11:29|2026-11-27T07:11:29|g1|batch|"
+            "(null)|(null)|0|NonZeroExitCode|fail\n"
+            "1|PENDING|root|(null)|1|UNLIMITED|2026-11-27T07:11:28|N/A|N/A||batch|(null)|ib|100|JobHeldUser|a|b c\n"
+            "12_[3-9]|PENDING|root|(null)|1|UNLIMITED|2026-11-27T07:11:28|N/A|N/A||batch|(null)|(null)|0|None|arr\n")
+    failed, held = (job_view(record, None) for record in listing_records(text))
+    assert (failed["id"], failed["state"], failed["ended"], failed["hosts"], failed["reason"]) == (
+        "3", "Failed", "2026-11-27T07:11:29Z", "g1", "NonZeroExitCode")
+    assert (held["id"], held["name"], held["holds"], held["priority"], held["run_time_limit_seconds"],
+            held["slurm"]["features"], held["started"]) == ("1", "a|b c", ["User"], "BelowNormal", None, "ib", None)
