@@ -19,7 +19,7 @@ from typing import Any, Callable, Final, TypeVar
 from aiohttp import web
 
 from infosvc.config import LrmsConfig
-from infosvc.errors import DocumentError, Forbidden, Invalid, Unavailable, excerpt
+from infosvc.errors import Conflict, DocumentError, Forbidden, Invalid, Unavailable, excerpt
 from infosvc.hosts import Role
 from infosvc.lrms import slurm_jobs
 from infosvc.lrms.sbatch import translate
@@ -267,12 +267,12 @@ async def post_control(request: web.Request, action: str, hold: str) -> web.Resp
     _may(side, record, who, action)
     job_id = str(record["job_id"])
     if slurm_jobs.state_of(record) != "Queued":
-        raise Invalid(f"job {job_id} is {record.get('job_state')}: only a pending job is held or released")
+        raise Conflict(f"job {job_id} is {record.get('job_state')}: only a pending job is held or released")
     held = HELD_BY.get(str(record.get("state_reason")))
     if action == "hold":
         await _slurm(slurm_jobs.hold, side.config, job_id, name)
     elif held is None:
-        raise Invalid(f"job {job_id} has no hold to release")
+        raise Conflict(f"job {job_id} has no hold to release")
     elif held != name:
         raise Forbidden(f"job {job_id} is held by {held}, not {name}", "a System hold is an administrator's")
     else:

@@ -179,6 +179,9 @@ def test_hold_and_release_follow_the_token_rules(server: Server, slurm: SlurmClu
     held = server.request("POST", f"/v1/jobs/{job_id}/hold", b"", token=server.tokens["alice"])
     assert held.status == 200 and held.json()["reason"] == "JobHeldUser" == squeue(slurm, job_id)["state_reason"]
     assert server.request("POST", f"/v1/jobs/{job_id}/release", b"", token=server.tokens["alice"]).status == 200
+    # as with the own queue: no hold to release, or a job not pending, is a 409; requeue is Slurm's operators'
+    assert server.request("POST", f"/v1/jobs/{job_id}/release", b"", token=server.tokens["alice"]).is_error(409)
+    assert server.request("POST", f"/v1/jobs/{job_id}/requeue", b"", token=server.tokens["alice"]).is_error(400)
     # a System hold is an administrator's: alice can neither put one on nor take it off
     system = json.dumps({"hold": "System"}).encode()
     assert server.request("POST", f"/v1/jobs/{job_id}/hold", system, token=server.tokens["alice"],
