@@ -381,3 +381,15 @@ def test_slurm_out_of_reach_is_a_503_saying_why(slurm: SlurmCluster, module_serv
     finally:
         slurm.start_controller()
     assert post(site, sleeper(), token="alice").status == 201
+
+
+def test_a_job_waiting_for_resources_says_so(server: Server, slurm: SlurmCluster) -> None:
+    """Every CPU of the cluster's up nodes taken (c4 is drained): the next job waits, Slurm's Reason
+    Resources (or Priority, behind an earlier one), and the service says the same."""
+    cpus = int(slurm.run("sinfo", "-h", "-p", "batch", "-o", "%C").split("/")[1])  # A/I/O/T: the idle ones
+    big = post(server, sleeper("big", f"<Processors>{cpus}</Processors>")).json()["id"]
+    wait_for(lambda: job(server, big)["state"] == "Running", timeout=30,
+             message=f"the big job running ({cpus} CPUs): {job(server, big)}")
+    small = post(server, sleeper("small")).json()["id"]
+    reason = wait_for(lambda: job(server, small)["reason"], timeout=30, message="Slurm's reason")
+    assert reason in ("Resources", "Priority") and reason == squeue(slurm, small)["state_reason"]
