@@ -76,8 +76,7 @@ async def get_jobs(request: web.Request) -> web.Response:
             raise QueryError(key, "given more than once")
     listing = listing_of(query)
     if _by_slurm(request):
-        return await slurmjobs.get_jobs(request, listing.limit, listing.state and listing.state.value,
-                                        listing.user, listing.ce)
+        return await slurmjobs.get_jobs(request, listing)
     page = await listing_page(request.app[JOB_QUEUE], listing)
     jobs = [job_json(job) for job in page.active]
     if page.ended:

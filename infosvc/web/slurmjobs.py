@@ -25,7 +25,7 @@ from infosvc.lrms import slurm_jobs
 from infosvc.lrms.sbatch import translate
 from infosvc.lrms.slurm_commands import SlurmUnavailable
 from infosvc.lrms.slurm_jobs import HELD_BY, Submitted, job_view
-from infosvc.queue import MAX_GROUP_JOBS, Filer, Prepared, check_group, owner_of, read_document
+from infosvc.queue import MAX_GROUP_JOBS, Filer, Listing, Prepared, check_group, owner_of, read_document
 from infosvc.sched.holds import hold_name
 from infosvc.sched.request import read_request
 from infosvc.web.auth import caller_of
@@ -192,15 +192,23 @@ def _vo_accounts(config: LrmsConfig) -> dict[str, str]:
     return found
 
 
-async def get_jobs(request: web.Request, limit: int, state: str | None, user: str | None,
-                   partition: str | None) -> web.Response:
-    """Every job Slurm keeps (not ended first), filtered as GET /v1/jobs's parameters say."""
+async def get_jobs(request: web.Request, listing: Listing) -> web.Response:
+    """Every job Slurm keeps, not ended first, filtered as GET /v1/jobs's parameters say: a state,
+    an owner, a CE (the partition), ended in [since, until] (not ended: submitted by until)."""
     side = request.app[SLURM]
-    records = await _slurm(slurm_jobs.read_jobs, side.config)
-    views = [job_view(record, side.known.get(str(record.get("job_id")))) for record in records]
-    views = [view for view in views if (state is None or view["state"].lower() == state.lower())
-             and (user is None or view["owner"] == user) and (partition is None or view["slurm"]["partition"] == partition)]
+    views = []
+    for record in await _slurm(slurm_jobs.read_jobs, side.config):
+        view = job_view(record, side.known.get(str(record.get("job_id"))))
+        ended = view["ended"] is not None
+        at = float(record.get("end_time" if ended else "submit_time") or 0)
+        if ((listing.state is None or view["state"] == listing.state.value)
+                and (listing.user is None or view["owner"] == listing.user)
+                and (listing.ce is None or view["slurm"]["partition"] == listing.ce)
+                and (listing.until is None or at <= listing.until)
+                and (listing.since is None or not ended or at >= listing.since)):
+            views.append(view)
     views.sort(key=lambda view: (view["ended"] is not None, int(view["id"])))
+    limit = listing.limit
     return _json({"jobs": views[:limit], "total": len(views), "truncated": len(views) > limit, "next": None})
 
 

@@ -233,6 +233,14 @@ def test_the_listing_is_slurms_jobs_with_those_sbatch_submitted_directly(server:
     assert [view["id"] for view in only if view["ended"] is None] == [ours]  # ended ones stay MinJobAge
     assert all(view["owner"] == "alice" for view in only)
     assert server.get("/v1/jobs/99999999", token=server.tokens["alice"]).is_error(404)
+    in_batch = server.get("/v1/jobs?ce=batch", token=server.tokens["alice"]).json()
+    assert {ours, direct} <= {view["id"] for view in in_batch["jobs"]} and in_batch["total"] == len(in_batch["jobs"])
+    assert server.get("/v1/jobs?ce=short", token=server.tokens["alice"]).json()["jobs"] == []
+    canceled = server.get("/v1/jobs?state=Canceled", token=server.tokens["alice"]).json()["jobs"]
+    assert all(view["state"] == "Canceled" for view in canceled) and not {ours, direct} & {v["id"] for v in canceled}
+    assert server.get("/v1/jobs?until=2000-01-01T00:00:00Z", token=server.tokens["alice"]).json()["jobs"] == []
+    one = server.get("/v1/jobs?limit=1", token=server.tokens["alice"]).json()
+    assert len(one["jobs"]) == 1 and one["truncated"] is True and one["total"] >= 2
 
 
 def test_a_group_goes_in_with_its_dependency_on_slurms_id(server: Server, slurm: SlurmCluster) -> None:
