@@ -37,6 +37,8 @@ __all__ = ["SlurmSide", "delete_job", "get_job", "get_jobs", "post_control", "po
 
 #: sbatch processes one server runs at once.
 SUBMIT_SLOTS: Final = 4
+#: Jobs whose submitter the server remembers (a dict entry each): far more than Slurm keeps at once.
+MAX_KNOWN: Final = 200_000
 #: Where a job runs that names no directory, when its account's home is not a directory.
 FALLBACK_DIRECTORY: Final = "/tmp"
 T = TypeVar("T")
@@ -51,6 +53,13 @@ class SlurmSide:
     policy: AccountPolicy
     known: dict[str, Submitted] = field(default_factory=dict)
     slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(SUBMIT_SLOTS))
+
+    def remember(self, job_id: str, submitted: Submitted) -> None:
+        """Who submitted `job_id`, the oldest forgotten past MAX_KNOWN (its owner's token keeps its
+        rights where the job runs as the owner's own account: `_own_account`)."""
+        self.known[job_id] = submitted
+        if len(self.known) > MAX_KNOWN:
+            del self.known[next(iter(self.known))]
 
     @classmethod
     def of(cls, config: LrmsConfig) -> SlurmSide:
@@ -114,12 +123,14 @@ def _order(prepared: list[Prepared]) -> list[int]:
         names.setdefault(item.name, number)
         if item.request.name:
             names.setdefault(item.request.name, number)
+    wanted = [{names[after.job] for after in item.request.after if after.job in names} for item in prepared]
     done: list[int] = []
-    while len(done) < len(prepared):
-        for number, item in enumerate(prepared):
-            wanted = {names[after.job] for after in item.request.after if after.job in names}
-            if number not in done and wanted <= set(done):
+    placed: set[int] = set()
+    while len(done) < len(prepared):  # each pass places at least one job: at most len(prepared) passes
+        for number in range(len(prepared)):
+            if number not in placed and wanted[number] <= placed:
                 done.append(number)
+                placed.add(number)
     return done
 
 
@@ -145,10 +156,8 @@ async def post_job(request: web.Request) -> web.Response:
         raise Forbidden("a System hold is an administrator's to put on", "submit it with an admin token")
     accounts = [_account(side, item.request.owner) for item in prepared]
     order = _order(prepared)
-    placeholder = {number: str(number + 1) for number in range(len(prepared))}
-    for number in order:  # every job translated before any is submitted: a refusal leaves nothing in Slurm
-        translate(document.needs[number], prepared[number].request, slurm_ids=_ids(prepared, placeholder),
-                  directory=_directory(accounts[number]), vo_accounts=_vo_accounts(side.config))
+    # every job translated before any is submitted (a refusal leaves nothing in Slurm), off the loop
+    await asyncio.to_thread(_translate_all, side, document, prepared, accounts)
     submitted: dict[int, str] = {}
     records: dict[int, dict[str, Any]] = {}
     async with side.slots:
@@ -158,7 +167,7 @@ async def post_job(request: web.Request) -> web.Response:
                                   slurm_ids=_ids(prepared, submitted), directory=_directory(accounts[number]),
                                   vo_accounts=_vo_accounts(side.config))
                 submitted[number] = await _slurm(slurm_jobs.submit, side.config, batch, accounts[number])
-                side.known[submitted[number]] = Submitted(prepared[number].request.owner, who.submitter)
+                side.remember(submitted[number], Submitted(prepared[number].request.owner, who.submitter))
                 records[number] = slurm_jobs.accepted(submitted[number], batch, prepared[number].request,
                                                       accounts[number])
                 if "System" in prepared[number].request.holds:  # submitted held; now the administrator's hold
@@ -175,6 +184,14 @@ async def post_job(request: web.Request) -> web.Response:
     response = _json(answer, status=201)
     response.headers["Location"] = f"/v1/jobs/{ids[0]}"
     return response
+
+
+def _translate_all(side: SlurmSide, document: Any, prepared: list[Prepared], accounts: list[Account | None]) -> None:
+    """Each job translated with stand-in ids for its group's jobs: a DocumentError names what is refused."""
+    placeholder = _ids(prepared, {number: str(number + 1) for number in range(len(prepared))})
+    for number, item in enumerate(prepared):
+        translate(document.needs[number], item.request, slurm_ids=placeholder, directory=_directory(accounts[number]),
+                  vo_accounts=_vo_accounts(side.config))
 
 
 def _quietly_cancel(config: LrmsConfig, slurm_id: str) -> None:

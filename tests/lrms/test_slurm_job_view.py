@@ -97,3 +97,14 @@ def test_the_listing_reads_squeues_lines() -> None:
         "3", "Failed", "2026-11-27T07:11:29Z", "g1", "NonZeroExitCode")
     assert (held["id"], held["name"], held["holds"], held["priority"], held["run_time_limit_seconds"],
             held["slurm"]["features"], held["started"]) == ("1", "a|b c", ["User"], "BelowNormal", None, "ib", None)
+
+
+def test_the_server_forgets_the_oldest_submitters_past_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    from infosvc.config import LrmsConfig
+    from infosvc.web import slurmjobs
+
+    monkeypatch.setattr(slurmjobs, "MAX_KNOWN", 2)
+    side = slurmjobs.SlurmSide.of(LrmsConfig(type="slurm"))
+    for job_id in ("1", "2", "3"):
+        side.remember(job_id, Submitted("alice", job_id))
+    assert list(side.known) == ["2", "3"]
