@@ -82,7 +82,7 @@ def fill(cluster: SlurmCluster, nodes: int, cpus: int, jobs: int) -> None:
     started = time.monotonic()
     script = "for i in $(seq 1 %d); do echo $i; done | xargs -P 4 -I{} sbatch --parsable -n1 -t 30 " \
              "-J pend{} --wrap 'sleep 60' > /dev/null" % jobs
-    subprocess.run(["sh", "-c", script], env=cluster.env, check=True, timeout=3600)
+    subprocess.run(["sh", "-c", script], env=cluster.env, check=True, timeout=3600, cwd=cluster.directory)
     print(f"submitted {jobs} jobs in {time.monotonic() - started:.0f} s", flush=True)
     cluster.set_partition("main", "UP")
 

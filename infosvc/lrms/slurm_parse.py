@@ -104,8 +104,10 @@ def nodes_of(records: Iterable[dict[str, Any]]) -> tuple[SlurmNode, ...]:
     return tuple(found.values())
 
 
+@lru_cache(maxsize=1024)
 def minutes_of(text: str) -> int | None:
-    """A Slurm time limit ([D-]HH:MM:SS, MM:SS, MM, UNLIMITED) in minutes; None: unlimited."""
+    """A Slurm time limit ([D-]HH:MM:SS, MM:SS, MM, UNLIMITED) in minutes; None: unlimited.
+    Memoized: a queue's jobs share a few limits."""
     text = text.strip()
     if text.upper() in ("UNLIMITED", "INFINITE", "NONE", "", "N/A", "INVALID", "NOT_SET"):
         return None

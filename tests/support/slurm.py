@@ -155,8 +155,9 @@ class SlurmCluster:
 
     def run(self, *args: str, check: bool = True, timeout: float = 60) -> str:
         """A Slurm command (`sinfo`, `squeue`, `scontrol` ...) against this cluster; its stdout."""
+        # in the cluster's directory: sbatch writes a job's slurm-ID.out where it was submitted from
         done = subprocess.run([binary(args[0]), *args[1:]], env=self.env, capture_output=True, text=True,
-                              timeout=timeout)
+                              timeout=timeout, cwd=self.directory)
         if check and done.returncode != 0:
             raise AssertionError(f"{' '.join(args)} failed ({done.returncode}): {done.stderr[-2000:]}")
         return done.stdout
