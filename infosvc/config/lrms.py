@@ -47,6 +47,12 @@ SETTINGS: Final = (
             "behind is this plus one read's time)"),
     Setting("timeout_seconds", 20.0, "the time one Slurm command may take; past it that read fails and the last "
             "good state stays published, marked stale"),
+    Setting("run_as", "", "the pool account sbatch runs as for an owner with no account of its own here (\"\": none)"),
+    Setting("run_as_owner", False, "submit as the owner's own account of the same name where its uid is at least "
+            "min_uid"),
+    Setting("min_uid", 1000, "the least uid an owner's own account may have with run_as_owner", minimum=1),
+    Setting("run_as_map", "", "a file of `OWNER ACCOUNT` lines: the account each owner submits as (\"\": none)",
+            check=_absolute_or_empty),
     Setting("restd_url", "", "slurmrestd's base URL (not yet used: the commands are)", check=_http_url_or_empty),
     Setting("restd_token_file", "", "a file holding slurmrestd's token (not yet used)", check=_absolute_or_empty),
 )
@@ -63,6 +69,10 @@ class LrmsConfig:
     slurm_conf: str = str(_default("slurm_conf"))
     interval_seconds: float = float(_default("interval_seconds"))
     timeout_seconds: float = float(_default("timeout_seconds"))
+    run_as: str = str(_default("run_as"))
+    run_as_owner: bool = bool(_default("run_as_owner"))
+    min_uid: int = int(_default("min_uid"))
+    run_as_map: str = str(_default("run_as_map"))
     restd_url: str = str(_default("restd_url"))
     restd_token_file: str = str(_default("restd_token_file"))
     #: Slurm account -> the VO its jobs are published under

@@ -32,12 +32,14 @@ from infosvc.web.errors import errors_as_json
 from infosvc.web.federation import federate
 from infosvc.web.garbage import scheduled_collection
 from infosvc.web.pretty import readable
-from infosvc.web.keys import (AGGREGATOR, CONFIG, GLUE, HISTORY_WORKERS, JOB_QUEUE, LRMS_READER, MATCH_GATE, METRICS,
-                              PAST_VIEWS)
+from infosvc.web.keys import (
+    AGGREGATOR, CONFIG, GLUE, HISTORY_WORKERS, JOB_QUEUE, LRMS_READER, MATCH_GATE, METRICS, PAST_VIEWS, SLURM,
+)
 from infosvc.web.match import MatchGate
 from infosvc.web.opening import OPEN, OPENING
 from infosvc.web.nodes import HISTORY_THREADS
 from infosvc.web.routes import add_routes
+from infosvc.web.slurmjobs import SlurmSide
 
 log = logging.getLogger("infosvc.web")
 
@@ -159,6 +161,7 @@ def make_app(config: SiteConfig, *, db: str | Path | None = None, tokens: Tokens
     app[MATCH_GATE] = MatchGate()
     app[PAST_VIEWS] = asyncio.Semaphore(1)
     app[HISTORY_WORKERS] = asyncio.Semaphore(HISTORY_THREADS)
+    app[SLURM] = SlurmSide.of(config.lrms)  # the job routes' Slurm mode (infosvc/web/slurmjobs.py)
     app.cleanup_ctx.append(_metrics_ctx)
     if config.federation.upstreams:  # a top level over site aggregators (docs/grid.md)
         federate(app)

@@ -16,6 +16,7 @@ from infosvc.lrms.reader import ClusterReader
 
 if TYPE_CHECKING:
     from infosvc.federation.pull import Federation
+    from infosvc.web.slurmjobs import SlurmSide
     from infosvc.web.match import MatchGate
     from infosvc.web.routes import Route
 
@@ -25,6 +26,8 @@ METRICS = web.AppKey("metrics", Metrics)
 GLUE = web.AppKey("glue", Glue)
 JOB_QUEUE = web.AppKey("job_queue", JobQueue)
 MATCH_GATE: web.AppKey["MatchGate"] = web.AppKey("match_gate")
+#: Slurm's side of the job routes when it runs the site's jobs (infosvc/web/slurmjobs.py)
+SLURM: web.AppKey["SlurmSide"] = web.AppKey("slurm")
 #: a top level's upstreams and their union (infosvc/web/federation.py)
 FEDERATION: web.AppKey["Federation"] = web.AppKey("federation")
 #: past views of the site being built now (GET /v1/glue?at=), by their one slot
