@@ -15,7 +15,7 @@ simulator with a simulated machine and simulated time, and both get the same dec
   within the backfill window, is the first clause. A job of Infinite run time never ends by a
   shadow time, so it is never backfilled past a reservation, only into the extra resources.
 - Predictive (`predictive`): EASY over the caller's order (the slack order of
-  infosvc/sched/ordering.py) with its guard: the jobs that have waited `OVERDUE_AFTER` start
+  infosvc/sched/ordering.py) with its guard: the jobs that have waited `overdue_after` start
   first, oldest first (EASY's order), and the first of them that does not fit is the reserved
   head; the others, and every job when none is overdue, are in the caller's order, and the
   backfilling past the head scans them in that order. The reservation and the backfilling rule
