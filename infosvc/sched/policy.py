@@ -40,7 +40,7 @@ import math
 import operator
 from dataclasses import dataclass, field
 from enum import StrEnum
-from itertools import chain
+from itertools import chain, compress
 from typing import Callable, Collection, Generic, Iterable, Iterator, Mapping, Protocol, Sequence, TypeVar
 
 from infosvc.sched.ordering import OVERDUE_AFTER, overdue
@@ -198,7 +198,7 @@ def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterab
     if policy is Policy.PREDICTIVE:  # backfilling is in the caller's order still: only the head is the guard's
         passed = {start.job.id for start in plan.starts}
         passed.add(head.id)
-        rest = (job for job in jobs if job.id not in passed)
+        rest = compress(jobs, map(operator.not_, map(passed.__contains__, map(_ID, jobs))))  # in C: a long queue
     reservation, extra = _reserve(free, running, plan.starts, head, now)
     if policy is Policy.PREDICTIVE and explain:
         reservation = _expected(free, running, plan, reservation, now)
@@ -296,6 +296,7 @@ def _reserve(free: Machine[A], running: Collection[Running[A]], starting: Sequen
 
 
 _END = operator.itemgetter(0)
+_ID = operator.attrgetter("id")
 
 
 def _shadow(free: Machine[A], ending: list[tuple[float, A]], head: Queued,

@@ -262,6 +262,7 @@ class _Predicted:
         self.queue: list[Waiting] = []  # ... and its jobs, in the same order (the pass reads this list as it is)
         self.timed = options.order in TIMED
         self.longest = 0.0  # the longest wait of a job started so far (the guard's bound follows it)
+        self.key_of: dict[str, tuple[float, float, str]] = {}  # each waiting job's key (fixed orders)
 
     def arrive(self, job: SimJob, now: float) -> None:
         options = self.options
@@ -271,6 +272,7 @@ class _Predicted:
         at = bisect.bisect(self.keys, key)
         self.keys.insert(at, key)
         self.queue.insert(at, waiting)
+        self.key_of[job.id] = key
 
     def ended(self, user: int, run: float) -> None:
         self.history.record(user, run)
@@ -294,9 +296,16 @@ class _Predicted:
         return waiting.job, waiting.predicted
 
     def leave(self, starts: list[Start[int]]) -> None:
-        started = {s.job.id for s in starts}
-        kept = [at for at, w in enumerate(self.queue) if w.id not in started]
-        self.keys, self.queue = [self.keys[at] for at in kept], [self.queue[at] for at in kept]
+        if self.timed or len(starts) > 8:  # many at once: one rebuild
+            started = {s.job.id for s in starts}
+            for job_id in started:
+                del self.key_of[job_id]
+            kept = [at for at, w in enumerate(self.queue) if w.id not in started]
+            self.keys, self.queue = [self.keys[at] for at in kept], [self.queue[at] for at in kept]
+            return
+        for start in starts:  # a fixed key, found by bisection: a long queue is not copied each pass
+            at = bisect.bisect_left(self.keys, self.key_of.pop(start.job.id))
+            del self.keys[at], self.queue[at]
 
 
 def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
