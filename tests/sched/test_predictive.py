@@ -139,15 +139,18 @@ def valid(outcomes: list, jobs: list[SimJob]) -> None:  # type: ignore[type-arg]
 
 @settings(max_examples=300, deadline=None)
 @given(workloads, st.sampled_from([1.0, 10.0]), st.sampled_from([30.0, MAX_SLACK]),
-       st.sampled_from([0.0, 20.0, 60.0, math.inf]))
+       st.sampled_from([0.0, 20.0, 60.0, math.inf]), st.sampled_from([0.0, 0.25]))
 def test_the_guarantees_hold_on_random_workloads(raw: list[tuple[int, int, int, int, int]], factor: float,
-                                                  cap: float, after: float) -> None:
+                                                  cap: float, after: float, fraction: float) -> None:
     jobs = sim_jobs(raw)
     heads: list[tuple[float, Waiting, float]] = []
-    options = Options(slack_factor=factor, max_slack=cap, overdue_after=after, guard_fraction=0.0)  # a fixed bound
+    options = Options(slack_factor=factor, max_slack=cap, overdue_after=after, guard_fraction=fraction)
     outcomes = simulate_predictive(jobs, MACHINE, options, observe=lambda now, head, at: heads.append((now, head, at)))
     valid(outcomes, jobs)
     start = {o.job.id: o.start for o in outcomes}
+
+    def bound(now: float) -> float:  # the guard's at the pass at `now`: from the jobs started at earlier passes
+        return max(after, fraction * max((start[j.id] - j.submitted for j in jobs if start[j.id] < now), default=0.0))
     key = {o.job.id: (slack_key(o.job.submitted, o.predicted, factor, cap), o.job.submitted, o.job.id)
            for o in outcomes}
 
@@ -159,7 +162,7 @@ def test_the_guarantees_hold_on_random_workloads(raw: list[tuple[int, int, int, 
     # older one that the guard put ahead once it had waited `after`.
     for now, head, at in heads:
         passed = any((key[j.id] < key[head.id] and j.submitted > now)
-                     or (older(j, head) and now - j.submitted < after and start[j.id] > now) for j in jobs)
+                     or (older(j, head) and now - j.submitted < bound(now) and start[j.id] > now) for j in jobs)
         assert passed or start[head.id] <= at, (now, head.id, at, start[head.id])
     longest = max(j.estimate for j in jobs)
     for j in jobs:
@@ -170,10 +173,12 @@ def test_the_guarantees_hold_on_random_workloads(raw: list[tuple[int, int, int, 
         ahead = sum(1 for k in jobs if (key[k.id] < key[j.id] or (after < math.inf and older(k, j)))
                     and k.submitted < j.submitted + cap)
         assert wait <= cap + (1 + ahead) * longest
-        # The guard's: once J has waited `after`, only older jobs go ahead of it; the next pass
-        # comes within E, then each of them, then J, is the head for at most E.
+        # The guard's: once J has waited the bound (at most `after` or `fraction` of the longest
+        # wait of all, whichever is more), only older jobs go ahead of it; the next pass comes
+        # within E, then each of them, then J, is the head for at most E.
         if after < math.inf:
-            assert wait <= after + (2 + sum(1 for k in jobs if older(k, j))) * longest, (j.id, wait)
+            most = max(after, fraction * max(start[k.id] - k.submitted for k in jobs))
+            assert wait <= most + (2 + sum(1 for k in jobs if older(k, j))) * longest, (j.id, wait)
 
 
 @settings(max_examples=200, deadline=None)
