@@ -76,7 +76,7 @@ def ce_entry(ce: glue.ComputingElement, site: str, snapshot: tuple[str, str], co
         ("GlueCEPolicyMaxCPUTime", max(0, policy.max_cpu_time)),
         ("GlueCEPolicyMaxTotalJobs", max(0, policy.max_total_jobs)),
         ("GlueCEPolicyMaxRunningJobs", max(0, policy.max_running_jobs)),
-        ("GlueCEPolicyPriority", policy.priority),
+        ("GlueCEPolicyPriority", policy.priority), ("GlueCEPolicyMaxSlotsPerJob", ce.max_slots_per_job),
         ("GlueCECapability", f"InfosvcSnapshot={snapshot[0]}"),
         ("GlueCECapability", f"InfosvcSnapshotTime={snapshot[1]}"),
         ("GlueCECapability", f"CPUScalingReferenceSI00={reference}" if reference is not None else None),

@@ -324,7 +324,7 @@ def _shares(tree: GlueTree, ces: Sequence[ComputingElement], ids: Ids) -> tuple[
                         ("MaxTotalJobs", policy.max_total_jobs or None),
                         ("MaxRunningJobs", policy.max_running_jobs or None),
                         # a job may span the CE's hosts: the scheduler places it on any of them
-                        ("MaxSlotsPerJob", ce.info.total_cpus or None),
+                        ("MaxSlotsPerJob", ce.max_slots_per_job or ce.info.total_cpus or None),
                         *_memory_limits(served),
                         ("ServingState", _serving(state.status)), ("TotalJobs", max(0, state.total_jobs)),
                         ("RunningJobs", max(0, state.running_jobs)), ("WaitingJobs", max(0, state.waiting_jobs)),

@@ -21,6 +21,7 @@ from infosvc.model.glue import CEPolicy as Policy
 from infosvc.config.addresses import check_listen, check_networks
 from infosvc.config.table import ConfigError, Setting, TomlTable, unique_ids
 from infosvc.config.federation import FederationConfig, parse_federation
+from infosvc.config.lrms import LrmsConfig, parse_lrms
 from infosvc.config.resources import ResourceEntry, resource_entry
 
 DEFAULT_LISTEN: Final = "127.0.0.1:8080"
@@ -298,6 +299,8 @@ class SiteConfig:
     federation: FederationConfig = field(default_factory=FederationConfig)
     #: what one agent report may carry (infosvc.hosts.reportcaps)
     reports: ReportsConfig = field(default_factory=ReportsConfig)
+    #: the batch system (infosvc.config.lrms): the service's own queue, or a Slurm cluster read
+    lrms: LrmsConfig = field(default_factory=LrmsConfig)
 
     def cluster_of(self, host: str) -> ClusterConfig:
         """The first cluster whose NodeSet names `host`, else the first cluster without `nodes`
@@ -385,10 +388,11 @@ def parse_config(data: dict[str, Any]) -> SiteConfig:
         t.done()
     resources = [resource_entry(t, cluster_ids) for t in top.tables("resources")]
     federation = parse_federation(top)
+    lrms = parse_lrms(top)
     top.done()
     return SiteConfig(service, store, lifecycle, tuple(clusters), tuple(ces), tuple(benchmarks), tuple(software),
                       prometheus=prometheus, scheduler=scheduler, resources=tuple(resources), federation=federation,
-                      reports=reports)
+                      reports=reports, lrms=lrms)
 
 
 def _id(t: TomlTable) -> str:

@@ -24,7 +24,9 @@ from infosvc.model.nodeset import NameSet
 from infosvc.hosts.clockskew import ClockSkew
 from infosvc.hosts.history import PastReport, node_history, site_at
 from infosvc.hosts.rollup import Rollup
+from infosvc.hosts.slurm_site import SlurmSite
 from infosvc.hosts.table import HostEntry, HostTable
+from infosvc.lrms.cluster import ClusterState
 from infosvc.hosts.reportcaps import check_report
 from infosvc.config import SiteConfig
 from infosvc.store import HostEvent, Report, Store
@@ -81,6 +83,8 @@ class Aggregator:
                 # token's first claim on it would then fail in SQLite, not here.
                 log.warning("dropping stored token binding for %s: %s", host, exc)
                 self.stale_bindings.append(key)
+        #: a Slurm cluster's hosts and CEs ([lrms] type = "slurm"), put in the tree at each read
+        self.slurm: SlurmSite | None = SlurmSite(self.table) if config.lrms.slurm else None
         #: whether the hosts were read from the store (`load`): until then the table is empty
         self.loaded = False
         if load:
@@ -339,7 +343,15 @@ class Aggregator:
         self._warm(changed)
         return len(changed)
 
+    def publish_slurm(self, state: ClusterState) -> None:
+        """A good read of the Slurm cluster: its nodes and partitions published as hosts and CEs."""
+        if self.slurm is None:
+            raise RuntimeError("this site reads no Slurm cluster ([lrms] type is not \"slurm\")")
+        self._tell(self.slurm.publish(state))
+
     def _warm(self, entries: Iterable[HostEntry]) -> None:
-        hosts = [h for h in map(self.table.rollup.hosts.get, (e.id for e in entries)) if h is not None]
+        self._tell([h for h in map(self.table.rollup.hosts.get, (e.id for e in entries)) if h is not None])
+
+    def _tell(self, hosts: list[Host]) -> None:
         for listener in self.on_change:
             listener(hosts)

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, replace
-from typing import Iterable, Iterator, KeysView
+from typing import Callable, Iterable, Iterator, KeysView
 
 from infosvc.config import SiteConfig, cluster_licenses
 from infosvc.hosts.glue_host import host_from_node
+from infosvc.hosts.slurm_hosts import SlurmWord, merged_state
 from infosvc.model import glue
 from infosvc.model.glue import NO_QUEUE, CEQueueFigures, Host, SubCluster
 
@@ -109,11 +110,21 @@ class Rollup:
         self._details: dict[str, dict[Details, int]] = {}
         #: where the CEs' job figures are read at each rendering (the site's job queue)
         self._queue = queue
+        #: what the batch system (Slurm) says of the state of hosts an agent reports: it takes the
+        #: place of theirs where stronger (infosvc.hosts.slurm_hosts.merged_state)
+        self._words: dict[str, SlurmWord] = {}
+        #: the CEs, made by the batch system at each rendering in place of the config's (None: the config's)
+        self._lrms_ces: Callable[[], list[glue.ComputingElement]] | None = None
 
     # --- changes ------------------------------------------------------------------------------
 
     def update(self, host: Host) -> SubCluster:
         """Put `host` in the tree (new, or replacing its previous report); returns its subcluster."""
+        word = self._words.get(host.unique_id)
+        if word is not None:
+            state, paused, reason = merged_state(host.state, host.paused, host.reason, word)
+            if (state, paused, reason) != (host.state, host.paused, host.reason):
+                host = replace(host, state=state, paused=paused, reason=reason)
         old = self.hosts.get(host.unique_id)
         key = subcluster_key(host)
         sub_id = self._key_of.get(key)
@@ -146,6 +157,19 @@ class Rollup:
             self._share_details(sub, host, +1)
         return sub
 
+    def set_word(self, host_id: str, word: SlurmWord | None, own: tuple[str, bool, str | None]) -> Host | None:
+        """The batch system's word on a host an agent reports (None: it says nothing any more);
+        `own`: the host's own state, paused and reason, which the word is merged with."""
+        if word is None:
+            self._words.pop(host_id, None)
+        else:
+            self._words[host_id] = word
+        return self.set_state(host_id, *own)
+
+    def read_lrms(self, ces: Callable[[], list[glue.ComputingElement]] | None) -> None:
+        """Publish the CEs the batch system makes (a Slurm cluster's partitions) from now on."""
+        self._lrms_ces = ces
+
     def read_queue(self, queue: CEQueueFigures) -> None:
         """Publish the CEs with this queue's figures from now on (the site's wiring, once at start)."""
         self._queue = queue
@@ -153,6 +177,7 @@ class Rollup:
     def of_hosts(self, hosts: Iterable[Host]) -> Rollup:
         """A roll-up of these hosts alone, with this one's config and queue figures (a filtered view)."""
         part = Rollup(self.config, self._queue)
+        part._lrms_ces = self._lrms_ces
         for host in hosts:
             part.update(host)
         return part
@@ -163,6 +188,7 @@ class Rollup:
         if old is None:
             return None
         paused = old.paused if paused is None else paused
+        state, paused, reason = merged_state(state, paused, reason, self._words.get(host_id))
         if (old.state, old.paused, old.reason) == (state, paused, reason):
             return old
         sub = self.subclusters[self._sub_of[host_id]]
@@ -284,6 +310,8 @@ class Rollup:
         return Totals(hosts, live, total, free, accelerators, used_accelerators, free_accelerators)
 
     def computing_elements(self) -> list[glue.ComputingElement]:
+        if self._lrms_ces is not None:
+            return self._lrms_ces()
         url = self.config.service.information_service_url or None
         all_ids = tuple(c.unique_id for c in self.clusters())
         found = []

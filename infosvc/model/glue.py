@@ -369,6 +369,9 @@ class ComputingElement:
     #: the accelerators of its clusters' hosts (infosvc addition; GLUE 2.1's accelerator slots):
     #: all of live hosts, those busy, those free on Ready hosts
     accelerators: AcceleratorFigures | None = None
+    #: the CPUs one job may hold (GLUE 1.3 and 2.0 MaxSlotsPerJob), where the batch system limits
+    #: it (Slurm's MaxNodes); None: not limited but by the CE's TotalCPUs
+    max_slots_per_job: int | None = None
 
 
 class GlueTree(Protocol):

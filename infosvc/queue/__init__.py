@@ -7,7 +7,10 @@ from infosvc.queue.accounting import Cursor, Listing, Page, listing_page
 from infosvc.queue.dryrun import MAX_MATCH_JOBS, PreparedMatch, Scheduled, dry_run, prepare_match
 from infosvc.queue.jobqueue import JobQueue
 from infosvc.queue.processors import scheduler_view, totals
-from infosvc.queue.submissions import TRUSTED, prepare
+from infosvc.queue.submissions import (
+    MAX_GROUP_JOBS, TRUSTED, Filer, Prepared, check_group, owner_of, prepare, read_document,
+)
 
-__all__ = ["MAX_MATCH_JOBS", "TRUSTED", "Cursor", "JobQueue", "Listing", "Page", "PreparedMatch", "Scheduled", "dry_run",
-           "jobcontrols", "listing_page", "prepare", "prepare_match", "scheduler_view", "totals"]
+__all__ = ["MAX_GROUP_JOBS", "MAX_MATCH_JOBS", "TRUSTED", "Cursor", "Filer", "JobQueue", "Listing", "Page", "Prepared",
+           "PreparedMatch", "Scheduled", "check_group", "dry_run", "jobcontrols", "listing_page", "owner_of", "prepare",
+           "prepare_match", "read_document", "scheduler_view", "totals"]

@@ -38,7 +38,7 @@ from infosvc.queue.eligibility import Eligibility
 from infosvc.queue.ended import EndedJobs
 from infosvc.queue.jobnames import JobNames
 from infosvc.queue.planning import PassPlan, could_start, explained, held_on
-from infosvc.queue.predictions import predict_queued
+from infosvc.queue.predictions import overdue_guard, predict_queued
 from infosvc.queue.machine import SiteMachine
 from infosvc.queue.runnable import screened
 from infosvc.queue.submissions import Filer, prepare, requirements_again
@@ -329,7 +329,7 @@ class JobQueue:
             queued = self._waiting()
         now = self.clock()
         work = PassPlan(pool, running, holders, queued, now, ces, self.machine.cluster_of, run_time_ratio(finished[-1000:]),
-                     self.policy)
+                     self.policy, overdue_after=overdue_guard(finished, holders))
         plan, figures = await asyncio.to_thread(work.run)
         async with self._lock:
             await self._apply(plan, pool, ces, now)

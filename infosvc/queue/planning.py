@@ -15,7 +15,7 @@ from infosvc.sched import Plan, Policy, Running, schedule
 from infosvc.sched.hosts import NO_HOST, Allocation, HostPool, WaitingJob
 from infosvc.model.ccsjob import JobState
 from infosvc.sched.jobs import JobRecord
-from infosvc.sched.ordering import slack_key
+from infosvc.sched.ordering import OVERDUE_AFTER, slack_key
 from infosvc.sched.policy import predicted
 from infosvc.queue.cestate import SERVED, CEFigures, Homes, figures_of, full_clusters, homes_of, running_per_ce
 from infosvc.queue.eligibility import Eligibility
@@ -51,6 +51,8 @@ class PassPlan:
     policy: Policy
     #: the CEs each waiting job is counted on, made by `run` with the figures
     homes: Homes = field(default_factory=lambda: Homes({}, frozenset()))
+    #: `predictive`'s guard: a job waiting this long is served in EASY's order (infosvc/queue/predictions.py)
+    overdue_after: float = OVERDUE_AFTER
 
     def run(self) -> tuple[Plan[Allocation], dict[str, CEFigures]]:
         pool, ces = self.pool, self.ces
@@ -69,7 +71,7 @@ class PassPlan:
         # jobs with an SSS EligibleTime: the policy passes over those not yet eligible
         not_before = {w.id: r.request.eligible for w, r, may in ordered if may and r.request.eligible is not None}
         plan = schedule(pool, self.running, [w for w, _, may in ordered if may], self.now, self.policy, when=iso_time,
-                        not_before=not_before)
+                        not_before=not_before, overdue_after=self.overdue_after)
         kept, started = [], []
         records = {w.id: record for w, record, _ in ordered}
         for start in plan.starts:  # MaxRunningJobs within the pass, in queue order

@@ -1,7 +1,8 @@
 """The `predictive` policy's run time predictions in the service: each queued job predicted once,
 when a pass first sees it, from its owner's ended jobs that ran (the queue keeps the newest ended
 jobs in memory, read back from the store at start), as the simulator predicts a trace's job at its
-submission (infosvc/sched/prediction.py)."""
+submission (infosvc/sched/prediction.py); and its guard's bound, from the longest wait of those
+jobs and the running ones, as the simulator's follows the longest wait of its started jobs."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from typing import Iterable
 
 from infosvc.model.ccsjob import JobState
 from infosvc.sched.jobs import JobRecord
+from infosvc.sched.ordering import guard_after
 from infosvc.sched.prediction import UserHistory
 
-__all__ = ["history_of", "predict_queued"]
+__all__ = ["history_of", "overdue_guard", "predict_queued"]
 
 
 def history_of(jobs: Iterable[JobRecord]) -> UserHistory:
@@ -34,3 +36,11 @@ def predict_queued(jobs: Iterable[JobRecord]) -> int:
         for job in new:
             job.predicted = history.predict(job.owner, job.estimate)
     return len(new)
+
+
+def overdue_guard(*started: Iterable[JobRecord]) -> float:
+    """The guard's bound (infosvc/sched/ordering.py, `guard_after`) for a pass: from the longest
+    wait, submission to start, of the jobs given that started (the ended jobs kept, the running)."""
+    longest = max((job.started - job.submitted for jobs in started for job in jobs if job.started is not None),
+                  default=0.0)
+    return guard_after(longest)

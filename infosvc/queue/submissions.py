@@ -22,7 +22,8 @@ from infosvc.sched.request import JobRequest, read_request
 from infosvc.queue.eligibility import requirements_of
 from infosvc.errors import Forbidden
 
-__all__ = ["MAX_GROUP_JOBS", "Document", "Filer", "Prepared", "prepare", "read_document", "requirements_again"]
+__all__ = ["MAX_GROUP_JOBS", "Document", "Filer", "Prepared", "check_group", "owner_of", "prepare", "read_document",
+           "requirements_again"]
 
 log = logging.getLogger("infosvc.queue")
 
@@ -100,7 +101,7 @@ def prepare(body: bytes, content_type: str, filer: Filer, exclusive_default: boo
         requirements = _requirements(job, signature)
         request = replace(read_request(needs, owner, exclusive_default), asks_hosts=requirements is not None)
         prepared.append(Prepared(request, requirements, job.id, signature))
-    _check_group(document.parsed, prepared)
+    check_group(document.parsed, prepared)
     return prepared, document.warnings
 
 
@@ -158,7 +159,7 @@ def _requirements(job: Job, signature: str) -> Requirements | None:
     return requirements
 
 
-def _check_group(parsed: Job | JobGroup, prepared: list[Prepared]) -> None:
+def check_group(parsed: Job | JobGroup, prepared: list[Prepared]) -> None:
     """Dependencies inside a JobGroup name jobs of the group (by Id or Name) and form no cycle."""
     if not isinstance(parsed, JobGroup):
         return

@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 
 from infosvc.sched.draws import MAX_GPUS_PER_HOST
 from infosvc.sched.hosts import Allocation, HostPool, HostSlot, WaitingJob
-from infosvc.sched.ordering import order_key
+from infosvc.sched.ordering import guard_after, order_key
 from infosvc.sched.policy import Policy, Running, schedule
 from infosvc.sched.prediction import UserHistory
 from infosvc.sched.request import JobRequest
@@ -115,6 +115,7 @@ def simulate_hosts(jobs: Sequence[SimJob], processors: int, policy: Policy, what
     replay = HostReplay(host_slots(processors, what_if))
     pool = HostPool(replay.slots)
     options = Options()
+    longest = 0.0  # the longest wait of a job started so far: the guard's bound follows it, as in the pool's replay
     predictive = policy is Policy.PREDICTIVE
     history = UserHistory()
     keys: list[tuple[float, float, str]] = []
@@ -159,9 +160,10 @@ def simulate_hosts(jobs: Sequence[SimJob], processors: int, policy: Policy, what
         if pool.room() < sizes[0]:
             continue
         plan = schedule(pool, running.values(), queue, now, policy, explain=False,
-                        overdue_after=options.overdue_after)
+                        overdue_after=guard_after(longest, options.overdue_after, options.guard_fraction))
         if not plan.starts:
             continue
+        longest = max(longest, now - min(start.job.submitted for start in plan.starts))
         for start in plan.starts:
             entry: WaitingJob = start.job  # type: ignore[assignment]
             job = trace_job[entry.id]

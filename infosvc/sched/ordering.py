@@ -7,12 +7,16 @@ Each reads a job's submission, processors and predicted run time (infosvc/sched/
   never changes while the job waits, so a job can only ever be passed by jobs submitted less than
   `MAX_SLACK` after it. A fixed key lets the simulator keep its queue sorted instead of sorting it
   each pass.
-- The guard (`overdue`): whatever the order, a job that has waited `OVERDUE_AFTER` seconds goes
-  ahead of every job that has not, the overdue jobs in submission order: EASY's order, and the
-  first of them that cannot start is the head EASY would reserve for (infosvc/sched/policy.py).
-  That is what bounds a job's wait near EASY's (docs/simulation.md): no job is passed by the
-  slack order for more than `OVERDUE_AFTER`, where the slack alone let a long job be passed for
-  `MAX_SLACK`. Both constants were chosen on the tuning traces only (docs/simulation.md says which).
+- The guard (`overdue`): whatever the order, a job that has waited the guard's bound goes ahead
+  of every job that has not, the overdue jobs in submission order: EASY's order, and the first of
+  them that cannot start is the head EASY would reserve for (infosvc/sched/policy.py). That is
+  what bounds a job's wait near EASY's (docs/simulation.md). The bound (`guard_after`) follows the
+  machine's own waits: `GUARD_FRACTION` of the longest wait a started job has had so far, never
+  under `OVERDUE_AFTER`. On a machine whose jobs wait days a fixed few hours put nearly every
+  waiting job back in EASY's order and took the gain; on one where nobody waits long the floor
+  holds. The constants were chosen on the tuning traces only (docs/simulation.md says which).
+- `sjf`: the shortest predicted run time first (the backfill order of Tsafrir et al.'s SJBF when
+  the guard puts every job in EASY's order at once).
 - `wfp3`: (wait / run time)^3 x processors, largest first (Tang et al., "Fault-aware,
   utility-based job scheduling on Blue Gene/P systems", Cluster 2009).
 - `unicef`: wait / (log2(processors + 1) x run time), largest first (Vasupongayya and Chiang,
@@ -33,16 +37,18 @@ from enum import StrEnum
 from operator import attrgetter
 from typing import Iterator, Protocol, Sequence, TypeVar
 
-__all__ = ["MAX_SLACK", "OVERDUE_AFTER", "SLACK_FACTOR", "Order", "Ranked", "TIMED", "order_key", "overdue",
-           "slack_key"]
+__all__ = ["GUARD_FRACTION", "MAX_SLACK", "OVERDUE_AFTER", "SLACK_FACTOR", "Order", "Ranked", "TIMED", "guard_after",
+           "order_key", "overdue", "slack_key"]
 
 #: The slack is this many times the predicted run time ...
 SLACK_FACTOR = 10.0
 #: ... and never more than this (seconds): a job is passed only by jobs submitted within two days after it.
 MAX_SLACK = 48 * 3600.0
 #: A job waiting this long (seconds) is served in EASY's order, ahead of the slack order (0: always,
-#: which is EASY's order throughout; math.inf: never).
+#: which is EASY's order throughout; math.inf: never): the guard's floor ...
 OVERDUE_AFTER = 6 * 3600.0
+#: ... raised to this part of the longest wait a started job has had (0: the floor alone).
+GUARD_FRACTION = 0.25
 
 
 class Order(StrEnum):
@@ -51,6 +57,7 @@ class Order(StrEnum):
     WFP3 = "wfp3"
     UNICEF = "unicef"
     F1 = "f1"
+    SJF = "sjf"
 
 
 #: The orders whose keys change with the clock.
@@ -112,6 +119,12 @@ def overdue(queue: Sequence[W], now: float, after: float = OVERDUE_AFTER) -> Ite
         late.remove(oldest)
 
 
+def guard_after(longest_wait: float, floor: float = OVERDUE_AFTER, fraction: float = GUARD_FRACTION) -> float:
+    """The guard's bound (seconds) on a machine where the longest wait of a started job so far is
+    `longest_wait`: `fraction` of it, never under `floor` (math.inf: the guard off)."""
+    return max(floor, fraction * longest_wait) if longest_wait > 0 else floor
+
+
 def slack_key(submitted: float, predicted: float, factor: float = SLACK_FACTOR, cap: float = MAX_SLACK) -> float:
     """The `slack` order's key: submission plus the capped slack (an Infinite prediction gets the cap)."""
     return submitted + min(cap, factor * predicted)
@@ -127,6 +140,8 @@ def order_key(order: Order, job: Ranked, now: float, factor: float = SLACK_FACTO
         value = -((max(0.0, now - job.submitted) / run) ** 3) * job.processors
     elif order is Order.UNICEF:
         value = -max(0.0, now - job.submitted) / (math.log2(job.processors + 1) * run)
+    elif order is Order.SJF:
+        value = run
     elif order is Order.F1:
         value = math.log10(run) * job.processors + 870.0 * math.log10(max(job.submitted, 0.1))
     else:

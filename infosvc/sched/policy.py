@@ -15,7 +15,7 @@ simulator with a simulated machine and simulated time, and both get the same dec
   within the backfill window, is the first clause. A job of Infinite run time never ends by a
   shadow time, so it is never backfilled past a reservation, only into the extra resources.
 - Predictive (`predictive`): EASY over the caller's order (the slack order of
-  infosvc/sched/ordering.py) with its guard: the jobs that have waited `OVERDUE_AFTER` start
+  infosvc/sched/ordering.py) with its guard: the jobs that have waited `overdue_after` start
   first, oldest first (EASY's order), and the first of them that does not fit is the reserved
   head; the others, and every job when none is overdue, are in the caller's order, and the
   backfilling past the head scans them in that order. The reservation and the backfilling rule
@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 import operator
 from enum import StrEnum
-from itertools import chain
+from itertools import chain, compress
 from typing import Callable, Collection, Generic, Iterable, Iterator, Mapping, NamedTuple, Protocol, Sequence, TypeVar
 
 from infosvc.sched.ordering import OVERDUE_AFTER, overdue
@@ -221,7 +221,7 @@ def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterab
     if policy is _PREDICTIVE:  # backfilling is in the caller's order still: only the head is the guard's
         passed = {start.job.id for start in plan.starts}
         passed.add(head.id)
-        rest = (job for job in jobs if job.id not in passed)
+        rest = compress(jobs, map(operator.not_, map(passed.__contains__, map(_ID, jobs))))  # in C: a long queue
     reservation, extra = _reserve(free, running, plan.starts, head, now)
     if policy is _PREDICTIVE and explain:
         reservation = _expected(free, running, plan, reservation, now)
@@ -317,6 +317,7 @@ def _reserve(free: Machine[A], running: Collection[Running[A]], starting: Sequen
 
 
 _END = operator.itemgetter(0)
+_ID = operator.attrgetter("id")
 
 
 def _shadow(free: Machine[A], ending: list[tuple[float, A]], head: Queued,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable, Collection, Iterable, NamedTuple, Pr
 from infosvc.codec.swf import SwfRecord
 from infosvc.sched.policy import Plan, Policy, Queued, Running, Start, schedule
 from infosvc.sched.pool import ProcessorPool
-from infosvc.sched.ordering import MAX_SLACK, OVERDUE_AFTER, SLACK_FACTOR, TIMED, Order, order_key
+from infosvc.sched.ordering import GUARD_FRACTION, MAX_SLACK, OVERDUE_AFTER, SLACK_FACTOR, TIMED, Order, guard_after, order_key
 
 if TYPE_CHECKING:  # predictive's alone: imported when one runs (it imports `dataclasses`)
     from infosvc.sched.prediction import UserHistory
@@ -162,8 +162,10 @@ class Options(NamedTuple):
     order: Order = Order.SLACK
     slack_factor: float = SLACK_FACTOR
     max_slack: float = MAX_SLACK
-    #: the guard: a job waiting this long is served in EASY's order (infosvc/sched/ordering.py)
+    #: the guard: a job waiting this long is served in EASY's order (infosvc/sched/ordering.py) ...
     overdue_after: float = OVERDUE_AFTER
+    #: ... or this part of the longest wait so far, if longer (0: `overdue_after` alone)
+    guard_fraction: float = GUARD_FRACTION
 
 
 class Waiting(NamedTuple):
@@ -262,6 +264,8 @@ class _Predicted:
         self.keys: list[tuple[float, float, str]] = []  # the queue's keys, sorted ...
         self.queue: list[Waiting] = []  # ... and its jobs, in the same order (the pass reads this list as it is)
         self.timed = options.order in TIMED
+        self.longest = 0.0  # the longest wait of a job started so far (the guard's bound follows it)
+        self.key_of: dict[str, tuple[float, float, str]] = {}  # each waiting job's key (fixed orders)
 
     def arrive(self, job: SimJob, now: float) -> None:
         options = self.options
@@ -271,6 +275,7 @@ class _Predicted:
         at = bisect.bisect(self.keys, key)
         self.keys.insert(at, key)
         self.queue.insert(at, waiting)
+        self.key_of[job.id] = key
 
     def ended(self, user: int, run: float) -> None:
         self.history.record(user, run)
@@ -280,8 +285,11 @@ class _Predicted:
         if self.timed:
             self.queue.sort(key=lambda w: order_key(order, w, now))
             self.keys = [order_key(order, w, now) for w in self.queue]
+        options = self.options
         plan = schedule(pool, running, self.queue, now, Policy.PREDICTIVE, explain=False,
-                        overdue_after=self.options.overdue_after)
+                        overdue_after=guard_after(self.longest, options.overdue_after, options.guard_fraction))
+        if plan.starts:
+            self.longest = max(self.longest, now - min(start.job.submitted for start in plan.starts))
         if self.observe is not None and plan.reservation is not None:
             self.observe(now, plan.reservation.job, plan.reservation.at)  # type: ignore[arg-type]
         return plan
@@ -291,9 +299,16 @@ class _Predicted:
         return waiting.job, waiting.predicted
 
     def leave(self, starts: list[Start[int]]) -> None:
-        started = {s.job.id for s in starts}
-        kept = [at for at, w in enumerate(self.queue) if w.id not in started]
-        self.keys, self.queue = [self.keys[at] for at in kept], [self.queue[at] for at in kept]
+        if self.timed or len(starts) > 8:  # many at once: one rebuild
+            started = {s.job.id for s in starts}
+            for job_id in started:
+                del self.key_of[job_id]
+            kept = [at for at, w in enumerate(self.queue) if w.id not in started]
+            self.keys, self.queue = [self.keys[at] for at in kept], [self.queue[at] for at in kept]
+            return
+        for start in starts:  # a fixed key, found by bisection: a long queue is not copied each pass
+            at = bisect.bisect_left(self.keys, self.key_of.pop(start.job.id))
+            del self.keys[at], self.queue[at]
 
 
 def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,

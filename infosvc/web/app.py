@@ -23,6 +23,7 @@ from infosvc.hosts import Aggregator
 from infosvc.config import SiteConfig
 from infosvc.queue import JobQueue
 from infosvc.hosts import Tokens
+from infosvc.lrms.reader import ClusterReader
 from infosvc.store import Store
 from infosvc.publish.faultmetrics import FaultCollector
 from infosvc.web.auth import authorize
@@ -31,11 +32,14 @@ from infosvc.web.errors import errors_as_json
 from infosvc.web.federation import federate
 from infosvc.web.garbage import scheduled_collection
 from infosvc.web.pretty import readable
-from infosvc.web.keys import AGGREGATOR, CONFIG, GLUE, HISTORY_WORKERS, JOB_QUEUE, MATCH_GATE, METRICS, PAST_VIEWS
+from infosvc.web.keys import (
+    AGGREGATOR, CONFIG, GLUE, HISTORY_WORKERS, JOB_QUEUE, LRMS_READER, MATCH_GATE, METRICS, PAST_VIEWS, SLURM,
+)
 from infosvc.web.match import MatchGate
 from infosvc.web.opening import OPEN, OPENING
 from infosvc.web.nodes import HISTORY_THREADS
 from infosvc.web.routes import add_routes
+from infosvc.web.slurmjobs import SlurmSide
 
 log = logging.getLogger("infosvc.web")
 
@@ -113,6 +117,10 @@ async def _open(app: web.Application, agg: Aggregator, running: list[asyncio.Tas
     running.append(asyncio.create_task(_sweep_forever(agg, config)))
     running.append(asyncio.create_task(queue.run_forever()))
     running.append(asyncio.create_task(queue.ended.prune_forever()))  # at start, then every hour
+    if agg.slurm is not None:  # a Slurm cluster's state read every interval, off the loop (docs/slurm.md)
+        reader = app[LRMS_READER] = ClusterReader(config.lrms)
+        reader.on_read.append(agg.publish_slurm)
+        running.append(asyncio.create_task(reader.run_forever()))
     queue.poke()
     app[OPEN].set()
     log.info("%d hosts read (%d from the snapshot of the last clean stop) and published in %.2f s", hosts,
@@ -153,6 +161,7 @@ def make_app(config: SiteConfig, *, db: str | Path | None = None, tokens: Tokens
     app[MATCH_GATE] = MatchGate()
     app[PAST_VIEWS] = asyncio.Semaphore(1)
     app[HISTORY_WORKERS] = asyncio.Semaphore(HISTORY_THREADS)
+    app[SLURM] = SlurmSide.of(config.lrms)  # the job routes' Slurm mode (infosvc/web/slurmjobs.py)
     app.cleanup_ctx.append(_metrics_ctx)
     if config.federation.upstreams:  # a top level over site aggregators (docs/grid.md)
         federate(app)

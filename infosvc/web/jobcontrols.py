@@ -15,7 +15,8 @@ from infosvc.publish.jobs import job_json
 from infosvc.queue import jobcontrols as controls
 from infosvc.web.auth import caller_of
 from infosvc.web.bodies import read_body
-from infosvc.web.keys import AGGREGATOR, JOB_QUEUE
+from infosvc.web import slurmjobs
+from infosvc.web.keys import AGGREGATOR, JOB_QUEUE, SLURM
 
 __all__ = ["post_hold", "post_priority", "post_release", "post_requeue"]
 
@@ -67,6 +68,8 @@ def _answer(job: Any) -> web.Response:
 
 async def post_hold(request: web.Request) -> web.Response:
     who, name = _actor(request), await _hold_named(request)
+    if request.app[SLURM].config.slurm:
+        return await slurmjobs.post_control(request, "hold", name)
     job = await request.app[JOB_QUEUE].alter(request.match_info["id"],
                                              lambda job, now: controls.hold(job, name, who, now))
     return _answer(job)
@@ -74,6 +77,8 @@ async def post_hold(request: web.Request) -> web.Response:
 
 async def post_release(request: web.Request) -> web.Response:
     who, name = _actor(request), await _hold_named(request)
+    if request.app[SLURM].config.slurm:
+        return await slurmjobs.post_control(request, "release", name)
     job = await request.app[JOB_QUEUE].alter(request.match_info["id"],
                                              lambda job, now: controls.release(job, name, who, now))
     return _answer(job)
@@ -81,6 +86,8 @@ async def post_release(request: web.Request) -> web.Response:
 
 async def post_requeue(request: web.Request) -> web.Response:
     who = _actor(request)
+    if request.app[SLURM].config.slurm:
+        return await slurmjobs.post_control(request, "requeue", "")
     data = await _body(request, "an empty body")
     if data:
         raise Invalid(f"unknown field {sorted(data)[0][:40]!r}", "requeue takes an empty body")
@@ -90,6 +97,8 @@ async def post_requeue(request: web.Request) -> web.Response:
 
 async def post_priority(request: web.Request) -> web.Response:
     who = _actor(request)
+    if request.app[SLURM].config.slurm:
+        return await slurmjobs.post_control(request, "priority", "")
     data = await _body(request, '{"priority": "AboveNormal"} or {"priority": 3}')
     if set(data) != {"priority"}:
         raise Invalid("the body is {\"priority\": P}: a CCS priority (Lowest .. Highest) or its rank 0 to 4")

@@ -21,7 +21,8 @@ from infosvc.hosts import QueryError, parse_time
 from infosvc.queue import Cursor, Listing, listing_page
 from infosvc.web.auth import Caller, caller_of
 from infosvc.web.bodies import read_body
-from infosvc.web.keys import AGGREGATOR, JOB_QUEUE
+from infosvc.web import slurmjobs
+from infosvc.web.keys import AGGREGATOR, JOB_QUEUE, SLURM
 
 #: A page of GET /v1/jobs holds at most this many jobs (`limit`), DEFAULT_LISTED unless it says.
 MAX_LISTED: Final = 10_000
@@ -43,7 +44,14 @@ def _json(data: Any, status: int = 200) -> web.Response:
     return web.json_response(data, status=status, dumps=lambda value: json.dumps(value, separators=(",", ":")))
 
 
+def _by_slurm(request: web.Request) -> bool:
+    """Whether Slurm runs the site's jobs (`[lrms] type = "slurm"`): the routes are slurmjobs'."""
+    return request.app[SLURM].config.slurm
+
+
 async def post_job(request: web.Request) -> web.Response:
+    if _by_slurm(request):
+        return await slurmjobs.post_job(request)
     caller = _caller(request)
     body = await read_body(request, request.app[AGGREGATOR].config.service)
     tokens = request.app[AGGREGATOR].tokens
@@ -67,6 +75,8 @@ async def get_jobs(request: web.Request) -> web.Response:
         if len(query.getall(key, ())) > 1:  # `?state=Queued&state=Finished` is no one listing
             raise QueryError(key, "given more than once")
     listing = listing_of(query)
+    if _by_slurm(request):
+        return await slurmjobs.get_jobs(request, listing)
     page = await listing_page(request.app[JOB_QUEUE], listing)
     jobs = [job_json(job) for job in page.active]
     if page.ended:
@@ -103,6 +113,8 @@ def listing_of(query: Mapping[str, str]) -> Listing:
 
 
 async def get_job(request: web.Request) -> web.Response:
+    if _by_slurm(request):
+        return await slurmjobs.get_job(request)
     queue = request.app[JOB_QUEUE]
     job = await queue.ended.find(request.match_info["id"])  # an ended one may be in the store only
     answer = job_json(job, detail=True)
@@ -113,6 +125,8 @@ async def get_job(request: web.Request) -> web.Response:
 
 
 async def delete_job(request: web.Request) -> web.Response:
+    if _by_slurm(request):
+        return await slurmjobs.delete_job(request)
     caller = _caller(request)
     job = await request.app[JOB_QUEUE].cancel(request.match_info["id"], admin=caller.role is Role.ADMIN,
                                               submitter=caller.key[:16])

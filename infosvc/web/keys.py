@@ -12,9 +12,11 @@ from infosvc.publish.prometheus import Metrics
 from infosvc.hosts import Aggregator
 from infosvc.config import SiteConfig
 from infosvc.queue import JobQueue
+from infosvc.lrms.reader import ClusterReader
 
 if TYPE_CHECKING:
     from infosvc.federation.pull import Federation
+    from infosvc.web.slurmjobs import SlurmSide
     from infosvc.web.match import MatchGate
     from infosvc.web.routes import Route
 
@@ -24,11 +26,15 @@ METRICS = web.AppKey("metrics", Metrics)
 GLUE = web.AppKey("glue", Glue)
 JOB_QUEUE = web.AppKey("job_queue", JobQueue)
 MATCH_GATE: web.AppKey["MatchGate"] = web.AppKey("match_gate")
+#: Slurm's side of the job routes when it runs the site's jobs (infosvc/web/slurmjobs.py)
+SLURM: web.AppKey["SlurmSide"] = web.AppKey("slurm")
 #: a top level's upstreams and their union (infosvc/web/federation.py)
 FEDERATION: web.AppKey["Federation"] = web.AppKey("federation")
 #: past views of the site being built now (GET /v1/glue?at=), by their one slot
 PAST_VIEWS = web.AppKey("past_views", asyncio.Semaphore)
 #: the worker slots that build history answers (GET /v1/nodes/{id}/history) take turns on
 HISTORY_WORKERS = web.AppKey("history_workers", asyncio.Semaphore)
+#: the Slurm cluster's reader ([lrms] type = "slurm"; absent otherwise)
+LRMS_READER = web.AppKey("lrms_reader", ClusterReader)
 #: handler -> its entry in the route table, for the authorizing middleware
 ROUTE_TABLE: web.AppKey[dict[Callable[..., Any], "Route"]] = web.AppKey("route_table")

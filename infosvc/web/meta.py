@@ -11,7 +11,7 @@ from infosvc import __version__
 from infosvc.codec.safexml import SCHEMA_DIR
 from infosvc.errors import NotFound
 from infosvc.web.opening import OPEN, start_failure
-from infosvc.web.keys import AGGREGATOR
+from infosvc.web.keys import AGGREGATOR, LRMS_READER
 from infosvc.web.negotiate import JSON, XML
 
 #: The files of schemas/ served at /schemas/{name}: what /openapi.json refers to, and the XML
@@ -57,4 +57,8 @@ async def healthz(request: web.Request) -> web.Response:
                                  status=503)
     if not request.app[OPEN].is_set():  # the hosts are being read (infosvc/web/opening.py)
         return web.json_response({"status": "starting", "version": __version__, "hosts": len(agg.table)})
-    return web.json_response({"status": "ok", "version": __version__, "hosts": len(agg.table)})
+    said: dict[str, object] = {"status": "ok", "version": __version__, "hosts": len(agg.tree)}
+    reader = request.app.get(LRMS_READER)
+    if reader is not None:  # the batch system's last read: fresh, or stale and why (docs/slurm.md)
+        said["lrms"] = reader.health()
+    return web.json_response(said)

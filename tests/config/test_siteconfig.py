@@ -16,6 +16,7 @@ from infosvc.config.site import (DEFAULT_CLUSTER, DEFAULT_LISTEN, Benchmark, Clu
                                 ConfigError, LifecycleConfig, Policy, PrometheusConfig, ReportsConfig, SchedulerConfig,
                                 ServiceConfig, SiteConfig, Software, StoreConfig, load_config, parse_config)
 from infosvc.config.federation import FederationConfig, Upstream
+from infosvc.config.lrms import LrmsConfig
 from infosvc.config.resources import ResourceEntry
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
@@ -538,13 +539,15 @@ def test_accepted_keys_are_what_the_dataclasses_hold(accepted: Accepted) -> None
         "benchmarks": fields(Benchmark), "software": fields(Software), "prometheus": fields(PrometheusConfig),
         "scheduler": fields(SchedulerConfig), "resources": fields(ResourceEntry),
         "federation": fields(FederationConfig, "upstreams"), "federation.upstreams": fields(Upstream),
-        "reports": fields(ReportsConfig),
+        "reports": fields(ReportsConfig), "lrms": fields(LrmsConfig, "accounts"),
     }
     assert accepted.tables == {"service", "store", "lifecycle", "clusters", "computing_elements",
                                "computing_elements.policy", "benchmarks", "software", "prometheus", "scheduler",
-                               "resources", "federation", "federation.upstreams", "reports"}
+                               "resources", "federation", "federation.upstreams", "reports", "lrms",
+                               "lrms.accounts"}
     assert accepted.tables == {f.name for f in dataclasses.fields(SiteConfig)} | {"computing_elements.policy",
-                                                                                "federation.upstreams"}
+                                                                                "federation.upstreams",
+                                                                                "lrms.accounts"}
 
 
 def test_every_key_is_documented(accepted: Accepted) -> None:
@@ -561,7 +564,8 @@ def _value(config: SiteConfig, table: str, key: str) -> Any:
                   "benchmarks": config.benchmarks[0], "software": config.software[0],
                   "prometheus": config.prometheus, "scheduler": config.scheduler,
                   "resources": config.resources[0], "federation": config.federation,
-                  "federation.upstreams": config.federation.upstreams[0], "reports": config.reports}[table]
+                  "federation.upstreams": config.federation.upstreams[0], "reports": config.reports,
+                  "lrms": config.lrms}[table]
     return getattr(owner, key)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 #: Each part of infosvc/, lowest first: a module may import its own part and those before it.
-LAYERS = ("controls", "errors", "loglimit", "model", "codec", "matching", "sched", "store", "config", "hosts", "queue", "publish", "federation", "web", "cli")
+LAYERS = ("controls", "errors", "loglimit", "model", "codec", "matching", "sched", "store", "config", "lrms", "hosts", "queue", "publish", "federation", "web", "cli")
 #: The host agent needs only what a sample needs: the model and the SSS Node codec; and its text log
 #: the escaping of the server's (controls).
 AGENT_MAY_IMPORT = ("infosvc", "infosvc.model", "infosvc.codec.node_xml", "infosvc.codec.xmltext", "infosvc.controls")

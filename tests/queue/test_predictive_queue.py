@@ -112,3 +112,28 @@ def test_the_ccs_priorities_still_come_first(site: PredictiveSite) -> None:
     site.end(blocker)
     site.schedule()
     assert (site.state(urgent), site.state(short)) == (JobState.RUNNING, JobState.QUEUED)
+
+
+def test_the_guard_follows_the_longest_wait_of_the_sites_own_jobs(site: PredictiveSite) -> None:
+    # Once a job here has waited 40 h, the guard's bound is a quarter of that, 10 h, not its 6 h
+    # floor: a job that has waited 7 h is still in the slack order, and a short one goes ahead of it.
+    first = site.submit("first", "alice", 1000)
+    site.schedule()
+    site.now += 100
+    site.end(first)  # alice's jobs take 100 s
+    blocker = site.submit("blocker", "carol", 500_000)
+    site.schedule()
+    waiter = site.submit("waiter", "bob", 1000)
+    site.now += 40 * 3600
+    site.end(blocker)
+    site.schedule()
+    assert site.state(waiter) is JobState.RUNNING  # it waited 40 h
+    site.end(waiter)
+    again = site.submit("again", "carol", 500_000)
+    site.schedule()
+    old = site.submit("old", "dave", 5000)  # no history: predicted 5,000 s, a slack of 50,000 s
+    site.now += 7 * 3600
+    short = site.submit("short", "alice", 1000)  # predicted 100 s: its key is 25,200 + 1,000 s after old's submission
+    site.end(again)
+    site.schedule()
+    assert (site.state(short), site.state(old)) == (JobState.RUNNING, JobState.QUEUED)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infosvc.sched import Policy
-from infosvc.sched.ordering import MAX_SLACK, Order, order_key, overdue, slack_key
+from infosvc.sched.ordering import GUARD_FRACTION, MAX_SLACK, OVERDUE_AFTER, Order, guard_after, order_key, overdue, slack_key
 from infosvc.sched.policy import Running, schedule
 from infosvc.sched.pool import ProcessorPool
 from infosvc.sched.prediction import UserHistory, planned_end
@@ -91,6 +91,16 @@ def test_the_guard_picks_the_first_groups_jobs_waiting_past_the_bound_oldest_fir
     assert list(overdue([urgent, low], now=10 ** 6, after=60)) == [urgent]
 
 
+def test_the_guards_bound_is_a_part_of_the_longest_wait_never_under_its_floor() -> None:
+    assert guard_after(0.0) == OVERDUE_AFTER  # nothing started yet: the floor
+    assert guard_after(40 * 3600.0) == max(OVERDUE_AFTER, GUARD_FRACTION * 40 * 3600.0)
+    assert guard_after(1000.0, floor=60.0, fraction=0.25) == 250.0
+    assert guard_after(100.0, floor=60.0, fraction=0.25) == 60.0  # a quarter of it is under the floor
+    assert guard_after(10.0 ** 9, floor=60.0, fraction=0.0) == 60.0  # no fraction: the floor alone
+    assert guard_after(10.0 ** 9, floor=math.inf) == math.inf  # the guard off stays off
+    assert guard_after(-5.0, floor=60.0) == 60.0
+
+
 def test_an_overdue_job_is_reserved_ahead_of_a_shorter_one_the_slack_order_puts_first() -> None:
     # 4 processors, 2 held by R until 100. The slack order puts S (short, 4 wide) before L (long,
     # 4 wide, submitted long before). L has waited past the bound: it is the reserved head, and S waits.
@@ -129,15 +139,18 @@ def valid(outcomes: list, jobs: list[SimJob]) -> None:  # type: ignore[type-arg]
 
 @settings(max_examples=300, deadline=None)
 @given(workloads, st.sampled_from([1.0, 10.0]), st.sampled_from([30.0, MAX_SLACK]),
-       st.sampled_from([0.0, 20.0, 60.0, math.inf]))
+       st.sampled_from([0.0, 20.0, 60.0, math.inf]), st.sampled_from([0.0, 0.25]))
 def test_the_guarantees_hold_on_random_workloads(raw: list[tuple[int, int, int, int, int]], factor: float,
-                                                  cap: float, after: float) -> None:
+                                                  cap: float, after: float, fraction: float) -> None:
     jobs = sim_jobs(raw)
     heads: list[tuple[float, Waiting, float]] = []
-    options = Options(slack_factor=factor, max_slack=cap, overdue_after=after)
+    options = Options(slack_factor=factor, max_slack=cap, overdue_after=after, guard_fraction=fraction)
     outcomes = simulate_predictive(jobs, MACHINE, options, observe=lambda now, head, at: heads.append((now, head, at)))
     valid(outcomes, jobs)
     start = {o.job.id: o.start for o in outcomes}
+
+    def bound(now: float) -> float:  # the guard's at the pass at `now`: from the jobs started at earlier passes
+        return max(after, fraction * max((start[j.id] - j.submitted for j in jobs if start[j.id] < now), default=0.0))
     key = {o.job.id: (slack_key(o.job.submitted, o.predicted, factor, cap), o.job.submitted, o.job.id)
            for o in outcomes}
 
@@ -149,7 +162,7 @@ def test_the_guarantees_hold_on_random_workloads(raw: list[tuple[int, int, int, 
     # older one that the guard put ahead once it had waited `after`.
     for now, head, at in heads:
         passed = any((key[j.id] < key[head.id] and j.submitted > now)
-                     or (older(j, head) and now - j.submitted < after and start[j.id] > now) for j in jobs)
+                     or (older(j, head) and now - j.submitted < bound(now) and start[j.id] > now) for j in jobs)
         assert passed or start[head.id] <= at, (now, head.id, at, start[head.id])
     longest = max(j.estimate for j in jobs)
     for j in jobs:
@@ -160,10 +173,12 @@ def test_the_guarantees_hold_on_random_workloads(raw: list[tuple[int, int, int, 
         ahead = sum(1 for k in jobs if (key[k.id] < key[j.id] or (after < math.inf and older(k, j)))
                     and k.submitted < j.submitted + cap)
         assert wait <= cap + (1 + ahead) * longest
-        # The guard's: once J has waited `after`, only older jobs go ahead of it; the next pass
-        # comes within E, then each of them, then J, is the head for at most E.
+        # The guard's: once J has waited the bound (at most `after` or `fraction` of the longest
+        # wait of all, whichever is more), only older jobs go ahead of it; the next pass comes
+        # within E, then each of them, then J, is the head for at most E.
         if after < math.inf:
-            assert wait <= after + (2 + sum(1 for k in jobs if older(k, j))) * longest, (j.id, wait)
+            most = max(after, fraction * max(start[k.id] - k.submitted for k in jobs))
+            assert wait <= most + (2 + sum(1 for k in jobs if older(k, j))) * longest, (j.id, wait)
 
 
 @settings(max_examples=200, deadline=None)
@@ -178,17 +193,20 @@ def test_in_submission_order_it_is_easy_whatever_the_predictions_and_the_guard(
     assert {o.job.id: o.start for o in same} == easy
 
 
-@settings(max_examples=200, deadline=None)
-@given(workloads, st.sampled_from([0.0, 20.0, 60.0]))
+@settings(max_examples=300, deadline=None)
+@given(workloads, st.sampled_from([0.0, 20.0, 60.0]), st.sampled_from([0.0, 0.25, 1.0]))
 def test_when_the_guard_triggers_the_reserved_head_is_easys_the_oldest_overdue_job(
-        raw: list[tuple[int, int, int, int, int]], after: float) -> None:
+        raw: list[tuple[int, int, int, int, int]], after: float, fraction: float) -> None:
     jobs = sim_jobs(raw)
     heads: list[tuple[float, Waiting, float]] = []
-    outcomes = simulate_predictive(jobs, MACHINE, Options(overdue_after=after),
+    outcomes = simulate_predictive(jobs, MACHINE, Options(overdue_after=after, guard_fraction=fraction),
                                    observe=lambda now, head, at: heads.append((now, head, at)))
     start = {o.job.id: o.start for o in outcomes}
     for now, head, _ in heads:
-        waiting = [j for j in jobs if j.submitted <= now < start[j.id] and now - j.submitted >= after]
+        # the bound at this pass: `fraction` of the longest wait of a job started at an earlier pass, at least `after`
+        longest = max((start[j.id] - j.submitted for j in jobs if start[j.id] < now), default=0.0)
+        bound = max(after, fraction * longest)
+        waiting = [j for j in jobs if j.submitted <= now < start[j.id] and now - j.submitted >= bound]
         if waiting:  # overdue jobs still wait after the pass: the oldest of them is the one reserved for
             assert head.id == min(waiting, key=lambda j: (j.submitted, j.id)).id
 

@@ -18,7 +18,7 @@ ONE_OF_EACH = {"clusters": [{"id": "c"}], "computing_elements": [{"id": "ce"}],
                "benchmarks": [{"nodes": "n1"}], "software": [{"nodes": "n1"}], "resources": [{}],
                "federation": {"upstreams": [{"url": "http://site.example.org:8080"}]}}
 #: Tables whose keys are names the site chooses (license features, consumables), not config keys.
-NAMED_BY_THE_SITE = {"resources.licenses", "resources.consumables"}
+NAMED_BY_THE_SITE = {"resources.licenses", "resources.consumables", "lrms.accounts"}
 
 
 @dataclasses.dataclass

@@ -94,6 +94,8 @@ def toml_value(value: Any) -> str:
         return repr(value)
     if isinstance(value, str):
         return json.dumps(value)
+    if isinstance(value, dict):  # an inline table: [lrms] accounts = { atlas_prod = "atlas" }
+        return "{ " + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
     raise TypeError(value)
 
 

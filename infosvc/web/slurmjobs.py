@@ -1,0 +1,306 @@
+"""The job routes when Slurm runs the site's jobs (`[lrms] type = "slurm"`, docs/slurm.md,
+"Submitting through Slurm"): POST /v1/jobs is an sbatch as the owner's account, GET /v1/jobs and
+/v1/jobs/{id} read squeue, DELETE is scancel, hold and release are scontrol's. The same tokens may
+do the same as with the service's own queue (infosvc/queue/jobcontrols.py): an administrator any
+job; a submit token the jobs it submitted, and a token bound to a user that user's jobs.
+
+Every Slurm command runs in a thread; submissions take one of a few slots, so a burst of POSTs
+waits rather than starting hundreds of sbatch processes. A job's id is Slurm's job id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Final, TypeVar
+
+from aiohttp import web
+
+from infosvc.config import LrmsConfig
+from infosvc.errors import Conflict, DocumentError, Forbidden, Invalid, Unavailable, excerpt
+from infosvc.hosts import Role
+from infosvc.lrms import slurm_jobs
+from infosvc.lrms.sbatch import translate
+from infosvc.lrms.slurm_commands import SlurmUnavailable
+from infosvc.lrms.slurm_jobs import HELD_BY, Submitted, job_view
+from infosvc.queue import MAX_GROUP_JOBS, Filer, Listing, Prepared, check_group, owner_of, read_document
+from infosvc.sched.holds import hold_name
+from infosvc.sched.request import read_request
+from infosvc.web.auth import caller_of
+from infosvc.web.bodies import read_body
+from infosvc.web.keys import AGGREGATOR, CONFIG, SLURM
+from infosvc_agents.accounts import Account, AccountError, AccountPolicy, read_map
+
+__all__ = ["SlurmSide", "delete_job", "get_job", "get_jobs", "post_control", "post_job"]
+
+#: sbatch processes one server runs at once.
+SUBMIT_SLOTS: Final = 4
+#: Jobs whose submitter the server remembers (a dict entry each): far more than Slurm keeps at once.
+MAX_KNOWN: Final = 200_000
+#: Where a job runs that names no directory, when its account's home is not a directory.
+FALLBACK_DIRECTORY: Final = "/tmp"
+T = TypeVar("T")
+
+
+@dataclass
+class SlurmSide:
+    """What the server keeps of Slurm: the config, who submits as which account, the jobs it
+    submitted since it started (owner and token, for the token rules), and the submit slots."""
+
+    config: LrmsConfig
+    policy: AccountPolicy
+    known: dict[str, Submitted] = field(default_factory=dict)
+    slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(SUBMIT_SLOTS))
+
+    def remember(self, job_id: str, submitted: Submitted) -> None:
+        """Who submitted `job_id`, the oldest forgotten past MAX_KNOWN (its owner's token keeps its
+        rights where the job runs as the owner's own account: `_own_account`)."""
+        self.known[job_id] = submitted
+        if len(self.known) > MAX_KNOWN:
+            del self.known[next(iter(self.known))]
+
+    @classmethod
+    def of(cls, config: LrmsConfig) -> SlurmSide:
+        mapping = read_map(config.run_as_map) if config.slurm and config.run_as_map else {}
+        return cls(config, AccountPolicy(config.run_as or None, config.run_as_owner, mapping, config.min_uid))
+
+
+@dataclass(frozen=True, slots=True)
+class _Who:
+    admin: bool
+    submitter: str
+    user: str | None
+
+
+async def _slurm(call: Callable[..., T], *args: Any) -> T:
+    """A blocking Slurm call in a thread; the cluster out of reach is a 503 saying why."""
+    try:
+        return await asyncio.to_thread(call, *args)
+    except SlurmUnavailable as exc:
+        raise Unavailable(f"Slurm cannot be reached: {exc}", "the job was not changed; try again") from None
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.json_response(data, status=status, dumps=lambda value: json.dumps(value, separators=(",", ":")))
+
+
+def _who(request: web.Request) -> _Who:
+    caller = caller_of(request)
+    assert caller is not None  # the route's access requires a token
+    return _Who(caller.role is Role.ADMIN, caller.key[:16], request.app[AGGREGATOR].tokens.bound_user(caller.key))
+
+
+def _directory(account: Account | None) -> str:
+    home = account.home if account is not None else os.path.expanduser("~")
+    return home if os.path.isdir(home) else FALLBACK_DIRECTORY
+
+
+def _account(side: SlurmSide, owner: str) -> Account | None:
+    try:
+        return side.policy.resolve(owner)
+    except AccountError as exc:
+        raise Forbidden(f"no account submits {excerpt(owner)!r}'s jobs to Slurm here: {exc}",
+                        "the site maps owners to accounts: [lrms] run_as, run_as_owner, run_as_map") from None
+
+
+def _prepare(body: bytes, content_type: str, filer: Filer, exclusive_default: bool) -> tuple[list[Prepared], Any]:
+    document = read_document(body, content_type, MAX_GROUP_JOBS,
+                             lambda n: DocumentError(f"the job group has {n} jobs; at most {MAX_GROUP_JOBS}"))
+    owners = [owner_of(job, filer) for job in document.written]
+    prepared = [Prepared(read_request(needs, owner, exclusive_default), None, needs.job.id)
+                for needs, owner in zip(document.needs, owners)]
+    check_group(document.parsed, prepared)
+    return prepared, document
+
+
+def _order(prepared: list[Prepared]) -> list[int]:
+    """The jobs of a group in an order that submits each after the jobs of the group it depends on
+    (check_group found no cycle)."""
+    names: dict[str, int] = {}
+    for number, item in enumerate(prepared):
+        names.setdefault(item.name, number)
+        if item.request.name:
+            names.setdefault(item.request.name, number)
+    wanted = [{names[after.job] for after in item.request.after if after.job in names} for item in prepared]
+    done: list[int] = []
+    placed: set[int] = set()
+    while len(done) < len(prepared):  # each pass places at least one job: at most len(prepared) passes
+        for number in range(len(prepared)):
+            if number not in placed and wanted[number] <= placed:
+                done.append(number)
+                placed.add(number)
+    return done
+
+
+def _ids(prepared: list[Prepared], submitted: dict[int, str]) -> dict[str, str]:
+    ids: dict[str, str] = {}
+    for number, slurm_id in submitted.items():
+        ids.setdefault(prepared[number].name, slurm_id)
+        if prepared[number].request.name:
+            ids.setdefault(prepared[number].request.name, slurm_id)
+    return ids
+
+
+async def post_job(request: web.Request) -> web.Response:
+    side, who = request.app[SLURM], _who(request)
+    tokens = request.app[AGGREGATOR].tokens
+    caller = caller_of(request)
+    assert caller is not None
+    body = await read_body(request, request.app[CONFIG].service)
+    filer = Filer(tokens.user_of(caller.key), may_name_owner=who.user is None)
+    prepared, document = await asyncio.to_thread(_prepare, body, request.headers.get("Content-Type", ""), filer,
+                                                 request.app[CONFIG].scheduler.exclusive_default)
+    if not who.admin and any("System" in item.request.holds for item in prepared):
+        raise Forbidden("a System hold is an administrator's to put on", "submit it with an admin token")
+    accounts = [_account(side, item.request.owner) for item in prepared]
+    order = _order(prepared)
+    # every job translated before any is submitted (a refusal leaves nothing in Slurm), off the loop
+    await asyncio.to_thread(_translate_all, side, document, prepared, accounts)
+    submitted: dict[int, str] = {}
+    records: dict[int, dict[str, Any]] = {}
+    async with side.slots:
+        try:
+            for number in order:
+                batch = translate(document.needs[number], prepared[number].request,
+                                  slurm_ids=_ids(prepared, submitted), directory=_directory(accounts[number]),
+                                  vo_accounts=_vo_accounts(side.config))
+                submitted[number] = await _slurm(slurm_jobs.submit, side.config, batch, accounts[number])
+                side.remember(submitted[number], Submitted(prepared[number].request.owner, who.submitter))
+                records[number] = slurm_jobs.accepted(submitted[number], batch, prepared[number].request,
+                                                      accounts[number])
+                if "System" in prepared[number].request.holds:  # submitted held; now the administrator's hold
+                    await _slurm(slurm_jobs.hold, side.config, submitted[number], "System")
+                    records[number]["state_reason"] = "JobHeldAdmin"
+        except BaseException:
+            for slurm_id in submitted.values():  # a group goes in whole or not at all
+                await asyncio.to_thread(_quietly_cancel, side.config, slurm_id)
+            raise
+    ids = [submitted[number] for number in range(len(prepared))]
+    views = [job_view(records[number], side.known.get(submitted[number])) for number in range(len(prepared))]
+    answer: dict[str, Any] = views[0] if len(views) == 1 else {"group": ids[0], "jobs": views}
+    answer["warnings"] = document.warnings
+    response = _json(answer, status=201)
+    response.headers["Location"] = f"/v1/jobs/{ids[0]}"
+    return response
+
+
+def _translate_all(side: SlurmSide, document: Any, prepared: list[Prepared], accounts: list[Account | None]) -> None:
+    """Each job translated with stand-in ids for its group's jobs: a DocumentError names what is refused."""
+    placeholder = _ids(prepared, {number: str(number + 1) for number in range(len(prepared))})
+    for number, item in enumerate(prepared):
+        translate(document.needs[number], item.request, slurm_ids=placeholder, directory=_directory(accounts[number]),
+                  vo_accounts=_vo_accounts(side.config))
+
+
+def _quietly_cancel(config: LrmsConfig, slurm_id: str) -> None:
+    try:
+        slurm_jobs.cancel(config, slurm_id)
+    except (SlurmUnavailable, DocumentError):
+        pass  # the job the group could not go in without stays; the error answered says why
+
+
+def _vo_accounts(config: LrmsConfig) -> dict[str, str]:
+    """VO -> the Slurm account the site maps to it (the first, where several are)."""
+    found: dict[str, str] = {}
+    for account, vo in config.accounts.items():
+        found.setdefault(vo, account)
+    return found
+
+
+async def get_jobs(request: web.Request, listing: Listing) -> web.Response:
+    """Every job Slurm keeps, not ended first, filtered as GET /v1/jobs's parameters say: a state,
+    an owner, a CE (the partition), ended in [since, until] (not ended: submitted by until)."""
+    side = request.app[SLURM]
+    views = []
+    for record in await _slurm(slurm_jobs.read_jobs, side.config):
+        view = job_view(record, side.known.get(str(record.get("job_id"))))
+        ended = view["ended"] is not None
+        at = float(record.get("end_time" if ended else "submit_time") or 0)
+        if ((listing.state is None or view["state"] == listing.state.value)
+                and (listing.user is None or view["owner"] == listing.user)
+                and (listing.ce is None or view["slurm"]["partition"] == listing.ce)
+                and (listing.until is None or at <= listing.until)
+                and (listing.since is None or not ended or at >= listing.since)):
+            views.append(view)
+    views.sort(key=lambda view: (view["ended"] is not None, int(view["id"])))
+    limit = listing.limit
+    return _json({"jobs": views[:limit], "total": len(views), "truncated": len(views) > limit, "next": None})
+
+
+async def get_job(request: web.Request) -> web.Response:
+    side = request.app[SLURM]
+    record = await _slurm(slurm_jobs.one_job, side.config, request.match_info["id"])
+    view = job_view(record, side.known.get(request.match_info["id"]))
+    view |= {"events": [], "ces": [view["slurm"]["partition"]] if view["slurm"]["partition"] else [],
+             "depends_on": [view["slurm"]["dependency"]] if view["slurm"]["dependency"] else []}
+    return _json(view)
+
+
+def _may(side: SlurmSide, record: dict[str, Any], who: _Who, what: str) -> None:
+    """An administrator any job; the token that submitted it, or one bound to its owner; a token
+    bound to a user whose own account (not a pool's) runs the job, after a restart forgot who."""
+    job_id = str(record.get("job_id"))
+    known = side.known.get(job_id)
+    if who.admin:
+        return
+    if known is not None and (known.submitter == who.submitter or who.user == known.owner):
+        return
+    if known is None and who.user is not None and _own_account(side, who.user) == record.get("user_name"):
+        return
+    raise Forbidden(f"job {job_id} is not this token's: it may not {what} it", "an admin token may change any job")
+
+
+def _own_account(side: SlurmSide, user: str) -> str | None:
+    """The account of the user's own name its jobs run as here, if they do (a pool's, or one a map
+    shares between owners, is no one user's)."""
+    try:
+        account = side.policy.resolve(user)
+    except AccountError:
+        return None
+    return account.name if account is not None and account.name == user else None
+
+
+async def delete_job(request: web.Request) -> web.Response:
+    side, who = request.app[SLURM], _who(request)
+    record = await _slurm(slurm_jobs.one_job, side.config, request.match_info["id"])
+    _may(side, record, who, "cancel")
+    if slurm_jobs.state_of(record) in ("Finished", "Failed", "Canceled"):
+        raise Invalid(f"job {record.get('job_id')} has already ended ({record.get('job_state')})")
+    await _slurm(slurm_jobs.cancel, side.config, str(record["job_id"]))
+    return await _answer(side, str(record["job_id"]))
+
+
+async def _answer(side: SlurmSide, job_id: str) -> web.Response:
+    record = await _slurm(slurm_jobs.one_job, side.config, job_id)
+    return _json(job_view(record, side.known.get(job_id)))
+
+
+async def post_control(request: web.Request, action: str, hold: str) -> web.Response:
+    """hold / release with the hold named (User, System); requeue and priority are Slurm's operators'."""
+    side, who = request.app[SLURM], _who(request)
+    if action not in ("hold", "release"):
+        raise Invalid(f"{action} is not offered for jobs run by Slurm", "scontrol requeue and scontrol update "
+                      "priority are the Slurm operators'")
+    name = hold_name(hold)
+    if name is None:
+        raise Invalid(f"{hold[:40]!r} is no hold", "one of User, System")
+    if name == "System" and not who.admin:
+        raise Forbidden("a System hold is an administrator's to put on and take off", "ask with an admin token")
+    record = await _slurm(slurm_jobs.one_job, side.config, request.match_info["id"])
+    _may(side, record, who, action)
+    job_id = str(record["job_id"])
+    if slurm_jobs.state_of(record) != "Queued":
+        raise Conflict(f"job {job_id} is {record.get('job_state')}: only a pending job is held or released")
+    held = HELD_BY.get(str(record.get("state_reason")))
+    if action == "hold":
+        await _slurm(slurm_jobs.hold, side.config, job_id, name)
+    elif held is None:
+        raise Conflict(f"job {job_id} has no hold to release")
+    elif held != name:
+        raise Forbidden(f"job {job_id} is held by {held}, not {name}", "a System hold is an administrator's")
+    else:
+        await _slurm(slurm_jobs.release, side.config, job_id)
+    return await _answer(side, job_id)
+
