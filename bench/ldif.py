@@ -39,7 +39,8 @@ from infosvc.queue.cestate import CEFigures, CEQueues  # noqa: E402
 from infosvc.config.site import SiteConfig, parse_config  # noqa: E402
 from infosvc.hosts.rollup import Rollup, host_from_node  # noqa: E402
 from support.documents import make_node  # noqa: E402
-from support.slapd import SUFFIXES, Slapd, by_suffix, find  # noqa: E402
+from support.programs import find  # noqa: E402
+from support.slapd import SUFFIXES, Slapd, by_suffix  # noqa: E402
 
 MODELS = ("Xeon Gold 6130", "Xeon Gold 6338", "EPYC 7302", "EPYC 9654", "Xeon Max 9480")
 MEMORY_MB = (4096, 8192, 16384, 65536, 262144)

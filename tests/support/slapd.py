@@ -10,9 +10,7 @@ locally and fails under CI (`binary`).
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import socket
 import subprocess
 import time
@@ -21,10 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-import pytest
-
 from infosvc.codec import ldif
-from support import ROOT
+from support import ROOT, programs
 
 SUFFIXES = ("o=grid", "o=glue")
 PASSWORD = "throwaway"
@@ -35,18 +31,9 @@ INDEXES = ("objectClass eq,pres", "GlueCEUniqueID eq", "GlueCEStateStatus eq", "
            "GLUE2ExecutionEnvironmentMainMemorySize eq")
 
 
-def find(name: str) -> str | None:
-    return shutil.which(name, path=os.environ.get("PATH", "") + os.pathsep + "/usr/sbin" + os.pathsep + "/usr/bin")
-
-
 def binary(name: str) -> str:
     """The installed tool `name`; a test without it skips, unless under CI, where it fails."""
-    path = find(name)
-    if path is None:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"{name} not found under CI: .ci/run installs the Debian packages slapd and ldap-utils")
-        pytest.skip(f"{name} not installed (apt-get install slapd ldap-utils); CI is not set, so skipped")
-    return path
+    return programs.binary(name, "slapd ldap-utils")
 
 
 @contextmanager

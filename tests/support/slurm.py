@@ -32,23 +32,15 @@ from typing import Iterator
 
 import pytest
 
+from support import programs
 MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
 #: how long start-up, a node's registration or a controller's return may take on a loaded machine
 WAIT_SECONDS = 60.0
 
 
-def find(name: str) -> str | None:
-    return shutil.which(name, path=os.environ.get("PATH", "") + os.pathsep + "/usr/sbin" + os.pathsep + "/usr/bin")
-
-
 def binary(name: str) -> str:
     """The installed Slurm or munge program `name`; a test without it skips, unless under CI, where it fails."""
-    path = find(name)
-    if path is None:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"{name} not found under CI: .ci/run installs the Debian packages slurm-wlm and munge")
-        pytest.skip(f"{name} not installed (apt-get install slurm-wlm munge); CI is not set, so skipped")
-    return path
+    return programs.binary(name, "slurm-wlm munge")
 
 
 @dataclass(frozen=True)
