@@ -20,7 +20,7 @@ from typing import Final
 from infosvc.errors import DocumentError, excerpt
 from infosvc.sched.request import JobRequest, TaskRequest
 
-__all__ = ["batch_script", "refuse", "stream_path", "waves"]
+__all__ = ["batch_script", "refuse", "stream_options", "stream_path", "waves"]
 
 #: A variable name the shell can export.
 _NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -89,15 +89,20 @@ def waves(tasks: tuple[TaskRequest, ...]) -> list[list[TaskRequest]]:
     return rounds
 
 
+def stream_options(task: TaskRequest) -> list[str]:
+    """A task's streams as sbatch's or srun's options (they share the names); no input is /dev/null."""
+    options = [f"{option}={stream_path(name, value)}" for name, option, value in (
+        ("InputFile", "--input", task.stdin), ("OutputFile", "--output", task.stdout),
+        ("ErrorFile", "--error", task.stderr)) if value]
+    if not task.stdin:
+        options.append("--input=/dev/null")
+    return options
+
+
 def _step(task: TaskRequest) -> str:
     """One task of several as a job step in a subshell of its own: its environment, its directory."""
     srun = ["srun", "--ntasks=1", f"--cpus-per-task={task.processors}", "--exact", f"--job-name={task.name}"]
-    for name, option, value in (("InputFile", "--input", task.stdin), ("OutputFile", "--output", task.stdout),
-                                ("ErrorFile", "--error", task.stderr)):
-        if value:
-            srun.append(f"{option}={stream_path(name, value)}")
-    if not task.stdin:
-        srun.append("--input=/dev/null")
+    srun += stream_options(task)
     parts = _exports(task)
     if task.workdir:
         parts.append(f"cd {shlex.quote(task.workdir)} || exit 1")

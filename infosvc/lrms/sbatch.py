@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Final, Mapping
 
 from infosvc.errors import excerpt
-from infosvc.lrms.batchscript import batch_script, refuse, stream_path
+from infosvc.lrms.batchscript import batch_script, refuse, stream_options
 from infosvc.model.glue import GPU, LICENSE
 from infosvc.model.job import Condition, Conj, Consumable, Feature, Job, Op, Properties, Simple, Term
 from infosvc.model.jobneeds import NeedsRead
@@ -350,11 +350,5 @@ def _task_options(request: JobRequest, directory: str) -> list[str]:
     chdir = workdirs.pop() if len(tasks) == 1 and workdirs else directory
     options = [f"--chdir={_one_line('InitialWorkingDirectory', chdir)}"]
     if len(tasks) == 1:
-        task = tasks[0]
-        for name, option, value in (("InputFile", "input", task.stdin), ("OutputFile", "output", task.stdout),
-                                    ("ErrorFile", "error", task.stderr)):
-            if value:
-                options.append(f"--{option}={stream_path(name, value)}")
-        if not task.stdin:
-            options.append("--input=/dev/null")
+        options += stream_options(tasks[0])
     return options
