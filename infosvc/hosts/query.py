@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException, NodeSetParseError
 from ClusterShell.NodeUtils import GroupResolverError
@@ -30,6 +30,7 @@ from infosvc.errors import excerpt
 from infosvc.model.nodeset import parse_nodeset, range_names, split_terms
 
 if TYPE_CHECKING:
+    from infosvc.config import SiteConfig
     from infosvc.hosts.table import HostEntry, HostTable
 
 
@@ -220,17 +221,22 @@ class HostFilter:
 
     def select(self, table: HostTable) -> Iterator[HostEntry]:
         """The matching hosts, in NodeSet order when `nodes` is given, else in table order."""
+        return self.select_from(table.entries, table.config)
+
+    def select_from(self, entries: Mapping[str, HostEntry], config: SiteConfig) -> Iterator[HostEntry]:
+        """The matching ones of `entries` (by Id: the table's, or Slurm's nodes no agent reports),
+        in NodeSet order when `nodes` is given, else in their own order."""
         if self.clusters is not None:
-            clusters, cluster_of = self.clusters, table.config.cluster_of
+            clusters, cluster_of = self.clusters, config.cluster_of
             base = HostFilter(self.states, None, self.features, self.min_free_processors, self.min_free_memory,
                               self.os, self.arch, self.nodes)
-            return (e for e in base.select(table) if cluster_of(e.id).id in clusters)
+            return (e for e in base.select_from(entries, config) if cluster_of(e.id).id in clusters)
         if self.nodes is None:
-            return (entry for entry in table if self.matches(entry))
-        if len(self.nodes) <= len(table):
-            named: Iterable[HostEntry] = (e for e in map(table.get, self.nodes.names()) if e is not None)
+            return (entry for entry in entries.values() if self.matches(entry))
+        if len(self.nodes) <= len(entries):
+            named: Iterable[HostEntry] = (e for e in map(entries.get, self.nodes.names()) if e is not None)
         else:  # more names than hosts: test each host rather than write out the names
-            named = (e for e in table if e.id in self.nodes)
+            named = (e for e in entries.values() if e.id in self.nodes)
         return iter(sorted((e for e in named if self.matches(e)), key=lambda e: nodeset_order(e.id)))
 
 

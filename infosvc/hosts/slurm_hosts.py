@@ -17,6 +17,7 @@ from functools import lru_cache
 
 from infosvc.config import SiteConfig, resources_of
 from infosvc.lrms.cluster import SlurmNode
+from infosvc.lrms.sss_nodes import sss_state
 from infosvc.model import glue
 from infosvc.model.glue import Host
 
@@ -56,13 +57,6 @@ def merged_state(state: str, paused: bool, reason: str | None, word: SlurmWord |
     return state, paused, reason
 
 
-def _sss_state(node: SlurmNode) -> str:
-    """The SSS State beside the life-cycle one: Offline when Slurm cannot use it, Busy with jobs."""
-    if node.down:
-        return "Offline"
-    return "Idle" if node.alloc_cpus == 0 else "Busy"
-
-
 @lru_cache(maxsize=256)
 def _os(text: str | None) -> glue.OperatingSystem:
     name, _, release = (text or "").partition(" ")
@@ -87,7 +81,7 @@ def host_from_slurm(node: SlurmNode, host_id: str, config: SiteConfig, read_at: 
         processor=glue.Processor(instruction_set=node.architecture),
         main_memory=glue.MainMemory(node.real_memory or None, max(0, node.real_memory - node.alloc_memory)
                                     if node.real_memory else None),
-        total_cpus=node.cpus, available_cpus=node.idle_cpus, reported_state=_sss_state(node), paused=paused,
+        total_cpus=node.cpus, available_cpus=node.idle_cpus, reported_state=sss_state(node), paused=paused,
         reason=reason, resources=resources_of(config.resources, host_id, cluster.id),
         physical_cpus=node.sockets or None, accelerators=accelerators,
         accelerators_available=max(0, total_gpus - used_gpus), accelerators_used=used_gpus)

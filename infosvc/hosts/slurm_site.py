@@ -6,16 +6,20 @@ as it shows any host and CE:
   first label) takes Slurm's word on its state (`Rollup.set_word`);
 - each other node is a host of its own, its Id the node's name (`Rollup.update`), replaced at
   each read and removed when Slurm no longer lists it;
-- the CEs are made from the last good read at each rendering (`Rollup.read_lrms`).
+- the CEs are made from the last good read at each rendering (`Rollup.read_lrms`);
+- each node no agent reports is an SSS Node too (infosvc/lrms/sss_nodes.py), kept as a host entry
+  beside the table's (`nodes`), for GET /v1/nodes: made once per read, rendered once per read.
 """
 
 from __future__ import annotations
 
 import time
 from infosvc.hosts.slurm_ces import PartitionCE, partition_ces
-from infosvc.hosts.slurm_hosts import host_from_slurm, word_of
-from infosvc.hosts.table import HostTable
+from infosvc.hosts.lifecycle import NodeState
+from infosvc.hosts.slurm_hosts import PAUSED, host_from_slurm, word_of
+from infosvc.hosts.table import HostEntry, HostTable
 from infosvc.lrms.cluster import ClusterState, SlurmNode
+from infosvc.lrms.sss_nodes import sss_node
 from infosvc.model import glue
 from infosvc.model.glue import Host
 from infosvc.model.hostid import canonical
@@ -23,6 +27,24 @@ from infosvc.model.hostid import canonical
 
 def _iso(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+class SlurmEntry(HostEntry):
+    """A node no agent reports, as the table's hosts are held: its SSS State is Slurm's word
+    (Offline when down), where an agent's host that fell silent is Unknown."""
+
+    __slots__ = ()
+
+    @property
+    def sss_state(self) -> str:
+        return self.node.state or "Unknown"
+
+
+def slurm_entry(node: SlurmNode, host_id: str, read_at: float) -> SlurmEntry:
+    """The host entry of a node no agent reports: its SSS Node, Slurm's state and reason."""
+    word = word_of(node)
+    return SlurmEntry(host_id, sss_node(node, host_id), read_at, read_at, approved=True,
+                      paused=word.state == PAUSED, state=NodeState(word.state), reason=word.reason, heard=read_at)
 
 
 class SlurmSite:
@@ -37,6 +59,8 @@ class SlurmSite:
         #: the hosts published from Slurm's facts alone, and the agents' hosts Slurm has a word on
         self.own: set[str] = set()
         self.spoken: set[str] = set()
+        #: the nodes no agent reports, by host Id in sinfo's order, as SSS Nodes (GET /v1/nodes)
+        self.nodes: dict[str, HostEntry] = {}
         #: the CEs of the last read, made once per read (10,000 jobs cost tens of ms), rendered at each read
         self._ces: list[PartitionCE] = []
         self.rollup.read_lrms(self.computing_elements)
@@ -62,6 +86,7 @@ class SlurmSite:
         host_of: dict[str, str] = {}
         own: set[str] = set()
         spoken: set[str] = set()
+        nodes: dict[str, HostEntry] = {}
         for node in state.nodes:
             agent = self._agent_host(node, by_label)
             if agent is not None:
@@ -78,6 +103,7 @@ class SlurmSite:
             changed.append(rollup.hosts[host_id])
             host_of[node.name] = host_id
             own.add(host_id)
+            nodes[host_id] = slurm_entry(node, host_id, state.read_at)
         for gone in self.own - own:
             if gone not in self.table.entries:
                 rollup.remove(gone)
@@ -87,9 +113,17 @@ class SlurmSite:
                 restated = rollup.set_word(silent, None, (held.state.value, held.paused, held.reason))
                 if restated is not None:
                     changed.append(restated)
-        self.host_of, self.own, self.spoken = host_of, own, spoken
+        self.host_of, self.own, self.spoken, self.nodes = host_of, own, spoken, nodes
         self._ces = partition_ces(state, config, host_of)
         return changed
+
+    def only_nodes(self) -> dict[str, HostEntry]:
+        """The nodes no agent reports now, by host Id: an agent that began to report one since the
+        last read has it in the table, and it is left out here, so no host is listed twice."""
+        entries = self.table.entries
+        if entries.keys().isdisjoint(self.nodes):
+            return self.nodes
+        return {i: e for i, e in self.nodes.items() if i not in entries}
 
     def computing_elements(self) -> list[glue.ComputingElement]:
         """A CE per partition of the last good read (none before the first)."""

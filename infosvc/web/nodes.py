@@ -1,5 +1,6 @@
 """POST /v1/nodes (an agent's report), GET /v1/nodes, GET /v1/nodes/{id} and its history
-(docs/api.md)."""
+(docs/api.md). With Slurm read (docs/slurm.md), the nodes no agent reports are listed and served
+too, after the agents' hosts, as SSS Nodes made from Slurm's facts at each read."""
 
 from __future__ import annotations
 
@@ -63,14 +64,23 @@ def render_nodes(entries: list[HostEntry], xml: bool) -> web.Response:
     return web.Response(body=Joined(parts, JSON))
 
 
+def slurm_nodes(agg: Aggregator) -> dict[str, HostEntry]:
+    """Slurm's nodes that no agent reports, by host Id (none when Slurm is not read)."""
+    return agg.slurm.only_nodes() if agg.slurm is not None else {}
+
+
 async def get_nodes(request: web.Request) -> web.Response:
-    selected = list(HostFilter.parse(filters_of(request)).select(request.app[AGGREGATOR].table))
+    agg = request.app[AGGREGATOR]
+    chosen = HostFilter.parse(filters_of(request))
+    selected = [*chosen.select(agg.table), *chosen.select_from(slurm_nodes(agg), agg.table.config)]
     return render_nodes(selected, wants_xml(request))
 
 
 async def get_node(request: web.Request) -> web.Response:
     xml = wants_xml(request)
-    entry = request.app[AGGREGATOR].table.get(canonical(request.match_info["id"]))
+    agg = request.app[AGGREGATOR]
+    host = canonical(request.match_info["id"])
+    entry = agg.table.get(host) or slurm_nodes(agg).get(host)
     if entry is None:
         raise NotFound(f"no node {excerpt(request.match_info['id'])!r}")
     if xml:
