@@ -302,6 +302,15 @@ class Aggregator:
         """The site's GLUE tree as published now (a GlueTree, and the matcher's SiteView)."""
         return self.table.rollup
 
+    def slurm_nodes(self) -> dict[str, HostEntry]:
+        """Slurm's nodes that no agent reports, by host Id, as SSS Nodes (none when Slurm is not read)."""
+        return self.slurm.only_nodes() if self.slurm is not None else {}
+
+    def node_entries(self) -> list[HostEntry]:
+        """Every host as GET /v1/nodes and GET /metrics's per-host families list them: the agents'
+        hosts, then Slurm's nodes no agent reports."""
+        return [*self.table, *self.slurm_nodes().values()]
+
     def tree_of(self, entries: Iterable[HostEntry]) -> Rollup:
         """The tree of these hosts alone, rolled up afresh (their subclusters, totals and CEs):
         blocking, as long as a site's roll-up; run it in a thread."""

@@ -176,7 +176,7 @@ class AggregatorCollector:
         rollup = agg.tree
         sub_of = rollup.subcluster_of
         hosts = rollup.hosts
-        for entry in agg.table:
+        for entry in agg.node_entries():
             node = entry.node
             host_id = entry.id
             labels = {"node": host_id}
@@ -400,7 +400,7 @@ class Metrics:
         agg = self.collector.aggregator
         started = time.perf_counter()
         try:
-            entries = list(agg.table)
+            entries = agg.node_entries()
             self._render(entries)
             lines: list[tuple[str, ...]] = []
             for entry in entries:

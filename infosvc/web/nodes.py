@@ -64,15 +64,10 @@ def render_nodes(entries: list[HostEntry], xml: bool) -> web.Response:
     return web.Response(body=Joined(parts, JSON))
 
 
-def slurm_nodes(agg: Aggregator) -> dict[str, HostEntry]:
-    """Slurm's nodes that no agent reports, by host Id (none when Slurm is not read)."""
-    return agg.slurm.only_nodes() if agg.slurm is not None else {}
-
-
 async def get_nodes(request: web.Request) -> web.Response:
     agg = request.app[AGGREGATOR]
     chosen = HostFilter.parse(filters_of(request))
-    selected = [*chosen.select(agg.table), *chosen.select_from(slurm_nodes(agg), agg.table.config)]
+    selected = [*chosen.select(agg.table), *chosen.select_from(agg.slurm_nodes(), agg.table.config)]
     return render_nodes(selected, wants_xml(request))
 
 
@@ -80,7 +75,7 @@ async def get_node(request: web.Request) -> web.Response:
     xml = wants_xml(request)
     agg = request.app[AGGREGATOR]
     host = canonical(request.match_info["id"])
-    entry = agg.table.get(host) or slurm_nodes(agg).get(host)
+    entry = agg.table.get(host) or agg.slurm_nodes().get(host)
     if entry is None:
         raise NotFound(f"no node {excerpt(request.match_info['id'])!r}")
     if xml:

@@ -21,7 +21,7 @@ async def get_metrics(request: web.Request) -> web.Response:
     # The hosts that changed since the last scrape have their lines rendered a slice at a time,
     # the loop given back in between, so a scrape of 10,000 hosts holds no report up for long;
     # then the exposition joins the kept lines (and renders any host that changed meanwhile).
-    entries = list(agg.table)
+    entries = agg.node_entries()
     for start in range(0, len(entries), METRICS_SLICE):
         metrics.warm(entries[start:start + METRICS_SLICE])
         await asyncio.sleep(0)
