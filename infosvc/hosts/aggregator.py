@@ -23,6 +23,7 @@ from infosvc.model.nodedelta import apply_delta, base_sample
 from infosvc.model.nodeset import NameSet
 from infosvc.hosts.clockskew import ClockSkew
 from infosvc.hosts.history import PastReport, node_history, site_at
+from infosvc.hosts.query import HostFilter
 from infosvc.hosts.rollup import Rollup
 from infosvc.hosts.slurm_site import SlurmSite
 from infosvc.hosts.table import HostEntry, HostTable
@@ -310,6 +311,11 @@ class Aggregator:
         """Every host as GET /v1/nodes and GET /metrics's per-host families list them: the agents'
         hosts, then Slurm's nodes no agent reports."""
         return [*self.table, *self.slurm_nodes().values()]
+
+    def chosen(self, chosen: HostFilter) -> list[HostEntry]:
+        """The hosts a filter chooses, as every route that lists hosts lists them: the agents'
+        hosts, then Slurm's nodes no agent reports."""
+        return [*chosen.select(self.table), *chosen.select_from(self.slurm_nodes(), self.config)]
 
     def tree_of(self, entries: Iterable[HostEntry]) -> Rollup:
         """The tree of these hosts alone, rolled up afresh (their subclusters, totals and CEs):

@@ -65,10 +65,7 @@ def render_nodes(entries: list[HostEntry], xml: bool) -> web.Response:
 
 
 async def get_nodes(request: web.Request) -> web.Response:
-    agg = request.app[AGGREGATOR]
-    chosen = HostFilter.parse(filters_of(request))
-    selected = [*chosen.select(agg.table), *chosen.select_from(agg.slurm_nodes(), agg.table.config)]
-    return render_nodes(selected, wants_xml(request))
+    return render_nodes(request.app[AGGREGATOR].chosen(HostFilter.parse(filters_of(request))), wants_xml(request))
 
 
 async def get_node(request: web.Request) -> web.Response:

@@ -3,7 +3,7 @@ tests/support/slurm.py's cluster): GET /v1/nodes, JSON and XML, lists each node 
 after the agents' hosts with the figures sinfo gives in the same instant, its XML valid against
 the SSS Node schema; its filters apply to them; a drained and a down node's State; the GPU node's
 Resource; a node an agent reports is listed once, as the agent's document; GET /v1/nodes/{id}
-serves one, and an unknown Id is still 404."""
+serves one, and an unknown Id is still 404; the GLUE routes' filters choose them too."""
 
 from __future__ import annotations
 
@@ -79,6 +79,8 @@ def test_the_xml_is_schema_valid_and_one_node_is_served(site: Server, slurm: Slu
     assert site.get("/v1/nodes/c2").json()["id"] == "c2"
     missing = site.get("/v1/nodes/c9")
     assert missing.status == 404 and "c9" in missing.json()["error"]
+    # a read of Slurm is not stored: a node no agent reports has no history (docs/slurm.md)
+    assert site.get("/v1/nodes/c2/history").status == 404
 
 
 def test_a_drained_and_a_down_nodes_state_and_the_filters(site: Server, slurm: SlurmCluster) -> None:  # noqa: F811
@@ -97,6 +99,9 @@ def test_a_drained_and_a_down_nodes_state_and_the_filters(site: Server, slurm: S
         assert list(listed(site, "?nodes=c[1-3]&min_free_processors=1")) == ["c1"]
         assert listed(site, "?nodes=x[1-2]") == {}
         assert site.get("/v1/nodes?min_free_processors=-1").status == 400
+        # the GLUE routes' filters choose Slurm's nodes as /v1/nodes's do
+        assert [h["unique_id"] for h in site.get("/v1/glue/hosts?state=Paused").json()["hosts"]] == ["c3", "c4"]
+        assert [h["unique_id"] for h in site.get("/v1/glue?state=Unreachable").json()["hosts"]] == ["c2"]
     finally:
         slurm.resume("c2")
         slurm.resume("c3")
