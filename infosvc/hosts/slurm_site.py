@@ -22,6 +22,7 @@ from infosvc.lrms.cluster import ClusterState, SlurmNode
 from infosvc.lrms.sss_nodes import sss_node
 from infosvc.model import glue
 from infosvc.model.glue import Host
+from infosvc.model.node import Node
 from infosvc.model.hostid import canonical
 
 
@@ -40,10 +41,11 @@ class SlurmEntry(HostEntry):
         return self.node.state or "Unknown"
 
 
-def slurm_entry(node: SlurmNode, host_id: str, read_at: float) -> SlurmEntry:
-    """The host entry of a node no agent reports: its SSS Node, Slurm's state and reason."""
+def slurm_entry(node: SlurmNode, host_id: str, read_at: float, made: Node | None = None) -> SlurmEntry:
+    """The host entry of a node no agent reports: its SSS Node (`made` from an equal node of an
+    earlier read, else made now), Slurm's state and reason."""
     word = word_of(node)
-    return SlurmEntry(host_id, sss_node(node, host_id), read_at, read_at, approved=True,
+    return SlurmEntry(host_id, made or sss_node(node, host_id), read_at, read_at, approved=True,
                       paused=word.state == PAUSED, state=NodeState(word.state), reason=word.reason, heard=read_at)
 
 
@@ -61,6 +63,8 @@ class SlurmSite:
         self.spoken: set[str] = set()
         #: the nodes no agent reports, by host Id in sinfo's order, as SSS Nodes (GET /v1/nodes)
         self.nodes: dict[str, HostEntry] = {}
+        #: the Slurm node each of `nodes` was made from
+        self._read: dict[str, SlurmNode] = {}
         #: the CEs of the last read, made once per read (10,000 jobs cost tens of ms), rendered at each read
         self._ces: list[PartitionCE] = []
         self.rollup.read_lrms(self.computing_elements)
@@ -87,6 +91,7 @@ class SlurmSite:
         own: set[str] = set()
         spoken: set[str] = set()
         nodes: dict[str, HostEntry] = {}
+        read: dict[str, SlurmNode] = {}
         for node in state.nodes:
             agent = self._agent_host(node, by_label)
             if agent is not None:
@@ -103,7 +108,12 @@ class SlurmSite:
             changed.append(rollup.hosts[host_id])
             host_of[node.name] = host_id
             own.add(host_id)
-            nodes[host_id] = slurm_entry(node, host_id, state.read_at)
+            # a node as the last read found it keeps its SSS Node (most do, read after read: making
+            # 10,000 costs a second of the event loop on a loaded machine, comparing them a tenth)
+            before = self.nodes.get(host_id)
+            made = before.node if before is not None and self._read.get(host_id) == node else None
+            nodes[host_id] = slurm_entry(node, host_id, state.read_at, made)
+            read[host_id] = node
         for gone in self.own - own:
             if gone not in self.table.entries:
                 rollup.remove(gone)
@@ -114,6 +124,7 @@ class SlurmSite:
                 if restated is not None:
                     changed.append(restated)
         self.host_of, self.own, self.spoken, self.nodes = host_of, own, spoken, nodes
+        self._read = read
         self._ces = partition_ces(state, config, host_of)
         return changed
 

@@ -3,10 +3,12 @@ reading Slurm (`[lrms] type = "slurm"`) given a read of the saved output of a re
 (tests/fixtures/slurm), its exposition against the reference collector (AggregatorCollector with
 hosts=True, which builds every family as plain prometheus_client families), and the figures
 against sinfo's: CPUs, memory, the GPU node's GPUs, each node's life-cycle state, the age of the
-read; an agent's host that is also a node counted once."""
+read; an agent's host that is also a node counted once. And what a later read does to the nodes'
+documents: an unchanged node keeps its SSS Node, a changed one is made again, a gone one goes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tomllib
 from pathlib import Path
@@ -18,6 +20,7 @@ from infosvc.config import parse_config
 from infosvc.hosts.aggregator import Aggregator
 from infosvc.hosts.tokens import Tokens
 from infosvc.lrms.cluster import ClusterState
+from infosvc.model.node import Consumable
 from infosvc.lrms.slurm_parse import jobs_of, nodes_of, partitions_of
 from infosvc.publish.prometheus import INGEST_BUCKETS, AggregatorCollector, Metrics
 from infosvc.store import Store
@@ -85,3 +88,22 @@ def test_slurms_nodes_are_in_the_per_host_families(tmp_path: Path) -> None:
     found = values(text)
     assert found["infosvc_host_processors_configured", (("node", "c1"),)] == 16
     assert text.count('infosvc_host_processors_configured{node="c1"}') == 1
+
+
+def test_each_read_replaces_the_nodes_and_keeps_the_unchanged_ones_documents(tmp_path: Path) -> None:
+    agg = Aggregator(parse_config(tomllib.loads('[lrms]\ntype = "slurm"')), Store(tmp_path / "m.sqlite"), Tokens())
+    first = read()
+    agg.publish_slurm(first)
+    before = agg.slurm_nodes()
+    c2 = next(n for n in first.nodes if n.name == "c2")
+    changed = dataclasses.replace(c2, alloc_cpus=1, state="mixed")
+    later = dataclasses.replace(first, nodes=tuple(changed if n is c2 else n for n in first.nodes if n.name != "c3"),
+                                read_at=READ_AT + 30)
+    agg.publish_slurm(later)
+    after = agg.slurm_nodes()
+    assert list(after) == ["c1", "c2", "c4", "g1"]  # c3 no longer listed by Slurm: gone
+    assert after["c1"].node is before["c1"].node and after["c1"] is not before["c1"]  # the same facts: kept
+    assert after["c1"].reported_at == READ_AT + 30
+    assert after["c2"].node is not before["c2"].node
+    assert (after["c2"].node.state, after["c2"].node.available.get("Processors")) == ("Busy", Consumable("Processors", 3))
+    assert json.loads(after["c1"].json())["reported_at"] == "2026-11-27T07:03:10Z"
