@@ -22,6 +22,7 @@ import pytest
 from support.executors import (AS_ROOT, TASK_ACCOUNT, alive, ended, job, reachable_base, sh_job, start_agent, submit,
                                task_directory)
 from support.server import Server, ServerFactory, stop_process, wait_for
+from support.accounts import local_account
 
 pytestmark = pytest.mark.skipif(not AS_ROOT, reason="the executor's security tests run tasks as another account: "
                                                     "run them as root (CI does)")
@@ -421,23 +422,8 @@ def own_account() -> Iterator[pwd.struct_passwd]:
     """A local account of a uid >= 1000 (useradd's UID_MIN), named as a job's owner will be: made
     with useradd if missing, and removed after (with its group); the test skips, saying why, where
     it cannot be made."""
-    try:
-        yield pwd.getpwnam(OWN_ACCOUNT)  # left by another run: kept, since this run did not make it
-        return
-    except KeyError:
-        pass
-    try:
-        made = subprocess.run(["useradd", "--no-create-home", "--home-dir", "/nonexistent", "--shell",
-                               "/usr/sbin/nologin", "--key", "UID_MIN=1000", OWN_ACCOUNT],
-                              capture_output=True, text=True, timeout=60)
-    except OSError as exc:
-        pytest.skip(f"cannot make the local account {OWN_ACCOUNT}: {exc}")
-    if made.returncode != 0:
-        pytest.skip(f"cannot make the local account {OWN_ACCOUNT}: useradd: {made.stderr.strip()}")
-    try:
-        yield pwd.getpwnam(OWN_ACCOUNT)
-    finally:
-        subprocess.run(["userdel", OWN_ACCOUNT], capture_output=True, timeout=60, check=True)
+    with local_account(OWN_ACCOUNT) as account:
+        yield account
 
 
 def test_an_owner_runs_as_its_own_account_where_the_host_allows(serve_app: ServerFactory, tmp_path: Path,

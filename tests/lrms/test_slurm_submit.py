@@ -21,6 +21,7 @@ import pytest
 
 from support.server import Reply, Server, ServerFactory, wait_for
 from support.slurm import SlurmCluster, running
+from support.accounts import local_account
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "jobs"
 #: The pool account the server submits as (it runs as root here and on CI).
@@ -345,20 +346,8 @@ OWN_ACCOUNT = "infosvc-slurm-own"
 def own_account() -> Iterator[pwd.struct_passwd]:
     """A local account of a uid >= 1000, made with useradd and removed after (skipped, saying why,
     where it cannot be made)."""
-    try:
-        yield pwd.getpwnam(OWN_ACCOUNT)  # left by another run: kept, since this run did not make it
-        return
-    except KeyError:
-        pass
-    made = subprocess.run(["useradd", "--no-create-home", "--home-dir", "/nonexistent", "--shell",
-                           "/usr/sbin/nologin", "--key", "UID_MIN=1000", OWN_ACCOUNT],
-                          capture_output=True, text=True, timeout=60)
-    if made.returncode != 0:
-        pytest.skip(f"cannot make the local account {OWN_ACCOUNT}: useradd: {made.stderr.strip()}")
-    try:
-        yield pwd.getpwnam(OWN_ACCOUNT)
-    finally:
-        subprocess.run(["userdel", OWN_ACCOUNT], capture_output=True, timeout=60, check=True)
+    with local_account(OWN_ACCOUNT) as account:
+        yield account
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="submitting as another account needs root")
