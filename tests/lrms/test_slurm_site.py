@@ -264,8 +264,14 @@ def test_every_rendering_is_valid(site: Server, slurm: SlurmCluster, tmp_path: P
     for suite, version in (("glue1", "1.3"), ("glue2", "2.0"), ("egi", "2.0")):
         report = glue_validator(suite, tmp_path / f"site-{version}.ldif")
         assert report.of("E") == [], (suite, report.of("E"))
-    metrics = site.get("/metrics").body.decode()
-    assert 'infosvc_computing_element_running_jobs{computing_element="short"} 1.0' in metrics
+    def metrics_say_what_squeue_says() -> bool:
+        # read after the checks above, which take seconds: the partition's running jobs as Slurm has
+        # them now (the module's other jobs may have started or ended meanwhile), once a read has passed
+        running = sum(1 for job in squeue(slurm) if job["partition"] == "short" and job["job_state"] == "RUNNING")
+        time.sleep(INTERVAL * 2.5)
+        line = f'infosvc_computing_element_running_jobs{{computing_element="short"}} {float(running)}'
+        return line in site.get("/metrics").body.decode()
+    wait_for(metrics_say_what_squeue_says, timeout=60, interval=0.1, message="the CE's running jobs in /metrics")
 
 
 def test_before_a_first_good_read_nothing_of_slurm_is_published(serve: ServerFactory, tmp_path: Path) -> None:
