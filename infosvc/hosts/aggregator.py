@@ -25,7 +25,7 @@ from infosvc.hosts.clockskew import ClockSkew
 from infosvc.hosts.history import PastReport, node_history, site_at
 from infosvc.hosts.query import HostFilter
 from infosvc.hosts.rollup import Rollup
-from infosvc.hosts.slurm_site import SlurmSite
+from infosvc.hosts.slurm_site import Prepared, SlurmSite
 from infosvc.hosts.table import HostEntry, HostTable
 from infosvc.lrms.cluster import ClusterState
 from infosvc.hosts.reportcaps import check_report
@@ -86,6 +86,7 @@ class Aggregator:
                 self.stale_bindings.append(key)
         #: a Slurm cluster's hosts and CEs ([lrms] type = "slurm"), put in the tree at each read
         self.slurm: SlurmSite | None = SlurmSite(self.table) if config.lrms.slurm else None
+        self._prepared: Prepared | None = None  # the newest read's hosts, made off the loop (prepare_slurm)
         #: whether the hosts were read from the store (`load`): until then the table is empty
         self.loaded = False
         if load:
@@ -358,11 +359,17 @@ class Aggregator:
         self._warm(changed)
         return len(changed)
 
+    def prepare_slurm(self, state: ClusterState) -> None:
+        """In the read's worker thread: what publishing this read needs, made off the event loop."""
+        if self.slurm is not None:
+            self._prepared = self.slurm.prepare(state)
+
     def publish_slurm(self, state: ClusterState) -> None:
         """A good read of the Slurm cluster: its nodes and partitions published as hosts and CEs."""
         if self.slurm is None:
             raise RuntimeError("this site reads no Slurm cluster ([lrms] type is not \"slurm\")")
-        self._tell(self.slurm.publish(state))
+        prepared, self._prepared = self._prepared, None
+        self._tell(self.slurm.publish(state, prepared))
 
     def _warm(self, entries: Iterable[HostEntry]) -> None:
         self._tell([h for h in map(self.table.rollup.hosts.get, (e.id for e in entries)) if h is not None])

@@ -8,12 +8,15 @@ as it shows any host and CE:
   each read and removed when Slurm no longer lists it;
 - the CEs are made from the last good read at each rendering (`Rollup.read_lrms`);
 - each node no agent reports is an SSS Node too (infosvc/lrms/sss_nodes.py), kept as a host entry
-  beside the table's (`nodes`), for GET /v1/nodes: made once per read, rendered once per read.
+  beside the table's (`nodes`), for GET /v1/nodes: made and rendered once per read, in the read's
+  worker thread (`prepare`), so a large cluster's read costs the event loop only the swap.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+
 from infosvc.hosts.slurm_ces import PartitionCE, partition_ces
 from infosvc.hosts.lifecycle import NodeState
 from infosvc.hosts.slurm_hosts import PAUSED, host_from_slurm, word_of
@@ -49,6 +52,14 @@ def slurm_entry(node: SlurmNode, host_id: str, read_at: float, made: Node | None
                       paused=word.state == PAUSED, state=NodeState(word.state), reason=word.reason, heard=read_at)
 
 
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """One read's hosts and SSS Node entries, by host Id, made off the loop (`SlurmSite.prepare`)."""
+
+    state: ClusterState
+    made: dict[str, tuple[Host, SlurmEntry]]
+
+
 class SlurmSite:
     """Slurm's nodes and partitions in one site's host table and roll-up."""
 
@@ -77,8 +88,29 @@ class SlurmSite:
         labelled = by_label.get(name, [])
         return labelled[0] if len(labelled) == 1 else None
 
-    def publish(self, state: ClusterState) -> list[Host]:
-        """Put this read in the tree; the hosts that changed (new, replaced, restated)."""
+    def _made(self, node: SlurmNode, host_id: str, read_at: str, epoch: float) -> tuple[Host, SlurmEntry]:
+        """A node no agent reports as a host and an SSS Node entry. A node as the last read found it
+        keeps its SSS Node (most do, read after read: making 10,000 costs a second on a loaded
+        machine, comparing them a tenth)."""
+        before = self.nodes.get(host_id)
+        kept = before.node if before is not None and self._read.get(host_id) == node else None
+        return host_from_slurm(node, host_id, self.table.config, read_at), slurm_entry(node, host_id, epoch, kept)
+
+    def prepare(self, state: ClusterState) -> Prepared:
+        """What `publish` makes of each node, made and rendered in the read's worker thread, off the
+        event loop: the hosts, the SSS Node entries and their JSON and XML. Pure of the loop's state
+        but for the last read's nodes, which change only in `publish`, after this read's prepare."""
+        read_at, made = _iso(state.read_at), {}
+        for node in state.nodes:
+            host_id = canonical(node.name)
+            host, entry = made[host_id] = self._made(node, host_id, read_at, state.read_at)
+            entry.json(), entry.xml()  # cached on the entry, so the first GET /v1/nodes after a read renders none
+        return Prepared(state, made)
+
+    def publish(self, state: ClusterState, prepared: Prepared | None = None) -> list[Host]:
+        """Put this read in the tree; the hosts that changed (new, replaced, restated). What
+        `prepare` made of this very read is used, the rest made here."""
+        made = prepared.made if prepared is not None and prepared.state is state else {}
         self.state = state
         config, rollup = self.table.config, self.rollup
         by_label: dict[str, list[str]] = {}
@@ -103,16 +135,12 @@ class SlurmSite:
                     changed.append(restated)
                 continue
             host_id = canonical(node.name)
-            host = host_from_slurm(node, host_id, config, read_at)
+            host, entry = made.get(host_id) or self._made(node, host_id, read_at, state.read_at)
             rollup.update(host)
             changed.append(rollup.hosts[host_id])
             host_of[node.name] = host_id
             own.add(host_id)
-            # a node as the last read found it keeps its SSS Node (most do, read after read: making
-            # 10,000 costs a second of the event loop on a loaded machine, comparing them a tenth)
-            before = self.nodes.get(host_id)
-            made = before.node if before is not None and self._read.get(host_id) == node else None
-            nodes[host_id] = slurm_entry(node, host_id, state.read_at, made)
+            nodes[host_id] = entry
             read[host_id] = node
         for gone in self.own - own:
             if gone not in self.table.entries:

@@ -53,6 +53,8 @@ class ClusterReader:
         self.failed_at: float | None = None
         #: told of each good read, on the event loop
         self.on_read: list[Callable[[ClusterState], None]] = []
+        #: given each good read first in the read's worker thread, to make there what the listeners need
+        self.in_thread: list[Callable[[ClusterState], None]] = []
         self.reads = 0
         self.failures = 0
         self._version = ""
@@ -84,10 +86,19 @@ class ClusterReader:
         self.reads += 1
         return state
 
+    def _read_and_prepare(self) -> ClusterState:
+        state = self.read_now()
+        for prepare in self.in_thread:
+            try:
+                prepare(state)
+            except Exception:  # noqa: BLE001 - what a hook left undone is done on the loop at publishing
+                log.exception("preparing a Slurm read off the loop failed")
+        return state
+
     async def read(self) -> ClusterState | None:
         """One read in a worker thread; the listeners told on the loop. None when it failed."""
         try:
-            state = await asyncio.to_thread(self.read_now)
+            state = await asyncio.to_thread(self._read_and_prepare)
         except SlurmUnavailable:
             return None
         for listener in self.on_read:

@@ -119,6 +119,7 @@ async def _open(app: web.Application, agg: Aggregator, running: list[asyncio.Tas
     running.append(asyncio.create_task(queue.ended.prune_forever()))  # at start, then every hour
     if agg.slurm is not None:  # a Slurm cluster's state read every interval, off the loop (docs/slurm.md)
         reader = app[LRMS_READER] = ClusterReader(config.lrms)
+        reader.in_thread.append(agg.prepare_slurm)
         reader.on_read.append(agg.publish_slurm)
         running.append(asyncio.create_task(reader.run_forever()))
     queue.poke()

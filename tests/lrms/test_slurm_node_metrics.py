@@ -107,3 +107,30 @@ def test_each_read_replaces_the_nodes_and_keeps_the_unchanged_ones_documents(tmp
     assert after["c2"].node is not before["c2"].node
     assert (after["c2"].node.state, after["c2"].node.available.get("Processors")) == ("Busy", Consumable("Processors", 3))
     assert json.loads(after["c1"].json())["reported_at"] == "2026-11-27T07:03:10Z"
+
+
+def test_a_read_prepared_off_the_loop_publishes_what_the_loop_alone_would(tmp_path: Path) -> None:
+    config = parse_config(tomllib.loads('[lrms]\ntype = "slurm"'))
+    inline = Aggregator(config, Store(tmp_path / "a.sqlite"), Tokens())
+    prepared = Aggregator(config, Store(tmp_path / "b.sqlite"), Tokens())
+    first, later = read(), dataclasses.replace(read(), read_at=READ_AT + 30)
+    for state in (first, later):
+        inline.publish_slurm(state)
+        prepared.prepare_slurm(state)  # as the reader calls it, in its worker thread
+        made = prepared._prepared
+        assert made is not None and made.state is state
+        prepared.publish_slurm(state)
+        assert prepared._prepared is None  # used once
+        nodes = prepared.slurm_nodes()
+        assert all(nodes[i] is made.made[i][1] for i in nodes)  # the entries made off the loop are the ones served ...
+        assert all(e._json is not None and e._xml is not None for e in nodes.values())  # ... already rendered
+        assert {i: (e.json(), e.xml()) for i, e in nodes.items()} == \
+            {i: (e.json(), e.xml()) for i, e in inline.slurm_nodes().items()}
+        assert prepared.tree.hosts.keys() == inline.tree.hosts.keys()
+        assert all(prepared.tree.hosts[i] == inline.tree.hosts[i] for i in inline.tree.hosts)
+    prepared.prepare_slurm(first)  # a preparation of another read than the one published is not used
+    other = prepared._prepared
+    assert other is not None
+    prepared.publish_slurm(later)
+    assert all(e is not other.made[i][1] for i, e in prepared.slurm_nodes().items())
+    assert json.loads(prepared.slurm_nodes()["c1"].json())["reported_at"] == "2026-11-27T07:03:10Z"
