@@ -17,41 +17,53 @@ from lxml import etree
 from infosvc.web import pretty
 from support.server import Server, ServerFactory, wait_for
 
+#: each write of the process: (the local port of its connection, its size; -1: an answer built whole)
+Writes = list[tuple[int | None, int]]
 #: the slice the tests write in (web.pretty.SLICE_BYTES): small, so that small documents are many slices
 SLICE = 4096
 
 
+def port_of(writer: Any) -> int | None:
+    """The local port of the connection a writer writes to: a server's own port for its answers."""
+    transport = writer.transport
+    name = transport.get_extra_info("sockname") if transport is not None else None
+    return int(name[1]) if name else None
+
+
 @pytest.fixture
-def writes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """The size of every write the servers of this process make, in order; -1 for each answer
-    built whole (a body of bytes past a slice, which the middleware writes in slices: InSlices)."""
-    sizes: list[int] = []
+def writes(monkeypatch: pytest.MonkeyPatch) -> Iterator[Writes]:
+    """Every write the servers (and clients) of this process make, in order, as (local port,
+    size); size -1 for each answer built whole (a body of bytes past a slice, which the middleware
+    writes in slices: InSlices), at its writing. By port, because another test's server left
+    running in this process (a site a top level still pulls) writes too."""
+    sizes: Writes = []
     write = http_writer.StreamWriter.write
-    whole = pretty.InSlices.__init__
+    whole = pretty.InSlices.write_with_length
 
     async def counted(self: http_writer.StreamWriter, chunk: Any, **kwargs: Any) -> None:
-        sizes.append(len(chunk))
+        sizes.append((port_of(self), len(chunk)))
         await write(self, chunk, **kwargs)
 
-    def built_whole(self: pretty.InSlices, value: bytes, content_type: str) -> None:
-        sizes.append(-1)
-        whole(self, value, content_type)
+    async def built_whole(self: pretty.InSlices, writer: Any, content_length: int | None) -> None:
+        sizes.append((port_of(writer), -1))
+        await whole(self, writer, content_length)
 
     monkeypatch.setattr(http_writer.StreamWriter, "write", counted)
-    monkeypatch.setattr(pretty.InSlices, "__init__", built_whole)
+    monkeypatch.setattr(pretty.InSlices, "write_with_length", built_whole)
     monkeypatch.setattr(pretty, "SLICE_BYTES", SLICE)
     yield sizes
 
 
-def check_streamed(server: Server, path: str, writes: list[int]) -> bytes:
+def check_streamed(server: Server, path: str, writes: Writes) -> bytes:
     """GET `path`: the answer whole and right, in writes each a slice or so; HEAD and ?pretty=1 agree."""
     writes.clear()
     got = server.get(path)
     assert got.status == 200, (path, got.status, got.body[:300])
     body = got.body
     assert int(got.headers["content-length"]) == len(body), path
-    assert -1 not in writes, f"{path}: built whole, then written in slices"
-    assert len(writes) > 2 and max(writes) < len(body) and max(writes) < 2 * SLICE + 16 * 1024, (path, writes)
+    mine = [size for port, size in writes if port == server.port]  # this server's answer alone
+    assert -1 not in mine, f"{path}: built whole, then written in slices"
+    assert len(mine) > 2 and max(mine) < len(body) and max(mine) < 2 * SLICE + 16 * 1024, (path, mine)
     assert body.endswith(b"\n") and not body.endswith(b"\n\n"), path
     pretty = server.get(path + ("&" if "?" in path else "?") + "pretty=1").body
     if got.headers["content-type"].startswith("application/json"):
@@ -74,7 +86,7 @@ def check_streamed(server: Server, path: str, writes: list[int]) -> bytes:
     return body
 
 
-def test_a_hosts_history_is_written_in_slices(serve_app: ServerFactory, writes: list[int]) -> None:
+def test_a_hosts_history_is_written_in_slices(serve_app: ServerFactory, writes: Writes) -> None:
     site = serve_app(agents=1)
     token = site.agent_token()
     for n in range(30):
@@ -87,7 +99,7 @@ def test_a_hosts_history_is_written_in_slices(serve_app: ServerFactory, writes: 
     assert len(one["reports"]) == 1 and one["next"]  # a page of one report: no separator left over
 
 
-def test_a_sites_glue_is_written_in_slices(serve_app: ServerFactory, writes: list[int]) -> None:
+def test_a_sites_glue_is_written_in_slices(serve_app: ServerFactory, writes: Writes) -> None:
     site = serve_app(agents=41)
     for n in range(41):
         site.report(f"h{n:02d}", site.agent_token())
@@ -101,7 +113,7 @@ def test_a_sites_glue_is_written_in_slices(serve_app: ServerFactory, writes: lis
     assert len(past["hosts"]) == 41
 
 
-def test_a_top_levels_union_is_written_in_slices(serve_app: ServerFactory, writes: list[int]) -> None:
+def test_a_top_levels_union_is_written_in_slices(serve_app: ServerFactory, writes: Writes) -> None:
     site = serve_app(agents=40)
     for n in range(40):
         site.report(f"h{n:02d}.example.org", site.agent_token())
