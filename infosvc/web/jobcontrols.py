@@ -5,7 +5,7 @@ change is stored; what may be changed, and by whom, is infosvc/queue/jobcontrols
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from typing import Any, Callable, Final
 
 from aiohttp import web
 
@@ -13,6 +13,7 @@ from infosvc.errors import Invalid
 from infosvc.hosts import Role
 from infosvc.publish.jobs import job_json
 from infosvc.queue import jobcontrols as controls
+from infosvc.sched.jobs import JobRecord
 from infosvc.web.auth import caller_of
 from infosvc.web.bodies import read_body
 from infosvc.web import slurmjobs
@@ -66,22 +67,25 @@ def _answer(job: Any) -> web.Response:
     return web.json_response(job_json(job), dumps=lambda value: json.dumps(value, separators=(",", ":")))
 
 
-async def post_hold(request: web.Request) -> web.Response:
+#: a hold's change of a job: (the job, the hold named, who asks, now) -> what to store, or None
+HoldChange = Callable[[JobRecord, str, controls.Actor, float], controls.Change | None]
+
+
+async def _change_hold(request: web.Request, verb: str, change: HoldChange) -> web.Response:
+    """Hold or release: the hold named in the body, by Slurm where it runs the jobs, else by the queue."""
     who, name = _actor(request), await _hold_named(request)
     if request.app[SLURM].config.slurm:
-        return await slurmjobs.post_control(request, "hold", name)
-    job = await request.app[JOB_QUEUE].alter(request.match_info["id"],
-                                             lambda job, now: controls.hold(job, name, who, now))
+        return await slurmjobs.post_control(request, verb, name)
+    job = await request.app[JOB_QUEUE].alter(request.match_info["id"], lambda job, now: change(job, name, who, now))
     return _answer(job)
+
+
+async def post_hold(request: web.Request) -> web.Response:
+    return await _change_hold(request, "hold", controls.hold)
 
 
 async def post_release(request: web.Request) -> web.Response:
-    who, name = _actor(request), await _hold_named(request)
-    if request.app[SLURM].config.slurm:
-        return await slurmjobs.post_control(request, "release", name)
-    job = await request.app[JOB_QUEUE].alter(request.match_info["id"],
-                                             lambda job, now: controls.release(job, name, who, now))
-    return _answer(job)
+    return await _change_hold(request, "release", controls.release)
 
 
 async def post_requeue(request: web.Request) -> web.Response:
