@@ -16,6 +16,7 @@ from infosvc.queue import jobcontrols as controls
 from infosvc.sched.jobs import JobRecord
 from infosvc.web.auth import caller_of
 from infosvc.web.bodies import read_body
+from infosvc.web.pretty import compact_json
 from infosvc.web import slurmjobs
 from infosvc.web.keys import AGGREGATOR, JOB_QUEUE, SLURM
 
@@ -63,8 +64,8 @@ async def _hold_named(request: web.Request) -> str:
     return value
 
 
-def _answer(job: Any) -> web.Response:
-    return web.json_response(job_json(job), dumps=lambda value: json.dumps(value, separators=(",", ":")))
+def _answer(job: JobRecord) -> web.Response:
+    return compact_json(job_json(job))
 
 
 #: a hold's change of a job: (the job, the hold named, who asks, now) -> what to store, or None

@@ -21,6 +21,7 @@ from infosvc.hosts import QueryError, parse_time
 from infosvc.queue import Cursor, Listing, listing_page
 from infosvc.web.auth import Caller, caller_of
 from infosvc.web.bodies import read_body
+from infosvc.web.pretty import compact_json
 from infosvc.web import slurmjobs
 from infosvc.web.keys import AGGREGATOR, JOB_QUEUE, SLURM
 
@@ -38,10 +39,6 @@ def _caller(request: web.Request) -> Caller:
     caller = caller_of(request)
     assert caller is not None  # the route's access requires a token
     return caller
-
-
-def _json(data: Any, status: int = 200) -> web.Response:
-    return web.json_response(data, status=status, dumps=lambda value: json.dumps(value, separators=(",", ":")))
 
 
 def _by_slurm(request: web.Request) -> bool:
@@ -62,7 +59,7 @@ async def post_job(request: web.Request) -> web.Response:
     answer: dict[str, Any] = (job_json(jobs[0]) if len(jobs) == 1
                               else {"group": jobs[0].group, "jobs": [job_json(j) for j in jobs]})
     answer["warnings"] = warnings
-    response = _json(answer, status=201)
+    response = compact_json(answer, status=201)
     response.headers["Location"] = f"/v1/jobs/{jobs[0].id}"
     return response
 
@@ -85,7 +82,7 @@ async def get_jobs(request: web.Request) -> web.Response:
     if page.next is not None:
         kept = [(key, value) for key, value in query.items() if key != "cursor"]
         following = f"/v1/jobs?{urlencode([*kept, ('cursor', str(page.next))])}"
-    return _json({"jobs": jobs, "total": page.total, "truncated": following is not None, "next": following})
+    return compact_json({"jobs": jobs, "total": page.total, "truncated": following is not None, "next": following})
 
 
 def listing_of(query: Mapping[str, str]) -> Listing:
@@ -121,7 +118,7 @@ async def get_job(request: web.Request) -> web.Response:
     answer["ces"] = queue.ces_of(job)
     events = await asyncio.to_thread(queue.events_of, job, 200)
     answer["events"] = [event_json(event) for event in events]
-    return _json(answer)
+    return compact_json(answer)
 
 
 async def delete_job(request: web.Request) -> web.Response:
@@ -130,7 +127,7 @@ async def delete_job(request: web.Request) -> web.Response:
     caller = _caller(request)
     job = await request.app[JOB_QUEUE].cancel(request.match_info["id"], admin=caller.role is Role.ADMIN,
                                               submitter=caller.key[:16])
-    return _json(job_json(job))
+    return compact_json(job_json(job))
 
 
 def _executor_host(request: web.Request, caller: Caller) -> str | None:
@@ -148,7 +145,7 @@ async def get_executor_tasks(request: web.Request) -> web.Response:
         if not host:  # `?host=` is no host either
             raise Invalid("an admin names the host: ?host=NAME")
     tasks = request.app[JOB_QUEUE].tasks_on(host)
-    return _json({"host": host, "tasks": [task_order_json(job, index) for job, index in tasks]})
+    return compact_json({"host": host, "tasks": [task_order_json(job, index) for job, index in tasks]})
 
 
 async def post_task_event(request: web.Request) -> web.Response:
@@ -183,4 +180,4 @@ async def post_task_event(request: web.Request) -> web.Response:
     job = await request.app[JOB_QUEUE].task_report(
         request.match_info["id"], task, host=_executor_host(request, caller), began=report["event"] == "started",
         exit_code=exit_code, at_limit=bool(report.get("limit", False)), why=why, attempt=attempt)
-    return _json(job_json(job))
+    return compact_json(job_json(job))

@@ -11,7 +11,6 @@ waits rather than starting hundreds of sbatch processes. A job's id is Slurm's j
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Final, TypeVar
@@ -30,6 +29,7 @@ from infosvc.sched.holds import hold_name
 from infosvc.sched.request import read_request
 from infosvc.web.auth import caller_of
 from infosvc.web.bodies import read_body
+from infosvc.web.pretty import compact_json
 from infosvc.web.keys import AGGREGATOR, CONFIG, SLURM
 from infosvc_agents.accounts import Account, AccountError, AccountPolicy, read_map
 
@@ -80,10 +80,6 @@ async def _slurm(call: Callable[..., T], *args: Any) -> T:
         return await asyncio.to_thread(call, *args)
     except SlurmUnavailable as exc:
         raise Unavailable(f"Slurm cannot be reached: {exc}", "the job was not changed; try again") from None
-
-
-def _json(data: Any, status: int = 200) -> web.Response:
-    return web.json_response(data, status=status, dumps=lambda value: json.dumps(value, separators=(",", ":")))
 
 
 def _who(request: web.Request) -> _Who:
@@ -181,7 +177,7 @@ async def post_job(request: web.Request) -> web.Response:
     views = [job_view(records[number], side.known.get(submitted[number])) for number in range(len(prepared))]
     answer: dict[str, Any] = views[0] if len(views) == 1 else {"group": ids[0], "jobs": views}
     answer["warnings"] = document.warnings
-    response = _json(answer, status=201)
+    response = compact_json(answer, status=201)
     response.headers["Location"] = f"/v1/jobs/{ids[0]}"
     return response
 
@@ -226,7 +222,7 @@ async def get_jobs(request: web.Request, listing: Listing) -> web.Response:
             views.append(view)
     views.sort(key=lambda view: (view["ended"] is not None, int(view["id"])))
     limit = listing.limit
-    return _json({"jobs": views[:limit], "total": len(views), "truncated": len(views) > limit, "next": None})
+    return compact_json({"jobs": views[:limit], "total": len(views), "truncated": len(views) > limit, "next": None})
 
 
 async def get_job(request: web.Request) -> web.Response:
@@ -235,7 +231,7 @@ async def get_job(request: web.Request) -> web.Response:
     view = job_view(record, side.known.get(request.match_info["id"]))
     view |= {"events": [], "ces": [view["slurm"]["partition"]] if view["slurm"]["partition"] else [],
              "depends_on": [view["slurm"]["dependency"]] if view["slurm"]["dependency"] else []}
-    return _json(view)
+    return compact_json(view)
 
 
 def _may(side: SlurmSide, record: dict[str, Any], who: _Who, what: str) -> None:
@@ -274,7 +270,7 @@ async def delete_job(request: web.Request) -> web.Response:
 
 async def _answer(side: SlurmSide, job_id: str) -> web.Response:
     record = await _slurm(slurm_jobs.one_job, side.config, job_id)
-    return _json(job_view(record, side.known.get(job_id)))
+    return compact_json(job_view(record, side.known.get(job_id)))
 
 
 async def post_control(request: web.Request, action: str, hold: str) -> web.Response:
