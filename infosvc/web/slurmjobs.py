@@ -153,15 +153,17 @@ async def post_job(request: web.Request) -> web.Response:
     accounts = [_account(side, item.request.owner) for item in prepared]
     order = _order(prepared)
     # every job translated before any is submitted (a refusal leaves nothing in Slurm), off the loop
-    await asyncio.to_thread(_translate_all, side, document, prepared, accounts)
+    vo_accounts = _vo_accounts(side.config)
+    directories = await asyncio.to_thread(_translate_all, document, prepared, accounts, vo_accounts)
     submitted: dict[int, str] = {}
     records: dict[int, dict[str, Any]] = {}
     async with side.slots:
         try:
             for number in order:
-                batch = translate(document.needs[number], prepared[number].request,
-                                  slurm_ids=_ids(prepared, submitted), directory=_directory(accounts[number]),
-                                  vo_accounts=_vo_accounts(side.config))
+                # again with the Slurm ids of the jobs it depends on, now that they are known
+                batch = await asyncio.to_thread(translate, document.needs[number], prepared[number].request,
+                                                slurm_ids=_ids(prepared, submitted), directory=directories[number],
+                                                vo_accounts=vo_accounts)
                 submitted[number] = await _slurm(slurm_jobs.submit, side.config, batch, accounts[number])
                 side.remember(submitted[number], Submitted(prepared[number].request.owner, who.submitter))
                 records[number] = slurm_jobs.accepted(submitted[number], batch, prepared[number].request,
@@ -182,12 +184,17 @@ async def post_job(request: web.Request) -> web.Response:
     return response
 
 
-def _translate_all(side: SlurmSide, document: Any, prepared: list[Prepared], accounts: list[Account | None]) -> None:
-    """Each job translated with stand-in ids for its group's jobs: a DocumentError names what is refused."""
+def _translate_all(document: Any, prepared: list[Prepared], accounts: list[Account | None],
+                   vo_accounts: dict[str, str]) -> list[str]:
+    """Each job translated with stand-in ids for its group's jobs: a DocumentError names what is
+    refused. The directory each job runs in where it names none (blocking: each account's home is
+    looked at)."""
     placeholder = _ids(prepared, {number: str(number + 1) for number in range(len(prepared))})
+    directories = [_directory(account) for account in accounts]
     for number, item in enumerate(prepared):
-        translate(document.needs[number], item.request, slurm_ids=placeholder, directory=_directory(accounts[number]),
-                  vo_accounts=_vo_accounts(side.config))
+        translate(document.needs[number], item.request, slurm_ids=placeholder, directory=directories[number],
+                  vo_accounts=vo_accounts)
+    return directories
 
 
 def _quietly_cancel(config: LrmsConfig, slurm_id: str) -> None:
