@@ -71,10 +71,12 @@ class Eligibility:
         self._keep: list[Requirements | None] = []
 
     def mask(self, request: JobRequest, requirements: Requirements | None, pool: HostPool,
-             hosts: Mapping[str, Host], node_of: Callable[[str], Node | None], site: Site) -> Mask | None:
+             hosts: Mapping[str, Host], node_of: Callable[[str], Node | None],
+             site: Callable[[], Site]) -> Mask | None:
         """The hosts of `pool` the job may use; None for any. Kept per (requirements, asked nodes)
         while `pool` is the same object: jobs asking alike (one compiled Requirements, shared by
-        the queue) are evaluated once."""
+        the queue) are evaluated once. `site` (the CEs by cluster, for the matcher) is asked for
+        only when the hosts are evaluated: making it costs more than a kept mask's lookup."""
         if pool is not self._pool:
             self._pool, self._masks, self.rejected, self._keep = pool, {}, {}, []
         asked = request.asked_nodes
@@ -89,6 +91,7 @@ class Eligibility:
             wanted = frozenset(asked)
             mask &= np.fromiter((host in wanted for host in pool.ids), np.bool_, len(pool.ids))
         if requirements is not None:
+            ces = site()
             for row, host_id in enumerate(pool.ids):
                 if not mask[row]:
                     continue
@@ -100,7 +103,7 @@ class Eligibility:
                                accelerators_available=host.total_accelerators,
                                main_memory=replace(host.main_memory, ram_available=host.main_memory.ram_size))
                 try:
-                    verdict = evaluate(requirements, node, idle, subcluster=None, site=site)
+                    verdict = evaluate(requirements, node, idle, subcluster=None, site=ces)
                     ok, reasons = verdict.ok, list(verdict.reasons)
                 except MatchError as exc:
                     ok, reasons = False, [str(exc)]

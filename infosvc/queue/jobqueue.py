@@ -9,11 +9,11 @@ ingest) and is applied under the queue's lock, starting only jobs still Queued b
 
 A pass runs when something it depends on changes: a submission, a job's or task's end, a cancel,
 a host becoming usable or not (a report that changes nothing a job needs schedules nothing), at
-the next run time limit, when a placed task is due to have been started. Tasks are placed only on hosts an executor token is bound to. A task no executor reports started
-within the start timeout goes back to the queue (or fails, not rerunnable) and its host is drained
-(paused with the reason) until an admin resumes it. The timeout counts from the placement (stored)
-or from this queue's start when later: an executor cannot fetch a task from a server that is down.
-"""
+the next run time limit, when a placed task is due to have been started. Tasks are placed only on
+hosts an executor token is bound to. A task no executor reports started within the start timeout
+goes back to the queue (or fails, not rerunnable) and its host is drained (paused with the reason)
+until an admin resumes it. The timeout counts from the placement (stored) or from this queue's
+start when later: an executor cannot fetch a task from a server that is down."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ import logging
 import math
 import time
 from dataclasses import replace
+from functools import cache
 from typing import Awaitable, Callable, Container, Iterable
 
 from infosvc.loglimit import LogLimiter
@@ -174,8 +175,7 @@ class JobQueue:
         warnings += screened(prepared, self._shared, config.scheduler.refuse_unrunnable, self.pool(),
                              self.eligibility, self.table, self.site)
         await self.ended.recall(item.request for item in prepared)
-        # Ids are reserved and the jobs made without awaiting, so submissions need not wait for one
-        # another's commits (nor for a scheduling pass): the group-commit writer takes them together.
+        # Ids reserved, jobs made without awaiting: submissions wait not on one another's commits nor a pass
         now = self.clock()
         first = self._next_id
         self._next_id += len(prepared)
@@ -402,7 +402,7 @@ class JobQueue:
         kept while the pool is the same) and whether the pass may start it (not held)."""
         base = self.pool()
         rollup = self.table.rollup
-        site = self.site()
+        site = cache(self.site)  # made at most once a pass, and only if a mask is to be made
 
         def node_of(host_id: str) -> Node | None:
             entry = self.table.get(host_id)

@@ -36,7 +36,8 @@ MAX_WHY_CHARS: Final = 1000
 
 
 def unrunnable(request: JobRequest, requirements: Requirements | None, pool: HostPool, eligibility: Eligibility,
-               hosts: Mapping[str, Host], node_of: Callable[[str], Node | None], site: Site) -> str | None:
+               hosts: Mapping[str, Host], node_of: Callable[[str], Node | None],
+               site: Callable[[], Site]) -> str | None:
     """Why no host of `pool` (the site's known hosts) could run the job, or None when one could."""
     if not pool.ids:
         return None  # a site just set up, its agents not reported yet: nothing to tell from
@@ -69,7 +70,8 @@ def screened(prepared: list[Prepared], shared: dict[str, Requirements], refuse: 
     """A warning for each job of a submission no host of `pool` could run; Invalid for the first
     when the site refuses them (`refuse`). `shared`: the queue's compiled requirements by signature,
     so that the pass finds the masks made here (kept per requirements object); `site`: the CEs by
-    cluster, asked for only when a job's requirements need the matcher."""
+    cluster, asked for only when a job's requirements are evaluated on the hosts (not when the
+    queue already holds their mask)."""
     def node_of(host_id: str) -> Node | None:
         entry = table.get(host_id)
         return None if entry is None else entry.node
@@ -77,9 +79,7 @@ def screened(prepared: list[Prepared], shared: dict[str, Requirements], refuse: 
     said = []
     for item in prepared:
         requirements = None if item.requirements is None else shared.setdefault(item.signature, item.requirements)
-        # the CEs by cluster only for the matcher: a job asking nothing more needs none (site() is not free)
-        where = site() if requirements is not None else Site()
-        why = unrunnable(item.request, requirements, pool, eligibility, table.rollup.hosts, node_of, where)
+        why = unrunnable(item.request, requirements, pool, eligibility, table.rollup.hosts, node_of, site)
         if why is None:
             continue
         whose = "" if len(prepared) == 1 else f"job {excerpt(item.name)!r}: "
