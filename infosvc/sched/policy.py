@@ -56,7 +56,7 @@ class Policy(StrEnum):
 
 # A pass asks which policy it runs a few times; a member read from its class costs a lookup through
 # the enum's metaclass each time (a twentieth of a pass), a module's name one load.
-_FCFS, _PREDICTIVE = Policy.FCFS, Policy.PREDICTIVE
+_FCFS, _EASY, _PREDICTIVE = Policy.FCFS, Policy.EASY, Policy.PREDICTIVE
 
 
 class Queued(Protocol):
@@ -167,13 +167,26 @@ class Reservation(NamedTuple, Generic[A]):
 class Plan(Slotted, Generic[A]):
     """One scheduling pass: the jobs to start now, the head's reservation, why the others wait."""
 
-    __slots__ = ("starts", "reservation", "waiting")
+    __slots__ = ("starts", "reservation", "waiting", "backfilling")
 
     def __init__(self) -> None:
         self.starts: list[Start[A]] = []
         self.reservation: Reservation[A] | None = None
         #: job id -> why it waits, for every queued job not started
         self.waiting: dict[str, str] = {}
+        #: a blocked EASY pass without `explain`: what `resume` goes on from (else None)
+        self.backfilling: Backfilling[A] | None = None
+
+
+class Backfilling(Generic[A]):
+    """Where a blocked EASY pass left off: the machine as its starts left it, and the head's guard
+    (its reserved start, and the extra resources as its backfills left them). Held by the caller
+    for `resume`, which changes it as the pass it makes goes on."""
+
+    __slots__ = ("free", "guard")
+
+    def __init__(self, free: Machine[A], guard: _Guard[A]) -> None:
+        self.free, self.guard = free, guard
 
 
 def queue_order(jobs: Iterable[Queued]) -> list[Queued]:
@@ -226,13 +239,38 @@ def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterab
     if policy is _PREDICTIVE and explain:
         reservation = _expected(free, running, plan, reservation, now)
     plan.reservation = reservation
+    guard = _Guard(reservation.at, extra)
     if explain:
         held = ("no running job's end frees enough" if math.isinf(reservation.at)
                 else f"reserved to start at {when(reservation.at)}" if reservation.predicted_at is None
                 else f"reserved to start by {when(reservation.at)}, expected at {when(reservation.predicted_at)}")
         plan.waiting[head.id] = f"first in the queue: {free.describe_shortfall(head)}; {held}"
-    _backfill(free, plan, rest, now, _Guard(reservation.at, extra),
+    _backfill(free, plan, rest, now, guard,
               lambda: f"would delay {head.id}, reserved to start at {when(reservation.at)}", explain)
+    if policy is _EASY and not explain and not not_before:
+        plan.backfilling = Backfilling(free, guard)
+    return plan
+
+
+def resume(backfilling: Backfilling[A], arrived: Iterable[Queued], now: float) -> Plan[A]:
+    """The EASY pass at `now` of a queue that is the one a blocked pass (`schedule`'s, or an
+    earlier `resume`'s, without `explain`) left, with `arrived` after it, when since that pass no
+    job has ended and nothing was given back or taken but the pass's starts: the same decisions as
+    `schedule` on that queue, made on the new jobs alone.
+
+    Why they are the same: the machine is as the pass left it, so the blocked head still does not
+    fit, and its reservation is unchanged: the earlier pass's backfills end by the shadow time or
+    hold only extra resources, so the first end by estimate at which the head fits is the same
+    one; its time is that end's or, for a job past its estimate, now's (hence `max`). Every job
+    the pass passed over was wider than what was free (free only shrank since), or would have
+    delayed the head (it still would: now is later, the extra resources no larger). So only the
+    jobs after it can start, by the rule they would meet in a full pass, and `backfilling` goes on
+    from where that leaves the machine and the guard (it is changed: the next `resume` reads it)."""
+    plan: Plan[A] = Plan()
+    guard = backfilling.guard
+    guard.at = guard.at if guard.at > now else now
+    _backfill(backfilling.free, plan, iter(arrived), now, guard, str, False)  # no reasons: `delay` is not asked
+    plan.backfilling = backfilling
     return plan
 
 

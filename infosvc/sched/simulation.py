@@ -23,7 +23,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Collection, Iterable, NamedTuple, Protocol, Sequence
 
 from infosvc.codec.swf import SwfRecord
-from infosvc.sched.policy import Plan, Policy, Queued, Running, Start, schedule
+from infosvc.sched.policy import Backfilling, Plan, Policy, Queued, Running, Start, resume, schedule
 from infosvc.sched.pool import ProcessorPool
 from infosvc.sched.ordering import GUARD_FRACTION, MAX_SLACK, OVERDUE_AFTER, SLACK_FACTOR, TIMED, Order, guard_after, order_key
 
@@ -333,10 +333,16 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
     submits = [job.submitted for job in jobs]
     submits.append(inf)
     arrival = waiting = 0
+    # A blocked EASY pass's state (policy.resume), and the first job that arrived after it: while
+    # no job ends, the next pass is that one's, gone on with the jobs arrived since
+    backfilling: Backfilling[int] | None = None
+    since = 0
     clock = time.monotonic()
     while arrival < count or ends:
         next_end = ends[0][0] if ends else inf
         now = submits[arrival] if submits[arrival] < next_end else next_end
+        if next_end == now:
+            backfilling = None  # an end: the machine is no longer as the last pass left it
         while next_end == now:  # completions first
             _, job_id, user, run = pop(ends)
             pool.free += running.pop(job_id).allocation  # the pool's own give, without its call and check
@@ -366,8 +372,13 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
             continue
         if fcfs and pool.free < next(iter(arrivals.values())).processors:  # type: ignore[union-attr]
             continue  # FCFS starts nothing while its head does not fit
-        plan = (schedule(pool, running.values(), arrivals.values(), now, policy, explain=False) if arrivals is not None
-                else queue.plan(pool, running.values(), now))
+        if backfilling is not None:
+            plan = resume(backfilling, jobs[since:arrival], now)
+        elif arrivals is not None:
+            plan = schedule(pool, running.values(), arrivals.values(), now, policy, explain=False)
+        else:
+            plan = queue.plan(pool, running.values(), now)
+        backfilling, since = plan.backfilling, arrival
         if not plan.starts:
             continue
         for start in plan.starts:
