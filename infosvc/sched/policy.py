@@ -209,7 +209,8 @@ def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterab
     EligibleTime, for the jobs that have one; those whose time is after `now` are passed over.
     `overdue_after`: `predictive`'s guard (infosvc/sched/ordering.py)."""
     free = machine.copy()
-    plan: Plan[A] = Plan()
+    plan: Plan[A] = _new(Plan)  # Plan(), without a frame for its __init__: a simulation makes one a pass
+    plan.starts, plan.reservation, plan.waiting, plan.backfilling = [], None, {}, None
     if not_before:
         queue = _eligible(queue, not_before, now, plan, when, explain)
     jobs: Sequence[Queued] = ()
@@ -222,7 +223,9 @@ def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterab
         if allocation is None:
             break
         free.take(allocation)
-        plan.starts.append(Start(head, allocation))
+        start = _new(Start)  # Start(head, allocation), without a frame for its __init__: most passes start one
+        start.job, start.allocation, start.backfilled = head, allocation, False
+        plan.starts.append(start)
     else:
         return plan
     if policy is _FCFS:
@@ -240,16 +243,22 @@ def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterab
         reservation = _expected(free, running, plan, reservation, now)
     plan.reservation = reservation
     guard = _Guard(reservation.at, extra)
-    if explain:
-        held = ("no running job's end frees enough" if math.isinf(reservation.at)
-                else f"reserved to start at {when(reservation.at)}" if reservation.predicted_at is None
-                else f"reserved to start by {when(reservation.at)}, expected at {when(reservation.predicted_at)}")
-        plan.waiting[head.id] = f"first in the queue: {free.describe_shortfall(head)}; {held}"
-    _backfill(free, plan, rest, now, guard,
-              lambda: f"would delay {head.id}, reserved to start at {when(reservation.at)}", explain)
+    delay = _delay(free, plan, head, reservation, when) if explain else str  # without `explain` not asked
+    _backfill(free, plan, rest, now, guard, delay, explain)
     if policy is _EASY and not explain and not not_before:
         plan.backfilling = Backfilling(free, guard)
     return plan
+
+
+def _delay(free: Machine[A], plan: Plan[A], head: Queued, reservation: Reservation[A],
+           when: Callable[[float], str]) -> Callable[[], str]:
+    """The blocked head's reason, written in `plan`, and what a job it holds back is told. (A
+    function of its own: a pass without reasons makes no closure over the head.)"""
+    held = ("no running job's end frees enough" if math.isinf(reservation.at)
+            else f"reserved to start at {when(reservation.at)}" if reservation.predicted_at is None
+            else f"reserved to start by {when(reservation.at)}, expected at {when(reservation.predicted_at)}")
+    plan.waiting[head.id] = f"first in the queue: {free.describe_shortfall(head)}; {held}"
+    return lambda: f"would delay {head.id}, reserved to start at {when(reservation.at)}"
 
 
 def resume(backfilling: Backfilling[A], arrived: Iterable[Queued], now: float) -> Plan[A]:
@@ -356,6 +365,7 @@ def _reserve(free: Machine[A], running: Collection[Running[A]], starting: Sequen
 
 _END = operator.itemgetter(0)
 _ID = operator.attrgetter("id")
+_new = object.__new__
 
 
 def _shadow(free: Machine[A], ending: list[tuple[float, A]], head: Queued,
