@@ -331,6 +331,7 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
     push, pop, learns, arrivals, policy = heapq.heappush, heapq.heappop, queue.learns, queue.arrivals, queue.policy
     inf, nan, record, new = math.inf, math.nan, outcomes.append, object.__new__
     fcfs = policy is Policy.FCFS and arrivals is not None
+    head_wants = 0  # the processors FCFS's head asks (0: not read since the last starts)
     submits = list(map(_SUBMITTED, jobs))
     submits.append(inf)
     arrival = waiting = 0
@@ -374,8 +375,11 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
             pop(sizes)
         if pool.free < sizes[0]:
             continue
-        if fcfs and pool.free < next(iter(arrivals.values())).processors:  # type: ignore[union-attr]
-            continue  # FCFS starts nothing while its head does not fit
+        if fcfs:  # FCFS starts nothing while its head does not fit
+            if not head_wants:
+                head_wants = next(iter(arrivals.values()))[2]  # type: ignore[union-attr]
+            if pool.free < head_wants:
+                continue
         if backfilling is not None:
             plan = resume(backfilling, jobs[since:arrival], now)
         elif arrivals is not None:
@@ -400,7 +404,7 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
             entry.id, entry.started, entry.estimate, entry.allocation, entry.predicted = job_id, now, estimate, taken, planned
             push(ends, (now + run, job_id, user, run))
             record(_OUTCOME((job, now, planned)))
-        next_end = ends[0][0]
+        next_end, head_wants = ends[0][0], 0  # FCFS's head: the first job the pass did not start, read when asked
         waiting -= len(starts)
         if arrivals is None:
             queue.leave(starts)
