@@ -332,6 +332,7 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
     inf, nan, record, new = math.inf, math.nan, outcomes.append, object.__new__
     fcfs = policy is Policy.FCFS and arrivals is not None
     head_wants = 0  # the processors FCFS's head asks (0: not read since the last starts)
+    deleted = 0  # jobs deleted from `arrivals` since it was last copied
     submits = list(map(_SUBMITTED, jobs))
     submits.append(inf)
     arrival = waiting = 0
@@ -406,6 +407,12 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
             record(_OUTCOME((job, now, planned)))
         next_end, head_wants = ends[0][0], 0  # FCFS's head: the first job the pass did not start, read when asked
         waiting -= len(starts)
+        if arrivals is not None:
+            deleted += len(starts)
+            if deleted > waiting + 32:
+                # A dict's deleted entries stay until it resizes, and every pass's iteration of the
+                # queue skips them from its start: more of them than jobs, and it is copied without.
+                arrivals, deleted = dict(arrivals), 0
         if arrivals is None:
             queue.leave(starts)
         if progress is not None and time.monotonic() - clock >= every:
