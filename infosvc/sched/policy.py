@@ -374,23 +374,25 @@ def _shadow(free: Machine[A], ending: list[tuple[float, A]], head: Queued,
     every running and starting job, by end."""
     future = free.copy()
     give, place = future.give, future.place  # called once a running job: a simulation's pass makes thousands
-    shadow, allocation = math.inf, None
-    position, count = 0, len(ending)
-    while position < count:
-        instant = ending[position][0]
-        if math.isinf(instant):
-            break
-        while position < count and ending[position][0] == instant:  # all that end at one instant
-            give(ending[position][1])
-            position += 1
-        allocation = place(head)
-        if allocation is not None:
-            shadow = max(instant, now)  # a job past its estimate is expected to end at once
-            break
-    if allocation is None:
+    allocation: A | None = None
+    last: float | None = None  # the instant whose ends were given last
+    for instant, held in ending:  # all that end at one instant are given before the head is tried
+        if instant != last:
+            if last is not None:
+                allocation = place(head)
+                if allocation is not None:
+                    break
+            if math.isinf(instant):
+                break
+            last = instant
+        give(held)
+    else:
+        if last is not None:
+            allocation = place(head)
+    if allocation is None or last is None:
         return Reservation(head, math.inf, None), None
     future.take(allocation)
-    return Reservation(head, shadow, allocation), future
+    return Reservation(head, max(last, now), allocation), future  # a job past its estimate: expected to end at once
 
 
 def predicted(job: Queued) -> float:
