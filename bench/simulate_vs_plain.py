@@ -15,8 +15,11 @@ a synthetic large machine (eight copies of the Lublin workload side by side on 2
 eight times the running jobs, and the queue, of the Lublin case), and any trace given with
 `--trace` (real traces of large machines: tests/fixtures/traces/README.md says where to get them).
 
-Run: `python bench/simulate_vs_plain.py [--runs 5] [--trace PATH ...] [--predictive]`; prints a
-table (ratio: ours / plain; under 1 is faster) and writes bench/results/simulate_vs_plain.json.
+`--instructions` also counts each one's instructions, once (valgrind's callgrind, whole process:
+they do not move with the machine's load, where times on a shared machine move by a fifth).
+
+Run: `python bench/simulate_vs_plain.py [--runs 5] [--trace PATH ...] [--predictive] [--instructions]`;
+prints a table (ratio: ours / plain; under 1 is faster) and writes bench/results/simulate_vs_plain.json.
 `--predictive` also times ours with `--policy predictive` (plain has no such policy: its ratio
 is to plain's easy, for scale only).
 """
@@ -88,6 +91,16 @@ def timed(command: list[str]) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def instructions(command: list[str], scratch: Path) -> int:
+    """The instructions one run executes, start to exit (valgrind --tool=callgrind's total)."""
+    out = scratch / "callgrind.out"
+    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *command],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    total = next(line for line in out.read_text().splitlines() if line.startswith("totals:"))
+    out.unlink()
+    return int(total.split()[1])
+
+
 def same_schedule(trace: Path, policy: str, processors: int | None, scratch: Path) -> bool:
     a, b = scratch / "ours.csv", scratch / "plain.csv"
     for command in (ours(trace, policy, processors, a), plain(trace, policy, processors, b)):
@@ -101,6 +114,7 @@ def main() -> int:
     p.add_argument("--trace", action="append", default=[], type=Path, help="another trace (repeatable)")
     p.add_argument("--predictive", action="store_true", help="also time ours with --policy predictive")
     p.add_argument("--no-synthetic", action="store_true", help="leave out the synthetic 2,048-processor machine")
+    p.add_argument("--instructions", action="store_true", help="also count each one's instructions once (valgrind)")
     args = p.parse_args()
     # The package's bytecode, as a pip install writes it (and Python after a first run): where
     # PYTHONDONTWRITEBYTECODE is set, an editable install would otherwise compile every module of
@@ -133,11 +147,17 @@ def main() -> int:
                    "ours_cpu": statistics.median(c for _, c in mine), "plain_cpu": statistics.median(c for _, c in theirs)}
             row["ratio_wall"] = row["ours_wall"] / row["plain_wall"]
             row["ratio_cpu"] = row["ours_cpu"] / row["plain_cpu"]
+            if args.instructions:
+                row["ours_instructions"] = instructions(ours(trace, policy, processors), scratch)
+                row["plain_instructions"] = instructions(plain(trace, theirs_policy, processors), scratch)
+                row["ratio_instructions"] = row["ours_instructions"] / row["plain_instructions"]
             rows.append(row)
             print(f"| {label} | {policy}{' (plain: easy)' if policy == 'predictive' else ''} | "
                   f"{'yes' if same else ('n/a' if same is None else 'DIFFERENT')} | "
                   f"{row['ours_wall']:.2f} s | {row['plain_wall']:.2f} s | {row['ratio_wall']:.2f} | "
-                  f"{row['ours_cpu']:.2f} s | {row['plain_cpu']:.2f} s | {row['ratio_cpu']:.2f} |", flush=True)
+                  f"{row['ours_cpu']:.2f} s | {row['plain_cpu']:.2f} s | {row['ratio_cpu']:.2f} |"
+                  + (f" {row['ours_instructions'] / 1e6:,.0f} M | {row['plain_instructions'] / 1e6:,.0f} M | "
+                     f"{row['ratio_instructions']:.2f} |" if args.instructions else ""), flush=True)
     out = ROOT / "bench" / "results" / "simulate_vs_plain.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"runs": args.runs, "python": platform.python_version(), "cpus": os.cpu_count(),

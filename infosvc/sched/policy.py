@@ -56,7 +56,7 @@ class Policy(StrEnum):
 
 # A pass asks which policy it runs a few times; a member read from its class costs a lookup through
 # the enum's metaclass each time (a twentieth of a pass), a module's name one load.
-_FCFS, _PREDICTIVE = Policy.FCFS, Policy.PREDICTIVE
+_FCFS, _EASY, _PREDICTIVE = Policy.FCFS, Policy.EASY, Policy.PREDICTIVE
 
 
 class Queued(Protocol):
@@ -167,13 +167,26 @@ class Reservation(NamedTuple, Generic[A]):
 class Plan(Slotted, Generic[A]):
     """One scheduling pass: the jobs to start now, the head's reservation, why the others wait."""
 
-    __slots__ = ("starts", "reservation", "waiting")
+    __slots__ = ("starts", "reservation", "waiting", "backfilling")
 
     def __init__(self) -> None:
         self.starts: list[Start[A]] = []
         self.reservation: Reservation[A] | None = None
         #: job id -> why it waits, for every queued job not started
         self.waiting: dict[str, str] = {}
+        #: a blocked EASY pass without `explain`: what `resume` goes on from (else None)
+        self.backfilling: Backfilling[A] | None = None
+
+
+class Backfilling(Generic[A]):
+    """Where a blocked EASY pass left off: the machine as its starts left it, and the head's guard
+    (its reserved start, and the extra resources as its backfills left them). Held by the caller
+    for `resume`, which changes it as the pass it makes goes on."""
+
+    __slots__ = ("free", "guard")
+
+    def __init__(self, free: Machine[A], guard: _Guard[A]) -> None:
+        self.free, self.guard = free, guard
 
 
 def queue_order(jobs: Iterable[Queued]) -> list[Queued]:
@@ -196,7 +209,8 @@ def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterab
     EligibleTime, for the jobs that have one; those whose time is after `now` are passed over.
     `overdue_after`: `predictive`'s guard (infosvc/sched/ordering.py)."""
     free = machine.copy()
-    plan: Plan[A] = Plan()
+    plan: Plan[A] = _new(Plan)  # Plan(), without a frame for its __init__: a simulation makes one a pass
+    plan.starts, plan.reservation, plan.waiting, plan.backfilling = [], None, {}, None
     if not_before:
         queue = _eligible(queue, not_before, now, plan, when, explain)
     jobs: Sequence[Queued] = ()
@@ -209,7 +223,9 @@ def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterab
         if allocation is None:
             break
         free.take(allocation)
-        plan.starts.append(Start(head, allocation))
+        start = _new(Start)  # Start(head, allocation), without a frame for its __init__: most passes start one
+        start.job, start.allocation, start.backfilled = head, allocation, False
+        plan.starts.append(start)
     else:
         return plan
     if policy is _FCFS:
@@ -226,13 +242,44 @@ def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterab
     if policy is _PREDICTIVE and explain:
         reservation = _expected(free, running, plan, reservation, now)
     plan.reservation = reservation
-    if explain:
-        held = ("no running job's end frees enough" if math.isinf(reservation.at)
-                else f"reserved to start at {when(reservation.at)}" if reservation.predicted_at is None
-                else f"reserved to start by {when(reservation.at)}, expected at {when(reservation.predicted_at)}")
-        plan.waiting[head.id] = f"first in the queue: {free.describe_shortfall(head)}; {held}"
-    _backfill(free, plan, rest, now, _Guard(reservation.at, extra),
-              lambda: f"would delay {head.id}, reserved to start at {when(reservation.at)}", explain)
+    guard = _Guard(reservation.at, extra)
+    delay = _delay(free, plan, head, reservation, when) if explain else str  # without `explain` not asked
+    _backfill(free, plan, rest, now, guard, delay, explain)
+    if policy is _EASY and not explain and not not_before:
+        plan.backfilling = Backfilling(free, guard)
+    return plan
+
+
+def _delay(free: Machine[A], plan: Plan[A], head: Queued, reservation: Reservation[A],
+           when: Callable[[float], str]) -> Callable[[], str]:
+    """The blocked head's reason, written in `plan`, and what a job it holds back is told. (A
+    function of its own: a pass without reasons makes no closure over the head.)"""
+    held = ("no running job's end frees enough" if math.isinf(reservation.at)
+            else f"reserved to start at {when(reservation.at)}" if reservation.predicted_at is None
+            else f"reserved to start by {when(reservation.at)}, expected at {when(reservation.predicted_at)}")
+    plan.waiting[head.id] = f"first in the queue: {free.describe_shortfall(head)}; {held}"
+    return lambda: f"would delay {head.id}, reserved to start at {when(reservation.at)}"
+
+
+def resume(backfilling: Backfilling[A], arrived: Iterable[Queued], now: float) -> Plan[A]:
+    """The EASY pass at `now` of a queue that is the one a blocked pass (`schedule`'s, or an
+    earlier `resume`'s, without `explain`) left, with `arrived` after it, when since that pass no
+    job has ended and nothing was given back or taken but the pass's starts: the same decisions as
+    `schedule` on that queue, made on the new jobs alone.
+
+    Why they are the same: the machine is as the pass left it, so the blocked head still does not
+    fit, and its reservation is unchanged: the earlier pass's backfills end by the shadow time or
+    hold only extra resources, so the first end by estimate at which the head fits is the same
+    one; its time is that end's or, for a job past its estimate, now's (hence `max`). Every job
+    the pass passed over was wider than what was free (free only shrank since), or would have
+    delayed the head (it still would: now is later, the extra resources no larger). So only the
+    jobs after it can start, by the rule they would meet in a full pass, and `backfilling` goes on
+    from where that leaves the machine and the guard (it is changed: the next `resume` reads it)."""
+    plan: Plan[A] = Plan()
+    guard = backfilling.guard
+    guard.at = guard.at if guard.at > now else now
+    _backfill(backfilling.free, plan, iter(arrived), now, guard, str, False)  # no reasons: `delay` is not asked
+    plan.backfilling = backfilling
     return plan
 
 
@@ -318,6 +365,7 @@ def _reserve(free: Machine[A], running: Collection[Running[A]], starting: Sequen
 
 _END = operator.itemgetter(0)
 _ID = operator.attrgetter("id")
+_new = object.__new__
 
 
 def _shadow(free: Machine[A], ending: list[tuple[float, A]], head: Queued,
@@ -326,23 +374,25 @@ def _shadow(free: Machine[A], ending: list[tuple[float, A]], head: Queued,
     every running and starting job, by end."""
     future = free.copy()
     give, place = future.give, future.place  # called once a running job: a simulation's pass makes thousands
-    shadow, allocation = math.inf, None
-    position, count = 0, len(ending)
-    while position < count:
-        instant = ending[position][0]
-        if math.isinf(instant):
-            break
-        while position < count and ending[position][0] == instant:  # all that end at one instant
-            give(ending[position][1])
-            position += 1
-        allocation = place(head)
-        if allocation is not None:
-            shadow = max(instant, now)  # a job past its estimate is expected to end at once
-            break
-    if allocation is None:
+    allocation: A | None = None
+    last: float | None = None  # the instant whose ends were given last
+    for instant, held in ending:  # all that end at one instant are given before the head is tried
+        if instant != last:
+            if last is not None:
+                allocation = place(head)
+                if allocation is not None:
+                    break
+            if math.isinf(instant):
+                break
+            last = instant
+        give(held)
+    else:
+        if last is not None:
+            allocation = place(head)
+    if allocation is None or last is None:
         return Reservation(head, math.inf, None), None
     future.take(allocation)
-    return Reservation(head, shadow, allocation), future
+    return Reservation(head, max(last, now), allocation), future  # a job past its estimate: expected to end at once
 
 
 def predicted(job: Queued) -> float:

@@ -21,10 +21,9 @@ class ProcessorPool(Slotted):
         return cls(size, size)
 
     def place(self, job: Queued, within: Machine[int] | None = None) -> int | None:
-        try:  # the common case read and checked inline: a pass asks this often
-            wanted = job.processors
-        except AttributeError:
-            wanted = _processors(job)
+        wanted = getattr(job, "processors", None)
+        if within is None and type(wanted) is int and 0 < wanted:  # the common case: a pass asks this often
+            return wanted if wanted <= self.free else None
         if type(wanted) is not int or wanted < 1:
             wanted = _processors(job)
         if within is None:

@@ -23,7 +23,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Collection, Iterable, NamedTuple, Protocol, Sequence
 
 from infosvc.codec.swf import SwfRecord
-from infosvc.sched.policy import Plan, Policy, Queued, Running, Start, schedule
+from infosvc.sched.policy import Backfilling, Plan, Policy, Queued, Running, Start, resume, schedule
 from infosvc.sched.pool import ProcessorPool
 from infosvc.sched.ordering import GUARD_FRACTION, MAX_SLACK, OVERDUE_AFTER, SLACK_FACTOR, TIMED, Order, guard_after, order_key
 
@@ -133,6 +133,7 @@ def _jobs(records: Iterable[tuple[int, float, float, int, int, float, int]], pro
 _SIM_JOB = functools.partial(tuple.__new__, SimJob)
 #: A SimJob's place in the queue: its submit time, then its id
 _QUEUE_ORDER = operator.itemgetter(1, 5)
+_PROCESSORS, _SUBMITTED = operator.attrgetter("processors"), operator.attrgetter("submitted")
 #: What `jobs_of` reads of a SwfRecord: job, submit, run time, allocated and requested
 #: processors, requested time, user (picked in C: this runs once per trace line)
 _JOB_FIELDS = operator.itemgetter(0, 1, 3, 4, 7, 8, 11)
@@ -147,7 +148,8 @@ def simulate(jobs: Sequence[SimJob], processors: int, policy: Policy,
              progress: Callable[[int, float], None] | None = None, every: float = 1.0) -> list[Outcome]:
     """Each job's start, by `policy` on a machine of `processors`; `progress(started, now)` is
     called about every `every` seconds of real time."""
-    if any(job.processors > processors or job.processors < 1 for job in jobs):
+    widths = list(map(_PROCESSORS, jobs))  # read in C: a trace is tens of thousands of jobs
+    if widths and (max(widths) > processors or min(widths) < 1):
         raise ValueError(f"a job asks for more than the machine's {processors} processors, or for none")
     if policy is Policy.PREDICTIVE:
         return simulate_predictive(jobs, processors, Options(), progress, every)
@@ -327,23 +329,32 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
     ends: list[tuple[float, str, int, float]] = []  # (end, job id, user, run): a heap
     outcomes: list[Outcome] = []
     push, pop, learns, arrivals, policy = heapq.heappush, heapq.heappop, queue.learns, queue.arrivals, queue.policy
-    inf, nan, record = math.inf, math.nan, outcomes.append
+    inf, nan, record, new = math.inf, math.nan, outcomes.append, object.__new__
     fcfs = policy is Policy.FCFS and arrivals is not None
-    count = len(jobs)
-    submits = [job.submitted for job in jobs]
+    head_wants = 0  # the processors FCFS's head asks (0: not read since the last starts)
+    deleted = 0  # jobs deleted from `arrivals` since it was last copied
+    submits = list(map(_SUBMITTED, jobs))
     submits.append(inf)
     arrival = waiting = 0
+    # A blocked EASY pass's state (policy.resume), and the first job that arrived after it: while
+    # no job ends, the next pass is that one's, gone on with the jobs arrived since
+    backfilling: Backfilling[int] | None = None
+    since = 0
+    # the next arrival's and the next end's times, kept as they change (not read again each instant)
+    next_submit, next_end = submits[0], inf
     clock = time.monotonic()
-    while arrival < count or ends:
-        next_end = ends[0][0] if ends else inf
-        now = submits[arrival] if submits[arrival] < next_end else next_end
+    while True:
+        now = next_submit if next_submit < next_end else next_end
+        if now == inf:
+            break
         while next_end == now:  # completions first
             _, job_id, user, run = pop(ends)
             pool.free += running.pop(job_id).allocation  # the pool's own give, without its call and check
             if learns:
                 queue.ended(user, run)
             next_end = ends[0][0] if ends else inf
-        while submits[arrival] == now:  # then arrivals
+            backfilling = None  # an end: the machine is no longer as the last pass left it
+        while next_submit == now:  # then arrivals
             job = jobs[arrival]
             # a SimJob's fields by place, here and below: a named tuple's field read by name is a
             # descriptor call, and the loop reads a job's fields a dozen times (a twentieth of a replay)
@@ -352,25 +363,35 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
             else:
                 queue.arrive(job, now)
             wanted = job[2]
-            if not asking.get(wanted):
+            asked = asking.get(wanted, 0)
+            if not asked:
                 push(sizes, wanted)
-                asking[wanted] = 0
-            asking[wanted] += 1
+            asking[wanted] = asked + 1
             arrival += 1
             waiting += 1
+            next_submit = submits[arrival]
         if not waiting:
             continue
         while not asking[sizes[0]]:
             pop(sizes)
         if pool.free < sizes[0]:
             continue
-        if fcfs and pool.free < next(iter(arrivals.values())).processors:  # type: ignore[union-attr]
-            continue  # FCFS starts nothing while its head does not fit
-        plan = (schedule(pool, running.values(), arrivals.values(), now, policy, explain=False) if arrivals is not None
-                else queue.plan(pool, running.values(), now))
-        if not plan.starts:
+        if fcfs:  # FCFS starts nothing while its head does not fit
+            if not head_wants:
+                head_wants = next(iter(arrivals.values()))[2]  # type: ignore[union-attr]
+            if pool.free < head_wants:
+                continue
+        if backfilling is not None:
+            plan = resume(backfilling, jobs[since:arrival], now)
+        elif arrivals is not None:
+            plan = schedule(pool, running.values(), arrivals.values(), now, policy, explain=False)
+        else:
+            plan = queue.plan(pool, running.values(), now)
+        backfilling, since = plan.backfilling, arrival
+        starts = plan.starts
+        if not starts:
             continue
-        for start in plan.starts:
+        for start in starts:
             if arrivals is not None:
                 job, planned = start.job, nan  # type: ignore[assignment]  # FCFS and EASY plan the SimJobs themselves
                 del arrivals[job[5]]
@@ -380,12 +401,20 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
             taken = start.allocation
             pool.free -= taken  # the plan was made on this pool: it fits
             asking[wanted] -= 1
-            running[job_id] = Running(job_id, now, estimate, taken, planned)
+            entry = running[job_id] = new(Running)  # Running(...) without a frame for its __init__
+            entry.id, entry.started, entry.estimate, entry.allocation, entry.predicted = job_id, now, estimate, taken, planned
             push(ends, (now + run, job_id, user, run))
             record(_OUTCOME((job, now, planned)))
-        waiting -= len(plan.starts)
+        next_end, head_wants = ends[0][0], 0  # FCFS's head: the first job the pass did not start, read when asked
+        waiting -= len(starts)
+        if arrivals is not None:
+            deleted += len(starts)
+            if deleted > waiting + 32:
+                # A dict's deleted entries stay until it resizes, and every pass's iteration of the
+                # queue skips them from its start: more of them than jobs, and it is copied without.
+                arrivals, deleted = dict(arrivals), 0
         if arrivals is None:
-            queue.leave(plan.starts)
+            queue.leave(starts)
         if progress is not None and time.monotonic() - clock >= every:
             clock = time.monotonic()
             progress(len(outcomes), now)

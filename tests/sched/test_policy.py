@@ -132,7 +132,7 @@ def test_running_start_and_pool_compare_and_print_by_their_fields_as_dataclasses
     assert repr(Running("r", 0.0, 5.0, 3, 1.0)) == "Running(id='r', started=0.0, estimate=5.0, allocation=3, predicted=1.0)"
     assert repr(ProcessorPool(4, 1)) == "ProcessorPool(size=4, free=1)"
     plan: Plan[int] = Plan()
-    assert plan == Plan() and repr(plan) == "Plan(starts=[], reservation=None, waiting={})"
+    assert plan == Plan() and repr(plan) == "Plan(starts=[], reservation=None, waiting={}, backfilling=None)"
     with pytest.raises(TypeError):  # mutable: no hash, as a dataclass that compares
         hash(ProcessorPool(4, 1))
     with pytest.raises(AttributeError):  # slots: no field that is not one
