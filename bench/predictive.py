@@ -2,18 +2,19 @@
 ordering.py), on SWF traces: fcfs and easy; predictions alone (EASY's order: since backfilling is
 EASY's rule, they change no decision, only the head's expected start in its reason); the slack
 order alone (estimates for run times); both (the policy, with its guard: a job waiting a quarter
-of the longest wait so far, at least `OVERDUE_AFTER`, is served in EASY's order); the design
-before this one (its guard fixed at `OVERDUE_AFTER`); the policy without its guard, and with it
-at once (EASY's head always, the backfill scan in the slack order); EASY with its backfill scan
+of the longest wait so far is served in EASY's order); the design before this one (that bound
+never under six hours: `6 h floor`) and the one before that (fixed at six hours); the policy
+without its guard, and with it at once (EASY's head always, the backfill scan in the slack
+order); EASY with its backfill scan
 shortest predicted run time first (SJBF); and the published queue orders (WFP3, UNICEF, Carastan-Santos and de Camargo's F1) in the slack order's place, with the same
 guard. Each row: mean wait, mean bounded slowdown, utilization, maximum wait, and, against easy,
 the change in mean bounded slowdown and the ratio of maximum waits (the targets: at least 20 %
 lower, at most 1.25 x, wherever easy's mean bounded slowdown is above 2; never worse than easy on
 either).
 
-Run: `python bench/predictive.py [TRACE.swf[.gz] ...] [--processors N] [--skip K] [--first M]` (the
-vendored traces when none; N for a trace whose header gives no machine size; records K+1 to K+M); prints a table per trace and writes
-bench/results/predictive.json. Which traces tuned the policy and which are held out:
+Run: `python bench/predictive.py [TRACE.swf[.gz] ...] [--processors N] [--skip K] [--first M]`
+(the vendored traces when none; N for a trace whose header gives no machine size; records K+1 to
+K+M); prints a table per trace and writes bench/results/predictive.json. Which traces tuned the policy and which are held out:
 docs/simulation.md.
 """
 
@@ -41,7 +42,8 @@ VARIANTS: dict[str, Options | Policy] = {
     "predictions only": Options(order=Order.FCFS),
     "slack order only": Options(predictions=False),
     "predictive": Options(),
-    "fixed 6 h guard": Options(guard_fraction=0.0),
+    "6 h floor": Options(overdue_after=6 * 3600.0),
+    "fixed 6 h guard": Options(overdue_after=6 * 3600.0, guard_fraction=0.0),
     "no guard": Options(overdue_after=math.inf),
     "guard at once": Options(overdue_after=0.0, guard_fraction=0.0),
     "sjbf": Options(order=Order.SJF, overdue_after=0.0, guard_fraction=0.0),
