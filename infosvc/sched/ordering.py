@@ -11,10 +11,12 @@ Each reads a job's submission, processors and predicted run time (infosvc/sched/
   of every job that has not, the overdue jobs in submission order: EASY's order, and the first of
   them that cannot start is the head EASY would reserve for (infosvc/sched/policy.py). That is
   what bounds a job's wait near EASY's (docs/simulation.md). The bound (`guard_after`) follows the
-  machine's own waits: `GUARD_FRACTION` of the longest wait a started job has had so far, never
-  under `OVERDUE_AFTER`. On a machine whose jobs wait days a fixed few hours put nearly every
-  waiting job back in EASY's order and took the gain; on one where nobody waits long the floor
-  holds. The constants were chosen on the tuning traces only (docs/simulation.md says which).
+  machine's own waits: `GUARD_FRACTION` of the longest wait a started job has had so far, with no
+  fixed floor (`OVERDUE_AFTER` is 0). Where nothing has waited yet the policy cannot tell what
+  passing would cost, and every job is in EASY's order; on a machine whose jobs wait an hour a job
+  is passed for minutes, not for the six hours the design before allowed (there the longest wait
+  was 1.29 x EASY's). The constants were chosen on the tuning traces only (docs/simulation.md
+  says which).
 - `sjf`: the shortest predicted run time first (the backfill order of Tsafrir et al.'s SJBF when
   the guard puts every job in EASY's order at once).
 - `wfp3`: (wait / run time)^3 x processors, largest first (Tang et al., "Fault-aware,
@@ -45,8 +47,9 @@ SLACK_FACTOR = 10.0
 #: ... and never more than this (seconds): a job is passed only by jobs submitted within two days after it.
 MAX_SLACK = 48 * 3600.0
 #: A job waiting this long (seconds) is served in EASY's order, ahead of the slack order (0: always,
-#: which is EASY's order throughout; math.inf: never): the guard's floor ...
-OVERDUE_AFTER = 6 * 3600.0
+#: which is EASY's order throughout; math.inf: never): the guard's floor, none (a fixed floor let
+#: jobs be passed for longer than anyone waits on a lightly loaded machine) ...
+OVERDUE_AFTER = 0.0
 #: ... raised to this part of the longest wait a started job has had (0: the floor alone).
 GUARD_FRACTION = 0.25
 
@@ -121,7 +124,8 @@ def overdue(queue: Sequence[W], now: float, after: float = OVERDUE_AFTER) -> Ite
 
 def guard_after(longest_wait: float, floor: float = OVERDUE_AFTER, fraction: float = GUARD_FRACTION) -> float:
     """The guard's bound (seconds) on a machine where the longest wait of a started job so far is
-    `longest_wait`: `fraction` of it, never under `floor` (math.inf: the guard off)."""
+    `longest_wait`: `fraction` of it, never under `floor` (math.inf: the guard off). With no
+    floor, a machine where no job has waited yet has every job in EASY's order."""
     return max(floor, fraction * longest_wait) if longest_wait > 0 else floor
 
 

@@ -83,11 +83,15 @@ def test_a_short_job_by_its_owner_s_history_goes_ahead_of_a_long_one_submitted_b
     first = site.submit("first", "alice", 1000)
     site.schedule()
     assert site.state(first) is JobState.RUNNING
+    other = site.submit("other", "erin", 5000)
+    blocker = site.submit("blocker", "carol", 5000)
     site.now += 100
     site.end(first)  # alice's jobs take 100 s, whatever they ask
-    blocker = site.submit("blocker", "carol", 5000)
     site.schedule()
-    assert site.state(blocker) is JobState.RUNNING
+    site.now += 1000
+    site.end(other)
+    site.schedule()
+    assert site.state(blocker) is JobState.RUNNING  # it waited 1,100 s: the guard's bound is 275 s
     bob = site.submit("bob", "bob", 1000)  # no history: predicted by its limit
     site.now += 10
     alice = site.submit("alice", "alice", 1000)  # predicted 100 s: slack 1,000 s, bob's 10,000 s
@@ -98,6 +102,25 @@ def test_a_short_job_by_its_owner_s_history_goes_ahead_of_a_long_one_submitted_b
     site.end(blocker)
     site.schedule()
     assert (site.state(alice), site.state(bob)) == (JobState.RUNNING, JobState.QUEUED)
+
+
+def test_where_no_job_has_waited_yet_the_queue_is_easy_s_order(site: PredictiveSite) -> None:
+    # The same short job, on a site where every job so far started as it came: the guard's bound is
+    # 0 (no floor), so every job is overdue, in submission order, and the short one does not pass.
+    first = site.submit("first", "alice", 1000)
+    site.schedule()
+    site.now += 100
+    site.end(first)  # alice's jobs take 100 s
+    blocker = site.submit("blocker", "carol", 5000)
+    site.schedule()
+    assert site.state(blocker) is JobState.RUNNING  # at once: the longest wait here is 0
+    bob = site.submit("bob", "bob", 1000)
+    site.now += 10
+    alice = site.submit("alice", "alice", 1000)  # predicted 100 s: the slack order would put it first
+    site.now += 50
+    site.end(blocker)
+    site.schedule()
+    assert (site.state(bob), site.state(alice)) == (JobState.RUNNING, JobState.QUEUED)
 
 
 def test_the_ccs_priorities_still_come_first(site: PredictiveSite) -> None:
@@ -115,8 +138,8 @@ def test_the_ccs_priorities_still_come_first(site: PredictiveSite) -> None:
 
 
 def test_the_guard_follows_the_longest_wait_of_the_sites_own_jobs(site: PredictiveSite) -> None:
-    # Once a job here has waited 40 h, the guard's bound is a quarter of that, 10 h, not its 6 h
-    # floor: a job that has waited 7 h is still in the slack order, and a short one goes ahead of it.
+    # Once a job here has waited 40 h, the guard's bound is a quarter of that, 10 h: a job that has
+    # waited 7 h is still in the slack order, and a short one goes ahead of it.
     first = site.submit("first", "alice", 1000)
     site.schedule()
     site.now += 100

@@ -92,8 +92,10 @@ def test_the_guard_picks_the_first_groups_jobs_waiting_past_the_bound_oldest_fir
 
 
 def test_the_guards_bound_is_a_part_of_the_longest_wait_never_under_its_floor() -> None:
-    assert guard_after(0.0) == OVERDUE_AFTER  # nothing started yet: the floor
-    assert guard_after(40 * 3600.0) == max(OVERDUE_AFTER, GUARD_FRACTION * 40 * 3600.0)
+    assert OVERDUE_AFTER == 0.0  # no fixed floor: the bound is the machine's own
+    assert guard_after(0.0) == 0.0  # nothing has waited yet: every job is overdue, EASY's order
+    assert guard_after(40 * 3600.0) == GUARD_FRACTION * 40 * 3600.0 == 10 * 3600.0
+    assert guard_after(600.0) == 150.0  # where jobs wait minutes, a job is passed for minutes (a 6 h floor: 6 h)
     assert guard_after(1000.0, floor=60.0, fraction=0.25) == 250.0
     assert guard_after(100.0, floor=60.0, fraction=0.25) == 60.0  # a quarter of it is under the floor
     assert guard_after(10.0 ** 9, floor=60.0, fraction=0.0) == 60.0  # no fraction: the floor alone
