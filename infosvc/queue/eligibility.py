@@ -69,6 +69,9 @@ class Eligibility:
         self._masks: dict[tuple[int, tuple[str, ...] | None], Mask | None] = {}
         self.rejected: dict[tuple[int, tuple[str, ...] | None], tuple[str, ...]] = {}
         self._keep: list[Requirements | None] = []
+        #: what runnable.unrunnable sums over a mask's hosts, by (the mask's id, memory asked): kept
+        #: with the masks, as a submission per second would sum the same thousand hosts each time
+        self.capacities: dict[tuple[int, float], tuple[float, int]] = {}
 
     def mask(self, request: JobRequest, requirements: Requirements | None, pool: HostPool,
              hosts: Mapping[str, Host], node_of: Callable[[str], Node | None],
@@ -78,7 +81,7 @@ class Eligibility:
         the queue) are evaluated once. `site` (the CEs by cluster, for the matcher) is asked for
         only when the hosts are evaluated: making it costs more than a kept mask's lookup."""
         if pool is not self._pool:
-            self._pool, self._masks, self.rejected, self._keep = pool, {}, {}, []
+            self._pool, self._masks, self.rejected, self._keep, self.capacities = pool, {}, {}, [], {}
         asked = request.asked_nodes
         if requirements is None and asked is None:
             return None

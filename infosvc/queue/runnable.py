@@ -12,6 +12,7 @@ not asked: a job waiting for a host to come back is not refused. A site that kno
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Final, Mapping
 
 import numpy as np
@@ -24,7 +25,7 @@ from infosvc.model.glue import Host
 from infosvc.model.node import Node
 from infosvc.queue.eligibility import Eligibility
 from infosvc.queue.submissions import Prepared
-from infosvc.sched.hosts import HostPool
+from infosvc.sched.hosts import HostPool, Mask
 from infosvc.sched.request import JobRequest
 
 __all__ = ["UNRUNNABLE", "screened", "unrunnable"]
@@ -33,6 +34,8 @@ __all__ = ["UNRUNNABLE", "screened", "unrunnable"]
 UNRUNNABLE: Final = "no host known now can run it"
 #: The longest list of reasons one job's warning quotes.
 MAX_WHY_CHARS: Final = 1000
+#: The most (mask, memory asked) sums kept between changes of the pool (memory asked is anyone's)
+MAX_KEPT_CAPACITIES: Final = 4096
 
 
 def unrunnable(request: JobRequest, requirements: Requirements | None, pool: HostPool, eligibility: Eligibility,
@@ -52,17 +55,29 @@ def unrunnable(request: JobRequest, requirements: Requirements | None, pool: Hos
     if missing:
         return excerpt(f"it requires the nodes {fold(missing)}, which the site does not know", MAX_WHY_CHARS)
     lead = "the hosts its requirements let through" if mask is not None else "the site's hosts"
-    rows = mask  # None: every host (the common job, which asks nothing more: no array made for it)
-    if request.memory_mb > 0:
-        most = float((pool.memory if rows is None else pool.memory[rows]).max())
-        if most < request.memory_mb:
-            return f"it asks {request.memory_mb:g} MB of memory per host; {lead} have at most {most:g} MB"
-        big = pool.memory >= request.memory_mb
-        rows = big if rows is None else rows & big
-    capacity = int((pool.size if rows is None else pool.size[rows]).sum())
+    key = (id(mask), request.memory_mb)  # a mask's id is its own while the eligibility keeps it
+    found = eligibility.capacities.get(key)
+    if found is None:
+        if len(eligibility.capacities) >= MAX_KEPT_CAPACITIES:
+            eligibility.capacities.clear()
+        found = eligibility.capacities[key] = capacity_of(pool, mask, request.memory_mb)
+    most, capacity = found
+    if most < request.memory_mb:
+        return f"it asks {request.memory_mb:g} MB of memory per host; {lead} have at most {most:g} MB"
     if request.min_processors > capacity:
         return f"it asks {request.min_processors} processors; {lead} have {capacity}"
     return None
+
+
+def capacity_of(pool: HostPool, rows: Mask | None, memory_mb: float) -> tuple[float, int]:
+    """The most memory of a host among `rows` of `pool` (None: every host; inf when the job asks
+    none), and the processors of those rows' hosts with `memory_mb` or more."""
+    most = math.inf
+    if memory_mb > 0:
+        most = float((pool.memory if rows is None else pool.memory[rows]).max())
+        big = pool.memory >= memory_mb
+        rows = big if rows is None else rows & big
+    return most, int((pool.size if rows is None else pool.size[rows]).sum())
 
 
 def screened(prepared: list[Prepared], shared: dict[str, Requirements], refuse: bool, pool: HostPool,
