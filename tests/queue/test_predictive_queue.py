@@ -104,13 +104,18 @@ def test_a_short_job_by_its_owner_s_history_goes_ahead_of_a_long_one_submitted_b
     assert (site.state(alice), site.state(bob)) == (JobState.RUNNING, JobState.QUEUED)
 
 
-def test_where_no_job_has_waited_yet_the_queue_is_easy_s_order(site: PredictiveSite) -> None:
-    # The same short job, on a site where every job so far started as it came: the guard's bound is
-    # 0 (no floor), so every job is overdue, in submission order, and the short one does not pass.
+def alice_takes_100_seconds(site: PredictiveSite) -> None:
+    """One job of alice's runs 100 s, started as it came: what her next jobs are predicted from."""
     first = site.submit("first", "alice", 1000)
     site.schedule()
     site.now += 100
-    site.end(first)  # alice's jobs take 100 s
+    site.end(first)
+
+
+def test_where_no_job_has_waited_yet_the_queue_is_easy_s_order(site: PredictiveSite) -> None:
+    # The same short job, on a site where every job so far started as it came: the guard's bound is
+    # 0 (no floor), so every job is overdue, in submission order, and the short one does not pass.
+    alice_takes_100_seconds(site)
     blocker = site.submit("blocker", "carol", 5000)
     site.schedule()
     assert site.state(blocker) is JobState.RUNNING  # at once: the longest wait here is 0
@@ -124,10 +129,7 @@ def test_where_no_job_has_waited_yet_the_queue_is_easy_s_order(site: PredictiveS
 
 
 def test_the_ccs_priorities_still_come_first(site: PredictiveSite) -> None:
-    first = site.submit("first", "alice", 1000)
-    site.schedule()
-    site.now += 100
-    site.end(first)
+    alice_takes_100_seconds(site)
     blocker = site.submit("blocker", "carol", 5000)
     site.schedule()
     urgent = site.submit("urgent", "bob", 1000, priority=3)  # AboveNormal, predicted by its limit
@@ -140,10 +142,7 @@ def test_the_ccs_priorities_still_come_first(site: PredictiveSite) -> None:
 def test_the_guard_follows_the_longest_wait_of_the_sites_own_jobs(site: PredictiveSite) -> None:
     # Once a job here has waited 40 h, the guard's bound is a quarter of that, 10 h: a job that has
     # waited 7 h is still in the slack order, and a short one goes ahead of it.
-    first = site.submit("first", "alice", 1000)
-    site.schedule()
-    site.now += 100
-    site.end(first)  # alice's jobs take 100 s
+    alice_takes_100_seconds(site)
     blocker = site.submit("blocker", "carol", 500_000)
     site.schedule()
     waiter = site.submit("waiter", "bob", 1000)

@@ -6,22 +6,13 @@ pass; and where `schedule` leaves nothing to resume."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infosvc.sched import Plan, Policy, ProcessorPool, Running, schedule
 from infosvc.sched.policy import resume
-
-
-@dataclass(frozen=True)
-class Job:
-    id: str
-    processors: int
-    estimate: float
-    submitted: float = 0.0
-    priority: int = 2
+from test_policy import Job
 
 
 def decided(plan: Plan[int]) -> list[tuple[str, int, bool]]:
