@@ -19,7 +19,7 @@ from infosvc.model.ccsjob import JobState
 from infosvc.queue.jobnames import JobNames
 from infosvc.sched.jobs import ENDED, JobRecord
 from infosvc.sched.request import JobRequest
-from infosvc.store import Store
+from infosvc.store import Store, StoreCorrupt
 from infosvc.store.jobs import EndedQuery, prune_ended
 
 __all__ = ["FORGET_SLACK", "KEPT_ENDED", "PRUNE_BATCH", "PRUNE_SECONDS", "EndedJobs"]
@@ -131,6 +131,8 @@ class EndedJobs:
                 pruned = await self.prune()
                 if pruned:
                     log.info("%d jobs ended more than %g days ago deleted from the store", pruned, self.keep_days)
+            except StoreCorrupt as exc:  # the store said so once, with what to do; no stack to add to it
+                _failures.log(logging.ERROR, "StoreCorrupt", "pruning ended jobs failed: the store is %s", exc)
             except Exception as exc:  # noqa: BLE001 - tried again at the next interval
                 _failures.log(logging.ERROR, type(exc).__name__, "pruning ended jobs failed", exc_info=True)
             await asyncio.sleep(interval)

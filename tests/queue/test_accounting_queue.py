@@ -16,7 +16,7 @@ from infosvc.matching import Site
 from infosvc.model.ccsjob import JobState
 from infosvc.queue.ended import FORGET_SLACK, KEPT_ENDED
 from infosvc.queue.jobqueue import JobQueue
-from infosvc.store import Store
+from infosvc.store import Store, StoreCorrupt
 
 from support.jobrows import write_ended
 
@@ -92,3 +92,24 @@ def test_a_running_queue_lets_go_of_ended_jobs_past_those_it_keeps(clocked: Cloc
     kept = [job.id for job in clocked.queue.jobs.values() if job.state is JobState.CANCELED]
     assert kept == made[-KEPT_ENDED:]
     assert len(clocked.stored()) == len(made)
+
+
+def test_pruning_a_damaged_store_says_so_in_one_line_without_a_stack(clocked: Clocked,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    # The store answers every write to a damaged file with StoreCorrupt, having logged the damage
+    # and what to do once (infosvc/store); the hourly prune adds one line, not a traceback.
+    async def damaged(operation: object) -> object:
+        raise StoreCorrupt(clocked.store.path, "database disk image is malformed")
+
+    clocked.store.write = damaged  # type: ignore[method-assign]
+
+    async def one_round() -> None:
+        pruning = asyncio.ensure_future(clocked.queue.ended.prune_forever(interval=3600))
+        await asyncio.sleep(0.05)
+        pruning.cancel()
+
+    with caplog.at_level("ERROR", logger="infosvc.queue"):
+        clocked.loop.run_until_complete(one_round())
+    lines = [r for r in caplog.records if "pruning ended jobs failed" in r.getMessage()]
+    assert len(lines) == 1 and not lines[0].exc_info, lines
+    assert "damaged (database disk image is malformed)" in lines[0].getMessage()
