@@ -23,7 +23,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Collection, Iterable, NamedTuple, Protocol, Sequence
 
 from infosvc.codec.swf import SwfRecord
-from infosvc.sched.policy import Backfilling, Plan, Policy, Queued, Running, Start, resume, schedule
+from infosvc.sched.policy import Backfilling, Plan, Policy, Queued, Running, Start, resume, schedule, starts_now
 from infosvc.sched.pool import ProcessorPool
 from infosvc.sched.ordering import GUARD_FRACTION, MAX_SLACK, OVERDUE_AFTER, SLACK_FACTOR, TIMED, Order, guard_after, order_key
 
@@ -376,21 +376,30 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
             pop(sizes)
         if pool.free < sizes[0]:
             continue
-        if fcfs:  # FCFS starts nothing while its head does not fit
-            if not head_wants:
-                head_wants = next(iter(arrivals.values()))[2]  # type: ignore[union-attr]
-            if pool.free < head_wants:
-                continue
-        if backfilling is not None:
-            plan = resume(backfilling, jobs[since:arrival], now)
-        elif arrivals is not None:
-            plan = schedule(pool, running.values(), arrivals.values(), now, policy, explain=False)
+        if waiting == 1 and arrivals is not None:
+            # A queue of one job, which fits (it asks sizes[0]): the pass is the policies' first
+            # rule alone (policy.starts_now), applied here without the rest of a pass (a copy of
+            # the pool, a Plan). A lightly loaded machine's passes are nearly all of this kind.
+            start = starts_now(pool, next(iter(arrivals.values())))
+            assert start is not None  # it asks no more than is free
+            starts = [start]
+            backfilling, since = None, arrival
         else:
-            plan = queue.plan(pool, running.values(), now)
-        backfilling, since = plan.backfilling, arrival
-        starts = plan.starts
-        if not starts:
-            continue
+            if fcfs:  # FCFS starts nothing while its head does not fit
+                if not head_wants:
+                    head_wants = next(iter(arrivals.values()))[2]  # type: ignore[union-attr]
+                if pool.free < head_wants:
+                    continue
+            if backfilling is not None:
+                plan = resume(backfilling, jobs[since:arrival], now)
+            elif arrivals is not None:
+                plan = schedule(pool, running.values(), arrivals.values(), now, policy, explain=False)
+            else:
+                plan = queue.plan(pool, running.values(), now)
+            backfilling, since = plan.backfilling, arrival
+            starts = plan.starts
+            if not starts:
+                continue
         for start in starts:
             if arrivals is not None:
                 job, planned = start.job, nan  # type: ignore[assignment]  # FCFS and EASY plan the SimJobs themselves
