@@ -247,7 +247,8 @@ def _job_lines(lines: list[str | None]) -> tuple[int, list[list[str]]]:
     """Where the run of plain job lines that ends `lines` begins (each 18 words, the first not a
     comment's), and their words; (len(lines), []) when the last line is not one. Found in C, a
     batch at a time: a trace is its header, then job lines, and reading those one at a time in
-    Python was a fifth of reading a trace. The lines before are read one at a time (`_parse`)."""
+    Python was 6 M of the NASA trace's 526 M instructions. The lines before are read one at a
+    time (`_parse`)."""
     if None in lines:
         return len(lines), []
     split = list(map(str.split, cast("list[str]", lines)))
