@@ -372,19 +372,21 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
             next_submit = submits[arrival]
         if not waiting:
             continue
-        while not asking[sizes[0]]:
-            pop(sizes)
-        if pool.free < sizes[0]:
-            continue
         if waiting == 1 and arrivals is not None:
-            # A queue of one job, which fits (it asks sizes[0]): the pass is the policies' first
-            # rule alone (policy.starts_now), applied here without the rest of a pass (a copy of
-            # the pool, a Plan). A lightly loaded machine's passes are nearly all of this kind.
+            # A queue of one job: the pass is the policies' first rule alone (policy.starts_now:
+            # it starts if it fits, and else nothing can), applied here without the rest of a pass
+            # (a copy of the pool, a Plan) or the sizes below. A lightly loaded machine's passes
+            # are nearly all of this kind. (The sizes it leaves unasked leave the heap later.)
             start = starts_now(pool, next(iter(arrivals.values())))
-            assert start is not None  # it asks no more than is free
+            if start is None:
+                continue
             starts = [start]
             backfilling, since = None, arrival
         else:
+            while not asking[sizes[0]]:
+                pop(sizes)
+            if pool.free < sizes[0]:
+                continue
             if fcfs:  # FCFS starts nothing while its head does not fit
                 if not head_wants:
                     head_wants = next(iter(arrivals.values()))[2]  # type: ignore[union-attr]
