@@ -439,16 +439,21 @@ _OUTCOME = functools.partial(tuple.__new__, Outcome)
 def summarize(outcomes: Sequence[Outcome], skipped: int, processors: int, policy: Policy) -> Summary:
     if not outcomes:
         return Summary(0, skipped, 0.0, 0.0, 0.0, 0.0, processors, policy.value)
-    # each job's fields read once, not through Outcome's properties (a call a job, each)
-    jobs = [(job.submitted, start, job.run, job.processors) for job, start, _ in outcomes]
-    first = min(submitted for submitted, _, _, _ in jobs)
-    last = max(start + run for _, start, run, _ in jobs)
-    makespan = last - first
-    work = sum(run * processors for _, _, run, processors in jobs)
-    waits = [start - submitted for submitted, start, _, _ in jobs]
-    slowdowns = [(wait + run) / (run if run > BOUND_SECONDS else BOUND_SECONDS)
-                 for wait, (_, _, run, _) in zip(waits, jobs)]
-    slowdowns = [slowdown if slowdown > 1.0 else 1.0 for slowdown in slowdowns]
+    # Column by column, each read in C (map over operator's functions) where a loop in Python
+    # read every field of every outcome once per figure; the sums add in the outcomes' order, as
+    # before. (Not builtins.max over the columns: its call costs more than a comparison in Python.)
+    jobs = list(map(_JOB, outcomes))
+    submits, starts, runs = list(map(_SUBMITTED, jobs)), list(map(_START, outcomes)), list(map(_RUN, jobs))
+    makespan = max(map(operator.add, starts, runs)) - min(submits)
+    work = sum(map(operator.mul, runs, map(_PROCESSORS, jobs)))
+    waits = list(map(operator.sub, starts, submits))
+    # bounded slowdown: max(1, (wait + run) / max(run, BOUND_SECONDS))
+    bounds = [run if run > BOUND_SECONDS else BOUND_SECONDS for run in runs]
+    slowdowns = [slowdown if slowdown > 1.0 else 1.0
+                 for slowdown in map(operator.truediv, map(operator.add, waits, runs), bounds)]
     return Summary(len(outcomes), skipped, work / (processors * makespan) if makespan > 0 else 0.0,
                    sum(waits) / len(waits), sum(slowdowns) / len(slowdowns), makespan, processors, policy.value,
                    max(waits))
+
+
+_JOB, _START, _RUN = operator.itemgetter(0), operator.itemgetter(1), operator.attrgetter("run")
