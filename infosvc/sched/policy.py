@@ -219,10 +219,12 @@ def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterab
         queue = chain(overdue(jobs, now, overdue_after), _unstarted(jobs, plan))
     rest = iter(queue)  # read once, never copied: a simulation's queue may be long
     for head in rest:
-        start = starts_now(free, head)
-        if start is None:
+        allocation = starts_now(free, head)
+        if allocation is None:
             break
-        free.take(start.allocation)
+        free.take(allocation)
+        start = _new(Start)  # Start(head, allocation), without a frame for its __init__: most passes start one
+        start.job, start.allocation, start.backfilled = head, allocation, False
         plan.starts.append(start)
     else:
         return plan
@@ -248,18 +250,13 @@ def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterab
     return plan
 
 
-def starts_now(free: Machine[A], head: Queued) -> Start[A] | None:
+def starts_now(free: Machine[A], head: Queued) -> A | None:
     """Every policy's first rule: the job at the head of the queue starts now if it fits on what
-    is `free` (placed there, not taken), else None. `schedule` applies it from the head until a
-    job does not fit; a replay whose queue is one job that fits (a lightly loaded machine: most of
-    its passes) applies it alone, as that is the whole of such a pass under every policy: nothing
-    is left to block, reserve for or backfill, and no guard reorders a queue of one."""
-    allocation = free.place(head)
-    if allocation is None:
-        return None
-    start: Start[A] = _new(Start)  # Start(head, allocation), without a frame for its __init__: most passes start one
-    start.job, start.allocation, start.backfilled = head, allocation, False
-    return start
+    is `free`: where it starts (placed there, not taken), else None. `schedule` applies it from the
+    head until a job does not fit; a replay whose queue is one job (a lightly loaded machine: most
+    of its passes) applies it alone, as that is the whole of such a pass under every policy:
+    nothing is left to block, reserve for or backfill, and no guard reorders a queue of one."""
+    return free.place(head)
 
 
 def _delay(free: Machine[A], plan: Plan[A], head: Queued, reservation: Reservation[A],

@@ -375,12 +375,14 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
         if waiting == 1 and arrivals is not None:
             # A queue of one job: the pass is the policies' first rule alone (policy.starts_now:
             # it starts if it fits, and else nothing can), applied here without the rest of a pass
-            # (a copy of the pool, a Plan) or the sizes below. A lightly loaded machine's passes
-            # are nearly all of this kind. (The sizes it leaves unasked leave the heap later.)
-            start = starts_now(pool, next(iter(arrivals.values())))
-            if start is None:
+            # (a copy of the pool, a Plan, a Start) or the sizes below. A lightly loaded machine's
+            # passes are nearly all of this kind. (The sizes it leaves unasked leave the heap later.)
+            lone_id, lone = arrivals.popitem()  # popped, not deleted: the dict keeps no deleted entry
+            taken = starts_now(pool, lone)
+            if taken is None:
+                arrivals[lone_id] = lone
                 continue
-            starts = [start]
+            started: list[tuple[Queued, int]] = [(lone, taken)]
             backfilling, since = None, arrival
         else:
             while not asking[sizes[0]]:
@@ -402,14 +404,23 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
             starts = plan.starts
             if not starts:
                 continue
-        for start in starts:
-            if arrivals is not None:
-                job, planned = start.job, nan  # type: ignore[assignment]  # FCFS and EASY plan the SimJobs themselves
-                del arrivals[job[5]]
+            started = list(map(_STARTED, starts))
+            if arrivals is None:
+                queue.leave(starts)
             else:
-                job, planned = queue.started(start.job)
+                for queued, _ in started:
+                    del arrivals[queued.id]
+                deleted += len(starts)
+                if deleted > waiting - len(starts) + 32:
+                    # A dict's deleted entries stay until it resizes, and every pass's iteration of the
+                    # queue skips them from its start: more of them than jobs, and it is copied without.
+                    arrivals, deleted = dict(arrivals), 0
+        for queued, taken in started:
+            if arrivals is not None:
+                job, planned = queued, nan  # type: ignore[assignment]  # FCFS and EASY plan the SimJobs themselves
+            else:
+                job, planned = queue.started(queued)
             _, _, wanted, estimate, run, job_id, _, user = job
-            taken = start.allocation
             pool.free -= taken  # the plan was made on this pool: it fits
             asking[wanted] -= 1
             entry = running[job_id] = new(Running)  # Running(...) without a frame for its __init__
@@ -417,21 +428,15 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
             push(ends, (now + run, job_id, user, run))
             record(_OUTCOME((job, now, planned)))
         next_end, head_wants = ends[0][0], 0  # FCFS's head: the first job the pass did not start, read when asked
-        waiting -= len(starts)
-        if arrivals is not None:
-            deleted += len(starts)
-            if deleted > waiting + 32:
-                # A dict's deleted entries stay until it resizes, and every pass's iteration of the
-                # queue skips them from its start: more of them than jobs, and it is copied without.
-                arrivals, deleted = dict(arrivals), 0
-        if arrivals is None:
-            queue.leave(starts)
+        waiting -= len(started)
         if progress is not None and time.monotonic() - clock >= every:
             clock = time.monotonic()
             progress(len(outcomes), now)
     return outcomes
 
 
+#: A plan's start as (the job, its processors), read in C
+_STARTED = operator.attrgetter("job", "allocation")
 #: An Outcome of its fields, made in C (Outcome(...) is a Python call per job)
 _OUTCOME = functools.partial(tuple.__new__, Outcome)
 
