@@ -25,16 +25,13 @@ from typing import TYPE_CHECKING, Callable, Collection, Iterable, NamedTuple, Pr
 from infosvc.codec.swf import SwfRecord
 from infosvc.sched.policy import Backfilling, Plan, Policy, Queued, Running, Start, resume, schedule, starts_now
 from infosvc.sched.pool import ProcessorPool
+from infosvc.sched.summary import BOUND_SECONDS, Summary, summarize
 from infosvc.sched.ordering import GUARD_FRACTION, MAX_SLACK, OVERDUE_AFTER, SLACK_FACTOR, TIMED, Order, guard_after, order_key
 
 if TYPE_CHECKING:  # predictive's alone: imported when one runs (it imports `dataclasses`)
     from infosvc.sched.prediction import UserHistory
 
-__all__ = ["Outcome", "SimJob", "Summary", "Trace", "jobs_of", "simulate", "summarize", "trace_jobs"]
-
-#: The bounded slowdown's threshold, seconds.
-BOUND_SECONDS = 10.0
-
+__all__ = ["BOUND_SECONDS", "Outcome", "SimJob", "Summary", "Trace", "jobs_of", "simulate", "summarize", "trace_jobs"]
 
 class SimJob(NamedTuple):
     """A trace's job as the scheduler reads it (a Queued): `id` orders jobs of one submit
@@ -76,24 +73,6 @@ class Outcome(NamedTuple):
     @property
     def wait(self) -> float:
         return self.start - self.job.submitted
-
-
-class Summary(NamedTuple):
-    jobs: int
-    skipped: int
-    utilization: float
-    mean_wait_seconds: float
-    mean_bounded_slowdown: float
-    makespan_seconds: float
-    processors: int
-    policy: str
-    max_wait_seconds: float = 0.0
-
-    def as_json(self) -> dict[str, object]:
-        return {"jobs": self.jobs, "utilization": self.utilization, "mean_wait_seconds": self.mean_wait_seconds,
-                "mean_bounded_slowdown": self.mean_bounded_slowdown, "max_wait_seconds": self.max_wait_seconds,
-                "makespan_seconds": self.makespan_seconds, "skipped": self.skipped, "processors": self.processors,
-                "policy": self.policy}
 
 
 class Trace:
@@ -439,26 +418,3 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
 _STARTED = operator.attrgetter("job", "allocation")
 #: An Outcome of its fields, made in C (Outcome(...) is a Python call per job)
 _OUTCOME = functools.partial(tuple.__new__, Outcome)
-
-
-def summarize(outcomes: Sequence[Outcome], skipped: int, processors: int, policy: Policy) -> Summary:
-    if not outcomes:
-        return Summary(0, skipped, 0.0, 0.0, 0.0, 0.0, processors, policy.value)
-    # Column by column, each read in C (map over operator's functions) where a loop in Python
-    # read every field of every outcome once per figure; the sums add in the outcomes' order, as
-    # before. (Not builtins.max over the columns: its call costs more than a comparison in Python.)
-    jobs = list(map(_JOB, outcomes))
-    submits, starts, runs = list(map(_SUBMITTED, jobs)), list(map(_START, outcomes)), list(map(_RUN, jobs))
-    makespan = max(map(operator.add, starts, runs)) - min(submits)
-    work = sum(map(operator.mul, runs, map(_PROCESSORS, jobs)))
-    waits = list(map(operator.sub, starts, submits))
-    # bounded slowdown: max(1, (wait + run) / max(run, BOUND_SECONDS))
-    bounds = [run if run > BOUND_SECONDS else BOUND_SECONDS for run in runs]
-    slowdowns = [slowdown if slowdown > 1.0 else 1.0
-                 for slowdown in map(operator.truediv, map(operator.add, waits, runs), bounds)]
-    return Summary(len(outcomes), skipped, work / (processors * makespan) if makespan > 0 else 0.0,
-                   sum(waits) / len(waits), sum(slowdowns) / len(slowdowns), makespan, processors, policy.value,
-                   max(waits))
-
-
-_JOB, _START, _RUN = operator.itemgetter(0), operator.itemgetter(1), operator.attrgetter("run")
