@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # predictive's alone: imported when one runs (it imports `dat
 
 __all__ = ["BOUND_SECONDS", "Outcome", "SimJob", "Summary", "Trace", "jobs_of", "simulate", "summarize", "trace_jobs"]
 
+
 class SimJob(NamedTuple):
     """A trace's job as the scheduler reads it (a Queued): `id` orders jobs of one submit
     time by their number. A tuple, as `Outcome`: a trace makes them by the hundred thousand, and a

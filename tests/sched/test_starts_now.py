@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,16 +15,7 @@ from hypothesis import strategies as st
 from infosvc.sched import Policy, ProcessorPool, Running, schedule
 from infosvc.sched.policy import starts_now
 from infosvc.sched.simulation import SimJob, jobs_of, simulate
-
-
-@dataclass(frozen=True)
-class Job:
-    id: str
-    processors: int
-    estimate: float
-    submitted: float = 0.0
-    priority: int = 2
-
+from test_policy import Job
 
 ESTIMATES = st.one_of(st.integers(1, 60).map(float), st.just(math.inf))
 
