@@ -316,6 +316,7 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
     submits = list(map(_SUBMITTED, jobs))
     submits.append(inf)
     arrival = waiting = 0
+    popped = False  # whether the pass's one start was popped off the queue already (a lone job's pass)
     # A blocked EASY pass's state (policy.resume), and the first job that arrived after it: while
     # no job ends, the next pass is that one's, gone on with the jobs arrived since
     backfilling: Backfilling[int] | None = None
@@ -363,7 +364,7 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
                 arrivals[lone_id] = lone
                 continue
             started: list[tuple[Queued, int]] = [(lone, taken)]
-            backfilling, since = None, arrival
+            backfilling, since, popped = None, arrival, True
         else:
             while not asking[sizes[0]]:
                 pop(sizes)
@@ -384,20 +385,14 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
             starts = plan.starts
             if not starts:
                 continue
-            started = list(map(_STARTED, starts))
+            started, popped = list(map(_STARTED, starts)), False
             if arrivals is None:
                 queue.leave(starts)
-            else:
-                for queued, _ in started:
-                    del arrivals[queued.id]
-                deleted += len(starts)
-                if deleted > waiting - len(starts) + 32:
-                    # A dict's deleted entries stay until it resizes, and every pass's iteration of the
-                    # queue skips them from its start: more of them than jobs, and it is copied without.
-                    arrivals, deleted = dict(arrivals), 0
         for queued, taken in started:
             if arrivals is not None:
                 job, planned = queued, nan  # type: ignore[assignment]  # FCFS and EASY plan the SimJobs themselves
+                if not popped:
+                    del arrivals[job[5]]
             else:
                 job, planned = queue.started(queued)
             _, _, wanted, estimate, run, job_id, _, user = job
@@ -409,6 +404,12 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
             record(_OUTCOME((job, now, planned)))
         next_end, head_wants = ends[0][0], 0  # FCFS's head: the first job the pass did not start, read when asked
         waiting -= len(started)
+        if arrivals is not None and not popped:
+            deleted += len(started)
+            if deleted > waiting + 32:
+                # A dict's deleted entries stay until it resizes, and every pass's iteration of the
+                # queue skips them from its start: more of them than jobs, and it is copied without.
+                arrivals, deleted = dict(arrivals), 0
         if progress is not None and time.monotonic() - clock >= every:
             clock = time.monotonic()
             progress(len(outcomes), now)
