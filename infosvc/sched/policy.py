@@ -219,7 +219,7 @@ def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterab
         queue = chain(overdue(jobs, now, overdue_after), _unstarted(jobs, plan))
     rest = iter(queue)  # read once, never copied: a simulation's queue may be long
     for head in rest:
-        allocation = free.place(head)
+        allocation = starts_now(free, head)
         if allocation is None:
             break
         free.take(allocation)
@@ -248,6 +248,15 @@ def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterab
     if policy is _EASY and not explain and not not_before:
         plan.backfilling = Backfilling(free, guard)
     return plan
+
+
+def starts_now(free: Machine[A], head: Queued) -> A | None:
+    """Every policy's first rule: the job at the head of the queue starts now if it fits on what
+    is `free`: where it starts (placed there, not taken), else None. `schedule` applies it from the
+    head until a job does not fit; a replay whose queue is one job (a lightly loaded machine: most
+    of its passes) applies it alone, as that is the whole of such a pass under every policy:
+    nothing is left to block, reserve for or backfill, and no guard reorders a queue of one."""
+    return free.place(head)
 
 
 def _delay(free: Machine[A], plan: Plan[A], head: Queued, reservation: Reservation[A],

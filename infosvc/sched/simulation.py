@@ -23,17 +23,15 @@ import time
 from typing import TYPE_CHECKING, Callable, Collection, Iterable, NamedTuple, Protocol, Sequence
 
 from infosvc.codec.swf import SwfRecord
-from infosvc.sched.policy import Backfilling, Plan, Policy, Queued, Running, Start, resume, schedule
+from infosvc.sched.policy import Backfilling, Plan, Policy, Queued, Running, Start, resume, schedule, starts_now
 from infosvc.sched.pool import ProcessorPool
+from infosvc.sched.summary import BOUND_SECONDS, Summary, summarize
 from infosvc.sched.ordering import GUARD_FRACTION, MAX_SLACK, OVERDUE_AFTER, SLACK_FACTOR, TIMED, Order, guard_after, order_key
 
 if TYPE_CHECKING:  # predictive's alone: imported when one runs (it imports `dataclasses`)
     from infosvc.sched.prediction import UserHistory
 
-__all__ = ["Outcome", "SimJob", "Summary", "Trace", "jobs_of", "simulate", "summarize", "trace_jobs"]
-
-#: The bounded slowdown's threshold, seconds.
-BOUND_SECONDS = 10.0
+__all__ = ["BOUND_SECONDS", "Outcome", "SimJob", "Summary", "Trace", "jobs_of", "simulate", "summarize", "trace_jobs"]
 
 
 class SimJob(NamedTuple):
@@ -76,24 +74,6 @@ class Outcome(NamedTuple):
     @property
     def wait(self) -> float:
         return self.start - self.job.submitted
-
-
-class Summary(NamedTuple):
-    jobs: int
-    skipped: int
-    utilization: float
-    mean_wait_seconds: float
-    mean_bounded_slowdown: float
-    makespan_seconds: float
-    processors: int
-    policy: str
-    max_wait_seconds: float = 0.0
-
-    def as_json(self) -> dict[str, object]:
-        return {"jobs": self.jobs, "utilization": self.utilization, "mean_wait_seconds": self.mean_wait_seconds,
-                "mean_bounded_slowdown": self.mean_bounded_slowdown, "max_wait_seconds": self.max_wait_seconds,
-                "makespan_seconds": self.makespan_seconds, "skipped": self.skipped, "processors": self.processors,
-                "policy": self.policy}
 
 
 class Trace:
@@ -336,6 +316,7 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
     submits = list(map(_SUBMITTED, jobs))
     submits.append(inf)
     arrival = waiting = 0
+    popped = False  # whether the pass's one start was popped off the queue already (a lone job's pass)
     # A blocked EASY pass's state (policy.resume), and the first job that arrived after it: while
     # no job ends, the next pass is that one's, gone on with the jobs arrived since
     backfilling: Backfilling[int] | None = None
@@ -372,33 +353,49 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
             next_submit = submits[arrival]
         if not waiting:
             continue
-        while not asking[sizes[0]]:
-            pop(sizes)
-        if pool.free < sizes[0]:
-            continue
-        if fcfs:  # FCFS starts nothing while its head does not fit
-            if not head_wants:
-                head_wants = next(iter(arrivals.values()))[2]  # type: ignore[union-attr]
-            if pool.free < head_wants:
+        if waiting == 1 and arrivals is not None:
+            # A queue of one job: the pass is the policies' first rule alone (policy.starts_now:
+            # it starts if it fits, and else nothing can), applied here without the rest of a pass
+            # (a copy of the pool, a Plan, a Start) or the sizes below. A lightly loaded machine's
+            # passes are nearly all of this kind. (The sizes it leaves unasked leave the heap later.)
+            lone_id, lone = arrivals.popitem()  # popped, not deleted: the dict keeps no deleted entry
+            taken = starts_now(pool, lone)
+            if taken is None:
+                arrivals[lone_id] = lone
                 continue
-        if backfilling is not None:
-            plan = resume(backfilling, jobs[since:arrival], now)
-        elif arrivals is not None:
-            plan = schedule(pool, running.values(), arrivals.values(), now, policy, explain=False)
+            started: list[tuple[Queued, int]] = [(lone, taken)]
+            backfilling, since, popped = None, arrival, True
         else:
-            plan = queue.plan(pool, running.values(), now)
-        backfilling, since = plan.backfilling, arrival
-        starts = plan.starts
-        if not starts:
-            continue
-        for start in starts:
-            if arrivals is not None:
-                job, planned = start.job, nan  # type: ignore[assignment]  # FCFS and EASY plan the SimJobs themselves
-                del arrivals[job[5]]
+            while not asking[sizes[0]]:
+                pop(sizes)
+            if pool.free < sizes[0]:
+                continue
+            if fcfs:  # FCFS starts nothing while its head does not fit
+                if not head_wants:
+                    head_wants = next(iter(arrivals.values()))[2]  # type: ignore[union-attr]
+                if pool.free < head_wants:
+                    continue
+            if backfilling is not None:
+                plan = resume(backfilling, jobs[since:arrival], now)
+            elif arrivals is not None:
+                plan = schedule(pool, running.values(), arrivals.values(), now, policy, explain=False)
             else:
-                job, planned = queue.started(start.job)
+                plan = queue.plan(pool, running.values(), now)
+            backfilling, since = plan.backfilling, arrival
+            starts = plan.starts
+            if not starts:
+                continue
+            started, popped = list(map(_STARTED, starts)), False
+            if arrivals is None:
+                queue.leave(starts)
+        for queued, taken in started:
+            if arrivals is not None:
+                job, planned = queued, nan  # type: ignore[assignment]  # FCFS and EASY plan the SimJobs themselves
+                if not popped:
+                    del arrivals[job[5]]
+            else:
+                job, planned = queue.started(queued)
             _, _, wanted, estimate, run, job_id, _, user = job
-            taken = start.allocation
             pool.free -= taken  # the plan was made on this pool: it fits
             asking[wanted] -= 1
             entry = running[job_id] = new(Running)  # Running(...) without a frame for its __init__
@@ -406,38 +403,20 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
             push(ends, (now + run, job_id, user, run))
             record(_OUTCOME((job, now, planned)))
         next_end, head_wants = ends[0][0], 0  # FCFS's head: the first job the pass did not start, read when asked
-        waiting -= len(starts)
-        if arrivals is not None:
-            deleted += len(starts)
+        waiting -= len(started)
+        if arrivals is not None and not popped:
+            deleted += len(started)
             if deleted > waiting + 32:
                 # A dict's deleted entries stay until it resizes, and every pass's iteration of the
                 # queue skips them from its start: more of them than jobs, and it is copied without.
                 arrivals, deleted = dict(arrivals), 0
-        if arrivals is None:
-            queue.leave(starts)
         if progress is not None and time.monotonic() - clock >= every:
             clock = time.monotonic()
             progress(len(outcomes), now)
     return outcomes
 
 
+#: A plan's start as (the job, its processors), read in C
+_STARTED = operator.attrgetter("job", "allocation")
 #: An Outcome of its fields, made in C (Outcome(...) is a Python call per job)
 _OUTCOME = functools.partial(tuple.__new__, Outcome)
-
-
-def summarize(outcomes: Sequence[Outcome], skipped: int, processors: int, policy: Policy) -> Summary:
-    if not outcomes:
-        return Summary(0, skipped, 0.0, 0.0, 0.0, 0.0, processors, policy.value)
-    # each job's fields read once, not through Outcome's properties (a call a job, each)
-    jobs = [(job.submitted, start, job.run, job.processors) for job, start, _ in outcomes]
-    first = min(submitted for submitted, _, _, _ in jobs)
-    last = max(start + run for _, start, run, _ in jobs)
-    makespan = last - first
-    work = sum(run * processors for _, _, run, processors in jobs)
-    waits = [start - submitted for submitted, start, _, _ in jobs]
-    slowdowns = [(wait + run) / (run if run > BOUND_SECONDS else BOUND_SECONDS)
-                 for wait, (_, _, run, _) in zip(waits, jobs)]
-    slowdowns = [slowdown if slowdown > 1.0 else 1.0 for slowdown in slowdowns]
-    return Summary(len(outcomes), skipped, work / (processors * makespan) if makespan > 0 else 0.0,
-                   sum(waits) / len(waits), sum(slowdowns) / len(slowdowns), makespan, processors, policy.value,
-                   max(waits))

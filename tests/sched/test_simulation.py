@@ -275,3 +275,23 @@ def test_fields_past_the_eighteenth_are_read_past_and_counted() -> None:
     assert trace.records[0] == plain
     assert (trace.extra_fields, trace.first_extra_line) == (2, 2)
     assert trace.malformed == 1 and trace.problems == ["line 5: 3 fields, not 18: '1 2 3'"]
+
+
+@pytest.mark.parametrize("comment", [";Note:" + " x" * 17, ";1" + " 1" * 17])
+def test_a_run_of_job_lines_is_read_at_once_only_when_every_line_is_a_job(comment: str) -> None:
+    """A file's job lines after its header are read a batch at a time; a comment of 18 words, a
+    blank line, a short or a long line among them sends the batch to the line-at-a-time reading,
+    which reads each as before (a comment is no job, the line numbers are the file's)."""
+    jobs = [line(n, n, 10, 1) for n in range(1, 7)]
+    for text, numbers, lines in [
+        ("\n".join(["; MaxProcs: 8", *jobs]) + "\n", [1, 2, 3, 4, 5, 6], [2, 3, 4, 5, 6, 7]),
+        ("\n".join(["; MaxProcs: 8", *jobs[:3], comment, *jobs[3:]]) + "\n", [1, 2, 3, 4, 5, 6], [2, 3, 4, 6, 7, 8]),
+        ("\n".join([*jobs[:2], comment]) + "\n", [1, 2], [1, 2]),
+        ("\n".join([comment, *jobs[:2], "", jobs[2], "  " + jobs[3] + "  "]) + "\n", [1, 2, 3, 4], [2, 3, 5, 6]),
+    ]:
+        trace = parse_swf(io.StringIO(text))
+        assert [r.job for r in trace.records] == numbers
+        assert [r.line for r in trace.records] == lines
+        assert trace.malformed == 0 and trace.records[0] == parse_swf(iter([jobs[0]])).records[0]._replace(
+            line=trace.records[0].line)
+    assert "MaxProcs" in parse_swf(io.StringIO(f"; MaxProcs: 8\n{jobs[0]}\n")).header
