@@ -55,19 +55,19 @@ def _words(value: object) -> tuple[str, ...]:
 
 def gpus_of(gres: str, used: str = "") -> tuple[GpuKind, ...]:
     """A node's GPUs by type from its Gres and GresUsed (`gpu:2`, `gpu:a100:4(S:0-1)`, comma separated)."""
+    counts, busy = _gpu_counts(gres), _gpu_counts(used)
+    return tuple(GpuKind(model, count, min(count, busy.get(model, 0))) for model, count in counts.items() if count)
+
+
+def _gpu_counts(gres: str) -> dict[str, int]:
+    """GPUs by type in one Gres list (untyped ones as "gpu")."""
     counts: dict[str, int] = {}
     for item in gres.split(","):
         found = _GRES.match(item.strip())
         if found:
             model = found["type"] or "gpu"
             counts[model] = counts.get(model, 0) + int(found["count"])
-    busy: dict[str, int] = {}
-    for item in used.split(","):
-        found = _GRES.match(item.strip())
-        if found:
-            model = found["type"] or "gpu"
-            busy[model] = busy.get(model, 0) + int(found["count"])
-    return tuple(GpuKind(model, count, min(count, busy.get(model, 0))) for model, count in counts.items() if count)
+    return counts
 
 
 def node_of(record: dict[str, Any]) -> SlurmNode:
