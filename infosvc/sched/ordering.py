@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from enum import StrEnum
 from operator import attrgetter
-from typing import Iterator, Protocol, Sequence, TypeVar
+from typing import Iterable, Iterator, Protocol, Sequence, TypeVar
 
 __all__ = ["GUARD_FRACTION", "MAX_SLACK", "OVERDUE_AFTER", "SLACK_FACTOR", "Order", "Ranked", "TIMED", "guard_after",
            "order_key", "overdue", "slack_key"]
@@ -100,14 +100,23 @@ W = TypeVar("W", bound=Submitted)
 _AGE = attrgetter("submitted", "id")
 
 
-def overdue(queue: Sequence[W], now: float, after: float = OVERDUE_AFTER) -> Iterator[W]:
+def overdue(queue: Sequence[W], now: float, after: float = OVERDUE_AFTER,
+            by_age: Iterable[W] | None = None) -> Iterator[W]:
     """The jobs of `queue`'s first priority group (its first job's; the queue is by group) that
     have waited `after` seconds or more at `now`, oldest first (by submission, then id), found one
     at a time: a pass mostly needs the oldest alone, and a queue of thousands is read once (in C,
-    by `min`), never sorted."""
+    by `min`), never sorted. `by_age`: `queue`'s jobs oldest first, where the caller keeps them so
+    (a simulation's queue): read from its front instead, up to the first that has not waited."""
     if not queue or math.isinf(after):
         return
     top, limit = queue[0].priority, now - after
+    if by_age is not None:
+        for job in by_age:
+            if job.submitted > limit:
+                return
+            if job.priority == top:
+                yield job
+        return
     if queue[-1].priority == top:  # one group (a trace: always): most passes end at this one read
         oldest = min(queue, key=_AGE)
         if oldest.submitted > limit:

@@ -174,7 +174,8 @@ class Plan(Slotted, Generic[A]):
         self.reservation: Reservation[A] | None = None
         #: job id -> why it waits, for every queued job not started
         self.waiting: dict[str, str] = {}
-        #: a blocked EASY pass without `explain`: what `resume` goes on from (else None)
+        #: a blocked EASY or predictive pass without `explain`: what `resume` may go on from (else
+        #: None; for predictive, only where its order allows: infosvc/sched/slackqueue.py)
         self.backfilling: Backfilling[A] | None = None
 
 
@@ -201,13 +202,14 @@ def _seconds(at: float) -> str:
 def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterable[Queued], now: float,
              policy: Policy = Policy.EASY, *, when: Callable[[float], str] = _seconds,
              explain: bool = True, not_before: Mapping[str, float] | None = None,
-             overdue_after: float = OVERDUE_AFTER) -> Plan[A]:
+             overdue_after: float = OVERDUE_AFTER, by_age: Iterable[Queued] | None = None) -> Plan[A]:
     """The jobs of `queue` (in queue order) to start at `now` on `machine` (what is free now, with
     `running` holding the rest), by `policy`. `machine` is left as it was. `when` writes a time in
     the waiting jobs' reasons (the service: a UTC date and time); without `explain` (a simulation)
     no reasons are written, and the decisions are the same. `not_before`: job id -> its
     EligibleTime, for the jobs that have one; those whose time is after `now` are passed over.
-    `overdue_after`: `predictive`'s guard (infosvc/sched/ordering.py)."""
+    `overdue_after`: `predictive`'s guard (infosvc/sched/ordering.py); `by_age`: the queue's jobs
+    oldest first, where the caller keeps them so (`ordering.overdue`)."""
     free = machine.copy()
     plan: Plan[A] = _new(Plan)  # Plan(), without a frame for its __init__: a simulation makes one a pass
     plan.starts, plan.reservation, plan.waiting, plan.backfilling = [], None, {}, None
@@ -216,7 +218,7 @@ def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterab
     jobs: Sequence[Queued] = ()
     if policy is _PREDICTIVE:  # the guard: the jobs waiting past its bound first, in EASY's order
         jobs = queue if isinstance(queue, Sequence) else list(queue)
-        queue = chain(overdue(jobs, now, overdue_after), _unstarted(jobs, plan))
+        queue = chain(overdue(jobs, now, overdue_after, by_age), _unstarted(jobs, plan))
     rest = iter(queue)  # read once, never copied: a simulation's queue may be long
     for head in rest:
         allocation = starts_now(free, head)
@@ -245,7 +247,7 @@ def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterab
     guard = _Guard(reservation.at, extra)
     delay = _delay(free, plan, head, reservation, when) if explain else str  # without `explain` not asked
     _backfill(free, plan, rest, now, guard, delay, explain)
-    if policy is _EASY and not explain and not not_before:
+    if policy is not _FCFS and not explain and not not_before:  # predictive's: its caller knows if its order allows
         plan.backfilling = Backfilling(free, guard)
     return plan
 
@@ -283,7 +285,9 @@ def resume(backfilling: Backfilling[A], arrived: Iterable[Queued], now: float) -
     the pass passed over was wider than what was free (free only shrank since), or would have
     delayed the head (it still would: now is later, the extra resources no larger). So only the
     jobs after it can start, by the rule they would meet in a full pass, and `backfilling` goes on
-    from where that leaves the machine and the guard (it is changed: the next `resume` reads it)."""
+    from where that leaves the machine and the guard (it is changed: the next `resume` reads it).
+    `predictive`'s pass (EASY's rule over its order) is gone on from the same way, `arrived` in
+    its order, where its head is still first (infosvc/sched/slackqueue.py says when)."""
     plan: Plan[A] = Plan()
     guard = backfilling.guard
     guard.at = guard.at if guard.at > now else now

@@ -14,22 +14,19 @@ The conventions are the design's (docs/simulation.md), so that two correct simul
 
 from __future__ import annotations
 
-import bisect
 import functools
 import heapq
 import math
 import operator
 import time
-from typing import TYPE_CHECKING, Callable, Collection, Iterable, NamedTuple, Protocol, Sequence
+from typing import Callable, Collection, Iterable, NamedTuple, Protocol, Sequence
 
 from infosvc.codec.swf import SwfRecord
 from infosvc.sched.policy import Backfilling, Plan, Policy, Queued, Running, Start, resume, schedule, starts_now
 from infosvc.sched.pool import ProcessorPool
 from infosvc.sched.summary import BOUND_SECONDS, Summary, summarize
-from infosvc.sched.ordering import GUARD_FRACTION, MAX_SLACK, OVERDUE_AFTER, SLACK_FACTOR, TIMED, Order, guard_after, order_key
+from infosvc.sched.ordering import GUARD_FRACTION, MAX_SLACK, OVERDUE_AFTER, SLACK_FACTOR, Order
 
-if TYPE_CHECKING:  # predictive's alone: imported when one runs (it imports `dataclasses`)
-    from infosvc.sched.prediction import UserHistory
 
 __all__ = ["BOUND_SECONDS", "Outcome", "SimJob", "Summary", "Trace", "jobs_of", "simulate", "summarize", "trace_jobs"]
 
@@ -174,7 +171,9 @@ def simulate_predictive(jobs: Sequence[SimJob], processors: int, options: Option
     fixed keys; sorted each pass for the orders that change with the clock), one pass of
     `policy.schedule` per instant as `simulate`. `observe(now, head, at)` is told each pass's
     reserved head and its guaranteed start."""
-    return _replay(jobs, processors, _Predicted(options, observe), progress, every)
+    from infosvc.sched.slackqueue import SlackQueue  # here: fcfs and easy never import it
+
+    return _replay(jobs, processors, SlackQueue(options, observe), progress, every)
 
 
 class _Queue(Protocol):
@@ -229,68 +228,6 @@ class _Arrivals:
     def leave(self, starts: list[Start[int]]) -> None:
         for start in starts:
             del self.jobs[start.job.id]
-
-
-class _Predicted:
-    """`predictive`: each job with its prediction from its user's ended jobs, in `options.order`."""
-
-    learns = True
-    arrivals: dict[str, SimJob] | None = None
-    policy = Policy.PREDICTIVE
-
-    def __init__(self, options: Options, observe: Observer | None) -> None:
-        from infosvc.sched.prediction import UserHistory
-
-        self.options, self.observe = options, observe
-        self.history: UserHistory = UserHistory()
-        self.keys: list[tuple[float, float, str]] = []  # the queue's keys, sorted ...
-        self.queue: list[Waiting] = []  # ... and its jobs, in the same order (the pass reads this list as it is)
-        self.timed = options.order in TIMED
-        self.longest = 0.0  # the longest wait of a job started so far (the guard's bound follows it)
-        self.key_of: dict[str, tuple[float, float, str]] = {}  # each waiting job's key (fixed orders)
-
-    def arrive(self, job: SimJob, now: float) -> None:
-        options = self.options
-        guess = self.history.predict(job.user, job.estimate) if options.predictions else job.estimate
-        waiting = Waiting(job.id, job.priority, job.submitted, job.estimate, job.processors, guess, job)
-        key = order_key(options.order, waiting, now, options.slack_factor, options.max_slack)
-        at = bisect.bisect(self.keys, key)
-        self.keys.insert(at, key)
-        self.queue.insert(at, waiting)
-        self.key_of[job.id] = key
-
-    def ended(self, user: int, run: float) -> None:
-        self.history.record(user, run)
-
-    def plan(self, pool: ProcessorPool, running: Collection[Running[int]], now: float) -> Plan[int]:
-        order = self.options.order
-        if self.timed:
-            self.queue.sort(key=lambda w: order_key(order, w, now))
-            self.keys = [order_key(order, w, now) for w in self.queue]
-        options = self.options
-        plan = schedule(pool, running, self.queue, now, Policy.PREDICTIVE, explain=False,
-                        overdue_after=guard_after(self.longest, options.overdue_after, options.guard_fraction))
-        if plan.starts:
-            self.longest = max(self.longest, now - min(start.job.submitted for start in plan.starts))
-        if self.observe is not None and plan.reservation is not None:
-            self.observe(now, plan.reservation.job, plan.reservation.at)  # type: ignore[arg-type]
-        return plan
-
-    def started(self, entry: Queued) -> tuple[SimJob, float]:
-        waiting: Waiting = entry  # type: ignore[assignment]
-        return waiting.job, waiting.predicted
-
-    def leave(self, starts: list[Start[int]]) -> None:
-        if self.timed or len(starts) > 8:  # many at once: one rebuild
-            started = {s.job.id for s in starts}
-            for job_id in started:
-                del self.key_of[job_id]
-            kept = [at for at, w in enumerate(self.queue) if w.id not in started]
-            self.keys, self.queue = [self.keys[at] for at in kept], [self.queue[at] for at in kept]
-            return
-        for start in starts:  # a fixed key, found by bisection: a long queue is not copied each pass
-            at = bisect.bisect_left(self.keys, self.key_of.pop(start.job.id))
-            del self.keys[at], self.queue[at]
 
 
 def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
