@@ -275,15 +275,27 @@ def _convert(trace: SwfTrace, words: list[str], numbers: list[int]) -> None:
     each line is read alone, to say which is wrong."""
     if not numbers:
         return
+    width = len(FIELDS)
+    columns: list[list[float] | list[int]] = []
+    truncated: list[int] = []  # whole-number fields read as numbers: truncated once known to be finite
     try:
-        values: list[float] = list(map(float, words))
-        total = sum(values)
+        total = 0.0
+        for at in range(width):
+            text = words[at::width]
+            integers = _exact_integers(text) if at in _INTEGER_AT else None
+            if integers is not None:
+                columns.append(integers)
+                continue
+            values = list(map(float, text))
+            total += sum(values)
+            columns.append(values)
+            if at in _INTEGER_AT:
+                truncated.append(at)
         whole = total - total == 0.0  # else a NaN or an infinity among them (or finite ones past the largest float)
     except ValueError:
         whole = False
     if whole:
-        columns: list[list[float] | list[int]] = [values[at::len(FIELDS)] for at in range(len(FIELDS))]
-        for at in _INTEGER_AT:  # float.__trunc__ is int() of a finite float, without int's own dispatch: a third the cost
+        for at in truncated:  # float.__trunc__ is int() of a finite float, without int's own dispatch: a third the cost
             columns[at] = list(map(float.__trunc__, columns[at]))
         trace.records.extend(map(_RECORD, zip(*columns, numbers)))
     else:
@@ -296,6 +308,21 @@ def _convert(trace: SwfTrace, words: list[str], numbers: list[int]) -> None:
                 trace.records.append(record)
     words.clear()
     numbers.clear()
+
+
+def _exact_integers(words: list[str]) -> list[int] | None:
+    """`words` as whole numbers, where every one is written as one and a float holds it exactly
+    (then it is what float-then-truncate reads); else None (read them as numbers). int() of a short
+    word is half float()'s cost, and most of a trace's fields are whole numbers."""
+    try:
+        values = list(map(int, words))
+    except ValueError:
+        return None
+    return values if not values or (-_EXACT < min(values) and max(values) < _EXACT) else None
+
+
+#: Whole numbers a float holds exactly are those under 2**53 in magnitude
+_EXACT: Final = 1 << 53
 
 
 def _malformed(trace: SwfTrace, number: int, why: str) -> None:

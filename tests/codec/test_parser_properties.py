@@ -180,6 +180,32 @@ def test_read_swf_raises_only_os_error(tmp_path_factory: pytest.TempPathFactory,
     only(OSError, read_swf, path)  # type: ignore[arg-type]
 
 
+# Words a job line's field may hold beside plain whole numbers: about 2**53 (past which a float no
+# longer holds every whole number), the sign of zero, numbers written otherwise, too large, not
+# finite, not numbers
+SWF_ODD_WORDS = ["-0", "007", "+3", "1_000", "9007199254740991", "9007199254740992", "-9007199254740993",
+                 "9" * 25, "-" + "9" * 25, "1.5", "-0.0", "2e3", "1e400", "-1e400", "nan", "inf", "0x10", "abc",
+                 "1" * 310, "1.7e308"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(st.integers(-5, 5000).map(str), min_size=18, max_size=18), min_size=1, max_size=12),
+       st.lists(st.tuples(st.integers(0, 11), st.integers(0, 17), st.sampled_from(SWF_ODD_WORDS)), max_size=3))
+def test_job_lines_read_at_once_are_read_as_each_line_alone(lines: list[list[str]],
+                                                            odd: list[tuple[int, int, str]]) -> None:
+    """A batch of job lines is read by columns (whole-number fields by int() where that is
+    exact): its records, to the type and sign of each value, and its problems are those of
+    reading each line alone."""
+    from infosvc.codec.swf import _fields
+
+    for line, field, word in odd:
+        lines[line % len(lines)][field] = word
+    trace = parse_swf(io.StringIO("".join(" ".join(words) + "\n" for words in lines)))
+    alone = [_fields(words, number) for number, words in enumerate(lines, 1)]
+    assert [repr(r) for r in trace.records] == [repr(r) for r in alone if not isinstance(r, str)]
+    assert trace.problems == [f"line {n}: {r}" for n, r in enumerate(alone, 1) if isinstance(r, str)]
+
+
 def test_an_overlong_swf_line_is_reported_not_held(tmp_path: Path) -> None:
     """A gzipped trace of one 64 MB line (64 KB on disk) was read into one string before its
     fields were counted; now a line past MAX_LINE characters is a malformed line, read in pieces."""
