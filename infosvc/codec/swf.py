@@ -282,9 +282,10 @@ def _convert(trace: SwfTrace, words: list[str], numbers: list[int]) -> None:
         total = 0.0
         for at in range(width):
             text = words[at::width]
-            integers = _exact_integers(text) if at in _INTEGER_AT else None
+            whole = at in _INTEGER_AT
+            integers = _exact_integers(text, whole)
             if integers is not None:
-                columns.append(integers)
+                columns.append(integers if whole else list(map(float, integers)))
                 continue
             values = list(map(float, text))
             total += sum(values)
@@ -310,15 +311,20 @@ def _convert(trace: SwfTrace, words: list[str], numbers: list[int]) -> None:
     numbers.clear()
 
 
-def _exact_integers(words: list[str]) -> list[int] | None:
+def _exact_integers(words: list[str], truncated: bool) -> list[int] | None:
     """`words` as whole numbers, where every one is written as one and a float holds it exactly
-    (then it is what float-then-truncate reads); else None (read them as numbers). int() of a short
-    word is half float()'s cost, and most of a trace's fields are whole numbers."""
+    (then it is what float() reads, truncated or, unless a word is a negative zero, not); else None
+    (read them by float()). int() of a short word is half float()'s cost (of its time, not of its
+    instructions), and most of a trace's fields are whole numbers."""
     try:
         values = list(map(int, words))
     except ValueError:
         return None
-    return values if not values or (-_EXACT < min(values) and max(values) < _EXACT) else None
+    if values and not -_EXACT < min(values) <= max(values) < _EXACT:
+        return None
+    if not truncated and 0 in values and " -0" in " " + " ".join(words):  # float("-0") is -0.0: kept
+        return None
+    return values
 
 
 #: Whole numbers a float holds exactly are those under 2**53 in magnitude

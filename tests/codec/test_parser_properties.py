@@ -183,7 +183,7 @@ def test_read_swf_raises_only_os_error(tmp_path_factory: pytest.TempPathFactory,
 # Words a job line's field may hold beside plain whole numbers: about 2**53 (past which a float no
 # longer holds every whole number), the sign of zero, numbers written otherwise, too large, not
 # finite, not numbers
-SWF_ODD_WORDS = ["-0", "007", "+3", "1_000", "9007199254740991", "9007199254740992", "-9007199254740993",
+SWF_ODD_WORDS = ["-0", "-00", "-0_0", "-01", "007", "+3", "1_000", "9007199254740991", "9007199254740992", "-9007199254740993",
                  "9" * 25, "-" + "9" * 25, "1.5", "-0.0", "2e3", "1e400", "-1e400", "nan", "inf", "0x10", "abc",
                  "1" * 310, "1.7e308"]
 
