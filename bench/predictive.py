@@ -50,6 +50,15 @@ VARIANTS: dict[str, Options | Policy] = {
     "wfp3 order": Options(order=Order.WFP3),
     "unicef order": Options(order=Order.UNICEF),
     "f1 order": Options(order=Order.F1),
+    "guard x (1-p/M)": Options(guard_width=1.0),
+    "guard x sqrt(1-p/M)": Options(guard_width=0.5),
+    "slack x (1-p/M)": Options(slack_width=1.0),
+    "slack x (1-p/M)^2": Options(slack_width=2.0),
+    "slack x sqrt(1-p/M)": Options(slack_width=0.5),
+    "slack+guard x (1-p/M)": Options(slack_width=1.0, guard_width=1.0),
+    "slack x (1-p/M), reserve all": Options(slack_width=1.0, reserved=10 ** 9),
+    "reserve 4 overdue": Options(reserved=4),
+    "reserve all overdue": Options(reserved=10 ** 9),
 }
 
 
@@ -81,7 +90,7 @@ def main() -> int:
         records = trace.records[args.skip:]
         read = trace_jobs(records[:args.first] if args.first > 0 else records, processors)
         print(f"\n{path.name}: {len(read.jobs)} jobs ({read.skipped} skipped), {processors} processors")
-        print(f"{'variant':<18} {'mean wait':>11} {'mean bsld':>10} {'util':>6} {'max wait':>11} {'bsld vs easy':>13} "
+        print(f"{'variant':<30} {'mean wait':>11} {'mean bsld':>10} {'util':>6} {'max wait':>11} {'bsld vs easy':>13} "
               f"{'max wait / easy':>16} {'seconds':>8}")
         rows: dict[str, dict[str, float]] = {}
         for name, variant in VARIANTS.items():
@@ -98,7 +107,7 @@ def main() -> int:
             if easy is not None and name != "easy":
                 versus = f"{100 * (s.mean_bounded_slowdown / easy['mean_bounded_slowdown'] - 1):+.0f} %"
                 ratio = f"{s.max_wait_seconds / easy['max_wait_seconds']:.2f}" if easy["max_wait_seconds"] else "-"
-            print(f"{name:<18} {s.mean_wait_seconds:11,.0f} {s.mean_bounded_slowdown:10.2f} {s.utilization:6.3f} "
+            print(f"{name:<30} {s.mean_wait_seconds:11,.0f} {s.mean_bounded_slowdown:10.2f} {s.utilization:6.3f} "
                   f"{s.max_wait_seconds:11,.0f} {versus:>13} {ratio:>16} {seconds:8.2f}", flush=True)
         results[path.name] = {"jobs": len(read.jobs), "processors": processors, "variants": rows}
     out = ROOT / "bench" / "results" / "predictive.json"

@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from enum import StrEnum
 from operator import attrgetter
-from typing import Iterator, Protocol, Sequence, TypeVar
+from typing import Callable, Iterator, Protocol, Sequence, TypeVar
 
 __all__ = ["GUARD_FRACTION", "MAX_SLACK", "OVERDUE_AFTER", "SLACK_FACTOR", "Order", "Ranked", "TIMED", "guard_after",
            "order_key", "overdue", "slack_key"]
@@ -120,6 +120,17 @@ def overdue(queue: Sequence[W], now: float, after: float = OVERDUE_AFTER) -> Ite
         oldest = min(late, key=_AGE)
         yield oldest
         late.remove(oldest)
+
+
+def overdue_scaled(queue: Sequence[W], now: float, after: float, scale: Callable[[W], float]) -> Iterator[W]:
+    """`overdue` with a bound of its own for each job: `after` x `scale(job)` (a variant measured by
+    bench/predictive.py: the bound shrinking with a job's width). The late jobs of the first
+    priority group, oldest first."""
+    if not queue or math.isinf(after):
+        return
+    top = queue[0].priority
+    yield from sorted((job for job in queue if job.priority == top and job.submitted <= now - after * scale(job)),
+                      key=_AGE)
 
 
 def guard_after(longest_wait: float, floor: float = OVERDUE_AFTER, fraction: float = GUARD_FRACTION) -> float:

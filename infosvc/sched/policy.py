@@ -42,7 +42,7 @@ from enum import StrEnum
 from itertools import chain, compress
 from typing import Callable, Collection, Generic, Iterable, Iterator, Mapping, NamedTuple, Protocol, Sequence, TypeVar
 
-from infosvc.sched.ordering import OVERDUE_AFTER, overdue
+from infosvc.sched.ordering import OVERDUE_AFTER, overdue, overdue_scaled
 
 A = TypeVar("A")
 
@@ -201,22 +201,28 @@ def _seconds(at: float) -> str:
 def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterable[Queued], now: float,
              policy: Policy = Policy.EASY, *, when: Callable[[float], str] = _seconds,
              explain: bool = True, not_before: Mapping[str, float] | None = None,
-             overdue_after: float = OVERDUE_AFTER) -> Plan[A]:
+             overdue_after: float = OVERDUE_AFTER, overdue_scale: Callable[[Queued], float] | None = None,
+             reserved: int = 1) -> Plan[A]:
     """The jobs of `queue` (in queue order) to start at `now` on `machine` (what is free now, with
     `running` holding the rest), by `policy`. `machine` is left as it was. `when` writes a time in
     the waiting jobs' reasons (the service: a UTC date and time); without `explain` (a simulation)
     no reasons are written, and the decisions are the same. `not_before`: job id -> its
     EligibleTime, for the jobs that have one; those whose time is after `now` are passed over.
-    `overdue_after`: `predictive`'s guard (infosvc/sched/ordering.py)."""
+    `overdue_after`: `predictive`'s guard (infosvc/sched/ordering.py); `overdue_scale(job)`, if
+    given, scales it for each job, and `reserved` > 1 reserves for that many overdue jobs
+    (infosvc/sched/reservations.py): variants the benchmark measures."""
     free = machine.copy()
     plan: Plan[A] = _new(Plan)  # Plan(), without a frame for its __init__: a simulation makes one a pass
     plan.starts, plan.reservation, plan.waiting, plan.backfilling = [], None, {}, None
     if not_before:
         queue = _eligible(queue, not_before, now, plan, when, explain)
     jobs: Sequence[Queued] = ()
+    late: Iterator[Queued] = iter(())
     if policy is _PREDICTIVE:  # the guard: the jobs waiting past its bound first, in EASY's order
         jobs = queue if isinstance(queue, Sequence) else list(queue)
-        queue = chain(overdue(jobs, now, overdue_after), _unstarted(jobs, plan))
+        late = overdue(jobs, now, overdue_after) if overdue_scale is None else \
+            overdue_scaled(jobs, now, overdue_after, overdue_scale)
+        queue = chain(late, _unstarted(jobs, plan))
     rest = iter(queue)  # read once, never copied: a simulation's queue may be long
     for head in rest:
         allocation = starts_now(free, head)
@@ -244,6 +250,12 @@ def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterab
     plan.reservation = reservation
     guard = _Guard(reservation.at, extra)
     delay = _delay(free, plan, head, reservation, when) if explain else str  # without `explain` not asked
+    if policy is _PREDICTIVE and reserved > 1:
+        from infosvc.sched.reservations import backfill_guarded, reserve_overdue
+
+        guards = reserve_overdue(free, running, plan, reservation, guard, late, now, reserved, passed, explain, when)
+        backfill_guarded(free, plan, rest, now, guards, explain, delay)
+        return plan
     _backfill(free, plan, rest, now, guard, delay, explain)
     if policy is _EASY and not explain and not not_before:
         plan.backfilling = Backfilling(free, guard)

@@ -148,6 +148,13 @@ class Options(NamedTuple):
     overdue_after: float = OVERDUE_AFTER
     #: ... or this part of the longest wait so far, if longer (0: `overdue_after` alone)
     guard_fraction: float = GUARD_FRACTION
+    #: variants measured and not kept (docs/simulation.md, "Tried and dropped"; 0: off): a job of
+    #: p of the machine's M processors has the guard's bound x (1 - p/M) ** `guard_width` ...
+    guard_width: float = 0.0
+    #: ... its slack x (1 - p/M) ** `slack_width`; and up to `reserved` overdue jobs reserved for
+    #: (infosvc/sched/reservations.py)
+    slack_width: float = 0.0
+    reserved: int = 1
 
 
 class Waiting(NamedTuple):
@@ -174,7 +181,7 @@ def simulate_predictive(jobs: Sequence[SimJob], processors: int, options: Option
     fixed keys; sorted each pass for the orders that change with the clock), one pass of
     `policy.schedule` per instant as `simulate`. `observe(now, head, at)` is told each pass's
     reserved head and its guaranteed start."""
-    return _replay(jobs, processors, _Predicted(options, observe), progress, every)
+    return _replay(jobs, processors, _Predicted(options, observe, processors), progress, every)
 
 
 class _Queue(Protocol):
@@ -238,10 +245,13 @@ class _Predicted:
     arrivals: dict[str, SimJob] | None = None
     policy = Policy.PREDICTIVE
 
-    def __init__(self, options: Options, observe: Observer | None) -> None:
+    def __init__(self, options: Options, observe: Observer | None, processors: int = 1) -> None:
         from infosvc.sched.prediction import UserHistory
 
-        self.options, self.observe = options, observe
+        self.options, self.observe, self.size = options, observe, processors
+        width = options.guard_width
+        self.scale: Callable[[Queued], float] | None = None if not width else \
+            (lambda job: (1.0 - job.processors / processors) ** width)
         self.history: UserHistory = UserHistory()
         self.keys: list[tuple[float, float, str]] = []  # the queue's keys, sorted ...
         self.queue: list[Waiting] = []  # ... and its jobs, in the same order (the pass reads this list as it is)
@@ -253,11 +263,18 @@ class _Predicted:
         options = self.options
         guess = self.history.predict(job.user, job.estimate) if options.predictions else job.estimate
         waiting = Waiting(job.id, job.priority, job.submitted, job.estimate, job.processors, guess, job)
-        key = order_key(options.order, waiting, now, options.slack_factor, options.max_slack)
+        key = self.key(waiting, now)
         at = bisect.bisect(self.keys, key)
         self.keys.insert(at, key)
         self.queue.insert(at, waiting)
         self.key_of[job.id] = key
+
+    def key(self, waiting: Waiting, now: float) -> tuple[float, float, str]:
+        """`waiting`'s place in the queue: its key in the order (the slack scaled by its width, where
+        `slack_width` says so: min(a x, a y) is a min(x, y))."""
+        options = self.options
+        scale = (1.0 - waiting.processors / self.size) ** options.slack_width if options.slack_width else 1.0
+        return order_key(options.order, waiting, now, options.slack_factor * scale, options.max_slack * scale)
 
     def ended(self, user: int, run: float) -> None:
         self.history.record(user, run)
@@ -269,7 +286,8 @@ class _Predicted:
             self.keys = [order_key(order, w, now) for w in self.queue]
         options = self.options
         plan = schedule(pool, running, self.queue, now, Policy.PREDICTIVE, explain=False,
-                        overdue_after=guard_after(self.longest, options.overdue_after, options.guard_fraction))
+                        overdue_after=guard_after(self.longest, options.overdue_after, options.guard_fraction),
+                        overdue_scale=self.scale, reserved=options.reserved)
         if plan.starts:
             self.longest = max(self.longest, now - min(start.job.submitted for start in plan.starts))
         if self.observe is not None and plan.reservation is not None:
