@@ -202,15 +202,16 @@ def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterab
              policy: Policy = Policy.EASY, *, when: Callable[[float], str] = _seconds,
              explain: bool = True, not_before: Mapping[str, float] | None = None,
              overdue_after: float = OVERDUE_AFTER, overdue_scale: Callable[[Queued], float] | None = None,
-             reserved: int = 1) -> Plan[A]:
+             reserved: int = 1, overdue_first: bool = False) -> Plan[A]:
     """The jobs of `queue` (in queue order) to start at `now` on `machine` (what is free now, with
     `running` holding the rest), by `policy`. `machine` is left as it was. `when` writes a time in
     the waiting jobs' reasons (the service: a UTC date and time); without `explain` (a simulation)
     no reasons are written, and the decisions are the same. `not_before`: job id -> its
     EligibleTime, for the jobs that have one; those whose time is after `now` are passed over.
     `overdue_after`: `predictive`'s guard (infosvc/sched/ordering.py); `overdue_scale(job)`, if
-    given, scales it for each job, and `reserved` > 1 reserves for that many overdue jobs
-    (infosvc/sched/reservations.py): variants the benchmark measures."""
+    given, scales it for each job; `reserved` > 1 reserves for that many overdue jobs
+    (infosvc/sched/reservations.py); `overdue_first` backfills the overdue jobs, oldest first,
+    before the others: variants the benchmark measures."""
     free = machine.copy()
     plan: Plan[A] = _new(Plan)  # Plan(), without a frame for its __init__: a simulation makes one a pass
     plan.starts, plan.reservation, plan.waiting, plan.backfilling = [], None, {}, None
@@ -244,6 +245,9 @@ def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterab
         passed = {start.job.id for start in plan.starts}
         passed.add(head.id)
         rest = compress(jobs, map(operator.not_, map(passed.__contains__, map(_ID, jobs))))  # in C: a long queue
+        if overdue_first:
+            from infosvc.sched.reservations import marked
+            rest = chain(marked(late, passed), rest)
     reservation, extra = _reserve(free, running, plan.starts, head, now)
     if policy is _PREDICTIVE and explain:
         reservation = _expected(free, running, plan, reservation, now)

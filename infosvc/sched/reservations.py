@@ -1,5 +1,6 @@
-"""A variant of `predictive` that bench/predictive.py measures and the policy does not use
-(docs/simulation.md, "Tried and dropped"): every overdue job reserved, not only the first.
+"""Variants of `predictive` that bench/predictive.py measures and the policy does not use
+(docs/simulation.md, "Tried and dropped"): every overdue job reserved, not only the first; and
+(`marked`) the overdue jobs backfilled, oldest first, before the others.
 
 `predictive` reserves for the first overdue job that cannot start (EASY's head), and backfills
 the rest of the queue around that one reservation; the other overdue jobs wait unreserved, so a
@@ -29,7 +30,7 @@ from infosvc.sched.policy import Machine, Plan, Queued, Reservation, Running, St
 
 A = TypeVar("A")
 
-__all__ = ["backfill_guarded", "reserve_overdue"]
+__all__ = ["backfill_guarded", "marked", "reserve_overdue"]
 
 _TIME = operator.itemgetter(0, 1)
 
@@ -137,3 +138,10 @@ def _shadow_after(free: Machine[A], ending: list[tuple[float, A]], held: list[tu
                 future.take(placed)
                 return max(instant, now), placed, future
     return math.inf, None, None
+
+
+def marked(jobs: Iterator[Queued], passed: set[str]) -> Iterator[Queued]:
+    """`jobs`, each added to `passed` as it is read (a later scan then leaves it out)."""
+    for job in jobs:
+        passed.add(job.id)
+        yield job

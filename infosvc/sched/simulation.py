@@ -155,6 +155,8 @@ class Options(NamedTuple):
     #: (infosvc/sched/reservations.py)
     slack_width: float = 0.0
     reserved: int = 1
+    #: ... and the backfill scan taking the overdue jobs, oldest first, before the others
+    overdue_first: bool = False
 
 
 class Waiting(NamedTuple):
@@ -287,7 +289,8 @@ class _Predicted:
         options = self.options
         plan = schedule(pool, running, self.queue, now, Policy.PREDICTIVE, explain=False,
                         overdue_after=guard_after(self.longest, options.overdue_after, options.guard_fraction),
-                        overdue_scale=self.scale, reserved=options.reserved)
+                        overdue_scale=self.scale, reserved=options.reserved,
+                        overdue_first=options.overdue_first)
         if plan.starts:
             self.longest = max(self.longest, now - min(start.job.submitted for start in plan.starts))
         if self.observe is not None and plan.reservation is not None:

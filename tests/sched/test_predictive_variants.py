@@ -1,6 +1,7 @@
 """The `predictive` variants that bench/predictive.py measures and the policy does not use
 (docs/simulation.md, "Tried and dropped"): the guard's bound and the slack shrinking with a job's
-width, and every overdue job reserved for (infosvc/sched/reservations.py). Off by default; when
+width, every overdue job reserved for, and the overdue jobs backfilled first
+(infosvc/sched/reservations.py). Off by default; when
 on, each must still give a valid schedule and keep the reserved head's guaranteed start."""
 
 from __future__ import annotations
@@ -87,20 +88,34 @@ def test_an_overdue_job_behind_a_head_that_nothing_frees_is_held_nothing() -> No
     assert plan.reservation is not None and math.isinf(plan.reservation.at) and plan.starts == []
 
 
+def test_overdue_first_gives_the_hole_to_the_older_job() -> None:
+    # A (overdue) is the head, reserved at 100 with 2 processors left over then; B (overdue) and C
+    # (young, ahead of B in the caller's order) each would take those 2 past 100: one of them starts
+    pool = ProcessorPool(MACHINE, 4)
+    running = [Running("r", 0.0, 100.0, 4)]
+    a, b, c = waiting(1, 0.0, 6, 50), waiting(2, 1.0, 2, 500), waiting(3, 60.0, 2, 500)
+    for first, starts in ((False, c.id), (True, b.id)):
+        plan = schedule(pool, running, [c, a, b], 60.0, Policy.PREDICTIVE, explain=False, overdue_after=50.0,
+                        overdue_first=first)
+        assert [s.job.id for s in plan.starts] == [starts]
+        assert plan.reservation is not None and plan.reservation.job is a
+
+
 workloads = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 200), st.integers(1, MACHINE),
                                st.integers(1, 60), st.integers(1, 60)), min_size=1, max_size=14)
 
 
 @settings(max_examples=300, deadline=None)
 @given(workloads, st.sampled_from([0.0, 0.5, 1.0]), st.sampled_from([0.0, 1.0, 2.0]), st.sampled_from([1, 2, 100]),
-       st.sampled_from([0.0, 20.0]))
+       st.sampled_from([0.0, 20.0]), st.booleans())
 def test_every_variant_gives_a_valid_schedule_that_keeps_the_heads_start(
         raw: list[tuple[int, int, int, int, int]], guard_width: float, slack_width: float, reserved: int,
-        after: float) -> None:
+        after: float, first: bool) -> None:
     jobs = sorted((SimJob.of(n, s, w, e, min(r, e), user=u) for n, (u, s, w, e, r) in enumerate(raw, 1)),
                   key=lambda j: (j.submitted, j.id))
     heads: list[tuple[float, Waiting, float]] = []
-    options = Options(overdue_after=after, guard_width=guard_width, slack_width=slack_width, reserved=reserved)
+    options = Options(overdue_after=after, guard_width=guard_width, slack_width=slack_width, reserved=reserved,
+                      overdue_first=first)
     outcomes = simulate_predictive(jobs, MACHINE, options, observe=lambda now, head, at: heads.append((now, head, at)))
     assert sorted(o.job.id for o in outcomes) == sorted(j.id for j in jobs)
     for o in outcomes:
