@@ -271,8 +271,8 @@ _RECORD: Final = functools.partial(tuple.__new__, SwfRecord)
 
 def _convert(trace: SwfTrace, words: list[str], numbers: list[int]) -> None:
     """The records of job lines `numbers`, whose 18 words each are `words`, one line after
-    another; emptied. All are read as numbers at once; where one is not a number, or not finite,
-    each line is read alone, to say which is wrong."""
+    another; emptied. All are read as numbers at once, a field (a column) at a time; where one is
+    not a number, or not finite, each line is read alone, to say which is wrong."""
     if not numbers:
         return
     width = len(FIELDS)
@@ -282,15 +282,15 @@ def _convert(trace: SwfTrace, words: list[str], numbers: list[int]) -> None:
         total = 0.0
         for at in range(width):
             text = words[at::width]
-            whole = at in _INTEGER_AT
-            integers = _exact_integers(text, whole)
+            integral = at in _INTEGER_AT
+            integers = _exact_integers(text, integral)
             if integers is not None:
-                columns.append(integers if whole else list(map(float, integers)))
+                columns.append(integers if integral else list(map(float, integers)))
                 continue
             values = list(map(float, text))
             total += sum(values)
             columns.append(values)
-            if at in _INTEGER_AT:
+            if integral:
                 truncated.append(at)
         whole = total - total == 0.0  # else a NaN or an infinity among them (or finite ones past the largest float)
     except ValueError:

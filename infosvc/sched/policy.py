@@ -180,9 +180,9 @@ class Plan(Slotted, Generic[A]):
 
 
 class Backfilling(Generic[A]):
-    """Where a blocked EASY pass left off: the machine as its starts left it, and the head's guard
-    (its reserved start, and the extra resources as its backfills left them). Held by the caller
-    for `resume`, which changes it as the pass it makes goes on."""
+    """Where a blocked EASY (or predictive) pass left off: the machine as its starts left it, and
+    the head's guard (its reserved start, and the extra resources as its backfills left them). Held
+    by the caller for `resume`, which changes it as the pass it makes goes on."""
 
     __slots__ = ("free", "guard")
 
