@@ -43,6 +43,7 @@ from itertools import chain, compress
 from typing import Callable, Collection, Generic, Iterable, Iterator, Mapping, NamedTuple, Protocol, Sequence, TypeVar
 
 from infosvc.sched.ordering import OVERDUE_AFTER, overdue
+from infosvc.sched.shapes import narrow
 
 A = TypeVar("A")
 
@@ -202,14 +203,16 @@ def _seconds(at: float) -> str:
 def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterable[Queued], now: float,
              policy: Policy = Policy.EASY, *, when: Callable[[float], str] = _seconds,
              explain: bool = True, not_before: Mapping[str, float] | None = None,
-             overdue_after: float = OVERDUE_AFTER, by_age: Iterable[Queued] | None = None) -> Plan[A]:
+             overdue_after: float = OVERDUE_AFTER, by_age: Iterable[Queued] | None = None,
+             shapes: bytearray | None = None) -> Plan[A]:
     """The jobs of `queue` (in queue order) to start at `now` on `machine` (what is free now, with
     `running` holding the rest), by `policy`. `machine` is left as it was. `when` writes a time in
     the waiting jobs' reasons (the service: a UTC date and time); without `explain` (a simulation)
     no reasons are written, and the decisions are the same. `not_before`: job id -> its
     EligibleTime, for the jobs that have one; those whose time is after `now` are passed over.
     `overdue_after`: `predictive`'s guard (infosvc/sched/ordering.py); `by_age`: the queue's jobs
-    oldest first, where the caller keeps them so (`ordering.overdue`)."""
+    oldest first, where the caller keeps them so (`ordering.overdue`); `shapes`: a `predictive`
+    queue's (a list's) jobs coded as infosvc/sched/shapes.py says, where the caller keeps them."""
     free = machine.copy()
     plan: Plan[A] = _new(Plan)  # Plan(), without a frame for its __init__: a simulation makes one a pass
     plan.starts, plan.reservation, plan.waiting, plan.backfilling = [], None, {}, None
@@ -245,6 +248,8 @@ def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterab
         reservation = _expected(free, running, plan, reservation, now)
     plan.reservation = reservation
     guard = _Guard(reservation.at, extra)
+    if policy is _PREDICTIVE and shapes is not None and not explain and not not_before:  # `shapes` is `queue`'s
+        rest = narrow(jobs, shapes, free.room(), guard.at - now, guard.room, passed)
     delay = _delay(free, plan, head, reservation, when) if explain else str  # without `explain` not asked
     _backfill(free, plan, rest, now, guard, delay, explain)
     if policy is not _FCFS and not explain and not not_before:  # predictive's: its caller knows if its order allows

@@ -26,6 +26,7 @@ from infosvc.sched.policy import Backfilling, Plan, Policy, Queued, Running, Sta
 from infosvc.sched.pool import ProcessorPool
 from infosvc.sched.prediction import UserHistory
 from infosvc.sched.simulation import Observer, Options, SimJob, Waiting
+from infosvc.sched.shapes import code
 
 if TYPE_CHECKING:
     Key = tuple[float, float, str]
@@ -40,11 +41,12 @@ class SlackQueue:
     arrivals: dict[str, SimJob] | None = None
     policy = Policy.PREDICTIVE
 
-    def __init__(self, options: Options, observe: Observer | None, resumes: bool = True) -> None:
+    def __init__(self, options: Options, observe: Observer | None, resumes: bool = True, narrows: bool = True) -> None:
         self.options, self.observe = options, observe
         self.history = UserHistory()
         self.keys: list[Key] = []  # the queue's keys, sorted ...
         self.queue: list[Waiting] = []  # ... and its jobs, in the same order (the pass reads this list as it is)
+        self.shapes = bytearray()  # ... and their widths and estimates, coded (infosvc/sched/shapes.py)
         self.timed = options.order in TIMED
         self.longest = 0.0  # the longest wait of a job started so far (the guard's bound follows it)
         self.key_of: dict[str, Key] = {}  # each waiting job's key (fixed orders)
@@ -59,6 +61,7 @@ class SlackQueue:
         self.head_overdue = False
         self.fresh: list[Waiting] = []
         self.resumed = 0  # passes gone on from a blocked one (what the tests and bench/simulate.py read)
+        self.narrows = narrows  # whether the backfill scan reads only the jobs `shapes` finds (tests: both)
 
     def arrive(self, job: SimJob, now: float) -> None:
         options = self.options
@@ -68,6 +71,7 @@ class SlackQueue:
         at = bisect.bisect(self.keys, key)
         self.keys.insert(at, key)
         self.queue.insert(at, waiting)
+        self.shapes[2 * at:2 * at] = code(job.processors, job.estimate)
         self.key_of[job.id] = key
         age = (job.submitted, job.id)
         if not self.ages or self.ages[-1] < age:  # a trace's jobs arrive by age: nearly always the last
@@ -102,6 +106,7 @@ class SlackQueue:
         if self.timed:
             self.queue.sort(key=lambda w: order_key(order, w, now))
             self.keys = [order_key(order, w, now) for w in self.queue]
+            self.shapes = bytearray(b"".join(code(w.processors, w.estimate) for w in self.queue))
         bound = guard_after(self.longest, options.overdue_after, options.guard_fraction)
         fresh, self.fresh = self.fresh, []
         if self._goes_on(bound, now, fresh):
@@ -111,7 +116,8 @@ class SlackQueue:
             reserved: tuple[Queued, float] | None = (self.head, self.blocked.guard.at)
         else:
             plan = schedule(pool, running, self.queue, now, Policy.PREDICTIVE, explain=False,
-                            overdue_after=bound, by_age=self._by_age())
+                            overdue_after=bound, by_age=self._by_age(),
+                            shapes=self.shapes if self.narrows else None)
             reserved = None if plan.reservation is None else (plan.reservation.job, plan.reservation.at)
             self.blocked = plan.backfilling if self.resumes else None
             if plan.reservation is not None:
@@ -137,12 +143,14 @@ class SlackQueue:
                 del self.key_of[job_id], by_id[job_id]
             kept = [at for at, w in enumerate(self.queue) if w.id not in started]
             self.keys, self.queue = [self.keys[at] for at in kept], [self.queue[at] for at in kept]
+            shapes = self.shapes
+            self.shapes = bytearray(b"".join(shapes[2 * at:2 * at + 2] for at in kept))
             self.ages = [age for age in self.ages if age[1] not in started]
             return
         for start in starts:  # a fixed key, found by bisection: a long queue is not copied each pass
             job = start.job
             at = bisect.bisect_left(self.keys, self.key_of.pop(job.id))
-            del self.keys[at], self.queue[at], by_id[job.id]
+            del self.keys[at], self.queue[at], self.shapes[2 * at:2 * at + 2], by_id[job.id]
             del self.ages[bisect.bisect_left(self.ages, (job.submitted, job.id))]
 
 
