@@ -19,6 +19,7 @@ scan then refuses by its own exact checks. The scan decides as before, on fewer 
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import re
@@ -58,7 +59,13 @@ def code(processors: int, estimate: float) -> bytes:
     return bytes((_width(processors), _length(estimate)))
 
 
-_patterns: dict[tuple[int, int, int], re.Pattern[bytes]] = {}
+@functools.lru_cache(maxsize=1 << 14)  # a long replay's bounds take a few thousand values; each compiled once
+def _pattern(wide: int, long: int, spare: int) -> re.Pattern[bytes]:
+    """The jobs' codes of width at most `wide` and length at most `long`, or of width at most
+    `spare` (none when negative): one class first (the engine skips to where it matches), then the
+    second byte, short enough, or any if the first was narrow enough for the extra processors."""
+    either = b"|(?<=[\\x00-\\x%02x])[\\x80-\\xff]" % spare if spare >= 0 else b""
+    return re.compile(b"[\\x00-\\x%02x](?:[\\x80-\\x%02x]%s)" % (wide, long, either))
 
 
 def narrow(jobs: Sequence[Q], shapes: bytes | bytearray, room: int, within: float, extra: int,
@@ -71,15 +78,7 @@ def narrow(jobs: Sequence[Q], shapes: bytes | bytearray, room: int, within: floa
     # a step more than `within`'s own code: the scan adds now to an estimate, which may round below
     long = min(255, _length(within) + 1) if not math.isinf(within) else 255
     spare = _width(min(extra, room)) if extra > 0 else -1
-    key = (wide, long, spare)
-    pattern = _patterns.get(key)
-    if pattern is None:
-        # one class first (the engine skips to where it matches), then the second byte: short
-        # enough, or any if the first was narrow enough for the extra processors
-        either = b"|(?<=[\\x00-\\x%02x])[\\x80-\\xff]" % spare if spare >= 0 else b""
-        pattern = _patterns[key] = re.compile(b"[\\x00-\\x%02x](?:[\\x80-\\x%02x]%s)" % (wide, long, either))
-    if len(_patterns) > 4096:  # a long replay's bounds take many values: compile again, not grow
-        _patterns.clear()
+    pattern = _pattern(wide, long, spare)
     places = map(operator.rshift, map(_START, pattern.finditer(shapes)), repeat(1))  # a job is two bytes
     return (job for job in map(jobs.__getitem__, places) if job.id not in passed)
 
