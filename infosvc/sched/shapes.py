@@ -24,17 +24,16 @@ import math
 import operator
 import re
 from itertools import repeat
-from typing import Container, Iterator, Protocol, Sequence, TypeVar
+from typing import TYPE_CHECKING, Container, Iterator, Protocol, Sequence, TypeVar
 
 __all__ = ["code", "narrow"]
 
+if TYPE_CHECKING:  # a class made at import costs `infosvc simulate`'s start; this one only types
+    class _Job(Protocol):
+        @property
+        def id(self) -> str: ...
 
-class _Job(Protocol):
-    @property
-    def id(self) -> str: ...
-
-
-Q = TypeVar("Q", bound=_Job)
+Q = TypeVar("Q", bound="_Job")
 
 
 def _width(width: int) -> int:
