@@ -7,7 +7,8 @@ never under six hours: `6 h floor`) and the one before that (fixed at six hours)
 without its guard, and with it at once (EASY's head always, the backfill scan in the slack
 order); EASY with its backfill scan
 shortest predicted run time first (SJBF); and the published queue orders (WFP3, UNICEF, Carastan-Santos and de Camargo's F1) in the slack order's place, with the same
-guard. Each row: mean wait, mean bounded slowdown, utilization, maximum wait, and, against easy,
+guard; and the self-tuning choice between EASY's order and the slack order (`switch ...`: decided
+every hour or six, projecting the first K waiting jobs of each order). Each row: mean wait, mean bounded slowdown, utilization, maximum wait, and, against easy,
 the change in mean bounded slowdown and the ratio of maximum waits (the targets: at least 20 %
 lower, at most 1.25 x, wherever easy's mean bounded slowdown is above 2; never worse than easy on
 either).
@@ -50,6 +51,11 @@ VARIANTS: dict[str, Options | Policy] = {
     "wfp3 order": Options(order=Order.WFP3),
     "unicef order": Options(order=Order.UNICEF),
     "f1 order": Options(order=Order.F1),
+    # the self-tuning choice between EASY's order and the present one (infosvc/sched/switching.py)
+    "switch 1 h": Options(switch_every=3600.0),
+    "switch 6 h": Options(switch_every=6 * 3600.0),
+    "switch 1 h, K 200": Options(switch_every=3600.0, switch_depth=200),
+    "switch 6 h or x2": Options(switch_every=6 * 3600.0, switch_factor=2.0),
 }
 
 

@@ -145,6 +145,18 @@ class Options(NamedTuple):
     overdue_after: float = OVERDUE_AFTER
     #: ... or this part of the longest wait so far, if longer (0: `overdue_after` alone)
     guard_fraction: float = GUARD_FRACTION
+    #: The self-tuning choice between EASY's order and the order above (infosvc/sched/switching.py):
+    #: made at a pass at most every this many seconds of simulated time (math.inf: never made, the
+    #: order above throughout, the present design) ...
+    switch_every: float = math.inf
+    #: ... and also at a pass where the queue is this many times as long, or as short, as at the
+    #: last choice (0: not) ...
+    switch_factor: float = 0.0
+    #: ... projecting the first this many waiting jobs of each order (both projections take the union)
+    switch_depth: int = 500
+    #: ... or not chosen but pinned, at every decision, to EASY's order (Order.FCFS) or the order
+    #: above (any other): what the tests compare with EASY and with the present design
+    switch_pin: Order | None = None
 
 
 class Waiting(NamedTuple):

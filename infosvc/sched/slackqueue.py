@@ -13,19 +13,26 @@ Then a full pass tries the head, which still does not fit, and scans the rest in
 jobs it scanned before are refused again (free only shrank, the reservation is the same), so only
 the arrivals can start, tried in the order among themselves. Each pass of a long queue otherwise
 reads the whole queue: `predictive` was four times EASY's time on a 100,000-job trace for that.
+
+With `options.switch_every` (or `switch_factor`) the replay also chooses, at most that often,
+between the order and EASY's (infosvc/sched/switching.py): while EASY's is chosen, every job is
+served in submission order (the guard's bound taken as 0, the backfill scan by age too), which is
+EASY start for start. A change of order ends any blocked pass: its head need not be first in the other.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 import operator
 from typing import TYPE_CHECKING, Collection
 
-from infosvc.sched.ordering import TIMED, guard_after, order_key
+from infosvc.sched.ordering import TIMED, Order, guard_after, order_key
 from infosvc.sched.policy import Backfilling, Plan, Policy, Queued, Running, Start, resume, schedule
 from infosvc.sched.pool import ProcessorPool
-from infosvc.sched.prediction import UserHistory
+from infosvc.sched.prediction import UserHistory, planned_end
 from infosvc.sched.simulation import Observer, Options, SimJob, Waiting
+from infosvc.sched.switching import slack_order_wins
 
 if TYPE_CHECKING:
     Key = tuple[float, float, str]
@@ -59,6 +66,13 @@ class SlackQueue:
         self.head_overdue = False
         self.fresh: list[Waiting] = []
         self.resumed = 0  # passes gone on from a blocked one (what the tests and bench/simulate.py read)
+        # The choice of order (switching.py): whether EASY's is chosen, when the next choice is due,
+        # the queue's length at the last one; how many choices were made, and how many chose EASY's
+        self.switches = options.switch_every < math.inf or options.switch_factor > 0
+        self.easy_order = False
+        self.next_choice = -math.inf
+        self.chosen_at = 0
+        self.choices = self.easy_choices = 0
 
     def arrive(self, job: SimJob, now: float) -> None:
         options = self.options
@@ -103,14 +117,19 @@ class SlackQueue:
             self.queue.sort(key=lambda w: order_key(order, w, now))
             self.keys = [order_key(order, w, now) for w in self.queue]
         bound = guard_after(self.longest, options.overdue_after, options.guard_fraction)
+        if self.switches:
+            self._choose(pool, running, now, bound)
+        queue = self.queue
+        if self.easy_order:  # every job overdue, and the backfill scan by age: EASY
+            queue, bound = list(self._by_age()), 0.0
         fresh, self.fresh = self.fresh, []
         if self._goes_on(bound, now, fresh):
             assert self.blocked is not None and self.head is not None
-            plan = resume(self.blocked, sorted(fresh, key=lambda job: self.key_of[job.id]), now)
+            plan = resume(self.blocked, sorted(fresh, key=_AGE if self.easy_order else lambda job: self.key_of[job.id]), now)
             self.resumed += 1
             reserved: tuple[Queued, float] | None = (self.head, self.blocked.guard.at)
         else:
-            plan = schedule(pool, running, self.queue, now, Policy.PREDICTIVE, explain=False,
+            plan = schedule(pool, running, queue, now, Policy.PREDICTIVE, explain=False,
                             overdue_after=bound, by_age=self._by_age())
             reserved = None if plan.reservation is None else (plan.reservation.job, plan.reservation.at)
             self.blocked = plan.backfilling if self.resumes else None
@@ -124,6 +143,48 @@ class SlackQueue:
         if self.observe is not None and reserved is not None:
             self.observe(now, reserved[0], reserved[1])  # type: ignore[arg-type]
         return plan
+
+    def _choose(self, pool: ProcessorPool, running: Collection[Running[int]], now: float, bound: float) -> None:
+        """At a pass where a choice is due (its time has come, or the queue's length has changed by
+        `switch_factor`), choose the order until the next: EASY's, unless the projections keep the
+        slack order (switching.py), or the order `switch_pin` pins."""
+        options, length = self.options, len(self.queue)
+        factor, last = options.switch_factor, max(self.chosen_at, 1)
+        if now < self.next_choice and not (factor > 0 and (length > factor * last or length * factor < last)):
+            return
+        self.next_choice, self.chosen_at = now + options.switch_every, length
+        if options.switch_pin is not None:
+            easy = options.switch_pin is Order.FCFS
+        else:
+            easy = not self._slack_wins(pool.free, running, now, bound)
+        if easy != self.easy_order:
+            self.easy_order, self.blocked = easy, None
+        self.choices += 1
+        self.easy_choices += easy
+
+    def _slack_wins(self, free: int, running: Collection[Running[int]], now: float, bound: float) -> bool:
+        """The projections of the same waiting jobs, the first `switch_depth` of each order (the
+        oldest, and the present order's: the overdue oldest first, then by key), in EASY's order and
+        in the present one: whether the present one wins."""
+        depth, by_id, limit = self.options.switch_depth, self.by_id, now - bound
+        oldest = [by_id[job_id] for _, job_id in self.ages[:depth]]
+        late = sum(1 for job in oldest if job.submitted <= limit)  # the overdue: a prefix of the oldest
+        chosen = {job.id for job in oldest}
+        younger: list[Waiting] = []  # the present order's others, not among the oldest
+        wanted = depth - late
+        for job in self.queue if wanted > 0 else ():
+            if job.submitted > limit:
+                wanted -= 1
+                if job.id not in chosen:
+                    younger.append(job)
+                if not wanted:
+                    break
+        younger.sort(key=_AGE)
+        key_of = self.key_of
+        present = oldest[:late] + sorted([*oldest[late:], *younger], key=lambda job: key_of[job.id])
+        ends = [(planned_end(r.started, r.estimate if math.isnan(r.predicted) else r.predicted, r.estimate, now),
+                 r.allocation) for r in running]
+        return slack_order_wins(free, ends, oldest + younger, present, now)
 
     def started(self, entry: Queued) -> tuple[SimJob, float]:
         waiting: Waiting = entry  # type: ignore[assignment]
@@ -147,3 +208,4 @@ class SlackQueue:
 
 
 _ID_OF_AGE = operator.itemgetter(1)
+_AGE = operator.attrgetter("submitted", "id")

@@ -1,0 +1,98 @@
+"""A self-tuning choice of `predictive`'s queue order, as in dynamic policy switching (Streit, "A
+self-tuning job scheduler family with dynamic policy switching", JSSPP 2002): at a decision point
+the waiting jobs are projected forward twice, once in EASY's order (submission) and once in the
+present order (the guard's overdue jobs first, then the slack order: infosvc/sched/ordering.py),
+and the slack order is kept only where its projection is no worse on the longest wait and better
+on the mean bounded slowdown; else the whole queue goes in EASY's order until the next decision.
+A policy that cannot tell falls back to EASY's order. Pure: the replay (infosvc/sched/slackqueue.py)
+says when to decide and with what.
+
+The projection is a plain list schedule on a pool of processors, with predicted run times: the jobs
+in the order given, each starting at the earliest instant enough processors are free and never
+before the job ahead of it. Not EASY's backfilling: a list schedule costs a heap push and pop a
+job (backfilling's scan reads the rest of the queue for each reserved head, too dear at a thousand
+jobs a decision), and what the two projections are to compare is the order, which a backfilling
+of both would blur alike. Running jobs end at their predicted end, or at their limit once past it
+(`prediction.planned_end`, as the head's "expected at").
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Iterable, NamedTuple, Protocol, Sequence
+
+from infosvc.sched.summary import BOUND_SECONDS
+
+__all__ = ["Figures", "Projected", "figures", "list_schedule", "slack_order_wins"]
+
+
+class Projected(Protocol):
+    """What the projection reads of a waiting job."""
+
+    @property
+    def submitted(self) -> float: ...
+
+    @property
+    def processors(self) -> int: ...
+
+    @property
+    def predicted(self) -> float:
+        """The run time it is planned with (seconds, at least 1)."""
+        ...
+
+
+class Figures(NamedTuple):
+    """A projection's figures over the jobs projected."""
+
+    #: the longest projected wait, from submission (seconds)
+    max_wait: float
+    #: the mean projected bounded slowdown (as infosvc/sched/summary.py's, by predicted run times)
+    mean_bsld: float
+
+
+def list_schedule(free: int, ends: Iterable[tuple[float, int]], jobs: Sequence[Projected], now: float) -> list[float]:
+    """Each of `jobs`' projected start, in their order, on a pool with `free` processors free at
+    `now` and `ends` the (end, processors) of the running jobs: a job starts at the earliest instant
+    at or after the one ahead of it's start when enough are free (an end before `now` counts at
+    `now`). A job wider than the pool ever frees is projected at infinity, as is every job behind it."""
+    heap = list(ends)
+    heapq.heapify(heap)
+    push, pop = heapq.heappush, heapq.heappop
+    at, starts = now, []
+    for job in jobs:
+        wanted = job.processors
+        while free < wanted and heap:
+            end, given = pop(heap)
+            if end > at:
+                at = end
+            free += given
+        if free < wanted:
+            at = float("inf")
+        else:
+            free -= wanted
+            push(heap, (at + job.predicted, wanted))
+        starts.append(at)
+    return starts
+
+
+def figures(jobs: Sequence[Projected], starts: Sequence[float]) -> Figures:
+    """The longest wait and mean bounded slowdown of `jobs` started at `starts` (zeros for none)."""
+    if not jobs:
+        return Figures(0.0, 0.0)
+    longest, total = 0.0, 0.0
+    for job, start in zip(jobs, starts):
+        wait = start - job.submitted
+        run = job.predicted
+        longest = wait if wait > longest else longest
+        total += max(1.0, (wait + run) / max(run, BOUND_SECONDS))
+    return Figures(longest, total / len(jobs))
+
+
+def slack_order_wins(free: int, ends: Sequence[tuple[float, int]], easy: Sequence[Projected],
+                     present: Sequence[Projected], now: float) -> bool:
+    """Whether the present order (`present`) is kept over EASY's (`easy`, the same jobs by
+    submission): its projection's longest wait is no longer than EASY order's, and its mean bounded
+    slowdown strictly lower. Ties and an empty queue go to EASY's order."""
+    by_easy = figures(easy, list_schedule(free, ends, easy, now))
+    by_present = figures(present, list_schedule(free, ends, present, now))
+    return by_present.max_wait <= by_easy.max_wait and by_present.mean_bsld < by_easy.mean_bsld
