@@ -56,6 +56,7 @@ VARIANTS: dict[str, Options | Policy] = {
     "switch 6 h": Options(switch_every=6 * 3600.0),
     "switch 1 h, K 200": Options(switch_every=3600.0, switch_depth=200),
     "switch 6 h or x2": Options(switch_every=6 * 3600.0, switch_factor=2.0),
+    "switch 1 h or x2": Options(switch_every=3600.0, switch_factor=2.0),
 }
 
 
