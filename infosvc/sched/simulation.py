@@ -154,6 +154,9 @@ class Options(NamedTuple):
     switch_factor: float = 0.0
     #: ... projecting the first this many waiting jobs of each order (both projections take the union)
     switch_depth: int = 500
+    #: ... keeping the slack order where its projected longest wait is at most this many times
+    #: EASY order's (1: no longer) and its mean bounded slowdown lower ...
+    switch_tolerance: float = 1.0
     #: ... or not chosen but pinned, at every decision, to EASY's order (Order.FCFS) or the order
     #: above (any other): what the tests compare with EASY and with the present design
     switch_pin: Order | None = None

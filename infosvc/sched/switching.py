@@ -89,10 +89,10 @@ def figures(jobs: Sequence[Projected], starts: Sequence[float]) -> Figures:
 
 
 def slack_order_wins(free: int, ends: Sequence[tuple[float, int]], easy: Sequence[Projected],
-                     present: Sequence[Projected], now: float) -> bool:
+                     present: Sequence[Projected], now: float, tolerance: float = 1.0) -> bool:
     """Whether the present order (`present`) is kept over EASY's (`easy`, the same jobs by
-    submission): its projection's longest wait is no longer than EASY order's, and its mean bounded
-    slowdown strictly lower. Ties and an empty queue go to EASY's order."""
+    submission): its projection's longest wait is no longer than EASY order's (times `tolerance`),
+    and its mean bounded slowdown strictly lower. Ties and an empty queue go to EASY's order."""
     by_easy = figures(easy, list_schedule(free, ends, easy, now))
     by_present = figures(present, list_schedule(free, ends, present, now))
-    return by_present.max_wait <= by_easy.max_wait and by_present.mean_bsld < by_easy.mean_bsld
+    return by_present.max_wait <= tolerance * by_easy.max_wait and by_present.mean_bsld < by_easy.mean_bsld

@@ -62,6 +62,9 @@ def test_easys_order_is_chosen_where_the_slack_order_makes_an_old_job_wait_longe
     assert figures([b, a], list_schedule(4, [], [b, a], 100.0)).mean_bsld < \
         figures([a, b], list_schedule(4, [], [a, b], 100.0)).mean_bsld
     assert not slack_order_wins(4, [], [a, b], [b, a], 100.0)
+    # a longest wait up to a tolerance over EASY order's: 159 is 1.45 x 110
+    assert slack_order_wins(4, [], [a, b], [b, a], 100.0, tolerance=1.5)
+    assert not slack_order_wins(4, [], [a, b], [b, a], 100.0, tolerance=1.4)
 
 
 def test_a_tie_and_an_empty_queue_go_to_easys_order() -> None:
