@@ -59,6 +59,8 @@ VARIANTS: dict[str, Options | Policy] = {
     "switch 1 h or x2": Options(switch_every=3600.0, switch_factor=2.0),
     "switch 1 h, 1.25 x": Options(switch_every=3600.0, switch_tolerance=1.25),
     "switch 6 h, 1.25 x": Options(switch_every=6 * 3600.0, switch_tolerance=1.25),
+    "switch 1 h, planned": Options(switch_every=3600.0, switch_planned=True, switch_depth=200),
+    "switch 6 h, planned": Options(switch_every=6 * 3600.0, switch_planned=True, switch_depth=200),
 }
 
 

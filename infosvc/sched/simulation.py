@@ -157,6 +157,8 @@ class Options(NamedTuple):
     #: ... keeping the slack order where its projected longest wait is at most this many times
     #: EASY order's (1: no longer) and its mean bounded slowdown lower ...
     switch_tolerance: float = 1.0
+    #: ... projected into a plan (conservative backfilling), else as a plain list schedule
+    switch_planned: bool = False
     #: ... or not chosen but pinned, at every decision, to EASY's order (Order.FCFS) or the order
     #: above (any other): what the tests compare with EASY and with the present design
     switch_pin: Order | None = None

@@ -184,7 +184,8 @@ class SlackQueue:
         present = oldest[:late] + sorted([*oldest[late:], *younger], key=lambda job: key_of[job.id])
         ends = [(planned_end(r.started, r.estimate if math.isnan(r.predicted) else r.predicted, r.estimate, now),
                  r.allocation) for r in running]
-        return slack_order_wins(free, ends, oldest + younger, present, now, self.options.switch_tolerance)
+        options = self.options
+        return slack_order_wins(free, ends, oldest + younger, present, now, options.switch_tolerance, options.switch_planned)
 
     def started(self, entry: Queued) -> tuple[SimJob, float]:
         waiting: Waiting = entry  # type: ignore[assignment]

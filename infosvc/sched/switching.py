@@ -14,16 +14,23 @@ job (backfilling's scan reads the rest of the queue for each reserved head, too 
 jobs a decision), and what the two projections are to compare is the order, which a backfilling
 of both would blur alike. Running jobs end at their predicted end, or at their limit once past it
 (`prediction.planned_end`, as the head's "expected at").
+
+Or (`planned`) a planning-based projection, as the CCS scheduler Streit's dynP ran in plans: each
+job in the order at the earliest instant it fits for its whole predicted run beside the jobs
+placed before it (conservative backfilling: a job behind may start first, in a hole the ones
+ahead leave). What the list schedule's bias leaves out (a short job behind a wide one waits in it,
+where EASY backfills it), at a scan of the plan a job.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from typing import Iterable, NamedTuple, Protocol, Sequence
 
 from infosvc.sched.summary import BOUND_SECONDS
 
-__all__ = ["Figures", "Projected", "figures", "list_schedule", "slack_order_wins"]
+__all__ = ["Figures", "Projected", "figures", "list_schedule", "plan_schedule", "slack_order_wins"]
 
 
 class Projected(Protocol):
@@ -75,6 +82,46 @@ def list_schedule(free: int, ends: Iterable[tuple[float, int]], jobs: Sequence[P
     return starts
 
 
+def plan_schedule(free: int, ends: Iterable[tuple[float, int]], jobs: Sequence[Projected], now: float) -> list[float]:
+    """Each of `jobs`' projected start, placed in their order into a plan: at the earliest instant
+    from `now` at which enough processors stay free for its whole predicted run, beside the running
+    jobs (`free` free at `now`, `ends` their (end, processors)) and the jobs placed before it. A
+    job wider than the plan ever has free is projected at infinity (and holds nothing)."""
+    times, frees = [now], [free]  # frees[i]: free from times[i] to times[i + 1] (the last: for ever)
+    for end, given in sorted(ends):
+        if end > times[-1]:
+            times.append(end)
+            frees.append(frees[-1])
+        frees[-1] += given
+    starts = []
+    for job in jobs:
+        wanted, run = job.processors, job.predicted
+        at, count = 0, len(times)
+        while True:
+            while at < count and frees[at] < wanted:
+                at += 1
+            if at == count:
+                break
+            until = times[at] + run
+            clash = at + 1
+            while clash < count and times[clash] < until and frees[clash] >= wanted:
+                clash += 1
+            if clash == count or times[clash] >= until:
+                break
+            at = clash + 1
+        if at == count:
+            starts.append(float("inf"))
+            continue
+        starts.append(times[at])
+        last = bisect.bisect_left(times, until, at)
+        if last == count or times[last] != until:  # a step where the job ends
+            times.insert(last, until)
+            frees.insert(last, frees[last - 1])
+        for step in range(at, last):
+            frees[step] -= wanted
+    return starts
+
+
 def figures(jobs: Sequence[Projected], starts: Sequence[float]) -> Figures:
     """The longest wait and mean bounded slowdown of `jobs` started at `starts` (zeros for none)."""
     if not jobs:
@@ -89,10 +136,12 @@ def figures(jobs: Sequence[Projected], starts: Sequence[float]) -> Figures:
 
 
 def slack_order_wins(free: int, ends: Sequence[tuple[float, int]], easy: Sequence[Projected],
-                     present: Sequence[Projected], now: float, tolerance: float = 1.0) -> bool:
+                     present: Sequence[Projected], now: float, tolerance: float = 1.0, planned: bool = False) -> bool:
     """Whether the present order (`present`) is kept over EASY's (`easy`, the same jobs by
     submission): its projection's longest wait is no longer than EASY order's (times `tolerance`),
-    and its mean bounded slowdown strictly lower. Ties and an empty queue go to EASY's order."""
-    by_easy = figures(easy, list_schedule(free, ends, easy, now))
-    by_present = figures(present, list_schedule(free, ends, present, now))
+    and its mean bounded slowdown strictly lower. Ties and an empty queue go to EASY's order.
+    `planned`: projected by `plan_schedule`, else by `list_schedule`."""
+    project = plan_schedule if planned else list_schedule
+    by_easy = figures(easy, project(free, ends, easy, now))
+    by_present = figures(present, project(free, ends, present, now))
     return by_present.max_wait <= tolerance * by_easy.max_wait and by_present.mean_bsld < by_easy.mean_bsld

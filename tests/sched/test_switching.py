@@ -16,7 +16,7 @@ from infosvc.sched import Policy
 from infosvc.sched.ordering import Order
 from infosvc.sched.simulation import Options, Outcome, SimJob, _replay, simulate, simulate_predictive
 from infosvc.sched.slackqueue import SlackQueue
-from infosvc.sched.switching import Figures, figures, list_schedule, slack_order_wins
+from infosvc.sched.switching import Figures, figures, list_schedule, plan_schedule, slack_order_wins
 
 MACHINE = 8
 
@@ -41,6 +41,35 @@ def test_a_job_wider_than_the_pool_ever_frees_is_projected_at_infinity_with_all_
     assert starts == [100.0, math.inf, math.inf]
 
 
+def test_a_plan_puts_a_job_in_the_first_hole_it_fits_for_its_whole_run() -> None:
+    # 2 of 4 free from 0, all 4 from 100. A (4 wide, 50 s) is placed at 100; B (2, 100 s) fits
+    # before it, in the hole, ending as A starts; C (2, 101 s) would not end by then: after A
+    jobs = [Job(0, 4, 50), Job(0, 2, 100), Job(0, 2, 101)]
+    assert plan_schedule(2, [(100.0, 2)], jobs, 0.0) == [100.0, 0.0, 150.0]
+    assert list_schedule(2, [(100.0, 2)], jobs, 0.0) == [100.0, 150.0, 150.0]  # no job passes the one ahead
+    assert plan_schedule(2, [(100.0, 1)], [Job(0, 4, 5), Job(0, 1, 5)], 0.0) == [math.inf, 0.0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, MACHINE), st.lists(st.tuples(st.integers(-20, 100), st.integers(1, 3)), max_size=5),
+       st.lists(st.tuples(st.integers(1, MACHINE), st.integers(1, 60)), max_size=12))
+def test_a_plan_never_holds_more_than_the_machine_and_starts_no_job_before_now(
+        free: int, running: list[tuple[int, int]], raw: list[tuple[int, int]]) -> None:
+    ends = [(float(end), held) for end, held in running]
+    size = free + sum(held for _, held in ends)  # the pool: what is free now and what the running give back
+    jobs = [Job(0, wanted, run) for wanted, run in raw]
+    starts = plan_schedule(free, ends, jobs, 0.0)
+    held = [(0.0, size - free)] + [(max(end, 0.0), -given) for end, given in ends]
+    held += [change for job, at in zip(jobs, starts) if at < math.inf
+             for change in ((at, job.processors), (at + job.predicted, -job.processors))]
+    busy = 0
+    for _, change in sorted(held, key=lambda e: (e[0], e[1])):  # ends before starts at one instant
+        busy += change
+        assert busy <= size
+    assert all(at >= 0.0 for at in starts)
+    assert all((at < math.inf) == (job.processors <= size) for job, at in zip(jobs, starts))
+
+
 def test_the_figures_are_the_longest_wait_and_the_mean_bounded_slowdown_by_predictions() -> None:
     # waits 100 and 5; bounded slowdowns (100 + 100) / 100 = 2 and (5 + 1) / 10 -> 1
     assert figures([Job(0, 1, 100), Job(95, 1, 1)], [100.0, 100.0]) == Figures(100.0, 1.5)
@@ -50,9 +79,20 @@ def test_the_figures_are_the_longest_wait_and_the_mean_bounded_slowdown_by_predi
 def test_the_slack_order_is_kept_where_it_passes_an_old_job_for_little() -> None:
     """All 4 processors free at 100. A (4 wide, 100 s) was submitted at 1, B (1, 10 s) at 2; the
     slack order puts B first. EASY's order: A at 100, B at 200 (longest wait 198, mean bsld 11.4);
-    the slack order: B at 100, A at 110 (longest 109, mean bsld 6.4): kept."""
+    the slack order: B at 100, A at 110 (longest 109, mean bsld 6.4): kept. Planned, the same
+    (nothing is free beside A for B to pass it in either order)."""
     a, b = Job(1, 4, 100), Job(2, 1, 10)
     assert slack_order_wins(4, [], [a, b], [b, a], 100.0)
+    assert slack_order_wins(4, [], [a, b], [b, a], 100.0, planned=True)
+
+
+def test_planned_easys_order_backfills_and_the_slack_order_gains_nothing() -> None:
+    """2 of 4 free at 100, all from 200: A (4 wide) at 200 in either order, and B (2, 10 s) in the
+    hole before it in either: the same starts, a tie: EASY's order. As a list, EASY's order puts B
+    after A, and the slack order would be kept."""
+    a, b = Job(1, 4, 100), Job(2, 2, 10)
+    assert slack_order_wins(2, [(200.0, 2)], [a, b], [b, a], 100.0)
+    assert not slack_order_wins(2, [(200.0, 2)], [a, b], [b, a], 100.0, planned=True)
 
 
 def test_easys_order_is_chosen_where_the_slack_order_makes_an_old_job_wait_longest() -> None:
@@ -149,11 +189,11 @@ def test_pinned_to_the_slack_order_the_replay_is_the_present_design(
 
 
 @settings(max_examples=300, deadline=None)
-@given(workloads, st.sampled_from([0.0, 30.0, 100.0]), st.sampled_from([0, 1, 3, 500]), st.booleans())
+@given(workloads, st.sampled_from([0.0, 30.0, 100.0]), st.sampled_from([0, 1, 3, 500]), st.booleans(), st.booleans())
 def test_chosen_freely_the_schedule_is_valid_and_chosen_no_more_often_than_asked(
-        raw: list[tuple[int, int, int, int, int]], every: float, depth: int, guard: bool) -> None:
+        raw: list[tuple[int, int, int, int, int]], every: float, depth: int, guard: bool, planned: bool) -> None:
     jobs = sim_jobs(raw)
-    options = (Options() if guard else NO_GUARD)._replace(switch_every=every, switch_depth=depth)
+    options = (Options() if guard else NO_GUARD)._replace(switch_every=every, switch_depth=depth, switch_planned=planned)
     started, queue = replay(jobs, options)
     assert set(started) == {job.id for job in jobs}
     events = sorted([(started[j.id], j.processors) for j in jobs] + [(started[j.id] + j.run, -j.processors) for j in jobs],
