@@ -61,6 +61,10 @@ VARIANTS: dict[str, Options | Policy] = {
     "switch 6 h, 1.25 x": Options(switch_every=6 * 3600.0, switch_tolerance=1.25),
     "switch 1 h, planned": Options(switch_every=3600.0, switch_planned=True, switch_depth=200),
     "switch 6 h, planned": Options(switch_every=6 * 3600.0, switch_planned=True, switch_depth=200),
+    "switch 1 h, planned, longest": Options(switch_every=3600.0, switch_planned=True, switch_depth=200,
+                                            switch_within_longest=True),
+    "switch 6 h, planned, longest": Options(switch_every=6 * 3600.0, switch_planned=True, switch_depth=200,
+                                            switch_within_longest=True),
 }
 
 

@@ -159,6 +159,9 @@ class Options(NamedTuple):
     switch_tolerance: float = 1.0
     #: ... projected into a plan (conservative backfilling), else as a plain list schedule
     switch_planned: bool = False
+    #: ... and keeping it too where its projected longest wait is no longer than the longest wait
+    #: of a job started so far (a wait the replay's maximum holds already)
+    switch_within_longest: bool = False
     #: ... or not chosen but pinned, at every decision, to EASY's order (Order.FCFS) or the order
     #: above (any other): what the tests compare with EASY and with the present design
     switch_pin: Order | None = None

@@ -185,7 +185,8 @@ class SlackQueue:
         ends = [(planned_end(r.started, r.estimate if math.isnan(r.predicted) else r.predicted, r.estimate, now),
                  r.allocation) for r in running]
         options = self.options
-        return slack_order_wins(free, ends, oldest + younger, present, now, options.switch_tolerance, options.switch_planned)
+        return slack_order_wins(free, ends, oldest + younger, present, now, options.switch_tolerance, options.switch_planned,
+                                self.longest if options.switch_within_longest else 0.0)
 
     def started(self, entry: Queued) -> tuple[SimJob, float]:
         waiting: Waiting = entry  # type: ignore[assignment]

@@ -136,12 +136,15 @@ def figures(jobs: Sequence[Projected], starts: Sequence[float]) -> Figures:
 
 
 def slack_order_wins(free: int, ends: Sequence[tuple[float, int]], easy: Sequence[Projected],
-                     present: Sequence[Projected], now: float, tolerance: float = 1.0, planned: bool = False) -> bool:
+                     present: Sequence[Projected], now: float, tolerance: float = 1.0, planned: bool = False,
+                     allowed: float = 0.0) -> bool:
     """Whether the present order (`present`) is kept over EASY's (`easy`, the same jobs by
     submission): its projection's longest wait is no longer than EASY order's (times `tolerance`),
-    and its mean bounded slowdown strictly lower. Ties and an empty queue go to EASY's order.
+    or than `allowed` (a wait the caller's figure holds already: the longest so far), and its mean
+    bounded slowdown strictly lower. Ties and an empty queue go to EASY's order.
     `planned`: projected by `plan_schedule`, else by `list_schedule`."""
     project = plan_schedule if planned else list_schedule
     by_easy = figures(easy, project(free, ends, easy, now))
     by_present = figures(present, project(free, ends, present, now))
-    return by_present.max_wait <= tolerance * by_easy.max_wait and by_present.mean_bsld < by_easy.mean_bsld
+    longest = max(tolerance * by_easy.max_wait, allowed)
+    return by_present.max_wait <= longest and by_present.mean_bsld < by_easy.mean_bsld

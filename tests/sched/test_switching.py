@@ -105,6 +105,9 @@ def test_easys_order_is_chosen_where_the_slack_order_makes_an_old_job_wait_longe
     # a longest wait up to a tolerance over EASY order's: 159 is 1.45 x 110
     assert slack_order_wins(4, [], [a, b], [b, a], 100.0, tolerance=1.5)
     assert not slack_order_wins(4, [], [a, b], [b, a], 100.0, tolerance=1.4)
+    # or up to a wait already seen (the longest so far): 159 within 160, not within 158
+    assert slack_order_wins(4, [], [a, b], [b, a], 100.0, allowed=160.0)
+    assert not slack_order_wins(4, [], [a, b], [b, a], 100.0, allowed=158.0)
 
 
 def test_a_tie_and_an_empty_queue_go_to_easys_order() -> None:
@@ -189,11 +192,14 @@ def test_pinned_to_the_slack_order_the_replay_is_the_present_design(
 
 
 @settings(max_examples=300, deadline=None)
-@given(workloads, st.sampled_from([0.0, 30.0, 100.0]), st.sampled_from([0, 1, 3, 500]), st.booleans(), st.booleans())
+@given(workloads, st.sampled_from([0.0, 30.0, 100.0]), st.sampled_from([0, 1, 3, 500]), st.booleans(), st.booleans(),
+       st.booleans())
 def test_chosen_freely_the_schedule_is_valid_and_chosen_no_more_often_than_asked(
-        raw: list[tuple[int, int, int, int, int]], every: float, depth: int, guard: bool, planned: bool) -> None:
+        raw: list[tuple[int, int, int, int, int]], every: float, depth: int, guard: bool, planned: bool,
+        within: bool) -> None:
     jobs = sim_jobs(raw)
-    options = (Options() if guard else NO_GUARD)._replace(switch_every=every, switch_depth=depth, switch_planned=planned)
+    options = (Options() if guard else NO_GUARD)._replace(switch_every=every, switch_depth=depth, switch_planned=planned,
+                                                           switch_within_longest=within)
     started, queue = replay(jobs, options)
     assert set(started) == {job.id for job in jobs}
     events = sorted([(started[j.id], j.processors) for j in jobs] + [(started[j.id] + j.run, -j.processors) for j in jobs],
