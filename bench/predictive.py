@@ -65,6 +65,9 @@ VARIANTS: dict[str, Options | Policy] = {
                                             switch_within_longest=True),
     "switch 6 h, planned, longest": Options(switch_every=6 * 3600.0, switch_planned=True, switch_depth=200,
                                             switch_within_longest=True),
+    "switch 6 h, planned, defer": Options(switch_every=6 * 3600.0, switch_planned=True, switch_depth=200,
+                                          switch_defer=True),
+    "switch 1 h, defer": Options(switch_every=3600.0, switch_defer=True),
 }
 
 

@@ -162,6 +162,9 @@ class Options(NamedTuple):
     #: ... and keeping it too where its projected longest wait is no longer than the longest wait
     #: of a job started so far (a wait the replay's maximum holds already)
     switch_within_longest: bool = False
+    #: ... and choosing nothing where the two orders are one order at the pass (all overdue, or a
+    #: queue of one): the choice stays as it is and is due at the next pass (else EASY's is chosen)
+    switch_defer: bool = False
     #: ... or not chosen but pinned, at every decision, to EASY's order (Order.FCFS) or the order
     #: above (any other): what the tests compare with EASY and with the present design
     switch_pin: Order | None = None

@@ -147,26 +147,32 @@ class SlackQueue:
     def _choose(self, pool: ProcessorPool, running: Collection[Running[int]], now: float, bound: float) -> None:
         """At a pass where a choice is due (its time has come, or the queue's length has changed by
         `switch_factor`), choose the order until the next: EASY's, unless the projections keep the
-        slack order (switching.py), or the order `switch_pin` pins."""
+        slack order (switching.py), or the order `switch_pin` pins. With `switch_defer`, where the
+        two orders are one order now, nothing is chosen: the choice stays as it is, and due."""
         options, length = self.options, len(self.queue)
         factor, last = options.switch_factor, max(self.chosen_at, 1)
         if now < self.next_choice and not (factor > 0 and (length > factor * last or length * factor < last)):
             return
-        self.next_choice, self.chosen_at = now + options.switch_every, length
         if options.switch_pin is not None:
             easy = options.switch_pin is Order.FCFS
         else:
-            easy = not self._slack_wins(pool.free, running, now, bound)
+            wins = self._slack_wins(pool.free, running, now, bound)
+            if wins is None:
+                return
+            easy = not wins
+        self.next_choice, self.chosen_at = now + options.switch_every, length
         if easy != self.easy_order:
             self.easy_order, self.blocked = easy, None
         self.choices += 1
         self.easy_choices += easy
 
-    def _slack_wins(self, free: int, running: Collection[Running[int]], now: float, bound: float) -> bool:
+    def _slack_wins(self, free: int, running: Collection[Running[int]], now: float, bound: float) -> bool | None:
         """The projections of the same waiting jobs, the first `switch_depth` of each order (the
         oldest, and the present order's: the overdue oldest first, then by key), in EASY's order and
-        in the present one: whether the present one wins."""
-        depth, by_id, limit = self.options.switch_depth, self.by_id, now - bound
+        in the present one: whether the present one wins; None (with `switch_defer`) where the
+        two orders are the same, and nothing is projected."""
+        options = self.options
+        depth, by_id, limit = options.switch_depth, self.by_id, now - bound
         oldest = [by_id[job_id] for _, job_id in self.ages[:depth]]
         late = sum(1 for job in oldest if job.submitted <= limit)  # the overdue: a prefix of the oldest
         chosen = {job.id for job in oldest}
@@ -182,10 +188,12 @@ class SlackQueue:
         younger.sort(key=_AGE)
         key_of = self.key_of
         present = oldest[:late] + sorted([*oldest[late:], *younger], key=lambda job: key_of[job.id])
+        easy = oldest + younger
+        if options.switch_defer and easy == present:
+            return None
         ends = [(planned_end(r.started, r.estimate if math.isnan(r.predicted) else r.predicted, r.estimate, now),
                  r.allocation) for r in running]
-        options = self.options
-        return slack_order_wins(free, ends, oldest + younger, present, now, options.switch_tolerance, options.switch_planned,
+        return slack_order_wins(free, ends, easy, present, now, options.switch_tolerance, options.switch_planned,
                                 self.longest if options.switch_within_longest else 0.0)
 
     def started(self, entry: Queued) -> tuple[SimJob, float]:

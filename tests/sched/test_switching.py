@@ -151,6 +151,19 @@ def test_the_replay_falls_back_to_easys_order_where_the_projection_says_so() -> 
     assert replay(jobs, NO_GUARD, 4)[0][jobs[1].id] == 160.0  # without the choice: passed by B
 
 
+def test_deferred_a_pass_whose_two_orders_are_one_chooses_nothing() -> None:
+    """R's pass (0) has a queue of one: the same order both ways. Deferred, nothing is chosen
+    there and the choice is due still: it is made at 100, where the orders differ (the slack order
+    kept); without deferring, the choice at 0 is EASY's (a tie)."""
+    jobs = two_orders(2, 10)
+    started, queue = replay(jobs, NO_GUARD._replace(switch_every=3600.0, switch_defer=True), 4)
+    assert (queue.choices, queue.easy_choices) == (1, 0)
+    assert started[jobs[2].id] == 100.0
+    started, queue = replay(jobs, NO_GUARD._replace(switch_every=3600.0), 4)
+    assert (queue.choices, queue.easy_choices) == (1, 1)  # EASY's at 0, kept for the hour
+    assert started[jobs[2].id] == 200.0
+
+
 def test_no_jobs_projected_is_a_policy_that_cannot_tell_easys_order() -> None:
     jobs = two_orders(2, 10)
     started, queue = replay(jobs, NO_GUARD._replace(switch_every=50.0, switch_depth=0), 4)
@@ -193,13 +206,13 @@ def test_pinned_to_the_slack_order_the_replay_is_the_present_design(
 
 @settings(max_examples=300, deadline=None)
 @given(workloads, st.sampled_from([0.0, 30.0, 100.0]), st.sampled_from([0, 1, 3, 500]), st.booleans(), st.booleans(),
-       st.booleans())
+       st.booleans(), st.booleans())
 def test_chosen_freely_the_schedule_is_valid_and_chosen_no_more_often_than_asked(
         raw: list[tuple[int, int, int, int, int]], every: float, depth: int, guard: bool, planned: bool,
-        within: bool) -> None:
+        within: bool, defer: bool) -> None:
     jobs = sim_jobs(raw)
     options = (Options() if guard else NO_GUARD)._replace(switch_every=every, switch_depth=depth, switch_planned=planned,
-                                                           switch_within_longest=within)
+                                                           switch_within_longest=within, switch_defer=defer)
     started, queue = replay(jobs, options)
     assert set(started) == {job.id for job in jobs}
     events = sorted([(started[j.id], j.processors) for j in jobs] + [(started[j.id] + j.run, -j.processors) for j in jobs],
