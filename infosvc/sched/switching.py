@@ -19,7 +19,10 @@ Or (`planned`) a planning-based projection, as the CCS scheduler Streit's dynP r
 job in the order at the earliest instant it fits for its whole predicted run beside the jobs
 placed before it (conservative backfilling: a job behind may start first, in a hole the ones
 ahead leave). What the list schedule's bias leaves out (a short job behind a wide one waits in it,
-where EASY backfills it), at a scan of the plan a job.
+where EASY backfills it), at a scan of the plan a job. infosvc/sched/forecast.py places jobs the
+same way (its profile in numpy arrays, for a CE's one new job); over lists it is eleven times
+faster on a 200-job projection beside 100 running jobs (1.7 ms against 18.9), and a replay makes
+two projections a decision, thousands of decisions. The two agree, start for start (tested).
 """
 
 from __future__ import annotations

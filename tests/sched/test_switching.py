@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infosvc.sched import Policy
+from infosvc.sched.forecast import Demand, first_start
 from infosvc.sched.ordering import Order
 from infosvc.sched.simulation import Options, Outcome, SimJob, _replay, simulate, simulate_predictive
 from infosvc.sched.slackqueue import SlackQueue
@@ -68,6 +69,21 @@ def test_a_plan_never_holds_more_than_the_machine_and_starts_no_job_before_now(
         assert busy <= size
     assert all(at >= 0.0 for at in starts)
     assert all((at < math.inf) == (job.processors <= size) for job, at in zip(jobs, starts))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, MACHINE), st.lists(st.tuples(st.integers(1, 100), st.integers(1, 3)), max_size=5),
+       st.lists(st.tuples(st.integers(1, MACHINE + 2), st.integers(1, 60)), max_size=10))
+def test_a_plan_places_each_job_where_the_ces_forecast_would_start_it(
+        free: int, running: list[tuple[int, int]], raw: list[tuple[int, int]]) -> None:
+    # the forecast (infosvc/sched/forecast.py) places the jobs ahead by the same rule: the start it
+    # gives a job behind them is the one the plan gives it
+    ends = [(float(end), held) for end, held in running]
+    size = free + sum(held for _, held in ends)
+    jobs = [Job(0, wanted, run) for wanted, run in raw]
+    starts = plan_schedule(free, ends, jobs, 0.0)
+    demands = [Demand(job.processors, job.predicted) for job in jobs]
+    assert starts == [first_start(0.0, size, free, ends, demands[:n], demands[n]) for n in range(len(jobs))]
 
 
 def test_the_figures_are_the_longest_wait_and_the_mean_bounded_slowdown_by_predictions() -> None:
