@@ -5,10 +5,13 @@ count, as they do for someone who runs it.
 Each case is a trace, a machine size and a policy. Both simulators are first run once with
 `--schedule` and their schedules compared (the same start for every job, or the case is marked
 DIFFERENT: a baseline that decides otherwise is not the same work). Then they are run `--runs`
-times each, alternating (ours, plain, ours, plain, ...), and the median wall time and the median
+times each, alternating (ours, plain, plain, ours, ours, ...), and the median wall time and the median
 CPU time (user + system, of the child) of each is kept: on a shared machine the CPU time moves
-less than the wall time. The least CPU time of each is kept too (its ratio the last time column):
+less than the wall time. The least CPU time of each is kept too (its ratio the next-to-last column):
 other work on the machine only adds to a run's time, so the least is the run it disturbed least.
+And the median of the pairs' ratios (each run of ours against the plain run beside it, which of
+the two goes first alternating): a pair shares the machine's load of that moment, so a slow
+minute moves both (the last column).
 
 Cases: the two vendored traces (NASA iPSC, 128 processors; Lublin, 256), the NASA trace on 2,176
 processors (a probe for any cost per processor: nothing waits, so all that grows is the machine),
@@ -140,9 +143,12 @@ def main() -> int:
             theirs_policy = "easy" if policy == "predictive" else policy
             mine: list[tuple[float, float]] = []
             theirs: list[tuple[float, float]] = []
-            for _ in range(args.runs):
+            for run in range(args.runs):  # which goes first alternates too: a pair shares the machine's minute
+                if run % 2:
+                    theirs.append(timed(plain(trace, theirs_policy, processors)))
                 mine.append(timed(ours(trace, policy, processors)))
-                theirs.append(timed(plain(trace, theirs_policy, processors)))
+                if not run % 2:
+                    theirs.append(timed(plain(trace, theirs_policy, processors)))
             row = {"case": label, "trace": trace.name, "processors": processors, "policy": policy, "same_schedule": same,
                    "ours_wall": statistics.median(w for w, _ in mine), "plain_wall": statistics.median(w for w, _ in theirs),
                    "ours_cpu": statistics.median(c for _, c in mine), "plain_cpu": statistics.median(c for _, c in theirs)}
@@ -150,6 +156,8 @@ def main() -> int:
             row["ratio_cpu"] = row["ours_cpu"] / row["plain_cpu"]
             row["ours_cpu_least"], row["plain_cpu_least"] = min(c for _, c in mine), min(c for _, c in theirs)
             row["ratio_cpu_least"] = row["ours_cpu_least"] / row["plain_cpu_least"]
+            row["ratio_cpu_paired"] = statistics.median(a / b for (_, a), (_, b) in zip(mine, theirs))
+            row["ours_cpu_runs"], row["plain_cpu_runs"] = [c for _, c in mine], [c for _, c in theirs]
             if args.instructions:
                 row["ours_instructions"] = instructions(ours(trace, policy, processors), scratch)
                 row["plain_instructions"] = instructions(plain(trace, theirs_policy, processors), scratch)
@@ -159,7 +167,7 @@ def main() -> int:
                   f"{'yes' if same else ('n/a' if same is None else 'DIFFERENT')} | "
                   f"{row['ours_wall']:.2f} s | {row['plain_wall']:.2f} s | {row['ratio_wall']:.2f} | "
                   f"{row['ours_cpu']:.2f} s | {row['plain_cpu']:.2f} s | {row['ratio_cpu']:.2f} | "
-                  f"{row['ratio_cpu_least']:.2f} |"
+                  f"{row['ratio_cpu_least']:.2f} | {row['ratio_cpu_paired']:.2f} |"
                   + (f" {row['ours_instructions'] / 1e6:,.0f} M | {row['plain_instructions'] / 1e6:,.0f} M | "
                      f"{row['ratio_instructions']:.2f} |" if args.instructions else ""), flush=True)
     out = ROOT / "bench" / "results" / "simulate_vs_plain.json"
