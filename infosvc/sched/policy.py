@@ -249,7 +249,7 @@ def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterab
     plan.reservation = reservation
     guard = _Guard(reservation.at, extra)
     if policy is _PREDICTIVE and shapes is not None and not explain and not not_before:  # `shapes` is `queue`'s
-        rest = narrow(jobs, shapes, free.room(), guard.at - now, guard.room, passed)
+        rest = narrow(jobs, shapes, free.room(), now, guard.at, guard.room, passed)
     delay = _delay(free, plan, head, reservation, when) if explain else str  # without `explain` not asked
     _backfill(free, plan, rest, now, guard, delay, explain)
     if policy is not _FCFS and not explain and not not_before:  # predictive's: its caller knows if its order allows

@@ -10,8 +10,8 @@ start in the scan only if its width w is at most the free processors and either 
 ends by the reserved start or w is at most the extra processors (policy.py's `_backfill`). Each
 job is coded in two bytes by order-keeping codes (x <= y gives code(x) <= code(y)): its width in
 0-127 (exact under 64, then in steps of an eighth of a power of two, all from 15,360 up in 127),
-its estimate's whole seconds in 128-255 (exact under 16 s, then in steps of a quarter of a power
-of two, all from 2**31 s and the infinite in 255). A byte class of the codes up to a bound is a
+its estimate's whole seconds in 128-252 (exact under 16 s, then in steps of a quarter of a power
+of two, all from 2**31 s and the infinite in 252). A byte class of the codes up to a bound is a
 superset of the jobs under it, and a width byte (under 128) only ever starts a match, so one
 regular expression finds the jobs that may start: every one, and a few near the bounds that the
 scan then refuses by its own exact checks. The scan decides as before, on fewer jobs.
@@ -44,8 +44,8 @@ def _width(width: int) -> int:
 
 
 def _length(seconds: float) -> int:
-    if not seconds < 2.0 ** 31:  # and the infinite, and NaN
-        return 255
+    if not seconds < 2.0 ** 31:  # and the infinite, and NaN: the code after 2**31 - 1's, so the codes run on
+        return 252
     whole = int(seconds) if seconds > 0 else 0
     if whole < 16:
         return 128 + whole
@@ -67,15 +67,17 @@ def _pattern(wide: int, long: int, spare: int) -> re.Pattern[bytes]:
     return re.compile(b"[\\x00-\\x%02x](?:[\\x80-\\x%02x]%s)" % (wide, long, either))
 
 
-def narrow(jobs: Sequence[Q], shapes: bytes | bytearray, room: int, within: float, extra: int,
+def narrow(jobs: Sequence[Q], shapes: bytes | bytearray, room: int, now: float, at: float, extra: int,
            passed: Container[str]) -> Iterator[Q]:
     """The jobs of `jobs` (`shapes` their codes, in the same order) that may fit on `room`
-    processors and either end `within` seconds or fit on `extra` processors, in order, but those
-    of `passed` (ids): a superset of them, never missing one. Read as the scan asks (it stops once
-    nothing more fits), not all at once."""
+    processors and either end by `at` when started at `now` (now + estimate <= at, in floats) or
+    fit on `extra` processors, in order, but those of `passed` (ids): a superset of them, never
+    missing one. Read as the scan asks (it stops once nothing more fits), not all at once."""
     wide = _width(room)
-    # a step more than `within`'s own code: the scan adds now to an estimate, which may round below
-    long = min(255, _length(within) + 1) if not math.isinf(within) else 255
+    within = at - now
+    # now + estimate rounds, and so do at - now and this sum: an estimate a few last bits more
+    # than `within` may still end by `at` (a second or more where the clock passes 2**52)
+    long = _length(within + 4 * max(math.ulp(at), math.ulp(within)))
     spare = _width(min(extra, room)) if extra > 0 else -1
     pattern = _pattern(wide, long, spare)
     places = map(operator.rshift, map(_START, pattern.finditer(shapes)), repeat(1))  # a job is two bytes
