@@ -239,17 +239,18 @@ def schedule(machine: Machine[A], running: Collection[Running[A]], queue: Iterab
             for job in rest:
                 plan.waiting[job.id] = f"behind {head.id} (first come, first served)"
         return plan
-    if policy is _PREDICTIVE:  # backfilling is in the caller's order still: only the head is the guard's
-        passed = {start.job.id for start in plan.starts}
-        passed.add(head.id)
-        rest = compress(jobs, map(operator.not_, map(passed.__contains__, map(_ID, jobs))))  # in C: a long queue
     reservation, extra = _reserve(free, running, plan.starts, head, now)
     if policy is _PREDICTIVE and explain:
         reservation = _expected(free, running, plan, reservation, now)
     plan.reservation = reservation
     guard = _Guard(reservation.at, extra)
-    if policy is _PREDICTIVE and shapes is not None and not explain and not not_before:  # `shapes` is `queue`'s
-        rest = narrow(jobs, shapes, free.room(), now, guard.at, guard.room, passed)
+    if policy is _PREDICTIVE:  # backfilling is in the caller's order still: only the head is the guard's
+        passed = {start.job.id for start in plan.starts}
+        passed.add(head.id)
+        if shapes is not None and not explain and not not_before:  # `shapes` is `queue`'s: the jobs that may start
+            rest = narrow(jobs, shapes, free.room(), now, guard.at, guard.room, passed)
+        else:
+            rest = compress(jobs, map(operator.not_, map(passed.__contains__, map(_ID, jobs))))  # in C: a long queue
     delay = _delay(free, plan, head, reservation, when) if explain else str  # without `explain` not asked
     _backfill(free, plan, rest, now, guard, delay, explain)
     if policy is not _FCFS and not explain and not not_before:  # predictive's: its caller knows if its order allows

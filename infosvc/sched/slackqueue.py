@@ -50,8 +50,8 @@ class SlackQueue:
         self.timed = options.order in TIMED
         self.longest = 0.0  # the longest wait of a job started so far (the guard's bound follows it)
         self.key_of: dict[str, Key] = {}  # each waiting job's key (fixed orders)
-        self.ages: list[tuple[float, str]] = []  # each waiting job's (submission, id), sorted: the guard's order
-        self.by_id: dict[str, Waiting] = {}
+        # each waiting job as (submission, id, job), sorted: the guard's order (ids are unique: no job compared)
+        self.ages: list[tuple[float, str, Waiting]] = []
         # The blocked pass to go on from (None: the next pass is made whole), the bound it was made
         # with, its head and whether the head was overdue; the jobs arrived since the last pass
         self.resumes = resumes and not self.timed
@@ -73,12 +73,11 @@ class SlackQueue:
         self.queue.insert(at, waiting)
         self.shapes[2 * at:2 * at] = code(job.processors, job.estimate)
         self.key_of[job.id] = key
-        age = (job.submitted, job.id)
+        age = (job.submitted, job.id, waiting)
         if not self.ages or self.ages[-1] < age:  # a trace's jobs arrive by age: nearly always the last
             self.ages.append(age)
         else:
             bisect.insort(self.ages, age)
-        self.by_id[job.id] = waiting
         self.fresh.append(waiting)
 
     def ended(self, user: int, run: float) -> None:
@@ -86,7 +85,7 @@ class SlackQueue:
         self.blocked = None  # an end: the machine is no longer as the blocked pass left it
 
     def _by_age(self) -> map[Waiting]:
-        return map(self.by_id.__getitem__, map(_ID_OF_AGE, self.ages))
+        return map(_JOB_OF_AGE, self.ages)
 
     def _goes_on(self, bound: float, now: float, fresh: list[Waiting]) -> bool:
         """Whether the blocked pass may be gone on from at `now` (the module's docstring says why)."""
@@ -103,9 +102,9 @@ class SlackQueue:
     def plan(self, pool: ProcessorPool, running: Collection[Running[int]], now: float) -> Plan[int]:
         options = self.options
         order = options.order
-        if self.timed:
-            self.queue.sort(key=lambda w: order_key(order, w, now))
-            self.keys = [order_key(order, w, now) for w in self.queue]
+        if self.timed:  # each key once (a key ends with the job's id: no two are equal, no job compared)
+            keyed = sorted(zip([order_key(order, w, now) for w in self.queue], self.queue))
+            self.keys, self.queue = [key for key, _ in keyed], [w for _, w in keyed]
             self.shapes = bytearray(b"".join(code(w.processors, w.estimate) for w in self.queue))
         bound = guard_after(self.longest, options.overdue_after, options.guard_fraction)
         fresh, self.fresh = self.fresh, []
@@ -136,11 +135,10 @@ class SlackQueue:
         return waiting.job, waiting.predicted
 
     def leave(self, starts: list[Start[int]]) -> None:
-        by_id = self.by_id
         if self.timed or len(starts) > 8:  # many at once: one rebuild
             started = {s.job.id for s in starts}
             for job_id in started:
-                del self.key_of[job_id], by_id[job_id]
+                del self.key_of[job_id]
             kept = [at for at, w in enumerate(self.queue) if w.id not in started]
             self.keys, self.queue = [self.keys[at] for at in kept], [self.queue[at] for at in kept]
             shapes = self.shapes
@@ -150,8 +148,8 @@ class SlackQueue:
         for start in starts:  # a fixed key, found by bisection: a long queue is not copied each pass
             job = start.job
             at = bisect.bisect_left(self.keys, self.key_of.pop(job.id))
-            del self.keys[at], self.queue[at], self.shapes[2 * at:2 * at + 2], by_id[job.id]
-            del self.ages[bisect.bisect_left(self.ages, (job.submitted, job.id))]
+            del self.keys[at], self.queue[at], self.shapes[2 * at:2 * at + 2]
+            del self.ages[bisect.bisect_left(self.ages, (job.submitted, job.id))]  # before its (submission, id, job)
 
 
-_ID_OF_AGE = operator.itemgetter(1)
+_JOB_OF_AGE = operator.itemgetter(2)
