@@ -260,6 +260,7 @@ class _Connection(asyncio.Protocol):
                 run.latencies.append(now - self.sent)
                 if run.interval:
                     run.scheduled_latencies.append(now - min(self.sent, self.due))
+                    run.scheduled_at.append(min(self.sent, self.due))
             else:
                 key = str(self.status)
                 run.errors[key] = run.errors.get(key, 0) + 1
@@ -286,6 +287,7 @@ class _Run:
         self.errors: dict[str, int] = {}
         self.latencies: list[float] = []
         self.scheduled_latencies: list[float] = []
+        self.scheduled_at: list[float] = []  # each measured request's scheduled send (the loop's clock)
         self.open: set[_Connection] = set()
         self.all_done = loop.create_future()
 
@@ -296,7 +298,7 @@ class _Run:
 
 
 async def _generate(port: int, requests: list[bytes], connections: int, warmup: float, seconds: float,
-                    rate: float | None) -> dict[str, Any]:
+                    rate: float | None, timeline: str | None = None) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
     interval = connections / rate if rate else 0.0
     run = _Run(loop, interval)
@@ -329,6 +331,9 @@ async def _generate(port: int, requests: list[bytes], connections: int, warmup: 
         if conn.transport is not None:
             conn.transport.close()
     elapsed = t1 - t0
+    if timeline and rate:  # when each request was due, from the window's start, and its latency from then
+        Path(timeline).write_text(json.dumps([[at - t0, latency] for at, latency in
+                                              zip(run.scheduled_at, run.scheduled_latencies)]))
     return {"connections": len(conns), "seconds": elapsed, "ok": run.ok, "rate": run.ok / elapsed,
             "errors": run.errors, "error_count": sum(run.errors.values()),
             "latency_ms": _percentiles(run.latencies),
@@ -349,7 +354,7 @@ def _percentiles(samples: list[float]) -> dict[str, float] | None:
 def generator_main(spec_path: str) -> int:
     spec = pickle.loads(Path(spec_path).read_bytes())
     result = asyncio.run(_generate(spec["port"], spec["requests"], spec["connections"], spec["warmup"],
-                                   spec["seconds"], spec["rate"]))
+                                   spec["seconds"], spec["rate"], spec.get("timeline")))
     print("RESULT " + json.dumps(result), flush=True)
     return 0
 
@@ -422,13 +427,16 @@ def db_bytes(path: Path) -> int:
 
 
 def drive(port: int, pid: int | list[int], requests: list[bytes], *, connections: int, warmup: float, seconds: float,
-          rate: float | None, workdir: Path, profile: str | None = None, gil: bool = False) -> dict[str, Any]:
+          rate: float | None, workdir: Path, profile: str | None = None, gil: bool = False,
+          timeline: str | None = None) -> dict[str, Any]:
     """Run the generator against the server `pid` (or processes sharing the port) listening on
-    `port`; the server's CPU over the window."""
+    `port`; the server's CPU over the window. `timeline`: a paced run's requests written there as
+    JSON, [seconds into the window it was due, seconds from then to its answer] each."""
     pids = pid if isinstance(pid, list) else [pid]
     spec = workdir / "spec.pickle"
     spec.write_bytes(pickle.dumps({"port": port, "requests": requests, "connections": connections,
-                                   "warmup": warmup, "seconds": seconds, "rate": rate}))
+                                   "warmup": warmup, "seconds": seconds, "rate": rate,
+                                   "timeline": str(Path(timeline).resolve()) if timeline else None}))
     gen = subprocess.Popen([sys.executable, __file__, "--_generate", str(spec)], stdout=subprocess.PIPE, text=True)
     assert gen.stdout is not None
     cpu0 = cpu1 = None

@@ -17,8 +17,9 @@ pre-built requests) against one `infosvc serve` with `--hosts` hosts that have a
 
 The server's RSS (VmRSS) is read from /proc after each phase; the queue's size from GET /v1/jobs.
 
-Run: `python bench/submit.py [--hosts 1000] [--seconds 10] [--rate 1000]`; prints a table and writes
-bench/results/submit.json.
+Run: `python bench/submit.py [--hosts 1000] [--seconds 10] [--rate 1000] [--timeline FILE]`; prints a
+table and writes bench/results/submit.json; with `--timeline`, each submission's due time and
+latency to FILE, and the bursts of slow ones.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ def main() -> int:
                    "loop's thread only)")
     p.add_argument("--sample", metavar="FILE", help="run the server under bench/stacksampler.py: where its event loop "
                    "was during each stall, and the collector's passes, to FILE")
+    p.add_argument("--timeline", metavar="FILE", help="each submission of the submit phase to FILE (JSON): seconds into "
+                   "the phase it was due, seconds to its answer: when the slow ones come (each refresh pass)")
     args = p.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="infosvc-bench-submit-"))
     results: dict[str, Any] = {"hosts": args.hosts, "rate": args.rate, "cpus": os.cpu_count()}
@@ -105,7 +108,7 @@ def main() -> int:
             seconds = (args.queued + args.hosts) * 1.1 / args.rate
             results["submit"] = drive(port, server.pid, [job_request(port, submit)] * args.connections,
                                       connections=args.connections, warmup=1.0, seconds=seconds, rate=args.rate,
-                                      workdir=workdir)
+                                      workdir=workdir, timeline=args.timeline)
             results["queued"] = queue_size(port, "Queued")
             results["running"] = queue_size(port, "Running")
             results["rss_mb_queued"] = rss_mb(server.pid)
@@ -131,9 +134,27 @@ def main() -> int:
           f"{results['rss_mb_queued']:.0f} MB with {results['queued']} queued (target < 65 MB, half of slurmctld's)")
     print(f"targets: submit >= 1000/s: {submitted['rate']:.0f}; p99 < 50 ms: "
           f"{submitted['scheduled_latency_ms']['p99']:.1f}; ingest ratio >= 0.90: {results['ingest_ratio']:.2f}")
+    if args.timeline:
+        print(bursts(json.loads(Path(args.timeline).read_text())))
     (HERE / "results").mkdir(exist_ok=True)
     (HERE / "results" / "submit.json").write_text(json.dumps(results, indent=2) + "\n")
     return 0
+
+
+def bursts(timeline: list[list[float]], slow: float = 0.05, apart: float = 0.3) -> str:
+    """The submissions answered in over `slow` seconds, grouped into bursts (due less than `apart`
+    seconds after the last slow one): when each burst began, how many, the longest."""
+    groups: list[list[float]] = []
+    for at, latency in sorted(timeline):
+        if latency <= slow:
+            continue
+        if groups and at - groups[-1][1] < apart:
+            groups[-1][1:] = [at, groups[-1][2] + 1, max(groups[-1][3], latency)]
+        else:
+            groups.append([at, at, 1, latency])
+    return (f"{sum(int(g[2]) for g in groups)} of {len(timeline)} submissions over {slow * 1e3:.0f} ms, in "
+            f"{len(groups)} bursts (at s: count, longest ms): "
+            + ", ".join(f"{g[0]:.1f}: {int(g[2])}, {g[3] * 1e3:.0f}" for g in groups))
 
 
 if __name__ == "__main__":
