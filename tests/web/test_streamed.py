@@ -15,31 +15,13 @@ from aiohttp import http_writer
 from lxml import etree
 
 from infosvc.web import pretty
+from support.readings import steady, steady_xml
 from support.server import Server, ServerFactory, wait_for
 
 #: each write of the process: (the local port of its connection, its size; -1: an answer built whole)
 Writes = list[tuple[int | None, int]]
 #: the slice the tests write in (web.pretty.SLICE_BYTES): small, so that small documents are many slices
 SLICE = 4096
-#: a CE's response times are counted from the instant of each read: two reads a second apart differ
-RESPONSE_TIMES = ("worst_response_time", "estimated_response_time")
-
-
-def steady(document: Any) -> Any:
-    """A JSON document without the figures that change from one read to the next (RESPONSE_TIMES)."""
-    if isinstance(document, dict):
-        return {key: steady(value) for key, value in document.items() if key not in RESPONSE_TIMES}
-    if isinstance(document, list):
-        return [steady(value) for value in document]
-    return document
-
-
-def steady_xml(text: bytes, parser: etree.XMLParser | None = None) -> bytes:
-    """An XML document, canonical, with its response times (as RESPONSE_TIMES) emptied."""
-    root = etree.fromstring(text.split(b"?>", 1)[1], parser)
-    for element in root.iter("{*}WorstResponseTime", "{*}EstimatedResponseTime"):
-        element.text = ""
-    return etree.tostring(root, method="c14n")
 
 
 def port_of(writer: Any) -> int | None:

@@ -1,0 +1,29 @@
+"""Two reads of the same document, compared: what may differ between them is a CE's response
+times, counted from the instant of each read (two reads a second apart differ by a second).
+`steady` and `steady_xml` leave those out, and nothing else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lxml import etree
+
+#: the JSON keys of a CE's response times (GLUE's WorstResponseTime and EstimatedResponseTime)
+RESPONSE_TIMES = ("worst_response_time", "estimated_response_time")
+
+
+def steady(document: Any) -> Any:
+    """A JSON document without its CEs' response times."""
+    if isinstance(document, dict):
+        return {key: steady(value) for key, value in document.items() if key not in RESPONSE_TIMES}
+    if isinstance(document, list):
+        return [steady(value) for value in document]
+    return document
+
+
+def steady_xml(text: bytes, parser: etree.XMLParser | None = None) -> bytes:
+    """An XML document (after its declaration), canonical, with its CEs' response times emptied."""
+    root = etree.fromstring(text.split(b"?>", 1)[1] if text.startswith(b"<?xml") else text, parser)
+    for element in root.iter("{*}WorstResponseTime", "{*}EstimatedResponseTime"):
+        element.text = ""
+    return etree.tostring(root, method="c14n")
