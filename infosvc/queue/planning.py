@@ -73,7 +73,7 @@ class PassPlan:
         plan = schedule(pool, self.running, [w for w, _, may in ordered if may], self.now, self.policy, when=iso_time,
                         not_before=not_before, overdue_after=self.overdue_after)
         kept, started = [], []
-        records = {w.id: record for w, record, _ in ordered}
+        records = {w.id: record for w, record, _ in ordered} if plan.starts else {}  # a refresh starts none
         for start in plan.starts:  # MaxRunningJobs within the pass, in queue order
             clusters = {self.cluster_of.get(pool.ids[row], "") for row in start.allocation.rows}
             serving = [ce for ce in ces if ce.state.status in SERVED and clusters.intersection(ce.clusters)]

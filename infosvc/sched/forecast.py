@@ -104,9 +104,18 @@ class _Profile:
             return 0
         index = int(np.searchsorted(self.times, at, side="left"))
         if index == len(self.times) or self.times[index] != at:
-            self.times = np.insert(self.times, index, at)
-            self.free = np.insert(self.free, index, self.free[index - 1])
+            self._split(index, at)
         return index
+
+    def _split(self, index: int, at: float) -> None:
+        """A breakpoint at `at`, made at `index`, free there as just before it. (By hand, not
+        np.insert: that is ten times as long for a short profile, and the forecast of a CE's 500 jobs
+        ahead splits a thousand times; at 10,000 queued it was a third of the CEs' figures.)"""
+        times, free = self.times, self.free
+        self.times = np.empty(len(times) + 1, times.dtype)
+        self.times[:index], self.times[index], self.times[index + 1:] = times[:index], at, times[index:]
+        self.free = np.empty(len(free) + 1, free.dtype)
+        self.free[:index], self.free[index], self.free[index + 1:] = free[:index], free[index - 1], free[index:]
 
     def earliest(self, job: Demand) -> float:
         index = self._first(job)
@@ -123,6 +132,5 @@ class _Profile:
         end = start + job.seconds
         stop = int(np.searchsorted(self.times, end, side="left"))
         if stop == len(self.times) or self.times[stop] != end:
-            self.times = np.insert(self.times, stop, end)
-            self.free = np.insert(self.free, stop, self.free[stop - 1])
+            self._split(stop, end)
         self.free[index:stop] -= job.processors
