@@ -1,9 +1,11 @@
 """Two reads of the same document, compared: what may differ between them is a CE's response
-times, counted from the instant of each read (two reads a second apart differ by a second).
-`steady` and `steady_xml` leave those out, and nothing else."""
+times, counted from the instant of each read, and the time of a CE snapshot taken anew (two reads
+a second apart differ by a second). `steady` and `steady_xml` leave out the response times,
+`untimed` the snapshot's time, and nothing else."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from lxml import etree
@@ -27,3 +29,9 @@ def steady_xml(text: bytes, parser: etree.XMLParser | None = None) -> bytes:
     for element in root.iter("{*}WorstResponseTime", "{*}EstimatedResponseTime"):
         element.text = ""
     return etree.tostring(root, method="c14n")
+
+
+def untimed(document: bytes) -> bytes:
+    """A GLUE document (XML, or JSON as the service writes it) without its snapshot's time: a Glue
+    of its own takes its own snapshot of the same figures, with the time read then."""
+    return re.sub(rb'<SnapshotTime>[^<]*</SnapshotTime>|"snapshot_time":"[^"]*"', b"", document)
