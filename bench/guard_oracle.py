@@ -20,6 +20,7 @@ import bisect
 import heapq
 import sys
 import time
+from itertools import takewhile
 from pathlib import Path
 from typing import Callable, Collection, Iterator
 
@@ -31,7 +32,7 @@ from infosvc.sched.ordering import guard_after  # noqa: E402
 from infosvc.sched.policy import Plan, schedule  # noqa: E402
 from infosvc.sched.simulation import Options, Outcome, SimJob, Waiting, _replay, simulate, summarize  # noqa: E402
 from infosvc.sched.slackqueue import SlackQueue  # noqa: E402
-from trace_part import add_arguments, read_part  # noqa: E402
+from trace_part import add_arguments, against, read_part  # noqa: E402
 
 
 #: `schedule`'s guard bound here: far enough back that every job `_overdue` yields counts as overdue
@@ -70,7 +71,7 @@ class OracleQueue(SlackQueue):
         return plan
 
     def _overdue(self, limit: float) -> Iterator[Waiting]:
-        guarded = (age for age in self.ages if age[0] <= limit)
+        guarded = takewhile(lambda age: age[0] <= limit, self.ages)  # `ages` is by submission
         seen: set[str] = set()
         for _, job_id, waiting in heapq.merge(guarded, self.late, key=lambda age: age[:2]):
             if job_id not in seen:
@@ -103,13 +104,9 @@ def main() -> int:
     for name, run in runs.items():
         started = time.perf_counter()
         outcomes = run()
-        s = summarize(outcomes, read.skipped, processors, Policy.EASY)
-        ratio = s.max_wait_seconds / base.max_wait_seconds if base.max_wait_seconds else 1.0
-        worse = [what for what, it, easy_s in (("bsld", s.mean_bounded_slowdown, base.mean_bounded_slowdown),
-                                              ("max wait", s.max_wait_seconds, base.max_wait_seconds)) if it > easy_s]
-        print(f"  {name:<14} bsld {100 * (s.mean_bounded_slowdown / base.mean_bounded_slowdown - 1):+7.2f} %  "
-              f"max wait {ratio:6.3f} x  ({time.perf_counter() - started:.1f} s)"
-              f"{'  worse than easy: ' + ', '.join(worse) if worse else ''}", flush=True)
+        seconds = time.perf_counter() - started
+        print(f"  {name:<14} {against(summarize(outcomes, read.skipped, processors, Policy.EASY), base)} "
+              f"({seconds:.1f} s)", flush=True)
     return 0
 
 

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from infosvc.sched import Policy  # noqa: E402
 from infosvc.sched.simulation import Outcome, Summary, simulate, summarize  # noqa: E402
-from trace_part import add_arguments, read_part  # noqa: E402
+from trace_part import add_arguments, against, read_part  # noqa: E402
 
 
 def main() -> int:
@@ -35,29 +35,26 @@ def main() -> int:
     args = p.parse_args()
     read, processors, heading = read_part(p, args)
     jobs = read.jobs
-    base = summarize(simulate(jobs, processors, Policy.EASY), 0, processors, Policy.EASY)
+    base = figures(simulate(jobs, processors, Policy.EASY), processors)
     print(f"{heading}: easy bsld "
           f"{base.mean_bounded_slowdown:.3f}, max wait {base.max_wait_seconds:,.0f} s"
-          + (f"; predictive {against(simulate(jobs, processors, Policy.PREDICTIVE), base, processors)}"
+          + (f"; predictive {against(figures(simulate(jobs, processors, Policy.PREDICTIVE), processors), base)}"
              if args.predictive else ""))
     for seed in range(1, args.seeds + 1):
         draw = random.Random(seed)
         moved = sorted((job._replace(submitted=job.submitted + draw.uniform(0, args.jitter)) for job in jobs),
                        key=lambda job: (job.submitted, job.id))
-        easy = simulate(moved, processors, Policy.EASY)
-        line = f"  seed {seed}: easy {against(easy, base, processors)}"
+        easy = figures(simulate(moved, processors, Policy.EASY), processors)
+        line = f"  seed {seed}: easy {against(easy, base)}"
         if args.predictive:
-            line += (f" | predictive against easy on it: "
-                     f"{against(simulate(moved, processors, Policy.PREDICTIVE), summarize(easy, 0, processors, Policy.EASY), processors)}")
+            predictive = figures(simulate(moved, processors, Policy.PREDICTIVE), processors)
+            line += f" | predictive against easy on it: {against(predictive, easy)}"
         print(line, flush=True)
     return 0
 
 
-def against(outcomes: list[Outcome], easy: Summary, processors: int) -> str:
-    """Mean bounded slowdown against `easy`'s, and maximum wait as a ratio of its."""
-    s = summarize(outcomes, 0, processors, Policy.EASY)
-    ratio = s.max_wait_seconds / easy.max_wait_seconds if easy.max_wait_seconds else 1.0
-    return f"bsld {100 * (s.mean_bounded_slowdown / easy.mean_bounded_slowdown - 1):+7.2f} %, max wait {ratio:6.3f} x"
+def figures(outcomes: list[Outcome], processors: int) -> Summary:
+    return summarize(outcomes, 0, processors, Policy.EASY)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The part of a trace a policy benchmark replays, chosen as bench/predictive.py's tables do: a
 trace, its machine where the header gives none (`--processors`), and records K+1 to K+M
-(`--skip K --first M`). Shared by bench/guard_oracle.py and bench/max_wait_noise.py."""
+(`--skip K --first M`); and a replay's figures against EASY's on it. Shared by
+bench/guard_oracle.py and bench/max_wait_noise.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from infosvc.codec.swf import read_swf  # noqa: E402
-from infosvc.sched.simulation import Trace, trace_jobs  # noqa: E402
+from infosvc.sched.simulation import Summary, Trace, trace_jobs  # noqa: E402
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,3 +32,13 @@ def read_part(p: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[Tra
     records = trace.records[args.skip:]
     read = trace_jobs(records[:args.first] if args.first > 0 else records, processors)
     return read, processors, f"{args.trace.name} (skip {args.skip}, first {args.first or 'all'})"
+
+
+def against(s: Summary, easy: Summary) -> str:
+    """Mean bounded slowdown against `easy`'s, maximum wait as a ratio of its, and which of the two
+    is worse than EASY's."""
+    ratio = s.max_wait_seconds / easy.max_wait_seconds if easy.max_wait_seconds else 1.0
+    worse = [what for what, it, easy_s in (("bsld", s.mean_bounded_slowdown, easy.mean_bounded_slowdown),
+                                          ("max wait", s.max_wait_seconds, easy.max_wait_seconds)) if it > easy_s]
+    return (f"bsld {100 * (s.mean_bounded_slowdown / easy.mean_bounded_slowdown - 1):+7.2f} %, max wait {ratio:6.3f} x"
+            + (f" (worse than easy: {', '.join(worse)})" if worse else ""))
