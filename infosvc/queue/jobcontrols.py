@@ -99,6 +99,8 @@ def release(job: JobRecord, text: str, who: Actor, now: float) -> Change:
     """Take hold `text` off a job; the pass that follows may start it."""
     name = _named_hold(text, who)
     _may_change(job, who, "release")
+    if job.state is not JobState.QUEUED:  # an ended job's request and events are its record
+        raise Conflict(f"job {job.id} is {job.state.value}: only a queued job's hold is released")
     if name not in job.holds:
         held = ", ".join(job.holds) or "none"
         raise Conflict(f"job {job.id} has no {name} hold (its holds: {held})")

@@ -38,7 +38,7 @@ from infosvc.queue.cestate import SERVED, CEQueues, limit_on, refusal, run_time_
 from infosvc.queue.eligibility import Eligibility
 from infosvc.queue.ended import EndedJobs
 from infosvc.queue.jobnames import JobNames
-from infosvc.queue.planning import PassPlan, could_start, explained, held_on
+from infosvc.queue.planning import PassPlan, could_start, explained, held_on, still_waiting
 from infosvc.queue.predictions import overdue_guard, predict_queued
 from infosvc.queue.machine import SiteMachine
 from infosvc.queue.runnable import screened
@@ -362,7 +362,7 @@ class JobQueue:
         lowered: list[str] = []
         for start in plan.starts:
             found = self.jobs.get(start.job.id)
-            if found is None or found.state is not JobState.QUEUED:
+            if found is None or not still_waiting(found):
                 continue
             allocation = start.allocation
             hosts = {pool.ids[r]: p for r, p in zip(allocation.rows, allocation.processors)}
@@ -381,7 +381,7 @@ class JobQueue:
         idle = ", ".join(f"{ce.unique_id} is {ce.state.status}" for ce in ces if ce.state.status not in SERVED)
         for job_id, reason in plan.waiting.items():
             waiter = self.jobs.get(job_id)
-            if waiter is None or waiter.state is not JobState.QUEUED:
+            if waiter is None or not still_waiting(waiter):
                 continue
             waiter.reason = explained(reason, waiter.rejected, idle)
             waiter.reserved_at = None
@@ -392,7 +392,7 @@ class JobQueue:
         if reservation is None or reservation.allocation is None or not math.isfinite(reservation.at):
             return
         head = self.jobs.get(reservation.job.id)
-        if head is not None and head.state is JobState.QUEUED:
+        if head is not None and still_waiting(head):
             head.reserved_at = reservation.at
             head.reserved_hosts = tuple(pool.ids[r] for r in reservation.allocation.rows)
             head.reason += f" on {fold(head.reserved_hosts)}"

@@ -21,7 +21,7 @@ from infosvc.queue.cestate import SERVED, CEFigures, Homes, figures_of, full_clu
 from infosvc.queue.eligibility import Eligibility
 from infosvc.hosts import iso_time
 
-__all__ = ["PassPlan", "Started", "allocation_of", "could_start", "explained", "held_on"]
+__all__ = ["PassPlan", "Started", "allocation_of", "could_start", "explained", "held_on", "still_waiting"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,3 +168,10 @@ def explained(reason: str, rejected: tuple[str, ...], idle: str = "") -> str:
     if NO_HOST in reason and idle:
         return reason.replace(NO_HOST, f"{NO_HOST}: no computing element serves jobs now ({idle})")
     return reason
+
+
+def still_waiting(job: JobRecord) -> bool:
+    """Whether a job a pass planned for is still one it may start, explain or reserve for when the
+    plan is applied: queued and not held. A hold is acknowledged while the pass plans off the loop,
+    outside the queue's lock; it pokes the next pass, which plans with it."""
+    return job.state is JobState.QUEUED and not job.holds and not job.held

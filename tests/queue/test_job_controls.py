@@ -176,6 +176,17 @@ def test_only_a_queued_job_is_held() -> None:
         controls.hold(running, "User", ALICE, 0.0)
 
 
+def test_an_ended_job_s_hold_stays_as_it_ended() -> None:
+    # canceled while held: its stored request, reason and events are its record, not to be rewritten
+    job = record()
+    apply(job, controls.hold(job, "User", ALICE, 1.0))
+    job.end(JobState.CANCELED, 2.0, "canceled")
+    for who in (ALICE, ADMIN):
+        with pytest.raises(Conflict, match="job 7 is Canceled: only a queued job's hold is released"):
+            controls.release(job, "User", who, 3.0)
+    assert job.holds == ("User",) and job.reason == "canceled"
+
+
 def test_requeue_sends_a_running_job_back_and_its_tasks_run_again() -> None:
     job = record(state=JobState.RUNNING)
     assert job.tasks[0].state is JobState.RUNNING and job.tasks[0].attempts == 1

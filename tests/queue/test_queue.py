@@ -5,6 +5,7 @@ not by the machine's load."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator
@@ -469,3 +470,42 @@ def test_each_vo_view_counts_the_jobs_whose_project_names_it(tmp_path: Path) -> 
         assert (ce.state.running_jobs, ce.state.waiting_jobs) == (3, 2)  # the CE's figures count them all
     finally:
         site.close()
+
+
+# --- a control made while a pass plans ------------------------------------------------------------
+
+def test_a_hold_put_on_while_a_pass_plans_keeps_the_job_from_starting(site: Site_, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The pass plans off the loop on a copy, outside the queue's lock: an admin's hold acknowledged
+    # meanwhile must still keep the job from starting when the plan is applied (the plan saw it unheld).
+    from infosvc.queue import jobcontrols as controls
+    from infosvc.queue.planning import PassPlan
+
+    site.host("h1")
+    [job_id] = site.submit(sss("a"))
+    entered, go = threading.Event(), threading.Event()
+    plan = PassPlan.run
+
+    def slow_plan(work: PassPlan) -> Any:
+        entered.set()
+        assert go.wait(10)
+        return plan(work)
+    monkeypatch.setattr(PassPlan, "run", slow_plan)
+    admin = controls.Actor(admin=True, submitter="admin", user=None, name="an administrator")
+
+    async def scenario() -> None:
+        passing = asyncio.ensure_future(site.queue.pass_once())
+        while not entered.is_set():
+            await asyncio.sleep(0.001)
+        await site.queue.alter(job_id, lambda job, now: controls.hold(job, "System", admin, now))
+        go.set()
+        await passing
+    site.run(scenario)
+    job = site.queue.get(job_id)
+    assert job.state is JobState.QUEUED and job.holds == ("System",)
+    assert job.reason == "held: System hold"
+    restarted = site.new_queue()
+    restarted.load()
+    assert restarted.get(job_id).state is JobState.QUEUED  # the store did not start it either
+    monkeypatch.setattr(PassPlan, "run", plan)
+    site.schedule()
+    assert site.queue.get(job_id).state is JobState.QUEUED
