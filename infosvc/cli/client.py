@@ -65,17 +65,34 @@ class Client:
     def call(self, method: str, path: str, body: bytes | None = None, content_type: str | None = None) -> Any:
         """The JSON answer to METHOD SERVER/path; ClientError for a refusal (with the server's
         error and detail), an unreachable server, or an answer that is not JSON."""
-        url = self.server + path
         headers = {"Accept": "application/json"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
         if content_type is not None:
             headers["Content-Type"] = content_type
-        request = urllib.request.Request(url, data=body, headers=headers, method=method)
+        answer = self.fetch(method, path, body, headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout, context=self.context) as response:  # noqa: S310 - the operator's URL
-                answer = response.read(MAX_ANSWER_BYTES + 1)
+            return json.loads(answer)
+        except ValueError:
+            raise ClientError(f"{self.server + path}: the answer is not JSON") from None
+
+    def fetch(self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None) -> bytes:
+        """The body of the answer to METHOD SERVER/path, the token sent with it; ClientError as
+        `call` raises it. A redirect is not followed: the token goes to the server given, nowhere else."""
+        url = self.server + path
+        headers = dict(headers or {})
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(url, data=body, headers=headers, method=method)
+        handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
+        if self.context is not None:
+            handlers.append(urllib.request.HTTPSHandler(context=self.context))
+        try:
+            with urllib.request.build_opener(*handlers).open(request, timeout=self.timeout) as response:
+                answer: bytes = response.read(MAX_ANSWER_BYTES + 1)
         except urllib.error.HTTPError as exc:
+            if 300 <= exc.code < 400:
+                where = str(exc.headers.get("Location", "nowhere"))[:200]
+                raise ClientError(f"{url}: {exc.code}: the server redirects to {where}; not followed, so that the "
+                                  "token goes only to the server given: give that URL as --server if it is yours") from None
             raise ClientError(f"{url}: {exc.code} {error_of(exc.read(64 * 1024))}") from None
         except urllib.error.URLError as exc:
             raise ClientError(f"cannot reach {self.server}: {exc.reason}") from None
@@ -84,10 +101,16 @@ class Client:
             raise ClientError(f"cannot reach {self.server}: {said}") from None
         if len(answer) > MAX_ANSWER_BYTES:
             raise ClientError(f"{url}: the answer is larger than {MAX_ANSWER_BYTES // 2**20} MB")
-        try:
-            return json.loads(answer)
-        except ValueError:
-            raise ClientError(f"{url}: the answer is not JSON") from None
+        return answer
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A 30x answer is an HTTPError, not a new request: urllib's default follows it with the
+    Authorization header, to any host and from https to http."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> None:
+        return None
 
 
 def error_of(body: bytes) -> str:

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any
 
 from infosvc.controls import visible
-from infosvc.cli.client import MAX_ANSWER_BYTES, Client, ClientError, error_of
+from infosvc.cli.client import Client, ClientError
 from infosvc.codec.gridformat import WARNING_PREFIX, valid_site
 
 
@@ -41,33 +39,13 @@ def query_of(schema: str | None, site: str | None, base: bool) -> str:
     return urllib.parse.urlencode(params)
 
 
-def fetch(client: Client, path: str) -> bytes:
-    """The body of GET server/path; ClientError as Client.call raises it."""
-    url = client.server + path
-    headers = {"Authorization": f"Bearer {client.token}"} if client.token else {}
-    request = urllib.request.Request(url, headers=headers)
-    try:
-        # the operator's URL (http or https: Client.of checked it)
-        with urllib.request.urlopen(request, timeout=client.timeout, context=client.context) as response:  # noqa: S310
-            answer: bytes = response.read(MAX_ANSWER_BYTES + 1)
-    except urllib.error.HTTPError as exc:
-        raise ClientError(f"{url}: {exc.code} {error_of(exc.read(64 * 1024))}") from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        said = str(reason).replace(client.token, "[token]") if client.token else str(reason)
-        raise ClientError(f"cannot reach {client.server}: {said}") from None
-    if len(answer) > MAX_ANSWER_BYTES:
-        raise ClientError(f"{url}: the answer is larger than {MAX_ANSWER_BYTES // 2**20} MB")
-    return answer
-
-
 def run(args: argparse.Namespace) -> int:
     if args.site is not None and not valid_site(args.site):
         print("infosvc ldif: --site: letters, digits, '_', '.', '-', at most 100", file=sys.stderr)
         return 2
     try:
         client = Client.of(args.server, token_file=args.token_file, ca_file=args.ca_file)
-        body = fetch(client, "/v1/glue?" + query_of(args.schema, args.site, args.base))
+        body = client.fetch("GET", "/v1/glue?" + query_of(args.schema, args.site, args.base))
     except ClientError as exc:
         print(f"infosvc ldif: {visible(str(exc))}", file=sys.stderr)
         return 1
