@@ -42,7 +42,7 @@ from infosvc.queue.planning import PassPlan, could_start, explained, held_on, st
 from infosvc.queue.predictions import overdue_guard, predict_queued
 from infosvc.queue.machine import SiteMachine
 from infosvc.queue.runnable import screened
-from infosvc.queue.submissions import Filer, prepare, requirements_again
+from infosvc.queue.submissions import Filer, prepare, read_inline, requirements_again
 from infosvc.queue.upkeep import held_reason, start_deadline, upkeep, wake_at
 from infosvc.queue.jobcontrols import Change, cancel, note_deadlines, submission_checks
 from infosvc.errors import Forbidden, Invalid, NotFound, Refused, Unavailable, excerpt
@@ -57,8 +57,6 @@ _failed_passes = LogLimiter(log)  # a full disk fails every pass: one traceback 
 #: the audit trail (infosvc/cli/logs.py): jobs filed for an owner their document named
 audit = logging.getLogger("infosvc.audit")
 
-#: Submitted documents up to this size are read on the event loop (see submit).
-INLINE_BYTES = 4096
 #: While the only news is submissions that cannot start now, a pass (for the reasons, the head's
 #: reservation and the CEs' figures) runs at most this long after the first of them.
 REFRESH_SECONDS = 2.0
@@ -162,9 +160,9 @@ class JobQueue:
         admin's), and then audited."""
         filer = Filer(owner, may_name_owner or admin)
         config = self.table.rollup.config
-        # A small document (~0.3 ms to read) is read on the loop (a thread's hand-off costs as much); big ones off it
+        # A small document that expands to nothing (~0.3 ms to read) is read on the loop; others off it
         read = (body, content_type, filer, config.scheduler.exclusive_default)
-        prepared, warnings = prepare(*read) if len(body) <= INLINE_BYTES else await asyncio.to_thread(prepare, *read)
+        prepared, warnings = prepare(*read) if read_inline(body) else await asyncio.to_thread(prepare, *read)
         ces, figures = config.computing_elements, self.ce_queues.figures
         warnings += submission_checks([item.request for item in prepared], admin, self.clock(), figures)
         refused = next((r for item in prepared if (r := refusal(ces, figures, item.request.estimate))), None)

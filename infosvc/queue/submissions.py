@@ -18,12 +18,12 @@ from infosvc.matching import MatchError, Requirements
 from infosvc.model.job import Job, JobGroup, Op, Properties, Simple, resolve
 from infosvc.model.jobneeds import NeedsRead, read_needs
 from infosvc.sched.jobs import JobRecord
-from infosvc.sched.request import JobRequest, read_request
+from infosvc.sched.request import Budget, JobRequest, read_request
 from infosvc.queue.eligibility import requirements_of
 from infosvc.errors import Forbidden
 
-__all__ = ["MAX_GROUP_JOBS", "Document", "Filer", "Prepared", "check_group", "owner_of", "prepare", "read_document",
-           "requirements_again"]
+__all__ = ["INLINE_BYTES", "MAX_GROUP_JOBS", "Document", "Filer", "Prepared", "check_group", "owner_of", "prepare",
+           "read_document", "read_inline", "requirements_again"]
 
 log = logging.getLogger("infosvc.queue")
 
@@ -71,6 +71,10 @@ class Document:
     needs: list[NeedsRead]
     warnings: list[str]
 
+    def budget(self) -> Budget:
+        """What its jobs may expand to, together (infosvc/sched/budget.py)."""
+        return Budget(group=isinstance(self.parsed, JobGroup))
+
 
 def read_document(body: bytes, content_type: str, most: int, too_many: Callable[[int], Exception]) -> Document:
     """A document in any of the three formats read into resolved jobs, their needs read once (what
@@ -81,6 +85,22 @@ def read_document(body: bytes, content_type: str, most: int, too_many: Callable[
     if len(written) > most:
         raise too_many(len(written))
     return Document(parsed, written, [read_needs(job) for job in written], warnings)
+
+
+#: A document at most this long is read on the event loop (a thread's hand-off costs as much as
+#: reading it), unless it names one of these elements: a TaskCount makes tasks and a Node range
+#: host names of a line, and a JobGroup's JobDefaults copy both into each job (~0.2 s for 10,000).
+#: XML is read as UTF-8 only (codec/safexml.py) and an element's name cannot be written with a
+#: character reference, so the bytes show them; a grid job (JSON) makes no task or name it does
+#: not list.
+INLINE_BYTES = 4096
+_EXPANDING = (b"TaskCount", b"Node", b"JobGroup")
+
+
+def read_inline(body: bytes) -> bool:
+    """Whether a submitted document is cheap enough to read on the event loop: small, and naming no
+    element that makes more of it."""
+    return len(body) <= INLINE_BYTES and not any(word in body for word in _EXPANDING)
 
 
 def _too_many_jobs(count: int) -> DocumentError:
@@ -94,12 +114,13 @@ def prepare(body: bytes, content_type: str, filer: Filer, exclusive_default: boo
     document = read_document(body, content_type, MAX_GROUP_JOBS, _too_many_jobs)
     prepared = []
     owners = [owner_of(written, filer) for written in document.written]  # refused before the rest
+    budget = document.budget()
     for needs, owner in zip(document.needs, owners):
         job = needs.job
         signature = repr([job.properties.requested] + [(g.properties.requested, [t.properties.requested for t in g.tasks])
                                                        for g in job.effective_task_groups()])
         requirements = _requirements(job, signature)
-        request = replace(read_request(needs, owner, exclusive_default), asks_hosts=requirements is not None)
+        request = replace(read_request(needs, owner, exclusive_default, budget), asks_hosts=requirements is not None)
         prepared.append(Prepared(request, requirements, job.id, signature))
     check_group(document.parsed, prepared)
     return prepared, document.warnings

@@ -42,6 +42,7 @@ from typing import Final
 from ClusterShell.NodeSet import NodeSetException
 
 from infosvc.errors import DocumentError, excerpt
+from infosvc.sched.budget import MAX_EXPANDED_BYTES, MAX_NODES, MAX_TASKS, Budget
 from infosvc.model.durations import seconds
 from infosvc.sched.draws import consumable_terms, gpus_per_host, licenses_of
 from infosvc.sched.holds import read_holds
@@ -51,17 +52,14 @@ from infosvc.model.nodeset import expand_names, names_upper_bound
 from infosvc.model.noderef import Aggregation, NodeRef, NodeRefError
 from infosvc.model.units import DEFAULT_UNITS, UnitError, convert
 
-__all__ = ["MAX_TASKS", "PRIORITIES", "After", "JobRequest", "TaskRequest", "priority_rank", "read_request"]
+__all__ = ["MAX_EXPANDED_BYTES", "MAX_NODES", "MAX_TASKS", "PRIORITIES", "After", "Budget", "JobRequest", "TaskRequest",
+           "priority_rank", "read_request"]
 
 #: The five CCS priorities, lowest first: the rank is the index.
 PRIORITIES: Final = ("Lowest", "BelowNormal", "Normal", "AboveNormal", "Highest")
 NORMAL: Final = 2
-#: Most tasks one job may have: bounds the work of scheduling and storing one submission.
-MAX_TASKS: Final = 10_000
 #: Most processors one job may ask for (a bound on arithmetic, far above any site).
 MAX_PROCESSORS: Final = 10_000_000
-#: Most names a job may list as asked or required nodes.
-MAX_NODES: Final = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,16 +165,20 @@ class JobRequest:
         return PRIORITIES[self.priority]
 
 
-def read_request(needs: NeedsRead, owner: str, exclusive_default: bool = True) -> JobRequest:
+def read_request(needs: NeedsRead, owner: str, exclusive_default: bool = True, budget: Budget | None = None) -> JobRequest:
     """The scheduling request of a resolved SSS Job, its needs read (infosvc.model.jobneeds), owned
     by `owner` (decided from the token that filed it, never read here from the document:
     infosvc.queue.submissions.owner_of), exclusive when it says nothing if `exclusive_default`
     (the site's `[scheduler] exclusive_default`); DocumentError for a value the scheduler cannot honour (an
-    unknown priority, a processor range that is empty, too many tasks)."""
+    unknown priority, a processor range that is empty), or past `budget`: what is left to the
+    submission's jobs (infosvc/sched/budget.py; a job's own when None)."""
     job, read = needs
+    budget = budget if budget is not None else Budget()
     props = job.properties
     priority = _priority(props.get("Priority"))
-    tasks = _tasks(job)
+    name, project = props.get("Name") or "", (props.get("Project") or "").strip()
+    budget.take_text(len(name) + len(project) + sum(map(len, read)))
+    tasks = _tasks(job, budget)
     job_least, job_most = _processors(props.requested, "the job")
     task_largest = max((task.processors for task in tasks), default=1)
     if job_least is None:
@@ -194,8 +196,8 @@ def read_request(needs: NeedsRead, owner: str, exclusive_default: bool = True) -
     groups = job.effective_task_groups()
     memory = max([_memory(props.requested)] + [_memory(g.properties.requested) for g in groups]
                  + [_memory(t.properties.requested) for g in groups for t in g.tasks])
-    asked = _asked_nodes(props.requested)
-    required = _node_list(_extension(props, "RequiredNodes") or "", "RequiredNodes")
+    asked = _asked_nodes(props.requested, budget)
+    required = _node_list(_extension(props, "RequiredNodes") or "", "RequiredNodes", budget)
     if asked is not None and required:
         missing = sorted(set(required) - set(asked))
         if missing:
@@ -204,13 +206,13 @@ def read_request(needs: NeedsRead, owner: str, exclusive_default: bool = True) -
                         dep.effective_designator is Designator.JOB_NAME) for dep in props.dependencies)
     holds, eligible, deadline = read_holds(props)
     return JobRequest(
-        name=props.get("Name") or "", owner=owner, priority=priority,
+        name=name, owner=owner, priority=priority,
         min_processors=least, max_processors=most, estimate=min(estimates), memory_mb=memory,
         exclusive=_flag(props, "IsExclusive", exclusive_default), asked_nodes=asked, required_nodes=tuple(required),
         exclusive_by_default=_said(props, "IsExclusive") is None, queue=_queue(props.requested),
         licenses=licenses_of(props.requested), gpus=gpus_per_host(props.requested),
         run_until_cancelled=_flag(props, "RuntillCancelled", False) or _flag(props, "RunUntilCanceled", False),
-        tasks=tasks, after=after, read_as_requested=read, project=(props.get("Project") or "").strip(),
+        tasks=tasks, after=after, read_as_requested=read, project=project,
         holds=holds, eligible=eligible, deadline=deadline)
 
 
@@ -232,7 +234,7 @@ def priority_rank(text: str) -> int | None:
     return None
 
 
-def _tasks(job: Job) -> tuple[TaskRequest, ...]:
+def _tasks(job: Job, budget: Budget) -> tuple[TaskRequest, ...]:
     tasks: list[TaskRequest] = []
     names: dict[str, int] = {}
     pending: list[list[str]] = []
@@ -240,8 +242,7 @@ def _tasks(job: Job) -> tuple[TaskRequest, ...]:
         count = group.properties.integer("TaskCount") if group.properties.get("TaskCount") else None
         written: list[Task | None] = list(group.tasks) or [None]
         total = max(count or len(written), len(written))
-        if len(tasks) + total > MAX_TASKS:
-            raise DocumentError(f"the job has more than {MAX_TASKS} tasks")
+        budget.take_tasks(total)
         for number in range(total):
             task = written[number] if number < len(written) else None
             props = task.properties if task is not None else Properties()
@@ -264,6 +265,7 @@ def _tasks(job: Job) -> tuple[TaskRequest, ...]:
                 # must run once is not run twice because its tasks did not repeat it
                 rerunnable=(merged.boolean("Restartable") if merged.get("Restartable") else True) is not False,
                 estimate=min(_duration(props.requested), _duration(group.properties.requested))))
+            budget.take_text(_text_of(tasks[-1]))
             names.setdefault(name, index)
             names.setdefault(str(index + 1), index)
             pending.append([dep.job for dep in props.dependencies])
@@ -278,6 +280,12 @@ def _tasks(job: Job) -> tuple[TaskRequest, ...]:
     _no_cycle(tasks, resolved)
     return tuple(TaskRequest(**{**{f: getattr(t, f) for f in TaskRequest.__slots__}, "after": tuple(after)})
                  for t, after in zip(tasks, resolved))
+
+
+def _text_of(task: TaskRequest) -> int:
+    """The characters a task carries: what storing and answering it costs."""
+    return (len(task.name) + len(task.executable) + len(task.arguments) + sum(len(k) + len(v) for k, v in task.environment)
+            + sum(len(path or "") for path in (task.workdir, task.stdin, task.stdout, task.stderr)))
 
 
 def _merged(job: Properties, group: Properties, task: Properties) -> Properties:
@@ -358,7 +366,7 @@ def _memory(terms: list[Term]) -> float:
     return largest
 
 
-def _asked_nodes(terms: list[Term]) -> tuple[str, ...] | None:
+def _asked_nodes(terms: list[Term], budget: Budget) -> tuple[str, ...] | None:
     asked: set[str] | None = None
     for term in terms:
         item = term.item
@@ -366,36 +374,36 @@ def _asked_nodes(terms: list[Term]) -> tuple[str, ...] | None:
             continue
         if item.aggregation not in (None, Aggregation.LIST, Aggregation.RANGE):
             continue  # a Pattern is the matcher's to test against the hosts it knows
-        names = {name.lower().rstrip(".") for name in _names(item)}
+        names = {name.lower().rstrip(".") for name in _names(item, budget)}
         asked = names if asked is None else asked & names
     return None if asked is None else tuple(sorted(asked))
 
 
-def _names(ref: NodeRef) -> list[str]:
+def _names(ref: NodeRef, budget: Budget) -> list[str]:
+    """The names a Node term lists, charged to `budget` before they are made (a list by its commas)."""
     try:
-        if ref.aggregation is Aggregation.RANGE and names_upper_bound(ref.value.strip()) > MAX_NODES:
-            raise DocumentError(f"Node: more than {MAX_NODES} names")
-        if ref.aggregation is Aggregation.LIST and len(ref.value) > MAX_NODES * 256:
-            raise DocumentError(f"Node: more than {MAX_NODES} names")
+        if ref.aggregation is Aggregation.RANGE:
+            budget.take_names(names_upper_bound(ref.value.strip()), "Node")
+        elif ref.aggregation is Aggregation.LIST:
+            budget.take_names(ref.value.count(",") + 1, "Node")
         names = ref.names()
     except (NodeRefError, NodeSetException) as exc:
         raise DocumentError(f"Node: {exc}") from None
-    if len(names) > MAX_NODES:
-        raise DocumentError(f"Node: {len(names)} names; at most {MAX_NODES}")
+    budget.take_text(sum(map(len, names)))
     return names
 
 
-def _node_list(text: str, what: str) -> list[str]:
+def _node_list(text: str, what: str, budget: Budget) -> list[str]:
     text = text.strip()
     if not text:
         return []
     expression = ",".join(text.replace(",", " ").split())
     try:
-        if names_upper_bound(expression) > MAX_NODES:
-            raise DocumentError(f"{what}: more than {MAX_NODES} names")
+        budget.take_names(names_upper_bound(expression), what)
         nodes = expand_names(expression)
     except NodeSetException as exc:
         raise DocumentError(f"{what}: {exc}") from None
+    budget.take_text(sum(map(len, nodes)))
     return sorted({name.lower().rstrip(".") for name in nodes})
 
 

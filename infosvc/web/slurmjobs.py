@@ -105,7 +105,8 @@ def _prepare(body: bytes, content_type: str, filer: Filer, exclusive_default: bo
     document = read_document(body, content_type, MAX_GROUP_JOBS,
                              lambda n: DocumentError(f"the job group has {n} jobs; at most {MAX_GROUP_JOBS}"))
     owners = [owner_of(job, filer) for job in document.written]
-    prepared = [Prepared(read_request(needs, owner, exclusive_default), None, needs.job.id)
+    budget = document.budget()
+    prepared = [Prepared(read_request(needs, owner, exclusive_default, budget), None, needs.job.id)
                 for needs, owner in zip(document.needs, owners)]
     check_group(document.parsed, prepared)
     return prepared, document
