@@ -22,7 +22,7 @@ import logging
 import math
 import time
 from dataclasses import replace
-from functools import cache
+from functools import cache, partial
 from typing import Awaitable, Callable, Container, Iterable
 
 from infosvc.loglimit import LogLimiter
@@ -42,7 +42,7 @@ from infosvc.queue.planning import PassPlan, could_start, explained, held_on, st
 from infosvc.queue.predictions import overdue_guard, predict_queued
 from infosvc.queue.machine import SiteMachine
 from infosvc.queue.runnable import screened
-from infosvc.queue.submissions import Filer, prepare, read_inline, requirements_again
+from infosvc.queue.submissions import Filer, Prepared, prepare, read_inline, requirements_again
 from infosvc.queue.upkeep import held_reason, start_deadline, upkeep, wake_at
 from infosvc.queue.jobcontrols import Change, cancel, note_deadlines, submission_checks
 from infosvc.errors import Forbidden, Invalid, NotFound, Refused, Unavailable, excerpt
@@ -102,11 +102,13 @@ class JobQueue:
         """The jobs not ended and the ended ones memory keeps (queue/ended.py; blocking: run it in a
         thread at start). Jobs with host requirements have them compiled again from their documents."""
         records = self.ended.at_start()
+        groups: dict[str, list[Prepared] | None] = {}
         for job in records:
             self.jobs[job.id] = job
             self.names.add(job)
             if job.state not in ENDED and job.request.asks_hosts:
-                self.requirements[job.id] = requirements_again(job, self.store.job_document(int(job.id)))
+                self.requirements[job.id] = requirements_again(job, partial(self.store.job_document, int(job.id)),
+                                                               groups)
         self._next_id = self.store.next_job_id()
         return len(records)
 

@@ -214,8 +214,21 @@ def check_group(parsed: Job | JobGroup, prepared: list[Prepared]) -> None:
             visit(node)
 
 
-def requirements_again(job: JobRecord, stored: tuple[bytes, str] | None) -> Requirements | None:
-    """A stored job's host requirements, compiled again from its document at start."""
+def requirements_again(job: JobRecord, stored: Callable[[], tuple[bytes, str] | None],
+                       groups: dict[str, list[Prepared] | None]) -> Requirements | None:
+    """A stored job's host requirements, compiled again at start from its document (`stored()`
+    reads it). A JobGroup's document is read once for all its jobs, kept in `groups` meanwhile."""
+    if job.group is None:
+        prepared = _prepared_again(job, stored())
+    elif job.group in groups:
+        prepared = groups[job.group]
+    else:
+        prepared = groups[job.group] = _prepared_again(job, stored())
+    position = int(job.id) - int(job.group) if job.group is not None else 0
+    return prepared[position].requirements if prepared is not None and 0 <= position < len(prepared) else None
+
+
+def _prepared_again(job: JobRecord, stored: tuple[bytes, str] | None) -> list[Prepared] | None:
     if stored is None:
         return None
     try:
@@ -224,5 +237,4 @@ def requirements_again(job: JobRecord, stored: tuple[bytes, str] | None) -> Requ
         log.warning("job %s: its document no longer reads (%s); scheduled without its host requirements",
                     job.id, exc)
         return None
-    position = int(job.id) - int(job.group) if job.group is not None else 0
-    return prepared[position].requirements if 0 <= position < len(prepared) else None
+    return prepared

@@ -73,8 +73,8 @@ def _row(job: JobRecord) -> list[Any]:
 def write_jobs(new: Iterable[tuple[JobRecord, bytes, str]], changed: Iterable[JobRecord],
                events: Iterable[Event], *, only_if_queued: Iterable[str] = (),
                requests: Iterable[str] = ()) -> Operation:
-    """New jobs (with the document and its content type), changed jobs' rows, and the events, in one
-    transaction. `only_if_queued`: jobs among `changed` whose row is written only if it is still
+    """New jobs (with the document and its content type: stored once for the jobs of one group,
+    under the group's id), changed jobs' rows, and the events, in one transaction. `only_if_queued`: jobs among `changed` whose row is written only if it is still
     Queued in the store (a start decided off the event loop, which a cancel may have overtaken).
     `requests`: jobs among `changed` whose request changed too."""
     new, changed, events = list(new), list(changed), list(events)
@@ -82,10 +82,16 @@ def write_jobs(new: Iterable[tuple[JobRecord, bytes, str]], changed: Iterable[Jo
 
     def write(conn: sqlite3.Connection) -> None:
         placeholders = ",".join("?" * len(_COLUMNS))
+        stored: set[int] = set()
         for job, document, content_type in new:
             conn.execute(f"INSERT INTO jobs ({','.join(_COLUMNS)}, request, document, content_type) "
-                         f"VALUES ({placeholders}, ?, ?, ?)",
-                         _row(job) + [request_json(job.request), document, content_type])
+                         f"VALUES ({placeholders}, ?, x'', ?)",
+                         _row(job) + [request_json(job.request), content_type])
+            key = _document_key(job)
+            if key not in stored:
+                stored.add(key)
+                conn.execute("INSERT INTO job_documents (id, document, content_type) VALUES (?, ?, ?)",
+                             [key, document, content_type])
         assignments = ",".join(f"{column} = ?" for column in _COLUMNS[1:])
         for job in changed:
             row = _row(job)
@@ -99,6 +105,11 @@ def write_jobs(new: Iterable[tuple[JobRecord, bytes, str]], changed: Iterable[Jo
                          [(int(e.job), e.task, e.state.value, e.at, e.detail) for e in events])
 
     return write
+
+
+def _document_key(job: JobRecord) -> int:
+    """Where a job's document is stored: under its group's id (its first job's), else its own."""
+    return int(job.group) if job.group is not None else int(job.id)
 
 
 def next_job_id(conn: sqlite3.Connection) -> int:
@@ -184,20 +195,29 @@ def prune_ended(cutoff: float, batch: int, keep: Iterable[int] = ()) -> Operatio
     kept = json.dumps(sorted(set(keep)))
 
     def prune(conn: sqlite3.Connection) -> int:
-        ids = [row[0] for row in conn.execute(
-            "SELECT id FROM jobs WHERE ended IS NOT NULL AND ended < ? AND id < (SELECT max(id) FROM jobs) "
-            "AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY ended LIMIT ?", [cutoff, kept, batch])]
+        rows = conn.execute(
+            "SELECT id, grp FROM jobs WHERE ended IS NOT NULL AND ended < ? AND id < (SELECT max(id) FROM jobs) "
+            "AND id NOT IN (SELECT value FROM json_each(?)) ORDER BY ended LIMIT ?", [cutoff, kept, batch]).fetchall()
+        ids = [row[0] for row in rows]
         if ids:
             marks = ",".join("?" * len(ids))
             conn.execute(f"DELETE FROM job_events WHERE job_id IN ({marks})", ids)
             conn.execute(f"DELETE FROM jobs WHERE id IN ({marks})", ids)
+            # a document goes with the last job it is of (a group's first job may end long before its last)
+            keys = sorted({int(group) if group is not None else job for job, group in rows})
+            conn.executemany("DELETE FROM job_documents WHERE id = ? AND NOT EXISTS (SELECT 1 FROM jobs WHERE id = ?) "
+                             "AND NOT EXISTS (SELECT 1 FROM jobs WHERE grp = ?)", [(key, key, str(key)) for key in keys])
         return len(ids)
 
     return prune
 
 
 def read_document(conn: sqlite3.Connection, job_id: int) -> tuple[bytes, str] | None:
-    row = conn.execute("SELECT document, content_type FROM jobs WHERE id = ?", [job_id]).fetchone()
+    """The document job `job_id` came in (its group's), and its content type; a row stored before
+    documents were kept apart has its own."""
+    row = conn.execute("SELECT coalesce(d.document, j.document), coalesce(d.content_type, j.content_type) FROM jobs j "
+                       "LEFT JOIN job_documents d ON d.id = coalesce(CAST(j.grp AS INTEGER), j.id) WHERE j.id = ?",
+                       [job_id]).fetchone()
     return None if row is None else (bytes(row[0]), row[1])
 
 

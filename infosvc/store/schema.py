@@ -92,10 +92,21 @@ def _migration_7(db: sqlite_utils.Database) -> None:
     conn.execute("CREATE INDEX jobs_state_ended ON jobs (state, ended, id) WHERE ended IS NOT NULL")
 
 
+def _migration_8(db: sqlite_utils.Database) -> None:
+    """A submitted document is stored once (job_documents, by the id of its first job, which a
+    JobGroup's jobs name as their group), not in each of its jobs' rows: a group of 1,000 jobs
+    stored its document 1,000 times. Rows stored before keep theirs in jobs.document (read when
+    job_documents has none); new rows store an empty one there. The index finds a group's jobs,
+    for the pruning that drops a document with the last job it is of."""
+    conn = db.conn
+    conn.execute("CREATE TABLE job_documents (id INTEGER PRIMARY KEY, document BLOB NOT NULL, content_type TEXT NOT NULL)")
+    conn.execute("CREATE INDEX jobs_group ON jobs (grp) WHERE grp IS NOT NULL")
+
+
 #: Schema migrations, applied in order; the database records how many it has had.
 MIGRATIONS: Final[list[Callable[[sqlite_utils.Database], None]]] = [
     _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6,
-    _migration_7]
+    _migration_7, _migration_8]
 
 def migrate(db: sqlite_utils.Database) -> int:
     """Bring the schema up to date; returns the schema version."""

@@ -4,8 +4,9 @@ store and aggregator on a clock the test moves, so that `keep_ended_days` passes
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -15,6 +16,7 @@ from infosvc.hosts.tokens import Tokens
 from infosvc.matching import Site
 from infosvc.model.ccsjob import JobState
 from infosvc.queue.ended import FORGET_SLACK, KEPT_ENDED
+from infosvc.queue import submissions
 from infosvc.queue.jobqueue import JobQueue
 from infosvc.store import Store, StoreCorrupt
 
@@ -113,3 +115,67 @@ def test_pruning_a_damaged_store_says_so_in_one_line_without_a_stack(clocked: Cl
     lines = [r for r in caplog.records if "pruning ended jobs failed" in r.getMessage()]
     assert len(lines) == 1 and not lines[0].exc_info, lines
     assert "damaged (database disk image is malformed)" in lines[0].getMessage()
+
+
+def group_document(jobs: int, padding: int = 10_000, feature: str = "") -> bytes:
+    asks = f"<Feature>{feature}</Feature>" if feature else ""
+    return (f"<JobGroup><Id>g</Id><JobDefaults><Executable>/bin/true</Executable><Environment>"
+            f"<Variable name='PAD'>{'p' * padding}</Variable></Environment></JobDefaults>"
+            + "".join(f"<Job><Id>j{i}</Id><Requested><Processors>64</Processors>{asks}</Requested></Job>"
+                      for i in range(jobs))
+            + "</JobGroup>").encode()
+
+
+def test_a_group_s_document_is_stored_once_and_kept_while_one_of_its_jobs_is(clocked: Clocked, tmp_path: Path) -> None:
+    # Each of a group's jobs stored the whole document: 1,000 jobs of a 256 KiB document wrote 256 MB.
+    body = group_document(50)
+    records, _ = clocked.loop.run_until_complete(clocked.queue.submit(body, "application/xml", owner="alice",
+                                                                      submitter="s", admin=True))
+    ids = [job.id for job in records]
+    with sqlite3.connect(tmp_path / "q.sqlite") as conn:
+        assert conn.execute("SELECT count(*), sum(length(document)) FROM job_documents").fetchone() == (1, len(body))
+        assert conn.execute("SELECT sum(length(document)) FROM jobs").fetchone() == (0,)
+    assert all(clocked.store.job_document(int(job_id)) == (body, "application/xml") for job_id in ids)
+    for job_id in ids:
+        clocked.loop.run_until_complete(clocked.queue.cancel(job_id, admin=True, submitter="s"))
+    clocked.now += 31 * DAY
+    assert clocked.loop.run_until_complete(clocked.queue.ended.prune()) == 49  # the newest job is kept
+    assert clocked.store.job_document(int(ids[-1])) == (body, "application/xml")
+    later = clocked.ended_job()
+    clocked.now += 31 * DAY
+    assert clocked.loop.run_until_complete(clocked.queue.ended.prune()) == 1
+    with sqlite3.connect(tmp_path / "q.sqlite") as conn:  # the group's document went with its last job
+        assert conn.execute("SELECT id FROM job_documents").fetchall() == [(int(later),)]
+
+
+def test_a_restart_reads_a_group_s_document_once(clocked: Clocked, monkeypatch: pytest.MonkeyPatch) -> None:
+    body = group_document(30, padding=10, feature="gpu")
+    records, _ = clocked.loop.run_until_complete(clocked.queue.submit(body, "application/xml", owner="alice",
+                                                                      submitter="s", admin=True))
+    read: list[int] = []
+    real = submissions.prepare
+
+    def counting(*args: Any) -> Any:
+        read.append(len(args[0]))
+        return real(*args)
+    monkeypatch.setattr(submissions, "prepare", counting)
+    restarted = JobQueue(clocked.store, clocked.agg.table, site=lambda: Site.of(clocked.agg.table.rollup),
+                         clock=lambda: clocked.now)
+    assert restarted.load() == 30
+    assert read == [len(body)]  # not once per job: 1,000 jobs read a 256 KiB document 1,000 times
+    assert all(restarted.requirements[job.id] is not None for job in records)
+    assert {restarted.requirements[job.id] is restarted.requirements[records[0].id] for job in records} == {True}
+
+
+def test_jobs_stored_before_documents_were_kept_apart_read_their_own(clocked: Clocked, tmp_path: Path) -> None:
+    # A database of schema 7 kept each job's document in its row; migration 8 leaves those rows be.
+    body = group_document(3, padding=10, feature="gpu")
+    records, _ = clocked.loop.run_until_complete(clocked.queue.submit(body, "application/xml", owner="alice",
+                                                                      submitter="s", admin=True))
+    with sqlite3.connect(tmp_path / "q.sqlite") as conn:
+        conn.execute("UPDATE jobs SET document = ?", [body])
+        conn.execute("DELETE FROM job_documents")
+    assert [clocked.store.job_document(int(job.id)) for job in records] == [(body, "application/xml")] * 3
+    restarted = JobQueue(clocked.store, clocked.agg.table, site=lambda: Site.of(clocked.agg.table.rollup),
+                         clock=lambda: clocked.now)
+    assert restarted.load() == 3 and all(restarted.requirements[job.id] is not None for job in records)
