@@ -14,6 +14,7 @@ from aiohttp import web
 from infosvc.errors import excerpt
 from infosvc.model.ccsjob import JobState
 from infosvc.publish.jobs import event_json, job_json, task_order_json
+from infosvc.sched.jobs import JobRecord
 from infosvc.model.ccsjob import JobState
 from infosvc.errors import Invalid
 from infosvc.hosts import Role
@@ -29,6 +30,10 @@ from infosvc.web.keys import AGGREGATOR, JOB_QUEUE, SLURM
 MAX_LISTED: Final = 10_000
 DEFAULT_LISTED: Final = 1000
 LIST_PARAMETERS: Final = ("state", "user", "ce", "since", "until", "limit", "cursor")
+#: A page of GET /v1/jobs stops once its jobs' JSON passes this (past its first job), whatever
+#: `limit` allows: each submission's jobs are bounded together (sched/budget.py), a page of many
+#: submissions is bounded here, and its `next` goes on from the last job it holds.
+JOBS_PAGE_BYTES: Final = 4 << 20
 #: An executor's report is a small JSON object.
 MAX_REPORT_BYTES: Final = 4096
 #: An end report's reason (a task that could not start says which path and why).
@@ -75,14 +80,37 @@ async def get_jobs(request: web.Request) -> web.Response:
     if _by_slurm(request):
         return await slurmjobs.get_jobs(request, listing)
     page = await listing_page(request.app[JOB_QUEUE], listing)
-    jobs = [job_json(job) for job in page.active]
-    if page.ended:
-        jobs += await asyncio.to_thread(lambda: [job_json(job) for job in page.ended])
+    parts: list[str] = []
+    cursor = page.next
+    taken = _page_of(page.active, parts)
+    if taken < len(page.active):
+        cursor = Cursor(active_after=int(page.active[taken - 1].id))  # the first is always taken
+    elif page.ended:
+        taken = await asyncio.to_thread(_page_of, page.ended, parts)
+        if taken < len(page.ended):  # on from the last ended job taken, or from where this page's began
+            last = page.ended[taken - 1] if taken else None
+            cursor = Cursor(ended=True, before=(last.ended or 0.0, int(last.id)) if last is not None else
+                            listing.cursor.before if listing.cursor.ended else None)
     following = None
-    if page.next is not None:
+    if cursor is not None:
         kept = [(key, value) for key, value in query.items() if key != "cursor"]
-        following = f"/v1/jobs?{urlencode([*kept, ('cursor', str(page.next))])}"
-    return compact_json({"jobs": jobs, "total": page.total, "truncated": following is not None, "next": following})
+        following = f"/v1/jobs?{urlencode([*kept, ('cursor', str(cursor))])}"
+    tail = json.dumps({"total": page.total, "truncated": following is not None, "next": following},
+                      separators=(",", ":"))
+    return web.Response(text=f'{{"jobs":[{",".join(parts)}],{tail[1:]}', content_type="application/json")
+
+
+def _page_of(jobs: list[JobRecord], parts: list[str]) -> int:
+    """How many of `jobs` the page takes: their JSON is added to `parts` while the page is within
+    JOBS_PAGE_BYTES, and its first job always."""
+    size = sum(map(len, parts))
+    for number, job in enumerate(jobs):
+        part = json.dumps(job_json(job), separators=(",", ":"))
+        if parts and size + len(part) > JOBS_PAGE_BYTES:
+            return number
+        parts.append(part)
+        size += len(part)
+    return len(jobs)
 
 
 def listing_of(query: Mapping[str, str]) -> Listing:

@@ -6,6 +6,7 @@ jobs of the past written as the queue writes them (support.jobrows)."""
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 from urllib.parse import quote
@@ -13,6 +14,8 @@ from urllib.parse import quote
 import pytest
 
 from infosvc.queue.ended import KEPT_ENDED
+from infosvc.web import jobs as web_jobs
+from infosvc.web.jobs import JOBS_PAGE_BYTES
 from infosvc.web.keys import JOB_QUEUE
 from support.jobrows import write_ended
 from support.server import InProcessServer, Server, ServerFactory, wait_for
@@ -231,3 +234,35 @@ def test_ce_lists_the_ended_jobs_that_ran_on_its_hosts(serve_app: ServerFactory)
     assert ids(listing(server, "?ce=default")) == ["2", "1"] and listing(server, "?ce=default")["total"] == 2
     assert ids(listing(server, "?ce=default&state=Finished&limit=1")) == ["2"]
     assert ids(listing(server, "?ce=elsewhere")) == []
+
+
+def test_a_page_stops_at_its_byte_bound_and_the_next_goes_on_from_there(past: InProcessServer) -> None:
+    # Each submission is within its own budget; a page of many of them is not: 40 jobs of a
+    # 120,000-character name answered 4.8 MB in one page (10,000 of them, 1.2 GB).
+    name = "n" * 120_000
+    long = [submit(past, f"{name}{i}", procs=64) for i in range(40)]
+    reply = past.get("/v1/jobs")
+    first = reply.json()
+    assert 1 <= len(first["jobs"]) < 40 and first["truncated"] is True and first["total"] == 8 + 40
+    assert len(reply.body) <= JOBS_PAGE_BYTES + 130_000  # the bound, and at most the job that passed it
+    found, pages = every_page(past, "")
+    assert found == ["6", "7", "8", *long, "5", "4", "3", "2", "1"] and pages >= 2
+    assert ids(listing(past, "?limit=2")) == ["6", "7"]  # the limit still bounds a page of small jobs
+
+
+def test_pages_cut_by_bytes_anywhere_list_every_job_once(past: InProcessServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a bound a job or two long: the page stops within the jobs not ended, at their end, at the
+    # first ended job (its next page starts the ended ones) and among the ended ones
+    whole = ["6", "7", "8", "5", "4", "3", "2", "1"]
+    size = len(json.dumps(listing(past, "?limit=1")["jobs"][0], separators=(",", ":")))
+    for bound in range(size // 2, size * 5, max(1, size // 7)):
+        monkeypatch.setattr(web_jobs, "JOBS_PAGE_BYTES", bound)
+        for query in ("", "?limit=3"):
+            found, path = [], f"/v1/jobs{query}"
+            while path is not None:
+                answer = listing(past, path[len("/v1/jobs"):])
+                parts = [len(json.dumps(job, separators=(",", ":"))) for job in answer["jobs"]]
+                assert len(parts) == 1 or sum(parts) <= bound, (bound, query, parts)
+                found += ids(answer)
+                path = answer["next"]
+            assert found == whole, (bound, query)
