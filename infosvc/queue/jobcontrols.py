@@ -67,10 +67,9 @@ def _ordered(holds: Iterable[str]) -> tuple[str, ...]:
     return tuple(name for name in HOLDS if name in present)
 
 
-def cancel(job: JobRecord, admin: bool, submitter: str, now: float) -> Change:
-    """Cancel a job: an administrator any, a submitter only those it submitted."""
-    if not admin and job.submitter != submitter:
-        raise Forbidden(f"job {job.id} was submitted with another token", "an admin token may cancel any job")
+def cancel(job: JobRecord, who: Actor, now: float) -> Change:
+    """Cancel a job not ended: an administrator any, a submit token its own (as `hold`)."""
+    _may_change(job, who, "cancel")
     if job.state in ENDED:
         raise Invalid(f"job {job.id} has already ended ({job.state.value})")
     return lambda trial: trial.end(JobState.CANCELED, now, "canceled")

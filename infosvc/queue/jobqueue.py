@@ -44,7 +44,7 @@ from infosvc.queue.machine import SiteMachine
 from infosvc.queue.runnable import screened
 from infosvc.queue.submissions import Filer, Prepared, prepare, read_inline, requirements_again
 from infosvc.queue.upkeep import held_reason, start_deadline, upkeep, wake_at
-from infosvc.queue.jobcontrols import Change, cancel, note_deadlines, submission_checks
+from infosvc.queue.jobcontrols import Actor, Change, cancel, note_deadlines, submission_checks
 from infosvc.errors import Forbidden, Invalid, NotFound, Refused, Unavailable, excerpt
 from infosvc.hosts import HostTable
 from infosvc.store import Store
@@ -210,9 +210,9 @@ class JobQueue:
             self._refresh = asyncio.get_running_loop().call_later(REFRESH_SECONDS, self.poke)
         return records, warnings
 
-    async def cancel(self, job_id: str, *, admin: bool, submitter: str) -> JobRecord:
-        """Cancel a job: an administrator any, a submitter only those it submitted."""
-        return await self.alter(job_id, lambda job, now: cancel(job, admin, submitter, now))
+    async def cancel(self, job_id: str, who: Actor) -> JobRecord:
+        """Cancel a job: an administrator any, a submit token its own (queue/jobcontrols.py)."""
+        return await self.alter(job_id, lambda job, now: cancel(job, who, now))
 
     async def task_report(self, job_id: str, task: int, *, host: str | None, began: bool,
                           exit_code: int | None = None, at_limit: bool = False,

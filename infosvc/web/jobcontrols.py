@@ -20,13 +20,14 @@ from infosvc.web.pretty import compact_json
 from infosvc.web import slurmjobs
 from infosvc.web.keys import AGGREGATOR, JOB_QUEUE, SLURM
 
-__all__ = ["post_hold", "post_priority", "post_release", "post_requeue"]
+__all__ = ["actor_of", "post_hold", "post_priority", "post_release", "post_requeue"]
 
 #: A control's body is a small JSON object.
 MAX_CONTROL_BYTES: Final = 1024
 
 
-def _actor(request: web.Request) -> controls.Actor:
+def actor_of(request: web.Request) -> controls.Actor:
+    """Who asks for a change of a job: the caller's token as queue/jobcontrols.py reads it."""
     caller = caller_of(request)
     assert caller is not None  # the route's access requires a token
     tokens = request.app[AGGREGATOR].tokens
@@ -74,7 +75,7 @@ HoldChange = Callable[[JobRecord, str, controls.Actor, float], controls.Change |
 
 async def _change_hold(request: web.Request, verb: str, change: HoldChange) -> web.Response:
     """Hold or release: the hold named in the body, by Slurm where it runs the jobs, else by the queue."""
-    who, name = _actor(request), await _hold_named(request)
+    who, name = actor_of(request), await _hold_named(request)
     if request.app[SLURM].config.slurm:
         return await slurmjobs.post_control(request, verb, name)
     job = await request.app[JOB_QUEUE].alter(request.match_info["id"], lambda job, now: change(job, name, who, now))
@@ -90,7 +91,7 @@ async def post_release(request: web.Request) -> web.Response:
 
 
 async def post_requeue(request: web.Request) -> web.Response:
-    who = _actor(request)
+    who = actor_of(request)
     if request.app[SLURM].config.slurm:
         return await slurmjobs.post_control(request, "requeue", "")
     data = await _body(request, "an empty body")
@@ -101,7 +102,7 @@ async def post_requeue(request: web.Request) -> web.Response:
 
 
 async def post_priority(request: web.Request) -> web.Response:
-    who = _actor(request)
+    who = actor_of(request)
     if request.app[SLURM].config.slurm:
         return await slurmjobs.post_control(request, "priority", "")
     data = await _body(request, '{"priority": "AboveNormal"} or {"priority": 3}')

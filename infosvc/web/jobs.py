@@ -22,6 +22,7 @@ from infosvc.hosts import QueryError, parse_time
 from infosvc.queue import Cursor, Listing, listing_page
 from infosvc.web.auth import Caller, caller_of
 from infosvc.web.bodies import read_body
+from infosvc.web.jobcontrols import actor_of
 from infosvc.web.pretty import compact_json
 from infosvc.web import slurmjobs
 from infosvc.web.keys import AGGREGATOR, JOB_QUEUE, SLURM
@@ -152,9 +153,7 @@ async def get_job(request: web.Request) -> web.Response:
 async def delete_job(request: web.Request) -> web.Response:
     if _by_slurm(request):
         return await slurmjobs.delete_job(request)
-    caller = _caller(request)
-    job = await request.app[JOB_QUEUE].cancel(request.match_info["id"], admin=caller.role is Role.ADMIN,
-                                              submitter=caller.key[:16])
+    job = await request.app[JOB_QUEUE].cancel(request.match_info["id"], actor_of(request))
     return compact_json(job_json(job))
 
 

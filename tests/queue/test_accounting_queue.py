@@ -17,11 +17,13 @@ from infosvc.matching import Site
 from infosvc.model.ccsjob import JobState
 from infosvc.queue.ended import FORGET_SLACK, KEPT_ENDED
 from infosvc.queue import submissions
+from infosvc.queue.jobcontrols import Actor
 from infosvc.queue.jobqueue import JobQueue
 from infosvc.store import Store, StoreCorrupt
 
 from support.jobrows import write_ended
 
+ADMIN = Actor(admin=True, submitter="s", user=None, name="an administrator")
 START = 1_800_000_000.0
 DAY = 86400.0
 JOB = b"<Job><Id>j</Id><Executable>/bin/true</Executable><Requested><Processors>64</Processors></Requested></Job>"
@@ -44,7 +46,7 @@ class Clocked:
         records, _ = self.loop.run_until_complete(self.queue.submit(JOB, "application/xml", owner="alice",
                                                                     submitter="s", admin=True))
         job_id = records[0].id
-        self.loop.run_until_complete(self.queue.cancel(job_id, admin=True, submitter="s"))
+        self.loop.run_until_complete(self.queue.cancel(job_id, ADMIN))
         return job_id
 
     def stored(self) -> list[str]:
@@ -137,7 +139,7 @@ def test_a_group_s_document_is_stored_once_and_kept_while_one_of_its_jobs_is(clo
         assert conn.execute("SELECT sum(length(document)) FROM jobs").fetchone() == (0,)
     assert all(clocked.store.job_document(int(job_id)) == (body, "application/xml") for job_id in ids)
     for job_id in ids:
-        clocked.loop.run_until_complete(clocked.queue.cancel(job_id, admin=True, submitter="s"))
+        clocked.loop.run_until_complete(clocked.queue.cancel(job_id, ADMIN))
     clocked.now += 31 * DAY
     assert clocked.loop.run_until_complete(clocked.queue.ended.prune()) == 49  # the newest job is kept
     assert clocked.store.job_document(int(ids[-1])) == (body, "application/xml")

@@ -170,6 +170,22 @@ def test_who_may_hold_and_release() -> None:
         controls.hold(job, "Batch", ADMIN, 0.0)
 
 
+def test_who_may_cancel_is_who_may_hold() -> None:
+    # a job a portal filed for alice is alice's: her bound token holds, releases and requeues it,
+    # and cancels it too (the cancel looked at the submitting token alone)
+    filed = record(submitter="portal-token")
+    with pytest.raises(Forbidden, match="this token may not cancel it"):
+        controls.cancel(filed, BOB, 0.0)
+    assert set(apply(filed, controls.cancel(filed, ALICE, 1.0))) == {"canceled"}
+    assert filed.state is JobState.CANCELED
+    with pytest.raises(Invalid, match="has already ended"):
+        controls.cancel(filed, ADMIN, 2.0)
+    mine = record(submitter="portal-token")
+    apply(mine, controls.cancel(mine, PORTAL, 1.0))  # the token that submitted it
+    theirs = record()
+    apply(theirs, controls.cancel(theirs, ADMIN, 1.0))
+
+
 def test_only_a_queued_job_is_held() -> None:
     running = record(state=JobState.RUNNING)
     with pytest.raises(Conflict, match="only a queued job is held"):

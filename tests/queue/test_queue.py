@@ -17,12 +17,14 @@ from infosvc.model.ccsjob import JobState
 from infosvc.hosts.aggregator import Aggregator
 from infosvc.config.site import parse_config
 from infosvc.errors import Unavailable
+from infosvc.queue.jobcontrols import Actor
 from infosvc.queue.jobqueue import JobQueue
 from infosvc.hosts.tokens import Role, Tokens, new_token
 from infosvc.store import Store
 
 from support.documents import make_node, node_document
 
+ADMIN = Actor(admin=True, submitter="s", user=None, name="an administrator")
 START = 1_800_000_000.0
 
 
@@ -461,7 +463,7 @@ def test_each_vo_view_counts_the_jobs_whose_project_names_it(tmp_path: Path) -> 
         [plain] = site.submit(sss("plain", 4))
         site.schedule()
         assert views() == {"atlas": ("1", "0"), "cms": ("1", "0"), "ops": ("1", "0")}  # the CE's own
-        site.run(lambda: site.queue.cancel(plain, admin=True, submitter="s"))
+        site.run(lambda: site.queue.cancel(plain, ADMIN))
         for name, project in (("a1", "atlas"), ("a2", "atlas"), ("a3", "atlas"), ("a4", "atlas"), ("c1", "cms")):
             site.submit(sss(name, 4).replace("<Executable>", f"<Project>{project}</Project><Executable>"))
         site.schedule()
