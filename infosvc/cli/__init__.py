@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import stat
 import shutil
 import sys
 from pathlib import Path
@@ -293,14 +294,34 @@ def token_beside(db: str, name: str) -> tuple[Path, str]:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
-        token = path.read_text(encoding="utf-8").strip()
-        if len(token) < 16:
-            raise TokenFileError(f"{path} holds no token: remove it to have a new one made") from None
-        return path, token
+        return path, _own_token(path)
     token = new_token()
     with os.fdopen(fd, "w") as handle:
         handle.write(token + "\n")
     return path, token
+
+
+def _own_token(path: Path) -> str:
+    """The token of a file made 0600 here: one that others may read, or that is not a regular file
+    of this user's (a link), is refused as ssh refuses such a private key; its token may be known."""
+    from infosvc.hosts import TokenFileError
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise TokenFileError(f"{path} is not a regular file of yours ({exc.strerror}): remove it to have a new "
+                             "token made") from None
+    with os.fdopen(fd, encoding="utf-8") as handle:
+        found = os.fstat(handle.fileno())
+        if not stat.S_ISREG(found.st_mode) or found.st_uid != os.getuid():
+            raise TokenFileError(f"{path} is not a regular file of yours: remove it to have a new token made")
+        if found.st_mode & 0o077:
+            raise TokenFileError(f"{path} is readable by others: chmod 600 {path} if its token is still yours "
+                                 "alone, else remove it to have a new one made")
+        token = handle.read().strip()
+    if len(token) < 16:
+        raise TokenFileError(f"{path} holds no token: remove it to have a new one made")
+    return token
 
 
 #: The top-level modules of the `server` extra: a command that needs one, run where only the agent

@@ -112,6 +112,7 @@ def test_user_tokens_make_the_commands_work_from_the_environment(tmp_path: Path)
 def test_a_token_file_that_holds_no_token_stops_serve_with_a_reason(tmp_path: Path) -> None:
     db = tmp_path / "run.sqlite"
     Path(f"{db}.submit-token").write_text("\n")
+    Path(f"{db}.submit-token").chmod(0o600)
     out = subprocess.run([sys.executable, "-m", "infosvc", "serve", "--db", str(db), "--user-tokens",
                           "--listen", f"127.0.0.1:{free_port()}"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and "submit-token holds no token: remove it" in out.stderr, out
@@ -173,3 +174,26 @@ def test_run_jobs_runs_the_jobs_as_the_user_running_serve(as_unprivileged: tuple
             assert (work / "mine.out").read_text().strip() == str(os.geteuid() if not as_unprivileged else 65534)
         finally:
             stop(server)
+
+
+def test_a_token_file_beside_the_database_is_used_only_if_it_is_the_user_s_alone(tmp_path: Path) -> None:
+    # As ssh refuses a private key others can read: the file was made 0600, so a looser one (or a
+    # link to somewhere else) was not made here, and its token may be known to others.
+    from infosvc.cli import token_beside
+    from infosvc.hosts import TokenFileError
+
+    db = str(tmp_path / "run.sqlite")
+    path, token = token_beside(db, "submit-token")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and token_beside(db, "submit-token") == (path, token)
+    path.chmod(0o644)
+    with pytest.raises(TokenFileError, match=r"readable by others: chmod 600 .*submit-token") as refused:
+        token_beside(db, "submit-token")
+    assert token not in str(refused.value)
+    path.chmod(0o600)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text(token + "\n")
+    elsewhere.chmod(0o600)
+    linked = Path(f"{db}.admin-token")
+    linked.symlink_to(elsewhere)
+    with pytest.raises(TokenFileError, match="not a regular file"):
+        token_beside(db, "admin-token")
