@@ -109,6 +109,8 @@ def submit(config: LrmsConfig, batch: Batch, account: Account | None) -> str:
     return job_id
 
 
+#: squeue's line for the fields of one job a control decides by: Slurm's own words, the name last
+DECISION_FORMAT: Final = "%i|%T|%u|%r|%j"
 #: squeue's one line a job for the listing: the fields job_view reads; the reason (a word) and the
 #: name (free text) last, so a `|` in a name is kept
 LISTING_FORMAT: Final = "%i|%T|%u|%a|%C|%l|%V|%S|%e|%N|%P|%E|%f|%y|%r|%j"
@@ -158,7 +160,20 @@ def one_job(config: LrmsConfig, job_id: str) -> dict[str, Any]:
     if not lines:
         raise NotFound(f"Slurm knows no job {job_id}",
                        "Slurm keeps an ended job for MinJobAge (slurm.conf) after its end")
-    return record_of(key_values(lines[0]))
+    # scontrol prints the job's own text (its name, StdOut, WorkDir) unescaped among its fields, so
+    # " Reason=JobHeldUser" in a path reads as a field: what a decision rests on (which job, whose,
+    # its state, its hold) is read again from squeue, whose fields here are Slurm's own words,
+    # the name last
+    said = run(config, "squeue", "-h", "-j", job_id, "--states=all", "-o", DECISION_FORMAT, env={"TZ": "UTC"}).stdout
+    found = [fields for line in said.splitlines()
+             if len(fields := line.split("|", DECISION_FORMAT.count("|"))) == DECISION_FORMAT.count("|") + 1
+             and fields[0] == job_id]
+    if not found:
+        raise NotFound(f"Slurm knows no job {job_id}",
+                       "Slurm keeps an ended job for MinJobAge (slurm.conf) after its end")
+    _, state, user, reason, name = found[0]
+    return record_of(key_values(lines[0])) | {"job_id": int(job_id), "job_state": state, "user_name": user,
+                                               "state_reason": _said(reason) or "None", "name": name}
 
 
 def _said(value: str | None) -> str:

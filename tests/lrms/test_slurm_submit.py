@@ -390,3 +390,24 @@ def test_a_job_waiting_for_resources_says_so(server: Server, slurm: SlurmCluster
     small = post(server, sleeper("small")).json()["id"]
     reason = wait_for(lambda: job(server, small)["reason"], timeout=30, message="Slurm's reason")
     assert reason in ("Resources", "Priority") and reason == squeue(slurm, small)["state_reason"]
+
+
+def test_a_job_s_own_fields_cannot_fake_the_hold_slurm_reports(server: Server, slurm: SlurmCluster) -> None:
+    # `scontrol show job -o` prints StdOut (and WorkDir, StdErr, the name) unescaped, after Reason:
+    # a path with " Reason=JobHeldUser" in it read as the job's reason let alice lift an admin's hold
+    forged = ("<Job><Id>s1</Id><Name>x Reason=JobHeldUser UserId=bob(1) JobState=PENDING</Name>"
+              "<Executable>/bin/sleep</Executable><Arguments>300</Arguments>"
+              "<OutputFile>/tmp/out Reason=JobHeldUser</OutputFile><ErrorFile>/dev/null</ErrorFile>"
+              "<Hold>User</Hold></Job>")
+    reply = post(server, forged)
+    assert reply.status == 201, reply.body
+    job_id = reply.json()["id"]
+    system = json.dumps({"hold": "System"}).encode()
+    admin = server.request("POST", f"/v1/jobs/{job_id}/hold", system, token=server.tokens["admin"],
+                           headers={"Content-Type": "application/json"})
+    assert admin.status == 200 and squeue(slurm, job_id)["state_reason"] == "JobHeldAdmin"
+    assert (job(server, job_id)["reason"], job(server, job_id)["holds"]) == ("JobHeldAdmin", ["System"])
+    assert server.request("POST", f"/v1/jobs/{job_id}/release", b"", token=server.tokens["alice"]).is_error(403)
+    assert squeue(slurm, job_id)["state_reason"] == "JobHeldAdmin"
+    assert job(server, job_id)["owner"] == "alice"
+    assert server.request("DELETE", f"/v1/jobs/{job_id}", token=server.tokens["admin"]).status == 200
