@@ -249,6 +249,14 @@ def _accelerator_figures(o: Mapping[str, Any], where: str) -> glue.AcceleratorFi
 
 _SPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
+#: The longest value decoded in one step (an array's element, or a member that is no array): a
+#: subcluster of 100,000 hosts lists ~3 MB of their ids, a host's object is a few kilobytes.
+MAX_ITEM_CHARS: Final = 4 * 1024 * 1024
+#: The members decoded an element at a time: the entities' arrays. Any other is one value.
+STEPPED: Final = frozenset({"computing_elements", "clusters", "subclusters", "hosts"})
+_FIRST_WINDOW: Final = 4 * 1024
+#: Within this of a window's end, a value or an error may be the cut's (a number, an escape, a literal)
+_MARGIN: Final = 16
 
 
 def _skip(text: str, at: int) -> int:
@@ -268,15 +276,25 @@ def _after_item(text: str, at: int, close: str) -> tuple[int, bool]:
     return _skip(text, at + 1), False
 
 
-def loads_in_steps(body: bytes) -> Any:
-    """json.loads(body), the members of a top-level object that are arrays decoded one element at a
-    time. It is read in a worker thread, and json.loads holds the GIL for the whole document in one
+class TooLarge(ValueError):
+    """A document past what one step may decode, or with more entities than a site may publish."""
+
+
+def loads_in_steps(body: bytes, max_items: int = MAX_HOSTS) -> Any:
+    """json.loads(body), the members of a top-level object that are arrays of entities (STEPPED)
+    decoded one element at a time. It is read in a worker thread, and json.loads holds the GIL for the whole document in one
     call (0.8 s for a site of 40,000 hosts), so the event loop could not run meanwhile; between two
-    elements the loop gets its turn. Refuses what json.loads refuses (ValueError)."""
+    elements the loop gets its turn. So each value decoded at once (an element, or a member that
+    is no array) is at most MAX_ITEM_CHARS long, and an array has at most `max_items` elements:
+    more is refused as it is read (an upstream's `{"x": [0, 0, ...]}` of 64 MB held the loop 1.7
+    s; `[{}, {}, ...]`, 50 s and 1.7 GB). Refuses what json.loads refuses (ValueError)."""
     text = body.decode(json.detect_encoding(body))
     at = _skip(text, 0)
     if not text.startswith("{", at):
-        return json.loads(text)
+        value, at = _decoded(text, at)
+        if _skip(text, at) != len(text):
+            raise ValueError(f"extra data at character {at}")
+        return value
     found: dict[str, Any] = {}
     try:
         at = _skip(text, at + 1)
@@ -286,12 +304,12 @@ def loads_in_steps(body: bytes) -> Any:
             while True:
                 if text[at] != '"':
                     raise ValueError(f"expected a member name at character {at}")
-                key, at = _DECODER.raw_decode(text, at)
+                key, at = _decoded(text, at)
                 at = _skip(text, at)
                 if text[at] != ":":
                     raise ValueError(f"expected ':' at character {at}")
                 at = _skip(text, at + 1)
-                if text[at] == "[":
+                if text[at] == "[" and key in STEPPED:
                     items: list[Any] = []
                     at = _skip(text, at + 1)
                     if text[at] == "]":
@@ -299,12 +317,14 @@ def loads_in_steps(body: bytes) -> Any:
                     else:
                         closed = False
                         while not closed:
-                            item, at = _DECODER.raw_decode(text, at)
+                            if len(items) == max_items:
+                                raise TooLarge(f"{key}: more than the {max_items:,} entities a site may publish")
+                            item, at = _decoded(text, at)
                             items.append(item)
                             at, closed = _after_item(text, at, "]")
                     found[key] = items
                 else:
-                    found[key], at = _DECODER.raw_decode(text, at)
+                    found[key], at = _decoded(text, at)
                 at, closed = _after_item(text, at, "}")
                 if closed:
                     break
@@ -315,11 +335,36 @@ def loads_in_steps(body: bytes) -> Any:
     return found
 
 
+def _decoded(text: str, at: int) -> tuple[Any, int]:
+    """The JSON value at `at` and where it ends, decoded from a window of the text that grows (x4)
+    from 8 KiB to MAX_ITEM_CHARS, so that a value larger than that costs only that much to refuse.
+    A value or an error within _MARGIN of the window's end may be the cut's (a number, a string, an
+    escape): it is tried again on a larger window."""
+    window = _FIRST_WINDOW
+    while True:
+        if at + window >= len(text):
+            return _DECODER.raw_decode(text, at)  # what is left fits: the text itself, not a copy
+        piece = text[at:at + window]
+        try:
+            value, used = _DECODER.raw_decode(piece)
+            if used <= len(piece) - _MARGIN:  # a number read up to near the end may go on past it ("1." of "1.5")
+                return value, at + used
+        except json.JSONDecodeError as exc:
+            # cut by the window's end (a string, an escape, a literal): try more; else it is wrong
+            if exc.pos < len(piece) - _MARGIN and not exc.msg.startswith("Unterminated string"):
+                raise ValueError(f"{exc.msg} at character {at + exc.pos}") from None
+        if window >= MAX_ITEM_CHARS:
+            raise TooLarge(f"a value at character {at} is larger than {MAX_ITEM_CHARS:,} characters")
+        window = min(window * 4, MAX_ITEM_CHARS)
+
+
 def read_glue(body: bytes, previous: GlueDocument | None = None, max_hosts: int = MAX_HOSTS) -> GlueDocument:
     """A site's GET /v1/glue JSON as model objects; `previous` (the last document of the same
     site) lends its Host objects to hosts whose JSON is unchanged. GlueReadError says what is wrong."""
     try:
-        data = loads_in_steps(body)
+        data = loads_in_steps(body, max_hosts)
+    except TooLarge as exc:
+        raise GlueReadError(str(exc)) from None
     except (ValueError, RecursionError) as exc:
         raise GlueReadError(f"not JSON: {str(exc)[:200]}") from None
     top = _obj(data, "the document")

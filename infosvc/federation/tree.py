@@ -6,7 +6,7 @@ Ids: GLUE UniqueIDs are meant to be unique across the grid, but a site's cluster
 `default` unless its config names them, and two sites can publish the same host. An id that two
 or more sites publish for the same kind is published as `SITE/ID` for every one of them, the
 references to it (a host's cluster, a CE's clusters) rewritten with it, and the clash logged once;
-an id no other site publishes stays as it is. So no two sites' entities are merged, and which
+an id that is another site's SITE/ID is renamed as well; an id no other site publishes stays as it is. So no two sites' entities are merged, and which
 site is renamed does not depend on the order of the config.
 """
 
@@ -158,6 +158,17 @@ class UnionTree(SiteTree):
                 for ident in ids:
                     counts[ident] = counts.get(ident, 0) + 1
         clashing = {kind: {i for i, n in counts.items() if n > 1} for kind, counts in seen.items()}
+        # A site's id that is another's SITE/ID once renamed clashes too (no site's id may take the
+        # place of another's), and is renamed in its turn; each round lengthens the new ids, so the
+        # rounds end (site names hold no `/`: SITE/ID is one site's one id)
+        while True:
+            taken = {kind: {f"{name}/{i}" for name, tree in sites for i in tree.ids()[kind] if i in clashing[kind]}
+                     for kind in KINDS}
+            more = {kind: (seen[kind].keys() & taken[kind]) - clashing[kind] for kind in KINDS}
+            if not any(more.values()):
+                break
+            for kind in KINDS:
+                clashing[kind] |= more[kind]
         #: site -> (its tree, the clashes it was renamed for, the renamed tree): kept, so that a site
         #: whose tree and clashes did not change keeps its renamed objects (and their renderings)
         self.renamed_trees: dict[str, tuple[SiteTree, frozenset[tuple[str, str]], SiteTree]] = {}

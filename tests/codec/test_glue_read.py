@@ -5,11 +5,14 @@ ids become SITE/ID whatever the order of the sites."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import tomllib
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from infosvc.codec.glue_read import GlueReadError, read_glue
 from infosvc.federation.tree import SiteTree, UnionTree
@@ -115,6 +118,8 @@ def test_no_json_is_refused(body: bytes) -> None:
 def test_too_many_hosts_are_refused() -> None:
     with pytest.raises(GlueReadError, match="more than the 3"):
         read_glue(Glue(site()).json.tree(), max_hosts=3)
+    with pytest.raises(GlueReadError, match="^hosts: more than the 3 entities a site may publish"):
+        read_glue(b'{"hosts":[{},{},{},{}]}', max_hosts=3)
 
 
 def tree_of(rollup: Rollup) -> SiteTree:
@@ -136,6 +141,25 @@ def test_the_union_renames_every_clashing_id_whatever_the_order() -> None:
         assert all(one.subcluster_of(h.unique_id) is sub for h in one.hosts_of(sub.unique_id))
         assert sub in one.subclusters_of(sub.cluster)
     assert len(one.hosts) == 15 and sum(s.host_count for s in one.subclusters.values()) == 15
+
+
+def test_no_site_s_id_takes_the_place_of_another_s_renamed_one() -> None:
+    # evil publishes a's host id (a clash: both renamed) and also `a/g1.example.org` itself, a's
+    # renamed id: it took a's place in the union (hosts, clusters, CEs alike)
+    a, evil = tree_of(site()), tree_of(site())
+    forged = {f"a/{h}": dataclasses.replace(host, unique_id=f"a/{h}", name="FORGED BY EVIL")
+              for h, host in evil.hosts.items()}
+    evil = SiteTree(list(evil.clusters()) + [dataclasses.replace(c, unique_id=f"a/{c.unique_id}")
+                                             for c in evil.clusters()],
+                    [(sub, list(evil.hosts_of(sub.unique_id))) for sub in evil.subclusters.values()],
+                    list(evil.computing_elements()), None, [*evil.hosts.values(), *forged.values()])
+    for order in ([("a", a), ("evil", evil)], [("evil", evil), ("a", a)]):
+        union = UnionTree(order)
+        assert union.hosts["a/g1.example.org"].name == a.hosts["g1.example.org"].name != "FORGED BY EVIL"
+        assert union.site_of["hosts"]["a/g1.example.org"] == "a"
+        assert union.hosts["evil/a/g1.example.org"].name == "FORGED BY EVIL"
+        assert union.site_of["clusters"]["a/gpu"] == "a" and union.cluster("evil/a/gpu") is not None
+        assert len(union.hosts) == len(a.hosts) + 2 * len(a.hosts)  # nothing merged, nothing lost
 
 
 def test_a_union_without_clashes_keeps_the_sites_objects() -> None:
@@ -206,3 +230,67 @@ def test_a_document_read_in_steps_is_what_json_reads(body: bytes) -> None:
     from infosvc.codec.glue_read import loads_in_steps
 
     assert repr(loads_in_steps(body)) == repr(json.loads(body))
+
+
+def test_one_value_too_large_to_decode_in_one_step_is_refused() -> None:
+    # json's decoder holds the GIL for the whole of a value it decodes: a 64 MB member held a top
+    # level's event loop 1.7 s, and `[{}, {}, ...]` under a member name took 50 s and 1.7 GB
+    from infosvc.codec.glue_read import MAX_ITEM_CHARS, loads_in_steps
+
+    big = b"[" + b"0," * (MAX_ITEM_CHARS // 2) + b"0]"
+    for body in (b'{"hosts":[],"x":{"y":' + big + b"}}", b'{"hosts":[' + big + b"]}", b'{"junk":' + big + b"}",
+                 b'{"hosts":[{"unique_id":"' + b"a" * MAX_ITEM_CHARS + b'"}]}'):
+        with pytest.raises(ValueError, match=f"larger than {MAX_ITEM_CHARS:,} characters"):
+            loads_in_steps(body)
+    near = b"[" + b"0," * (MAX_ITEM_CHARS // 4) + b"0]"  # within the bound: read as json reads it
+    assert loads_in_steps(b'{"hosts":[' + near + b"]}") == json.loads(b'{"hosts":[' + near + b"]}")
+
+
+def test_an_array_of_more_elements_than_a_site_may_publish_is_refused_as_it_is_read() -> None:
+    from infosvc.codec.glue_read import loads_in_steps
+
+    body = b'{"hosts":[' + b",".join([b"{}"] * 1001) + b"]}"
+    with pytest.raises(ValueError, match="hosts: more than the 1,000 entities a site may publish"):
+        loads_in_steps(body, max_items=1000)
+    with pytest.raises(GlueReadError, match="more than the 1,000 entities"):
+        read_glue(body, max_hosts=1000)
+
+
+def test_a_wrong_value_past_the_first_window_is_said_so_not_taken_for_a_large_one() -> None:
+    from infosvc.codec.glue_read import loads_in_steps
+
+    body = b'{"hosts":[{"a":"' + b"x" * 10_000 + b'",,"b":1}' + b',{"c":2}' * 100_000 + b"]}"
+    with pytest.raises(ValueError, match="Expecting property name enclosed in double quotes at character 10018"):
+        loads_in_steps(body)
+
+
+@pytest.mark.parametrize("cut", [1, 7, 4094, 4095, 4096, 4097, 8190, 8192, 40_000])
+def test_values_across_the_decoding_windows_are_read_whole(cut: int) -> None:
+    # a number or a string cut at a window's edge is not taken for the whole value
+    body = ('{"hosts":["' + "s" * cut + '", 123456789012, -0.5e-7, "' + "t" * (cut * 3) + '", {"k": [1, 2.5]}, '
+            '"' + "u" * cut + '\\u00e9\\n", [true, false, null], "' + "v" * cut + '"],'
+            '"clusters":' + "[" * 3 + str(10 ** 30) + "]" * 3 + ', "n": 12345678901234567890}').encode()
+    from infosvc.codec.glue_read import loads_in_steps
+    assert repr(loads_in_steps(body)) == repr(json.loads(body))
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
+                     lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.text(max_size=8), inner, max_size=6),
+                     max_leaves=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(document=st.dictionaries(st.sampled_from(["hosts", "clusters", "x", "subclusters"]), _JSON, max_size=4),
+       window=st.integers(1, 64), spaced=st.booleans())
+def test_any_document_read_through_small_windows_is_what_json_reads(document: dict[str, object], window: int,
+                                                                    spaced: bool) -> None:
+    # windows of a few characters cut every kind of value somewhere: each is read whole all the same
+    from infosvc.codec import glue_read
+
+    body = json.dumps(document, indent=1 if spaced else None, ensure_ascii=spaced).encode()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(glue_read, "_FIRST_WINDOW", window)
+        assert repr(glue_read.loads_in_steps(body)) == repr(json.loads(body))
+        cut = body[:-1]  # and what json refuses, it refuses
+        with pytest.raises(ValueError):
+            glue_read.loads_in_steps(cut)
