@@ -2,7 +2,7 @@
 change records that turn one set of entries into another.
 
 Writing: a value that is not a SAFE-STRING (a NUL, CR or LF, a byte beyond ASCII, a leading space,
-colon or '<', a trailing space) is written base64 (`attr:: ...`); lines longer than 76 characters are
+colon or '<', a trailing space) or holds any other control character is written base64 (`attr:: ...`); lines longer than 76 characters are
 folded, each continuation starting with one space, as OpenLDAP's own tools fold them. DN values are
 escaped as RFC 4514 says.
 
@@ -23,18 +23,19 @@ WIDTH: Final = 76
 #: An attribute's values in order; an entry's attributes in order (objectClass first).
 Attributes = list[tuple[str, str]]
 
-# A SAFE-STRING: SAFE-INIT-CHAR then SAFE-CHARs (ASCII without NUL, LF, CR), and (RFC 2849's note)
-# no trailing space, which some readers strip.
-_SAFE = re.compile(r"(?:[\x01-\x09\x0b\x0c\x0e-\x1f\x21-\x39\x3b\x3d-\x7f][\x01-\x09\x0b\x0c\x0e-\x7f]*)?").fullmatch
+# A SAFE-STRING: SAFE-INIT-CHAR then SAFE-CHARs, and (RFC 2849's note) no trailing space, which
+# some readers strip. RFC 2849 lets the control characters through raw (all but NUL, LF and CR);
+# here only printable ASCII is, so that LDIF printed to a terminal carries no escape sequence.
+_SAFE = re.compile(r"(?:[\x21-\x39\x3b\x3d-\x7e][\x20-\x7e]*)?").fullmatch
 _DN_SPECIAL = re.compile(r'[,+"\\<>;=\x00]')
 
 
 def dn_value(text: str) -> str:
     """An attribute value escaped for a DN (RFC 4514)."""
     out = _DN_SPECIAL.sub(lambda m: "\\00" if m.group() == "\x00" else "\\" + m.group(), text)
-    if out.startswith((" ", "#")):
+    if text.startswith((" ", "#")):
         out = "\\" + out
-    if out.endswith(" ") and not out.endswith("\\ "):
+    if text.endswith(" ") and text != " ":  # told from the text: `x\\ ` ends in an escaped backslash, then a space
         out = out[:-1] + "\\ "
     return out
 
@@ -56,8 +57,11 @@ def line(attribute: str, value: str) -> str:
 
 def ia5(text: str) -> str:
     """`text` in IA5 (ASCII), as GLUE 1.3's attribute syntax requires: every other character as a
-    Python-style escape (\\xe9, \\u20ac), so it stays readable and distinct."""
-    return text if text.isascii() else text.encode("ascii", "backslashreplace").decode()
+    Python-style escape (\\xe9, \\u20ac), so it stays readable, and a backslash doubled, so that
+    it stays distinct (`x\\xe9` as written is not `x` and e-acute). ASCII without a backslash is as it is."""
+    if text.isascii() and "\\" not in text:
+        return text
+    return text.replace("\\", "\\\\").encode("ascii", "backslashreplace").decode()
 
 
 def entry(dn: str, attributes: Iterable[tuple[str, str]]) -> str:

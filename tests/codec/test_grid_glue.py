@@ -232,6 +232,58 @@ def test_ldif_round_trips(value: str, rdn: str) -> None:
     assert ldif.parse(ldif.entry(dn, [("description", value)])) == {dn: [("description", value)]}
 
 
+def test_no_control_character_is_written_as_it_is() -> None:
+    # RFC 2849 lets ESC and the like through raw; `infosvc ldif` prints the LDIF to a terminal, and
+    # an upstream's id `ce\x1b[2Jx` reached it as an escape sequence
+    for value in ("ce\x1b[2Jx", "a\x01b", "del\x7f", "tab\there", "\x9bcsi"):
+        text = ldif.entry("cn=x,o=grid", [("description", value)])
+        assert all(ch == "\n" or " " <= ch <= "~" for ch in text), repr(text)
+        assert ldif.parse(text)["cn=x,o=grid"] == [("description", value)]
+
+
+def _rfc4514_value(escaped: str) -> str:
+    """An RFC 4514 attribute value read back as an LDAP server compares it: escapes undone, an
+    unescaped leading or trailing space dropped."""
+    out, kept, i = [], [], 0
+    while i < len(escaped):
+        if escaped[i] == "\\":
+            pair = escaped[i + 1:i + 3]
+            if len(pair) == 2 and all(c in "0123456789abcdefABCDEF" for c in pair):
+                out.append(chr(int(pair, 16)))
+                i += 3
+            else:
+                out.append(escaped[i + 1])
+                i += 2
+            kept.append(True)
+        else:
+            out.append(escaped[i])
+            kept.append(False)
+            i += 1
+    while out and out[0] == " " and not kept[0]:
+        out.pop(0)
+        kept.pop(0)
+    while out and out[-1] == " " and not kept[-1]:
+        out.pop()
+        kept.pop()
+    return "".join(out)
+
+
+@settings(max_examples=500)
+@given(st.text(alphabet=st.sampled_from(" \\#,+=;<>\"ax\u00e9"), min_size=1, max_size=8))
+def test_a_dn_value_reads_back_as_written(value: str) -> None:
+    # "x\\ " (a backslash, then a space) was written x\\\\ with its space unescaped: slapd dropped
+    # the space, and the CEs `x\\` and `x\\ ` had one DN
+    assert _rfc4514_value(ldif.dn_value(value)) == value
+
+
+@settings(max_examples=300)
+@given(st.text(alphabet=st.sampled_from("x\\\u00e9\u20ac9e"), max_size=6), st.text(alphabet=st.sampled_from("x\\\u00e9\u20ac9e"), max_size=6))
+def test_ia5_keeps_distinct_texts_distinct(one: str, other: str) -> None:
+    assert ldif.ia5(one).isascii()
+    assert (ldif.ia5(one) == ldif.ia5(other)) is (one == other)
+    assert ldif.ia5("x\u00e9") != ldif.ia5("x\\xe9") and ldif.ia5("plain") == "plain"
+
+
 def test_changes_are_deletes_adds_and_modifies() -> None:
     old = {"o=grid": [("o", "grid")], "cn=a,o=grid": [("n", "1"), ("m", "x")], "cn=b,o=grid": [("n", "1")],
            "cn=c,cn=b,o=grid": [("n", "1")]}
