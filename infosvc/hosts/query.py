@@ -118,6 +118,11 @@ class HostNames:
         """At least as many as the names (exactly as many when there is one term)."""
         return sum(len(nodes) for _, nodes in self.terms)
 
+    def cost(self, hosts: int) -> int:
+        """About how many steps choosing among `hosts` hosts takes (HostFilter.select_from): the
+        names written out, or a test of each host against each term when they are more."""
+        return len(self) if len(self) <= hosts else hosts * len(self.terms)
+
     def names(self) -> set[str]:
         found: set[str] = set()
         for operator, nodes in self.terms:
@@ -252,8 +257,12 @@ def _number(parameter: str, text: str | None, kind: type[int] | type[float]) -> 
         value = kind(text)
     except ValueError:
         raise QueryError(parameter, f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
-    if not math.isfinite(value):
-        raise QueryError(parameter, f"{text!r} is not a finite number")
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an int past a float's range: int() reads it, isfinite() cannot
+        finite = False
+    if not finite:
+        raise QueryError(parameter, f"{excerpt(text)!r} is not a finite number")
     if value < 0:
         raise QueryError(parameter, "must not be negative")
     return value

@@ -36,7 +36,7 @@ async def get_glue(request: web.Request) -> web.Response:
     # The tree of the chosen hosts alone: rolled up afresh (subclusters, totals, CEs of them), off
     # the loop, as a past view is: a site's worth of hosts is work for a thread.
     agg = request.app[AGGREGATOR]
-    entries = agg.chosen(chosen)
+    entries = await agg.choose(chosen)
 
     def build() -> list[bytes]:
         return Glue(agg.tree_of(entries)).rendering(fmt, options).tree_parts()
@@ -65,7 +65,7 @@ async def get_glue_hosts(request: web.Request) -> web.Response:
     rendering = request.app[GLUE].formats[format_of(request)]
     agg = request.app[AGGREGATOR]
     hosts = agg.tree.hosts
-    selected = [hosts[e.id] for e in agg.chosen(HostFilter.parse(filters_of(request))) if e.id in hosts]
+    selected = [hosts[e.id] for e in await agg.choose(HostFilter.parse(filters_of(request))) if e.id in hosts]
     return web.Response(body=Joined(rendering.host_parts(selected), rendering.media_type))
 
 

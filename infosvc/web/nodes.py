@@ -65,7 +65,7 @@ def render_nodes(entries: list[HostEntry], xml: bool) -> web.Response:
 
 
 async def get_nodes(request: web.Request) -> web.Response:
-    return render_nodes(request.app[AGGREGATOR].chosen(HostFilter.parse(filters_of(request))), wants_xml(request))
+    return render_nodes(await request.app[AGGREGATOR].choose(HostFilter.parse(filters_of(request))), wants_xml(request))
 
 
 async def get_node(request: web.Request) -> web.Response:

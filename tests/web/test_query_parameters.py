@@ -53,6 +53,14 @@ def test_declared_parameters_still_work(site: InProcessServer) -> None:
     assert site.get("/v1/jobs?state=Queued&limit=5").status == 200
 
 
+@pytest.mark.parametrize("parameter", ["min_free_processors", "min_free_memory"])
+def test_a_number_past_a_float_s_range_is_a_400(site: InProcessServer, parameter: str) -> None:
+    # int() read 1 and 4,000 zeros, and math.isfinite() of it raised: a 500 with a traceback
+    reply = site.get(f"/v1/nodes?{parameter}=1{'0' * 4000}")
+    assert reply.status == 400 and "is not a finite number" in reply.json()["error"], reply.body[:300]
+    assert len(reply.body) < 1000
+
+
 def test_every_route_declares_its_parameters() -> None:
     for route in ROUTES:
         assert isinstance(route.params, tuple), route.path
