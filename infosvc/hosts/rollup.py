@@ -56,7 +56,7 @@ def _subcluster_for(host: Host, key: tuple[object, ...]) -> SubCluster:
     words = [arch.platform_type or "unknown-arch", f"{arch.smp_size or 0}cpu", p.model or "unknown-cpu",
              f"{p.clock_speed}MHz" if p.clock_speed else None, f"{ram // 1024}GiB" if ram else None,
              " ".join(filter(None, (os_.name, os_.release))) or None,
-             *(f"{a.count}x {a.model}" for a in host.accelerators)]
+             *_accelerator_words(host.accelerators)]
     return SubCluster(
         unique_id=f"{host.cluster}-{digest}", name=" ".join(w for w in words if w), cluster=host.cluster,
         architecture=arch, operating_system=glue.OperatingSystem(os_.name, os_.release, None),
@@ -65,6 +65,19 @@ def _subcluster_for(host: Host, key: tuple[object, ...]) -> SubCluster:
         main_memory=glue.MainMemory(ram_size=ram), benchmark=host.benchmark,
         application_software=host.application_software, resources=host.resources,
         accelerators=host.accelerators)
+
+
+#: A subcluster's name lists this many of its accelerator models and counts the rest: every
+#: AcceleratorEnvironment (one a model) names its subcluster, so a name that listed them all made
+#: the GLUE 2 answer grow as the square of the models (2,043 in one report: 105 MB)
+NAMED_ACCELERATORS = 4
+
+
+def _accelerator_words(accelerators: tuple[glue.Accelerator, ...]) -> list[str]:
+    words = [f"{a.count}x {a.model}" for a in accelerators[:NAMED_ACCELERATORS]]
+    if len(accelerators) > NAMED_ACCELERATORS:
+        words.append(f"and {len(accelerators) - NAMED_ACCELERATORS} more accelerator models")
+    return words
 
 
 #: processor vendor, version, caches L1, L1I, L1D, L2; OS version: what a subcluster publishes when shared

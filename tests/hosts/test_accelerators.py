@@ -233,3 +233,27 @@ def test_what_the_agent_reports_of_a_gpu_node_is_what_is_published(tree: str, mo
     rollup.update(host)
     rollup.update(cpu_host("g02"))
     assert len(rollup.subclusters) == 2
+
+
+def test_a_host_of_many_gpu_models_makes_answers_linear_in_them() -> None:
+    # The subcluster's name listed every model, and each AcceleratorEnvironment repeated that name:
+    # one report of 2,043 models (127 KB, within every cap) made glue2-json 105 MB, rendered afresh
+    # at each unauthenticated read
+    def answer(models: int) -> tuple[int, int]:
+        r = _many(models)
+        (sub,) = r.subclusters.values()
+        return len(sub.name), len(Glue(r).rendering("glue2-json", GridOptions()).tree())
+    small, large = answer(100), answer(400)
+    assert large[0] - small[0] <= 1 and large[0] < 300  # the name names a few models and counts the rest
+    assert large[1] < 5 * small[1]  # four times the models: about four times the answer, not sixteen
+    (sub,) = _many(400).subclusters.values()
+    assert sub.name.endswith(" and 396 more accelerator models"), sub.name
+
+
+def _many(models: int) -> Rollup:
+    node = make_node("g01", processors=64, memory_mb=512000)
+    for i in range(models):
+        node.configured.add(Consumable("Resource", 1.0, name="GPU", type=f"M{i:020d}"))
+    r = Rollup(CONFIG)
+    r.update(host_from_node(node, "Ready", CONFIG, WHEN))
+    return r
