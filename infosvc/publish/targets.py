@@ -136,8 +136,10 @@ def target_group(entry: HostEntry, table: HostTable, port: int) -> dict[str, Any
     return {"targets": [address(entry.id, port)], "labels": labels}
 
 
-def targets(table: HostTable, port: int, policy: TargetPolicy = target_policy((), True)) -> list[dict[str, Any]]:
-    """One target group per listed host the policy allows, in order of host Id (a stable answer for
-    a stable site)."""
-    listed = sorted((e for e in table if e.state in LISTED_STATES and policy.allows(e.id)), key=lambda e: e.id)
-    return [target_group(entry, table, port) for entry in listed]
+def by_id(entry: HostEntry) -> str:
+    return entry.id
+
+
+def listed_group(entry: HostEntry, table: HostTable, port: int, policy: TargetPolicy) -> dict[str, Any] | None:
+    """The host's target group if it is listed (its state, and the policy allows its address)."""
+    return target_group(entry, table, port) if entry.state in LISTED_STATES and policy.allows(entry.id) else None

@@ -8,11 +8,13 @@ import asyncio
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from infosvc.publish.targets import target_policy, targets
+from infosvc.publish.targets import by_id, listed_group, target_policy
 from infosvc.web.keys import AGGREGATOR, METRICS
 
 #: Hosts whose /metrics lines are rendered between two turns of the event loop (~10 ms of work).
 METRICS_SLICE = 500
+#: Hosts whose target groups are made between two turns of the event loop (~6 ms of work).
+TARGETS_SLICE = 500
 
 
 async def get_metrics(request: web.Request) -> web.Response:
@@ -29,8 +31,18 @@ async def get_metrics(request: web.Request) -> web.Response:
 
 
 async def get_prometheus_targets(request: web.Request) -> web.Response:
-    """Prometheus HTTP service discovery (http_sd_configs): the hosts' exporters."""
+    """Prometheus HTTP service discovery (http_sd_configs): the hosts' exporters, as
+    publish/targets.py's `targets`, a slice of hosts at a time with the loop's turn between two
+    (~12 ms a 1,000 hosts: the address policy and the groups; unauthenticated, and a scrape of
+    10,000 hosts held the loop ~0.1 s in one piece)."""
     agg = request.app[AGGREGATOR]
     config = agg.config.prometheus
-    return web.json_response(targets(agg.table, config.exporter_port,
-                                     target_policy(config.target_networks, config.target_names)))
+    policy = target_policy(config.target_networks, config.target_names)
+    entries = sorted(agg.table, key=by_id)
+    groups = []
+    for start in range(0, len(entries), TARGETS_SLICE):
+        if start:
+            await asyncio.sleep(0)
+        groups += [group for entry in entries[start:start + TARGETS_SLICE]
+                   if (group := listed_group(entry, agg.table, config.exporter_port, policy))]
+    return web.json_response(groups)
