@@ -224,6 +224,32 @@ class Launcher:
             self.process = None
 
 
+def orders_of(body: bytes) -> list[tuple[tuple[str, int, int], dict[str, Any]]] | None:
+    """The task list's orders, each with its key (job, task, attempt) as the agent keeps it; None
+    when the answer is no list of tasks. An order whose id is not a job id this agent takes (the
+    job a string of its pattern, task and attempt whole numbers, not negative) is left out with a
+    warning: a task id of another type ("0" for 0) was listed under one key and kept under another,
+    so the agent stopped and ran the same placement again at every round."""
+    try:
+        orders = json.loads(body)["tasks"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(orders, list):
+        return None
+    keyed = []
+    for order in orders:
+        if not isinstance(order, dict):
+            log.warning("refusing a task order that is no object: %.100r", order)
+            continue
+        job, task, attempt = order.get("job"), order.get("task"), order.get("attempt", 0)
+        if not (isinstance(job, str) and _JOB_ID.fullmatch(job) and type(task) is int and type(attempt) is int
+                and task >= 0 and attempt >= 0):
+            log.warning("refusing a task with the id %.40r/%.20r/%.20r: not a job id this agent takes", job, task, attempt)
+            continue
+        keyed.append(((job, task, attempt), order))
+    return keyed
+
+
 class Executor:
     def __init__(self, sender: Sender, *, state: str | Path, accounts: AccountPolicy | None = None,
                  interval: float = 2.0, containment: str = "auto", work_root: str | Path | None = None,
@@ -318,14 +344,17 @@ class Executor:
         if status != 200:
             log.warning("the server answered %d to the task list: %s", status, body[:300].decode("utf-8", "replace"))
             return
-        orders = json.loads(body)["tasks"]
-        listed = {(order["job"], order["task"], order.get("attempt", 0)) for order in orders}
+        keyed = orders_of(body)
+        if keyed is None:
+            log.warning("the server's task list is not a list of tasks: %s", body[:300].decode("utf-8", "replace"))
+            return
+        listed = {key for key, _ in keyed}
         for key, record in self.tasks.items():
             if key not in listed and record.result is None and record.stop_sent_at is None:
                 log.info("job %s task %d is no longer placed here (cancelled): stopping it", record.job, record.task)
                 self._stop_task(record)
-        for order in orders:
-            if (order["job"], order["task"], order.get("attempt", 0)) not in self.tasks:
+        for key, order in keyed:
+            if key not in self.tasks:
                 self._start(order)
         self._collect()
         self._report()
@@ -336,10 +365,7 @@ class Executor:
                 self._sweep_workdirs()
 
     def _start(self, order: dict[str, Any]) -> None:
-        job, task, attempt = str(order["job"]), int(order["task"]), int(order.get("attempt", 0))
-        if not _JOB_ID.fullmatch(job) or task < 0 or attempt < 0:
-            log.warning("refusing a task with the id %r/%r/%r: not a job id this agent takes", job, task, attempt)
-            return
+        job, task, attempt = order["job"], order["task"], order.get("attempt", 0)
         path = self.state / f"{job}.{task}.{attempt}"
         try:
             path.mkdir(mode=0o700)  # the record that this host took the task: never again

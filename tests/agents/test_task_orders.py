@@ -1,0 +1,59 @@
+"""The task list as the executor reads it (agents/infosvc_agents/executor.py `orders_of`): each
+order keyed (job, task, attempt) once, as the agent keeps it, and an order whose id is of another
+type or out of range left out. A task id sent as "0" was listed under one key and kept under
+another, so the agent stopped the task as cancelled and ran the same placement again at every
+round. The real Executor, with a sender that plays the server."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infosvc_agents.executor import Executor, orders_of
+
+
+class Server:
+    """The aggregator's side of the executor's calls: a task list, and the reports it is sent."""
+
+    def __init__(self, tasks: Any) -> None:
+        self.tasks = tasks
+        self.reports: list[tuple[str, Any]] = []
+
+    def call(self, method: str, path: str, body: bytes | None = None, content_type: str | None = None,
+             limit: int | None = None) -> tuple[int, bytes]:
+        if method == "GET":
+            return 200, json.dumps({"tasks": self.tasks}).encode()
+        self.reports.append((path, json.loads(body or b"{}")))
+        return 200, b"{}"
+
+
+ORDER = {"job": "7", "task": 0, "attempt": 1, "owner": "alice", "executable": "/bin/true"}
+
+
+@pytest.mark.parametrize("change", [{"task": "0"}, {"attempt": "1"}, {"job": 7}, {"task": True}, {"task": -1},
+                                    {"attempt": 1.0}, {"job": "../x"}, {"job": ""}])
+def test_an_order_of_another_type_is_refused_not_run(change: dict[str, Any], tmp_path: Path,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    server = Server([{**ORDER, **change}])
+    executor = Executor(server, state=tmp_path / "state")  # type: ignore[arg-type]
+    try:
+        with caplog.at_level(logging.WARNING, logger="infosvc_agents"):
+            for _ in range(3):
+                executor.tick()
+        assert executor.tasks == {} and server.reports == []  # nothing started, stopped or reported
+        assert list((tmp_path / "state").iterdir()) == []
+        assert "not a job id this agent takes" in caplog.text
+    finally:
+        executor.shutdown(wait=1)
+
+
+def test_the_keys_are_the_agent_s_own() -> None:
+    body = json.dumps({"tasks": [ORDER, {**ORDER, "task": 1}, {**ORDER, "attempt": "2"}, "x", {"job": "8", "task": 0}]})
+    assert [key for key, _ in orders_of(body.encode()) or []] == [("7", 0, 1), ("7", 1, 1), ("8", 0, 0)]
+    for answer in (b"[]", b'{"tasks": {}}', b"{}", b"not json", b'{"tasks": null}'):
+        assert orders_of(answer) is None, answer
+    assert orders_of(b'{"tasks": []}') == []
