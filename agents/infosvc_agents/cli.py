@@ -206,6 +206,7 @@ def _executor(args: argparse.Namespace) -> "Executor | None":
     from infosvc_agents.executor import Executor
     from infosvc_agents.gpu_devices import devices_of
     from infosvc_agents.push import Sender, read_token
+    from infosvc_agents.taskrun import available_containments
 
     state = args.task_state or default_task_state(args.spool)
     try:
@@ -214,6 +215,13 @@ def _executor(args: argparse.Namespace) -> "Executor | None":
         accounts.check()
         sender = Sender(args.server, read_token(args.executor_token_file, role="executor"), ca_file=args.ca_file)
         gpus = GpuCollector(args.proc_root, args.sys_root)
+        if args.containment == "auto" and "cgroup" not in available_containments():
+            # docs/security.md: the supervisor's walk of /proc can be outrun by processes that fork
+            # and exit at once; only a cgroup ends such a task whole
+            logging.getLogger("infosvc_agents.executor").warning(
+                "no writable cgroup v2 here: tasks are contained by their supervisor as subreaper alone, which a task "
+                "that keeps forking can outrun at its cancel; give the agent a cgroup (systemd Delegate=yes) and run it "
+                "with --containment cgroup where jobs are not trusted")
         return Executor(sender, state=state, accounts=accounts, interval=args.jobs_interval,
                         containment=args.containment, work_root=args.work_root, work_keep=args.work_keep,
                         devices=lambda: devices_of(gpus.gpus))
