@@ -39,10 +39,13 @@ class Account:
 
 
 def _lookup(name: str) -> Account | None:
+    """The account of exactly this name: an NSS that finds names without regard to case (sssd,
+    winbind) answers `ALICE` with alice's entry, which is not the account of an owner `ALICE`."""
     try:
-        return Account.of(pwd.getpwnam(name))
+        entry = pwd.getpwnam(name)
     except KeyError:
         return None
+    return Account.of(entry) if entry.pw_name == name else None
 
 
 def _unprivileged(account: Account, what: str) -> Account:

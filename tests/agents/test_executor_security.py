@@ -483,6 +483,19 @@ def test_the_account_policy() -> None:
         _unprivileged(Account("wheel-member", 4242, 0, "/"), "account")  # uid not 0, primary group root
 
 
+def test_an_owner_is_its_own_account_only_by_its_exact_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Where NSS finds names without regard to case (sssd, winbind), getpwnam("ALICE") answers
+    # alice's entry: an owner ALICE ran as alice. The entry's own name must be the name asked.
+    from infosvc_agents import accounts
+    from infosvc_agents.accounts import AccountPolicy
+
+    real = pwd.getpwnam
+    monkeypatch.setattr(accounts.pwd, "getpwnam", lambda name: real(name.lower()))  # such an NSS
+    policy = AccountPolicy(default="daemon", own_accounts=True, min_uid=1000)
+    assert policy.resolve(TASK_ACCOUNT).name == TASK_ACCOUNT
+    assert policy.resolve(TASK_ACCOUNT.upper()).name == "daemon"  # no own account: the pool's
+
+
 def test_run_as_root_is_refused_at_start(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("x\n")
