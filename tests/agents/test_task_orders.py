@@ -57,3 +57,24 @@ def test_the_keys_are_the_agent_s_own() -> None:
     for answer in (b"[]", b'{"tasks": {}}', b"{}", b"not json", b'{"tasks": null}'):
         assert orders_of(answer) is None, answer
     assert orders_of(b'{"tasks": []}') == []
+
+
+@pytest.mark.parametrize("found, warned", [(["subreaper"], True), (["subreaper", "cgroup"], False)])
+def test_the_agent_says_at_its_start_when_tasks_have_no_cgroup(found: list[str], warned: bool, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    # with the subreaper alone a task that keeps forking can outrun its cancel (docs/security.md):
+    # an admin running --containment auto where no cgroup v2 is writable is told so
+    from infosvc_agents import cli, taskrun
+
+    token = tmp_path / "executor.token"
+    token.write_text("x" * 40 + "\n")
+    token.chmod(0o600)
+    monkeypatch.setattr(taskrun, "available_containments", lambda: found)
+    args = cli.parser().parse_args(["--server", "http://127.0.0.1:9", "--executor-token-file", str(token),
+                                    "--task-state", str(tmp_path / "state"), "--run-as", "nobody"])
+    with caplog.at_level(logging.WARNING, logger="infosvc_agents"):
+        executor = cli._executor(args)
+    assert executor is not None
+    executor.shutdown(wait=0)
+    assert ("no writable cgroup v2 here" in caplog.text) is warned
