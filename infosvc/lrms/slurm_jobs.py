@@ -110,7 +110,7 @@ def submit(config: LrmsConfig, batch: Batch, account: Account | None) -> str:
 
 
 #: squeue's line for the fields of one job a control decides by: Slurm's own words, the name last
-DECISION_FORMAT: Final = "%i|%T|%u|%r|%j"
+DECISION_FORMAT: Final = "%i|%T|%u|%r|%N|%S|%e|%j"
 #: squeue's one line a job for the listing: the fields job_view reads; the reason (a word) and the
 #: name (free text) last, so a `|` in a name is kept
 LISTING_FORMAT: Final = "%i|%T|%u|%a|%C|%l|%V|%S|%e|%N|%P|%E|%f|%y|%r|%j"
@@ -146,10 +146,24 @@ def listing_records(text: str) -> list[dict[str, Any]]:
 
 
 def one_job(config: LrmsConfig, job_id: str) -> dict[str, Any]:
-    """Slurm job `job_id` as squeue's JSON record names its fields, read with `scontrol show job
-    -o` (one job, whatever the queue's length); NotFound when Slurm no longer knows it."""
+    """Slurm job `job_id` as squeue's JSON record names its fields, read with `squeue -j` and
+    `scontrol show job -o` (one job, whatever the queue's length); NotFound when Slurm no longer
+    knows it."""
     if not (job_id.isascii() and job_id.isdigit() and len(job_id) <= 10):
         raise NotFound(f"job {excerpt(job_id)!r} is no Slurm job id", "jobs run by Slurm are named by its ids")
+    # scontrol prints the job's own text (its name, StdOut, WorkDir) unescaped among its fields, so
+    # " Reason=JobHeldUser" in a path reads as a field: what a decision rests on (which job, whose,
+    # its state, its hold, where it runs) is read from squeue, whose fields here are Slurm's own
+    # words, the name last; first, so that scontrol's (its exit code) are no older than its state
+    try:
+        said = run(config, "squeue", "-h", "-j", job_id, "--states=all", "-o", DECISION_FORMAT, env={"TZ": "UTC"}).stdout
+    except SlurmUnavailable as exc:
+        if "Invalid job id" not in str(exc):
+            raise
+        said = ""
+    found = [fields for line in said.splitlines()
+             if len(fields := line.split("|", DECISION_FORMAT.count("|"))) == DECISION_FORMAT.count("|") + 1
+             and fields[0] == job_id]
     try:
         text = run(config, "scontrol", "show", "job", "-o", job_id, env={"TZ": "UTC"}).stdout
     except SlurmUnavailable as exc:
@@ -157,23 +171,13 @@ def one_job(config: LrmsConfig, job_id: str) -> dict[str, Any]:
             raise
         text = ""
     lines = [line for line in text.splitlines() if line.startswith(f"JobId={job_id} ")]
-    if not lines:
+    if not lines or not found:
         raise NotFound(f"Slurm knows no job {job_id}",
                        "Slurm keeps an ended job for MinJobAge (slurm.conf) after its end")
-    # scontrol prints the job's own text (its name, StdOut, WorkDir) unescaped among its fields, so
-    # " Reason=JobHeldUser" in a path reads as a field: what a decision rests on (which job, whose,
-    # its state, its hold) is read again from squeue, whose fields here are Slurm's own words,
-    # the name last
-    said = run(config, "squeue", "-h", "-j", job_id, "--states=all", "-o", DECISION_FORMAT, env={"TZ": "UTC"}).stdout
-    found = [fields for line in said.splitlines()
-             if len(fields := line.split("|", DECISION_FORMAT.count("|"))) == DECISION_FORMAT.count("|") + 1
-             and fields[0] == job_id]
-    if not found:
-        raise NotFound(f"Slurm knows no job {job_id}",
-                       "Slurm keeps an ended job for MinJobAge (slurm.conf) after its end")
-    _, state, user, reason, name = found[0]
-    return record_of(key_values(lines[0])) | {"job_id": int(job_id), "job_state": state, "user_name": user,
-                                               "state_reason": _said(reason) or "None", "name": name}
+    _, state, user, reason, nodes, start, end, name = found[0]
+    return record_of(key_values(lines[0])) | {
+        "job_id": int(job_id), "job_state": state, "user_name": user, "state_reason": _said(reason) or "None",
+        "nodes": _said(nodes), "start_time": _epoch(start), "end_time": _epoch(end), "name": name}
 
 
 def _said(value: str | None) -> str:
