@@ -276,14 +276,14 @@ def _after_item(text: str, at: int, close: str) -> tuple[int, bool]:
     return _skip(text, at + 1), False
 
 
-class TooLarge(ValueError):
+class PastBound(ValueError):
     """A document past what one step may decode, or with more entities than a site may publish."""
 
 
 def loads_in_steps(body: bytes, max_items: int = MAX_HOSTS) -> Any:
     """json.loads(body), the members of a top-level object that are arrays of entities (STEPPED)
-    decoded one element at a time. It is read in a worker thread, and json.loads holds the GIL for the whole document in one
-    call (0.8 s for a site of 40,000 hosts), so the event loop could not run meanwhile; between two
+    decoded one element at a time. It is read in a worker thread, and json.loads holds the GIL for
+    the whole document in one call (0.8 s for a site of 40,000 hosts), so the event loop could not run meanwhile; between two
     elements the loop gets its turn. So each value decoded at once (an element, or a member that
     is no array) is at most MAX_ITEM_CHARS long, and an array has at most `max_items` elements:
     more is refused as it is read (an upstream's `{"x": [0, 0, ...]}` of 64 MB held the loop 1.7
@@ -318,7 +318,7 @@ def loads_in_steps(body: bytes, max_items: int = MAX_HOSTS) -> Any:
                         closed = False
                         while not closed:
                             if len(items) == max_items:
-                                raise TooLarge(f"{key}: more than the {max_items:,} entities a site may publish")
+                                raise PastBound(f"{key}: more than the {max_items:,} entities a site may publish")
                             item, at = _decoded(text, at)
                             items.append(item)
                             at, closed = _after_item(text, at, "]")
@@ -337,7 +337,7 @@ def loads_in_steps(body: bytes, max_items: int = MAX_HOSTS) -> Any:
 
 def _decoded(text: str, at: int) -> tuple[Any, int]:
     """The JSON value at `at` and where it ends, decoded from a window of the text that grows (x4)
-    from 8 KiB to MAX_ITEM_CHARS, so that a value larger than that costs only that much to refuse.
+    from _FIRST_WINDOW (4 KiB) to MAX_ITEM_CHARS, so that a value larger than that costs only that much to refuse.
     A value or an error within _MARGIN of the window's end may be the cut's (a number, a string, an
     escape): it is tried again on a larger window."""
     window = _FIRST_WINDOW
@@ -354,7 +354,7 @@ def _decoded(text: str, at: int) -> tuple[Any, int]:
             if exc.pos < len(piece) - _MARGIN and not exc.msg.startswith("Unterminated string"):
                 raise ValueError(f"{exc.msg} at character {at + exc.pos}") from None
         if window >= MAX_ITEM_CHARS:
-            raise TooLarge(f"a value at character {at} is larger than {MAX_ITEM_CHARS:,} characters")
+            raise PastBound(f"a value at character {at} is larger than {MAX_ITEM_CHARS:,} characters")
         window = min(window * 4, MAX_ITEM_CHARS)
 
 
@@ -363,7 +363,7 @@ def read_glue(body: bytes, previous: GlueDocument | None = None, max_hosts: int 
     site) lends its Host objects to hosts whose JSON is unchanged. GlueReadError says what is wrong."""
     try:
         data = loads_in_steps(body, max_hosts)
-    except TooLarge as exc:
+    except PastBound as exc:
         raise GlueReadError(str(exc)) from None
     except (ValueError, RecursionError) as exc:
         raise GlueReadError(f"not JSON: {str(exc)[:200]}") from None

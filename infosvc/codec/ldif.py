@@ -2,8 +2,8 @@
 change records that turn one set of entries into another.
 
 Writing: a value that is not a SAFE-STRING (a NUL, CR or LF, a byte beyond ASCII, a leading space,
-colon or '<', a trailing space) or holds any other control character is written base64 (`attr:: ...`); lines longer than 76 characters are
-folded, each continuation starting with one space, as OpenLDAP's own tools fold them. DN values are
+colon or '<', a trailing space) or holds any other control character is written base64
+(`attr:: ...`); lines longer than 76 characters are folded, each continuation starting with one space, as OpenLDAP's own tools fold them. DN values are
 escaped as RFC 4514 says.
 
 `parse` reads entries back (unfolding, base64), for `changes` and for tests; `changes(old, new)`

@@ -6,7 +6,8 @@ Ids: GLUE UniqueIDs are meant to be unique across the grid, but a site's cluster
 `default` unless its config names them, and two sites can publish the same host. An id that two
 or more sites publish for the same kind is published as `SITE/ID` for every one of them, the
 references to it (a host's cluster, a CE's clusters) rewritten with it, and the clash logged once;
-an id that is another site's SITE/ID is renamed as well; an id no other site publishes stays as it is. So no two sites' entities are merged, and which
+an id that is another site's SITE/ID is renamed as well; an id no other site publishes stays as
+it is. So no two sites' entities are merged, and which
 site is renamed does not depend on the order of the config.
 """
 

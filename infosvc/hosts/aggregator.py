@@ -13,7 +13,7 @@ import logging
 import sqlite3
 import time
 from collections import Counter
-from typing import Callable, Generator, Iterable
+from typing import Callable, Generator, Iterable, Mapping
 
 from infosvc.codec.node_xml import parse_node
 from infosvc.errors import DocumentError, excerpt
@@ -324,10 +324,11 @@ class Aggregator:
         hosts, then Slurm's nodes no agent reports."""
         return [*self.table, *self.slurm_nodes().values()]
 
-    def chosen(self, chosen: HostFilter) -> list[HostEntry]:
+    def chosen(self, chosen: HostFilter, slurm: Mapping[str, HostEntry] | None = None) -> list[HostEntry]:
         """The hosts a filter chooses, as every route that lists hosts lists them: the agents'
-        hosts, then Slurm's nodes no agent reports."""
-        return [*chosen.select(self.table), *chosen.select_from(self.slurm_nodes(), self.config)]
+        hosts, then Slurm's nodes no agent reports (`slurm`, when read already)."""
+        slurm = self.slurm_nodes() if slurm is None else slurm
+        return [*chosen.select(self.table), *chosen.select_from(slurm, self.config)]
 
     async def choose(self, chosen: HostFilter) -> list[HostEntry]:
         """`chosen(chosen)`, in a worker thread on a copy of the hosts when its `nodes` expression
@@ -335,7 +336,7 @@ class Aggregator:
         tested against each of 2,000 hosts held the event loop 1.5-2 s."""
         slurm = self.slurm_nodes()
         if chosen.nodes is None or chosen.nodes.cost(len(self.table) + len(slurm)) <= INLINE_CHOOSING:
-            return self.chosen(chosen)
+            return self.chosen(chosen, slurm)
         agents, config = dict(self.table.entries), self.config
 
         def choose() -> list[HostEntry]:

@@ -155,21 +155,11 @@ def one_job(config: LrmsConfig, job_id: str) -> dict[str, Any]:
     # " Reason=JobHeldUser" in a path reads as a field: what a decision rests on (which job, whose,
     # its state, its hold, where it runs) is read from squeue, whose fields here are Slurm's own
     # words, the name last; first, so that scontrol's (its exit code) are no older than its state
-    try:
-        said = run(config, "squeue", "-h", "-j", job_id, "--states=all", "-o", DECISION_FORMAT, env={"TZ": "UTC"}).stdout
-    except SlurmUnavailable as exc:
-        if "Invalid job id" not in str(exc):
-            raise
-        said = ""
+    said = _of_known_job(config, "squeue", "-h", "-j", job_id, "--states=all", "-o", DECISION_FORMAT)
     found = [fields for line in said.splitlines()
              if len(fields := line.split("|", DECISION_FORMAT.count("|"))) == DECISION_FORMAT.count("|") + 1
              and fields[0] == job_id]
-    try:
-        text = run(config, "scontrol", "show", "job", "-o", job_id, env={"TZ": "UTC"}).stdout
-    except SlurmUnavailable as exc:
-        if "Invalid job id" not in str(exc):
-            raise
-        text = ""
+    text = _of_known_job(config, "scontrol", "show", "job", "-o", job_id)
     lines = [line for line in text.splitlines() if line.startswith(f"JobId={job_id} ")]
     if not lines or not found:
         raise NotFound(f"Slurm knows no job {job_id}",
@@ -178,6 +168,16 @@ def one_job(config: LrmsConfig, job_id: str) -> dict[str, Any]:
     return record_of(key_values(lines[0])) | {
         "job_id": int(job_id), "job_state": state, "user_name": user, "state_reason": _said(reason) or "None",
         "nodes": _said(nodes), "start_time": _epoch(start), "end_time": _epoch(end), "name": name}
+
+
+def _of_known_job(config: LrmsConfig, *argv: str) -> str:
+    """What a Slurm command says of one job, in UTC; "" when Slurm knows no such job (any longer)."""
+    try:
+        return run(config, *argv, env={"TZ": "UTC"}).stdout
+    except SlurmUnavailable as exc:
+        if "Invalid job id" not in str(exc):
+            raise
+        return ""
 
 
 def _said(value: str | None) -> str:
