@@ -11,7 +11,8 @@ and after the tasks were contained, and the cost of the containment per task.
   launch    (the agent's code after issue 24 only) one task `/bin/true` run to its reaped end
             `--launches` times, in this process: a bare Popen as the run-as user (no containment,
             the floor), and through the task supervisor with each containment this host has
-            (subreaper; cgroup v2 where writable). The difference to the floor is the cost per task.
+            (subreaper; cgroup v2 where writable; a PID namespace where it may make one). The difference
+            to the floor is the cost per task.
 
 Run as root (tasks run as `--run-as`, default nobody): `python bench/executor.py [--jobs 20]`;
 prints a table and writes bench/results/executor.json.

@@ -73,9 +73,11 @@ def parser() -> argparse.ArgumentParser:
                         "working directory (default: the account's home)")
     p.add_argument("--work-keep", type=float, default=86400.0, metavar="SECONDS",
                    help="remove a job's directory under --work-root this long after its last task ended (86400)")
-    p.add_argument("--containment", choices=("auto", "cgroup", "subreaper"), default="auto",
-                   help="how every process of a task is ended with it: a cgroup v2 of its own where writable "
-                        "(auto) or required (cgroup), else the supervisor as subreaper of the task's processes")
+    p.add_argument("--containment", choices=("auto", "cgroup", "pidns", "subreaper"), default="auto",
+                   help="how every process of a task is ended with it: a cgroup v2 of its own (cgroup), a PID "
+                        "namespace of its own (pidns), the supervisor as subreaper alone (subreaper, which a task "
+                        "that keeps forking can outrun); auto: a cgroup where writable, else a PID namespace where "
+                        "allowed (root), else the subreaper")
     p.add_argument("--jobs-interval", type=float, default=2.0, metavar="SECONDS",
                    help="seconds between asks for this host's tasks (2)")
     p.add_argument("-v", "--verbose", action="store_true", help="log collector timings")
@@ -215,13 +217,15 @@ def _executor(args: argparse.Namespace) -> "Executor | None":
         accounts.check()
         sender = Sender(args.server, read_token(args.executor_token_file, role="executor"), ca_file=args.ca_file)
         gpus = GpuCollector(args.proc_root, args.sys_root)
-        if args.containment == "auto" and "cgroup" not in available_containments():
+        found = available_containments()
+        if args.containment == "auto" and "cgroup" not in found and "pidns" not in found:
             # docs/security.md: the supervisor's walk of /proc can be outrun by processes that fork
-            # and exit at once; only a cgroup ends such a task whole
+            # and exit at once; only a cgroup or a PID namespace ends such a task whole
             logging.getLogger("infosvc_agents.executor").warning(
-                "no writable cgroup v2 here: tasks are contained by their supervisor as subreaper alone, which a task "
-                "that keeps forking can outrun at its cancel; give the agent a cgroup (systemd Delegate=yes) and run it "
-                "with --containment cgroup where jobs are not trusted")
+                "no writable cgroup v2 here and no right to make a PID namespace: tasks are contained by their "
+                "supervisor as subreaper alone, which a task that keeps forking can outrun at its cancel; run the "
+                "agent as root, or give it a cgroup (systemd Delegate=yes) and run it with --containment cgroup, "
+                "where jobs are not trusted")
         return Executor(sender, state=state, accounts=accounts, interval=args.jobs_interval,
                         containment=args.containment, work_root=args.work_root, work_keep=args.work_keep,
                         devices=lambda: devices_of(gpus.gpus))

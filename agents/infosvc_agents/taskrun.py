@@ -14,9 +14,12 @@ task, so that nothing the task names is ever touched by the agent:
 - It contains every process the task starts: it is a child subreaper (PR_SET_CHILD_SUBREAPER), so
   a process that double-forks or calls setsid is still its descendant and is reaped here; where
   cgroup v2 is writable the task also runs in a cgroup of its own, killed whole with cgroup.kill
-  (as Slurm's proctrack/cgroup). When the task's main process ends, or on SIGTERM (a cancel, the
-  agent stopping) or at the run time limit, every remaining process gets SIGTERM and, after the
-  grace period, SIGKILL; the supervisor exits only when none is left.
+  (as Slurm's proctrack/cgroup); else, where it may, it runs the task in a PID namespace of its
+  own under a small init of its own (Init), which the kernel kills whole, with everything in it,
+  when that init dies. The subreaper alone walks /proc to signal, which processes that fork and
+  exit at once can outrun; the other two cannot be. When the task's main process ends, or on
+  SIGTERM (a cancel, the agent stopping) or at the run time limit, every remaining process gets
+  SIGTERM and, after the grace period, SIGKILL; the supervisor exits only when none is left.
 - It records what happened in the directory (atomically, synced): BEGUN once the task's program
   runs, RESULT at the end (exit code, whether the limit stopped it, why it did not start). It
   holds the exclusive lock on LOCK (holding its pid) that the agent took and handed over, which is
@@ -58,6 +61,7 @@ NOT_STARTED = 127
 GRACE_SECONDS = 5.0
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_PDEATHSIG = 1
+_CLONE_NEWPID = 0x20000000
 _STREAM_LABELS = {"stdin": "Stdin", "stdout": "Stdout", "stderr": "Stderr"}
 
 
@@ -84,12 +88,28 @@ def _own_cgroup_dir() -> str | None:
 
 
 def available_containments() -> list[str]:
-    """The containments this host allows: always the subreaper; cgroup where cgroup v2 is writable."""
+    """The containments this host allows: always the subreaper; cgroup where cgroup v2 is writable;
+    pidns where this process may make a PID namespace (root, unless a seccomp filter forbids it)."""
     found = ["subreaper"]
     here = _own_cgroup_dir()
     if here is not None and os.access(here, os.W_OK) and os.access(os.path.join(here, "cgroup.procs"), os.W_OK):
         found.append("cgroup")
+    if _may_make_pid_namespace():
+        found.append("pidns")
     return found
+
+
+def _may_make_pid_namespace() -> bool:
+    """Tried in a child, which then exits: unshare(CLONE_NEWPID) moves no process, but it would
+    put this one's next children in the namespace."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = 0 if ctypes.CDLL(None, use_errno=True).unshare(_CLONE_NEWPID) == 0 else 1
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 
 
 class Cgroup:
@@ -262,8 +282,9 @@ def _clean_slate(keep: int) -> None:
     os.closerange(keep + 1, 65536)
 
 
-def _become_task(order: dict[str, Any], cgroup: Cgroup | None, status: int) -> None:
-    """In the forked child: become the task, or raise Refused. Returns only by raising."""
+def _become_task(order: dict[str, Any], cgroup: Cgroup | None, status: int, parent: int) -> None:
+    """In the forked child of `parent` (the supervisor, or the init of the task's PID namespace,
+    pid 1 there): become the task, or raise Refused. Returns only by raising."""
     signal.set_wakeup_fd(-1)
     os.setsid()  # a session and process group of its own, without a terminal
     if cgroup is not None:
@@ -295,8 +316,8 @@ def _become_task(order: dict[str, Any], cgroup: Cgroup | None, status: int) -> N
     # outlive a supervisor that gave up on it, then exec uncontained.
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != order["_supervisor"]:
-        os._exit(NOT_STARTED)  # the supervisor is already gone
+    if os.getppid() != parent:
+        os._exit(NOT_STARTED)  # the supervisor (or the init) is already gone
     os.umask(0o022)
     workdir = order["workdir"]
     try:
@@ -313,6 +334,79 @@ def _become_task(order: dict[str, Any], cgroup: Cgroup | None, status: int) -> N
         _exec(argv, env)
     except OSError as exc:
         raise Refused(f"executable {argv[0]}: {_why(exc)} as {name}") from None
+
+
+def _run_task(order: dict[str, Any], cgroup: Cgroup | None, writable: int, parent: int) -> None:
+    """In the forked child: become the task; else say why on `writable` and exit. Never returns."""
+    try:
+        _become_task(order, cgroup, writable, parent)
+        reason = "the task's program did not start"
+    except Refused as refused:
+        reason = str(refused)
+    except BaseException as exc:  # noqa: BLE001 - whatever it is, the child must not return
+        reason = f"the task could not start: {exc}"
+    try:
+        os.write(writable, reason.encode("utf-8", "replace")[:4000])
+    finally:
+        os._exit(NOT_STARTED)
+
+
+class Init:
+    """Pid 1 of the task's PID namespace: the supervisor's fork, root, running no code of the
+    task's. It forks the task and reaps whatever ends in the namespace (orphans come to it); it
+    writes the task's wait status on `status` when the task's main process ends, and exits once
+    nothing else is left in the namespace. A SIGTERM from the supervisor is passed to every
+    process of the namespace at once (kill(-1): the kernel signals them all under one lock, and a
+    fork racing it fails); a SIGKILL of this init makes the kernel kill the rest and refuse them
+    any fork. It dies with the supervisor (PR_SET_PDEATHSIG). The task's main process is not the
+    namespace's init, so it keeps a process's usual signal semantics (an init ignores the signals
+    it has no handler for)."""
+
+    def __init__(self, order: dict[str, Any], cgroup: Cgroup | None, writable: int, status: int, life: int) -> None:
+        self.order, self.cgroup, self.writable, self.status, self.life = order, cgroup, writable, status, life
+
+    def run(self) -> None:
+        """Never returns."""
+        signal.set_wakeup_fd(-1)
+        for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, self._pass_on)
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # getppid() says 0 here whoever the parent is (it is outside the namespace): the supervisor's
+        # end of `life`, closed only by its exit, tells whether it died before the line above
+        if select.select([self.life], [], [], 0)[0]:
+            os._exit(NOT_STARTED)
+        os.close(self.life)
+        # nothing of the supervisor's is held here: its lock above all, which must end with it
+        start = 3
+        for fd in sorted((self.writable, self.status)):
+            os.closerange(start, fd)
+            start = fd + 1
+        os.closerange(start, 65536)
+        try:
+            task = os.fork()
+        except OSError as exc:
+            os.write(self.writable, f"the task could not start: fork: {_why(exc)}".encode())
+            os._exit(NOT_STARTED)
+        if task == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a stop before the exec kills it
+            os.close(self.status)
+            _run_task(self.order, self.cgroup, self.writable, parent=1)
+        os.close(self.writable)
+        while True:
+            try:
+                pid, code = os.waitpid(-1, 0)
+            except ChildProcessError:
+                os._exit(0)
+            if pid == task:
+                os.write(self.status, b"%d\n" % code)
+
+    @staticmethod
+    def _pass_on(*_: object) -> None:
+        try:
+            os.kill(-1, signal.SIGTERM)  # every process of the namespace but this init
+        except ProcessLookupError:
+            pass  # none left
 
 
 # --- the supervisor --------------------------------------------------------------------------------
@@ -343,17 +437,24 @@ class Supervisor:
         self.next_kill: float | None = None
         self.limit = False
         self.cgroup: Cgroup | None = None
+        self.namespace = False  # the task runs in a PID namespace of its own, under an Init
+        self.init: int | None = None
+        self.ended = -1  # where the Init writes the task's wait status
+        self.life = -1  # the write end of the Init's pipe, never written: closed by this process's end
 
     def _on_term(self, *_: object) -> None:
         self.stop_requested = True
 
     def _signal_all(self, signum: int, *, walk: bool = False) -> None:
-        """Every process of the task: its cgroup holds them all (none can leave it: root's), else
-        the process tree below this subreaper; `walk` both, for a child not yet in its cgroup."""
+        """Every process of the task: its cgroup holds them all (none can leave it: root's), or its
+        PID namespace (the init passes SIGTERM on to all; its SIGKILL kills all), else the process
+        tree below this subreaper; `walk` both, for a child not yet in its cgroup."""
+        if self.init is not None:
+            _kill(self.init, signum)
         if self.cgroup is not None:
             self.cgroup.signal(signum)
-            if not walk:
-                return
+        if (self.init is not None or self.cgroup is not None) and not walk:
+            return
         for pid in descendants(os.getpid()):
             _kill(pid, signum)
 
@@ -376,6 +477,13 @@ class Supervisor:
                 if containment == "cgroup":
                     return {"exit_code": NOT_STARTED, "began": False, "limit": False,
                             "reason": f"cannot make the task's cgroup: {_why(exc)}"}
+        if containment == "pidns" or (containment == "auto" and self.cgroup is None):
+            # this process's next child is pid 1 of a new namespace; it forks no other
+            if libc.unshare(_CLONE_NEWPID) == 0:
+                self.namespace = True
+            elif containment == "pidns":
+                return {"exit_code": NOT_STARTED, "began": False, "limit": False,
+                        "reason": f"cannot make the task's PID namespace: {os.strerror(ctypes.get_errno()).lower()}"}
         wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(wake_write)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that the wakeup fd hears it
@@ -405,25 +513,30 @@ class Supervisor:
                 "stopped": self.stop_requested, "reason": None, "containment": self._containment()}
 
     def _start(self, wake: int) -> tuple[int | None, str | None]:
-        """Fork the task; (its pid, None) once its program runs, or (None, why it did not start).
-        A stop or the deadline while the child is on its way (stopped by its account, say) kills it."""
+        """Fork the task (in a PID namespace: its Init, which forks it); (the pid forked, None) once
+        the task's program runs, or (None, why it did not start). A stop or the deadline while the
+        task is on its way (stopped by its account, say) kills it."""
         readable, writable = os.pipe2(os.O_CLOEXEC)
-        self.order["_supervisor"] = os.getpid()
+        if self.namespace:
+            self.ended, ended = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+            life, self.life = os.pipe2(os.O_CLOEXEC)  # its write end lives as long as this process
+        supervisor = os.getpid()
         pid = os.fork()
         if pid == 0:
-            try:
-                os.close(readable)
-                _become_task(self.order, self.cgroup, writable)
-                reason = "the task's program did not start"
-            except Refused as refused:
-                reason = str(refused)
-            except BaseException as exc:  # noqa: BLE001 - whatever it is, the child must not return
-                reason = f"the task could not start: {exc}"
-            try:
-                os.write(writable, reason.encode("utf-8", "replace")[:4000])
-            finally:
-                os._exit(NOT_STARTED)
+            os.close(readable)
+            if self.namespace:
+                try:
+                    os.close(self.ended)
+                    os.close(self.life)
+                    Init(self.order, self.cgroup, writable, ended, life).run()
+                finally:
+                    os._exit(NOT_STARTED)
+            _run_task(self.order, self.cgroup, writable, parent=supervisor)
         os.close(writable)
+        if self.namespace:
+            os.close(ended)
+            os.close(life)
+            self.init = pid
         said = b""
         try:
             while True:  # EOF at exec (close-on-exec) or once the child gave up
@@ -464,21 +577,26 @@ class Supervisor:
             time.sleep(0.01)
 
     def _containment(self) -> str:
-        return "cgroup" if self.cgroup is not None else "subreaper"
+        return "cgroup" if self.cgroup is not None else "pidns" if self.namespace else "subreaper"
 
     def _wait(self, main: int, wake: int) -> int:
+        """Until no process of the task is left; the wait status of its main process."""
         status: int | None = None
         while True:
             while True:  # reap whatever has ended: the task, and every orphan it left to us
                 try:
                     pid, code = os.waitpid(-1, os.WNOHANG)
                 except ChildProcessError:
+                    if status is None and self.namespace:
+                        status = self._main_status()
                     assert status is not None
                     return status
                 if pid == 0:
                     break
-                if pid == main:
+                if pid == main and not self.namespace:
                     status = code
+            if status is None and self.namespace:
+                status = self._main_status()
             now = time.time()
             if status is not None or self.stop_requested:
                 self._begin_stop(now)
@@ -491,10 +609,20 @@ class Supervisor:
             wakes = [t for t in (self.next_kill, None if self.stopping_since else self.deadline) if t is not None]
             timeout = max(0.0, min(wakes) - now) if wakes else None
             try:
-                select.select([wake], [], [], timeout)
+                select.select([wake] if status is not None or not self.namespace else [wake, self.ended], [], [],
+                              timeout)
             except InterruptedError:
                 pass
             _drain(wake)
+
+    def _main_status(self) -> int | None:
+        """The wait status of the task's main process, as its Init wrote it; None while it runs."""
+        try:
+            said = os.read(self.ended, 64)
+        except BlockingIOError:
+            return None
+        # nothing said, and the Init gone: it was killed first, and the whole namespace with it
+        return int(said.split()[0]) if said else signal.SIGKILL
 
 
 def _drain(fd: int) -> None:

@@ -59,12 +59,14 @@ def test_the_keys_are_the_agent_s_own() -> None:
     assert orders_of(b'{"tasks": []}') == []
 
 
-@pytest.mark.parametrize("found, warned", [(["subreaper"], True), (["subreaper", "cgroup"], False)])
+@pytest.mark.parametrize("found, warned", [(["subreaper"], True), (["subreaper", "cgroup"], False),
+                                           (["subreaper", "pidns"], False)])
 def test_the_agent_says_at_its_start_when_tasks_have_no_cgroup(found: list[str], warned: bool, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch,
                                                                  caplog: pytest.LogCaptureFixture) -> None:
     # with the subreaper alone a task that keeps forking can outrun its cancel (docs/security.md):
-    # an admin running --containment auto where no cgroup v2 is writable is told so
+    # an admin running --containment auto where no cgroup v2 is writable and no PID namespace may be
+    # made is told so
     from infosvc_agents import cli, taskrun
 
     token = tmp_path / "executor.token"
