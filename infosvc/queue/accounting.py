@@ -13,7 +13,7 @@ import asyncio
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Callable, Final
 
 from infosvc.model.ccsjob import JobState
 from infosvc.queue.jobqueue import JobQueue
@@ -68,13 +68,17 @@ class Listing:
 
 @dataclass(slots=True)
 class Page:
-    """The jobs not ended and the ended ones of one page, the cursor of the next (None: this was the
-    last), and how many jobs the listing holds in all."""
+    """One page: its jobs as the caller rendered them (the jobs not ended, then the ended ones), the
+    cursor of the next page (None: this was the last), and how many jobs the listing holds in all."""
 
-    active: list[JobRecord]
-    ended: list[JobRecord]
+    parts: list[str]
     next: Cursor | None
     total: int
+
+
+#: Ended jobs are read from the store this many at a time, so that a page cut short by its byte
+#: bound never holds more of them in memory than it renders.
+ENDED_BATCH: Final = 64
 
 
 def _active(queue: JobQueue, listing: Listing) -> list[JobRecord]:
@@ -103,28 +107,66 @@ def _ended_query(queue: JobQueue, listing: Listing) -> EndedQuery | None:
                       listing.until, hosts)
 
 
-async def listing_page(queue: JobQueue, listing: Listing) -> Page:
-    """One page of the listing: its jobs not ended from memory, then its ended jobs read from the
-    store in a worker thread, one more than the page holds to tell whether another page follows."""
+class _Filling:
+    """A page being filled: rendered parts, at most `limit` of them and, past the first, at most
+    `budget` characters."""
+
+    def __init__(self, render: Callable[[JobRecord], str], limit: int, budget: int) -> None:
+        self.render, self.limit, self.budget = render, limit, budget
+        self.parts: list[str] = []
+        self.size = 0
+
+    @property
+    def room(self) -> int:
+        return self.limit - len(self.parts)
+
+    def take(self, job: JobRecord) -> bool:
+        """Add `job` to the page if it fits; whether it did."""
+        if len(self.parts) >= self.limit:
+            return False
+        part = self.render(job)
+        if self.parts and self.size + len(part) > self.budget:
+            return False
+        self.parts.append(part)
+        self.size += len(part)
+        return True
+
+
+async def listing_page(queue: JobQueue, listing: Listing, render: Callable[[JobRecord], str], budget: int) -> Page:
+    """One page of the listing, each job as `render` writes it: at most `listing.limit` jobs and,
+    past the first, at most `budget` characters; the next page goes on from its last job. The jobs
+    not ended come from memory (rendered on the event loop, which changes them); the ended ones are
+    read from the store and rendered in a worker thread, ENDED_BATCH at a time, until the page is
+    full: a page cut short never holds more of them than it renders."""
     active = _active(queue, listing)
     query = _ended_query(queue, listing)
-    cursor, limit = listing.cursor, listing.limit
-    page: list[JobRecord] = []
-    following: Cursor | None = None
+    cursor = listing.cursor
+    page = _Filling(render, listing.limit, budget)
+    store = queue.store
     if not cursor.ended:
-        page = [job for job in active if int(job.id) > cursor.active_after][:limit + 1]
-        if len(page) > limit:
-            page = page[:limit]
-            following = Cursor(active_after=int(page[-1].id))
-    ended: list[JobRecord] = []
-    if following is None and query is not None:
-        room = limit - len(page)
-        store = queue.store
-        ended, counted = await asyncio.to_thread(
-            lambda: (store.ended_jobs(query, cursor.before, room + 1), store.count_ended(query)))
-        if len(ended) > room:
-            ended = ended[:room]
-            following = Cursor(ended=True, before=(ended[-1].ended or 0.0, int(ended[-1].id)) if ended else None)
-    else:
-        counted = 0 if query is None else await asyncio.to_thread(queue.store.count_ended, query)
-    return Page(page, ended, following, len(active) + counted)
+        last = cursor.active_after
+        for job in active:
+            if int(job.id) <= cursor.active_after:
+                continue
+            if not page.take(job):
+                counted = 0 if query is None else await asyncio.to_thread(store.count_ended, query)
+                return Page(page.parts, Cursor(active_after=last), len(active) + counted)
+            last = int(job.id)
+    if query is None:
+        return Page(page.parts, None, len(active))
+    ended_query = query
+
+    def ended() -> tuple[Cursor | None, int]:
+        before = cursor.before if cursor.ended else None
+        while True:
+            asked = min(ENDED_BATCH, page.room + 1)  # one more than the room: is there a next page?
+            batch = store.ended_jobs(ended_query, before, asked)
+            for job in batch:
+                if not page.take(job):
+                    return Cursor(ended=True, before=before), store.count_ended(ended_query)
+                before = (job.ended or 0.0, int(job.id))
+            if len(batch) < asked:
+                return None, store.count_ended(ended_query)
+
+    following, counted = await asyncio.to_thread(ended)
+    return Page(page.parts, following, len(active) + counted)

@@ -80,38 +80,18 @@ async def get_jobs(request: web.Request) -> web.Response:
     listing = listing_of(query)
     if _by_slurm(request):
         return await slurmjobs.get_jobs(request, listing)
-    page = await listing_page(request.app[JOB_QUEUE], listing)
-    parts: list[str] = []
-    cursor = page.next
-    taken = _page_of(page.active, parts)
-    if taken < len(page.active):
-        cursor = Cursor(active_after=int(page.active[taken - 1].id))  # the first is always taken
-    elif page.ended:
-        taken = await asyncio.to_thread(_page_of, page.ended, parts)
-        if taken < len(page.ended):  # on from the last ended job taken, or from where this page's began
-            last = page.ended[taken - 1] if taken else None
-            cursor = Cursor(ended=True, before=(last.ended or 0.0, int(last.id)) if last is not None else
-                            listing.cursor.before if listing.cursor.ended else None)
+    page = await listing_page(request.app[JOB_QUEUE], listing, _job_text, JOBS_PAGE_BYTES)
     following = None
-    if cursor is not None:
+    if page.next is not None:
         kept = [(key, value) for key, value in query.items() if key != "cursor"]
-        following = f"/v1/jobs?{urlencode([*kept, ('cursor', str(cursor))])}"
+        following = f"/v1/jobs?{urlencode([*kept, ('cursor', str(page.next))])}"
     tail = json.dumps({"total": page.total, "truncated": following is not None, "next": following},
                       separators=(",", ":"))
-    return web.Response(text=f'{{"jobs":[{",".join(parts)}],{tail[1:]}', content_type="application/json")
+    return web.Response(text=f'{{"jobs":[{",".join(page.parts)}],{tail[1:]}', content_type="application/json")
 
 
-def _page_of(jobs: list[JobRecord], parts: list[str]) -> int:
-    """How many of `jobs` the page takes: their JSON is added to `parts` while the page is within
-    JOBS_PAGE_BYTES, and its first job always."""
-    size = sum(map(len, parts))
-    for number, job in enumerate(jobs):
-        part = json.dumps(job_json(job), separators=(",", ":"))
-        if parts and size + len(part) > JOBS_PAGE_BYTES:
-            return number
-        parts.append(part)
-        size += len(part)
-    return len(jobs)
+def _job_text(job: JobRecord) -> str:
+    return json.dumps(job_json(job), separators=(",", ":"))
 
 
 def listing_of(query: Mapping[str, str]) -> Listing:

@@ -266,3 +266,33 @@ def test_pages_cut_by_bytes_anywhere_list_every_job_once(past: InProcessServer, 
                 found += ids(answer)
                 path = answer["next"]
             assert found == whole, (bound, query)
+
+
+def test_a_page_cut_by_bytes_reads_no_more_ended_jobs_than_it_holds(serve_app: ServerFactory,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # each ended job may be large (its hosts, its names): a page cut short by its byte bound read
+    # every job `limit` allowed (10,000) before it was cut; now a batch at a time
+    from infosvc.queue.accounting import ENDED_BATCH
+    from infosvc.store import Store
+
+    server = serve_app(agents=1, start=False)
+    now = time.time()
+    write_ended(server.db, 600, lambda number: now - 1000 + number)
+    server.start()
+    read: list[int] = []
+    ended_jobs = Store.ended_jobs
+
+    def counted(self: Store, *args: Any) -> Any:
+        found = ended_jobs(self, *args)
+        read.append(len(found))
+        return found
+
+    monkeypatch.setattr(Store, "ended_jobs", counted)
+    size = len(json.dumps(listing(server, "?limit=1")["jobs"][0], separators=(",", ":")))
+    read.clear()
+    monkeypatch.setattr(web_jobs, "JOBS_PAGE_BYTES", size * 3)
+    page = listing(server, "?limit=10000")
+    assert len(page["jobs"]) == 3 and page["truncated"] is True and page["total"] == 600
+    assert sum(read) <= 3 + ENDED_BATCH, read
+    found, pages = every_page(server, "?limit=10000")
+    assert found == [str(number) for number in range(600, 0, -1)] and pages == 200
