@@ -111,9 +111,14 @@ def submit(config: LrmsConfig, batch: Batch, account: Account | None) -> str:
 
 #: squeue's line for the fields of one job a control decides by: Slurm's own words, the name last
 DECISION_FORMAT: Final = "%i|%T|%u|%r|%N|%S|%e|%j"
-#: squeue's one line a job for the listing: the fields job_view reads; the reason (a word) and the
-#: name (free text) last, so a `|` in a name is kept
-LISTING_FORMAT: Final = "%i|%T|%u|%a|%C|%l|%V|%S|%e|%N|%P|%E|%f|%y|%r|%j"
+#: squeue's one line a job for the listing, the fields job_view reads: Slurm's own words first,
+#: split at "|"; then the job's name and its features, the two texts a
+#: submitter chooses, apart at the line's last NAME_END: a constraint ORs features with "|" but
+#: holds no "#" (no feature's name can: slurm.conf starts a comment with it), a name may hold
+#: anything. Either may fool only the other: the fields Slurm's own words say come first.
+NAME_END: Final = "|#|"
+LISTING_FORMAT: Final = f"%i|%T|%u|%a|%C|%l|%V|%S|%e|%N|%P|%E|%y|%r|%j{NAME_END}%f"
+_LISTING_FIELDS: Final = LISTING_FORMAT.partition("%j")[0].count("|") + 1
 
 
 def read_jobs(config: LrmsConfig) -> list[dict[str, Any]]:
@@ -128,12 +133,15 @@ def listing_records(text: str) -> list[dict[str, Any]]:
     """The lines of `squeue -o LISTING_FORMAT` (in UTC) as records under squeue --json's names."""
     records = []
     for line in text.splitlines():
-        fields = line.split("|", LISTING_FORMAT.count("|"))
-        if len(fields) != LISTING_FORMAT.count("|") + 1 or not fields[0].isdigit():
+        fields = line.split("|", _LISTING_FIELDS - 1)
+        if len(fields) != _LISTING_FIELDS or not fields[0].isdigit():
             continue  # an array's pending remainder (`12_[3-9]`) is no one job
-        (ident, state, user, account, cpus, limit, submit, start, end, nodes, partition, dependency, features,
-         nice, reason, name) = fields
+        (ident, state, user, account, cpus, limit, submit, start, end, nodes, partition, dependency, nice, reason,
+         texts) = fields
+        name, apart, features = texts.rpartition(NAME_END)
         try:
+            if not apart:
+                raise ValueError(f"no {NAME_END!r} before its features")
             records.append({
                 "job_id": int(ident), "job_state": state, "user_name": user, "account": _said(account),
                 "cpus": int(cpus), "time_limit": minutes_of(limit), "submit_time": int(instant_of(submit)),

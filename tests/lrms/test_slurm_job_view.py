@@ -12,6 +12,7 @@ import pytest
 
 from infosvc.lrms.sbatch import Batch
 from infosvc.lrms import slurm_jobs
+from infosvc.lrms.slurm_commands import SlurmUnavailable
 from infosvc.lrms.slurm_jobs import Submitted, accepted, as_account, job_view, listing_records, record_of
 from infosvc.sched.request import JobRequest
 from infosvc_agents.accounts import Account
@@ -87,16 +88,20 @@ def test_sbatch_runs_with_the_accounts_ids_and_groups_and_no_privilege(setpriv: 
 
 def test_the_listing_reads_squeues_lines() -> None:
     """Lines a real Slurm 22.05 wrote (`squeue -h -r --states=all -o LISTING_FORMAT`, TZ=UTC); a
-    name may hold the separator."""
+    name may hold anything, a constraint the separator (Slurm's OR)."""
     text = ("3|FAILED|root|(null)|1|365-00:00:00|2026-11-27T07:11:28|2026-11-27T07:11:29|2026-11-27T07:11:29|g1|batch|"
-            "(null)|(null)|0|NonZeroExitCode|fail\n"
-            "1|PENDING|root|(null)|1|UNLIMITED|2026-11-27T07:11:28|N/A|N/A||batch|(null)|ib|100|JobHeldUser|a|b c\n"
-            "12_[3-9]|PENDING|root|(null)|1|UNLIMITED|2026-11-27T07:11:28|N/A|N/A||batch|(null)|(null)|0|None|arr\n")
+            "(null)|0|NonZeroExitCode|fail|#|(null)\n"
+            "1|PENDING|root|(null)|1|UNLIMITED|2026-11-27T07:11:28|N/A|N/A||batch|(null)|100|JobHeldUser|a|#|b c|#|"
+            "intel|gpu\n"
+            "12_[3-9]|PENDING|root|(null)|1|UNLIMITED|2026-11-27T07:11:28|N/A|N/A||batch|(null)|0|None|arr|#|(null)\n")
     failed, held = (job_view(record, None) for record in listing_records(text))
-    assert (failed["id"], failed["state"], failed["ended"], failed["hosts"], failed["reason"]) == (
-        "3", "Failed", "2026-11-27T07:11:29Z", "g1", "NonZeroExitCode")
+    assert (failed["id"], failed["state"], failed["ended"], failed["hosts"], failed["reason"],
+            failed["slurm"]["features"]) == ("3", "Failed", "2026-11-27T07:11:29Z", "g1", "NonZeroExitCode", None)
     assert (held["id"], held["name"], held["holds"], held["priority"], held["run_time_limit_seconds"],
-            held["slurm"]["features"], held["started"]) == ("1", "a|b c", ["User"], "BelowNormal", None, "ib", None)
+            held["slurm"]["features"], held["started"]) == ("1", "a|#|b c", ["User"], "BelowNormal", None,
+                                                             "intel|gpu", None)
+    with pytest.raises(SlurmUnavailable):  # a line without NAME_END is not one this format wrote
+        listing_records(text.replace("fail|#|(null)", "fail"))
 
 
 def test_the_server_forgets_the_oldest_submitters_past_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -411,3 +411,20 @@ def test_a_job_s_own_fields_cannot_fake_the_hold_slurm_reports(server: Server, s
     assert squeue(slurm, job_id)["state_reason"] == "JobHeldAdmin"
     assert job(server, job_id)["owner"] == "alice"
     assert server.request("DELETE", f"/v1/jobs/{job_id}", token=server.tokens["admin"]).status == 200
+
+
+def test_a_listing_reads_a_job_whose_constraint_and_name_hold_the_separator(server: Server,
+                                                                            slurm: SlurmCluster) -> None:
+    # `-C 'intel|gpu'` is Slurm's OR of features: read in the middle of squeue's line, it shifted
+    # every field after it (its nice, its reason, its name) by one
+    job_id = str(slurm.sbatch("-H", "--nice=7", "-C", "intel|gpu", "-J", "a|#|b c", "--wrap", "sleep 300"))
+    listed = [each for each in server.get("/v1/jobs", token=server.tokens["admin"]).json()["jobs"]
+              if each["id"] == job_id]
+    assert len(listed) == 1, listed
+    (view,) = listed
+    assert (view["name"], view["reason"], view["holds"], view["slurm"]["features"]) == (
+        "a|#|b c", "JobHeldUser", ["User"], "intel|gpu"), view
+    one = job(server, job_id)  # read with `squeue -j` and scontrol: the listing says the same
+    for key in ("name", "reason", "holds", "priority", "state", "owner"):
+        assert view[key] == one[key], key
+    assert one["slurm"]["features"] == "intel|gpu"
