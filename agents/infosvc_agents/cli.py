@@ -31,6 +31,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--server", metavar="URL", help="the aggregator to push samples to, e.g. http://head:8080")
     p.add_argument("--token-file", metavar="FILE", help="file holding this agent's token (with --server)")
     p.add_argument("--interval", type=float, default=60.0, metavar="SECONDS", help="seconds between samples (60)")
+    p.add_argument("--stop-with", type=int, metavar="PID",
+                   help="stop, as at SIGTERM, when process PID (this agent's parent) ends, even killed: how "
+                        "`infosvc serve --local-agent` starts it")
     p.add_argument("--max-kept", type=int, default=1000, metavar="N",
                    help="samples kept while the server is unreachable, the newest (1000; in --spool too)")
     p.add_argument("--spool", metavar="DIR",
@@ -98,6 +101,16 @@ def configure_logging(level: int) -> None:
     root.setLevel(level)
 
 
+def _stop_with(parent: int) -> bool:
+    """SIGTERM for this process when its parent ends (PR_SET_PDEATHSIG); whether `parent` is still
+    its parent, checked after, so that an end between the two is not missed."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    return os.getppid() == parent
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     configure_logging(logging.DEBUG if args.verbose else logging.WARNING)
@@ -121,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         print("infosvc-agent: --interval and --backoff-max must be positive and --max-kept at least 1",
               file=sys.stderr)
         return 2
+    if args.stop_with is not None and not _stop_with(args.stop_with):
+        return 0  # the parent has already ended
     from infosvc.model.node import split_features
     from infosvc_agents.agent import HostAgent
 

@@ -214,7 +214,8 @@ def _serve(args: argparse.Namespace) -> int:
                     "--task-state", f"{db}.local-tasks"] if executor_token is not None else []
             agent = subprocess.Popen([sys.executable, "-m", "infosvc_agents", "--server", url,
                                       "--token-file", str(agent_token), "--id", host_id(os.uname().nodename),
-                                      "--interval", str(args.agent_interval)] + jobs
+                                      "--interval", str(args.agent_interval), "--stop-with", str(os.getpid())]
+                                     + jobs
                                      # It trusts the served chain itself: a self-signed certificate,
                                      # or a chain file that ends in its root CA.
                                      + (["--ca-file", args.tls_cert] if tls else []))

@@ -1,9 +1,11 @@
 """`infosvc serve`'s event loop: the app served with every connection under `Connections`
-(infosvc/web/connections.py), in place of aiohttp's `web.run_app`, until SIGINT or SIGTERM."""
+(infosvc/web/connections.py), in place of aiohttp's `web.run_app`, until SIGINT, SIGTERM or SIGHUP."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import signal
 import sys
 from ssl import SSLContext
 from typing import Callable
@@ -11,6 +13,8 @@ from typing import Callable
 from aiohttp import web
 
 from infosvc.web.connections import BACKLOG, Connections, Policy
+
+log = logging.getLogger("infosvc.web")
 
 #: how long a thread may hold the GIL while another waits for it (CPython's default: 5 ms). The
 #: large work is done in worker threads (a top level's union of 190,000 hosts, history pages,
@@ -24,7 +28,7 @@ GIL_SWITCH_SECONDS = 0.001
 
 def run(app: web.Application, *, host: str, port: int, ssl_context: SSLContext | None, policy: Policy,
         listening: Callable[[], None] | None = None, top_level: bool = False) -> None:
-    """Serve `app` until SIGINT or SIGTERM, as aiohttp's web.run_app does, with each connection a
+    """Serve `app` until SIGINT, SIGTERM or SIGHUP, as aiohttp's web.run_app does, with each connection a
     GuardedRequestHandler under a `Connections`. Errors at start (the store, the address) propagate;
     `listening()` is called once the address is bound, and not if it cannot be. A `top_level` builds
     its union in a thread: the loop takes the GIL back sooner."""
@@ -58,6 +62,9 @@ async def _serve(app: web.Application, host: str, port: int, ssl_context: SSLCon
     loop.set_exception_handler(connections.loop_exception_handler)
     # SIGINT and SIGTERM raise GracefulExit; access_log=None: no line per request.
     runner = web.AppRunner(app, handle_signals=True, access_log=None)
+    # SIGHUP (the terminal of a server started by hand closed, or a reload asked of a service that
+    # has none) stops it as SIGTERM does: its default killed it at once, without its snapshot.
+    loop.add_signal_handler(signal.SIGHUP, _hung_up)
     try:
         # The app's start-up: the store is opened here. Should it fail, the contexts it entered
         # (the collector's schedule, an open store) are left by the cleanup below.
@@ -74,6 +81,12 @@ async def _serve(app: web.Application, host: str, port: int, ssl_context: SSLCon
             server.close()
     finally:
         await runner.cleanup()  # open connections closed, the app's cleanup: the store is closed
+
+
+def _hung_up() -> None:
+    log.warning("SIGHUP: stopping; the service reads its configuration and tokens only as it starts "
+                "(start it again to change them)")
+    raise web.GracefulExit()
 
 
 def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:

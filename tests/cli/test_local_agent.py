@@ -11,11 +11,16 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
 
 from support.server import banner_of, free_port, request, wait_for
 
 
-def test_local_agent_reports_this_host_and_stops_with_the_server(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
+def test_local_agent_reports_this_host_and_stops_with_the_server(tmp_path: Path, stop: signal.Signals) -> None:
+    """SIGHUP (the terminal of `make run` closed) stops the server as SIGTERM does, cleanly: it
+    killed it at once, leaving its agent running; and the agent stops even when the server is
+    killed (SIGKILL), rather than report for ever beside the next one."""
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "infosvc", "serve", "--db", str(tmp_path / "run.sqlite"), "--local-agent",
@@ -40,9 +45,15 @@ def test_local_agent_reports_this_host_and_stops_with_the_server(tmp_path: Path)
         wait_for(lambda: request(port, "GET", f"/v1/nodes/{os.uname().nodename}").json()["extensions"] != first,
                  timeout=15, message="a second report")
     finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=20)
-    assert server.returncode == 0
+        server.send_signal(stop)
+        output = server.communicate(timeout=20)[0].decode()
+    if stop == signal.SIGKILL:
+        assert server.returncode == -signal.SIGKILL
+        wait_for(lambda: not agents[0].is_running() or agents[0].status() == psutil.STATUS_ZOMBIE, timeout=20,
+                 message="the agent stopped after its server was killed")
+        return
+    assert server.returncode == 0, output
+    assert "hosts kept for the next start" in output, output  # a clean stop: the snapshot written
     assert not agents[0].is_running() or agents[0].status() == psutil.STATUS_ZOMBIE
 
 
