@@ -233,6 +233,10 @@ def _executor(args: argparse.Namespace) -> "Executor | None":
         sender = Sender(args.server, read_token(args.executor_token_file, role="executor"), ca_file=args.ca_file)
         gpus = GpuCollector(args.proc_root, args.sys_root)
         found = available_containments()
+        if args.containment not in ("auto", *found):
+            raise ValueError(f"--containment {args.containment} is not available here (only {', '.join(found)}): "
+                             "a cgroup needs cgroup v2 writable by the agent (systemd Delegate=yes), a PID "
+                             "namespace an agent run as root that seccomp lets unshare")
         if args.containment == "auto" and "cgroup" not in found and "pidns" not in found:
             # docs/security.md: the supervisor's walk of /proc can be outrun by processes that fork
             # and exit at once; only a cgroup or a PID namespace ends such a task whole

@@ -32,6 +32,7 @@ import signal
 import socket
 import stat
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ _TASK_DIRECTORY = re.compile(rf"(?P<job>{_JOB_ID.pattern})\.(?P<task>\d{{1,9}})\
 STARTED_SENT = "started.sent"
 #: Where a job's directory is moved, out of the job's reach, to be emptied by its owner.
 REMOVING = ".removing"
-#: Seconds an `rm` of a job's directory may take before it is killed.
+#: Seconds the removal of a job's directory may take before it is killed.
 REMOVAL_SECONDS = 600.0
 ENDED_SENT = "ended.sent"
 #: the GPUs a task was given, a gpu_devices.Device key a line (absent: none)
@@ -593,10 +594,10 @@ class Executor:
                 log.warning("job %s's directory: cannot remove it: %s", mark.name, exc)
 
     def _remove_job_directory(self, job: str) -> None:
-        """Out of the job's reach first (renamed into REMOVING, root's), then emptied by `rm` run as
-        the directory's owner, in a process of its own: root never walks a tree an account made
-        (a FIFO swapped in would block its open, a link would lead it to a device), and nothing there
-        can stall the executor."""
+        """Out of the job's reach first (renamed into REMOVING, root's), then emptied as the
+        directory's owner (taskrun.remove_as) in a process of its own: root never walks a tree an
+        account made (a FIFO swapped in would block its open, a link would lead it to a device), and
+        nothing there can stall the executor."""
         assert self.work_root is not None
         path = self.work_root / job
         try:
@@ -608,15 +609,18 @@ class Executor:
         if not stat.S_ISDIR(info.st_mode):
             os.unlink(target)  # not ours: a link or a file put there; unlink follows nothing
             return
-        as_owner: dict[str, Any] = {}
         if os.geteuid() == 0:
-            if info.st_uid == 0:
+            if info.st_uid == 0 or info.st_gid == 0:
                 log.warning("job %s's directory is root's: left in %s", job, target)
                 return
-            as_owner = {"user": info.st_uid, "group": info.st_gid, "extra_groups": []}
-        remover = subprocess.Popen(["rm", "-rf", "--one-file-system", "--", str(target)], cwd="/",
-                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                   start_new_session=True, env={"PATH": DEFAULT_PATH}, **as_owner)
+            # taskrun.remove_as: dropped to the owner and never dumpable, which an `rm` exec'd as
+            # the owner is (a task of that account could take it over and run outside containment)
+            argv = [sys.executable, "-I", "-S", taskrun.__file__, "--remove", str(target), str(info.st_uid),
+                    str(info.st_gid)]
+        else:
+            argv = ["rm", "-rf", "--one-file-system", "--", str(target)]  # as the agent: tasks run as it too
+        remover = subprocess.Popen(argv, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, start_new_session=True, env={"PATH": DEFAULT_PATH})
         self._removals.append((remover, target, self.clock()))
         log.info("job %s's directory removed, %d s after its last task ended", job, self.work_keep)
 
@@ -635,7 +639,7 @@ class Executor:
             except FileNotFoundError:
                 pass
             except OSError as exc:
-                log.warning("%s: left, not empty after its owner's rm: %s", target, exc)
+                log.warning("%s: left, not empty after its owner's removal: %s", target, exc)
         self._removals = kept
 
     # --- the loop ----------------------------------------------------------------------------------

@@ -62,6 +62,8 @@ GRACE_SECONDS = 5.0
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_PDEATHSIG = 1
 _CLONE_NEWPID = 0x20000000
+_CLONE_NEWNS = 0x00020000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_SLAVE = 2, 4, 8, 1 << 14, 1 << 19
 _STREAM_LABELS = {"stdin": "Stdin", "stdout": "Stdout", "stderr": "Stderr"}
 
 
@@ -100,16 +102,46 @@ def available_containments() -> list[str]:
 
 
 def _may_make_pid_namespace() -> bool:
-    """Tried in a child, which then exits: unshare(CLONE_NEWPID) moves no process, but it would
-    put this one's next children in the namespace."""
+    """Whether a task's PID namespace, its /proc included, can be made here: tried whole by
+    `taskrun.py --probe-pidns`, a process of its own (the agent may have threads: it forks none)."""
+    import subprocess
+
+    try:
+        return subprocess.run([sys.executable, "-I", "-S", os.path.abspath(__file__), "--probe-pidns"],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _probe_pid_namespace() -> int:
+    """`taskrun.py --probe-pidns`: 0 if a PID namespace with its own /proc can be made here."""
+    if ctypes.CDLL(None, use_errno=True).unshare(_CLONE_NEWPID) != 0:
+        return 1
     pid = os.fork()
     if pid == 0:
         code = 1
         try:
-            code = 0 if ctypes.CDLL(None, use_errno=True).unshare(_CLONE_NEWPID) == 0 else 1
+            code = 0 if _own_proc() is None else 1
         finally:
             os._exit(code)
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    return 0 if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0 else 1
+
+
+def _own_proc() -> str | None:
+    """In the init of a new PID namespace: a mount namespace of its own (host mounts still come in,
+    none goes out) with a /proc of the new namespace, so that the task's pids and /proc agree
+    (ps, pkill, $PPID, /proc/self) and it sees no process outside it. None, or why it failed."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(_CLONE_NEWNS) != 0:
+        step = "unshare"
+    elif libc.mount(b"none", b"/", None, _MS_REC | _MS_SLAVE, None) != 0:
+        step = "making / a slave"
+    elif libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None) != 0:
+        step = "mounting /proc"
+    else:
+        return None
+    return f"{step}: {os.strerror(ctypes.get_errno()).lower()}"
 
 
 class Cgroup:
@@ -360,7 +392,8 @@ class Init:
     fork racing it fails); a SIGKILL of this init makes the kernel kill the rest and refuse them
     any fork. It dies with the supervisor (PR_SET_PDEATHSIG). The task's main process is not the
     namespace's init, so it keeps a process's usual signal semantics (an init ignores the signals
-    it has no handler for)."""
+    it has no handler for). The namespace has a mount namespace and a /proc of its own
+    (`_own_proc`): the task's pids and /proc agree, and it sees no process outside it."""
 
     def __init__(self, order: dict[str, Any], cgroup: Cgroup | None, writable: int, status: int, life: int) -> None:
         self.order, self.cgroup, self.writable, self.status, self.life = order, cgroup, writable, status, life
@@ -383,6 +416,10 @@ class Init:
             os.closerange(start, fd)
             start = fd + 1
         os.closerange(start, 65536)
+        failed = _own_proc()
+        if failed is not None:
+            os.write(self.writable, f"cannot give the task's PID namespace its own /proc: {failed}".encode())
+            os._exit(NOT_STARTED)
         try:
             task = os.fork()
         except OSError as exc:
@@ -716,9 +753,32 @@ def launch(channel: int) -> int:
             sock.send(str(pid).encode())
 
 
+def remove_as(target: str, uid: int, gid: int) -> int:
+    """`taskrun.py --remove DIR UID GID`, started by root: DIR's tree removed as UID:GID (DIR itself,
+    in a directory of root's, is left to root's rmdir once empty). Not `rm` run as the account: a
+    program exec'd as the account is dumpable, so any process of that account (a task, without
+    Yama) could ptrace it or write its memory and run code outside every task's containment. This
+    process changes its credentials and execs nothing: the kernel makes it not dumpable, and it
+    says so itself too, whatever fs.suid_dumpable is."""
+    import shutil  # before the drop: the interpreter's library may be root's alone
+
+    if uid == 0 or gid == 0:
+        return 2
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+    shutil.rmtree(target, ignore_errors=True)  # by descriptors, following no link (rmtree's safe form)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[1] == "--launch" and argv[2].isdigit():
         return launch(int(argv[2]))
+    if argv[1:] == ["--probe-pidns"]:
+        return _probe_pid_namespace()
+    if len(argv) == 5 and argv[1] == "--remove" and argv[3].isdigit() and argv[4].isdigit():
+        return remove_as(argv[2], int(argv[3]), int(argv[4]))
     if len(argv) != 3 or not argv[2].isdigit():
         print("usage: taskrun.py DIRECTORY LOCK_FD | taskrun.py --launch SOCKET_FD (started by infosvc-agent "
               "--run-jobs)", file=sys.stderr)

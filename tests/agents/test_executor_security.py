@@ -506,6 +506,63 @@ def test_owners_map_to_accounts_never_root(serve_app: ServerFactory, tmp_path: P
         stop_process(agent)
 
 
+def _tree(root: Path, account: pwd.struct_passwd) -> Path:
+    """A tree of 20,000 files of the account's, slow enough to remove to be looked at meanwhile."""
+    root.mkdir()
+    for branch in range(100):
+        folder = root / str(branch)
+        folder.mkdir()
+        for leaf in range(200):
+            (folder / str(leaf)).touch()
+    for path in (root, *root.rglob("*")):
+        os.lchown(path, account.pw_uid, account.pw_gid)
+    return root
+
+
+def _owner_of_memory_while_dropped(argv: list[str], account: pwd.struct_passwd, **how: Any) -> int | None:
+    """The owner of /proc/PID/mem of the process `argv` once it runs as the account (a process that
+    is not dumpable has its /proc files root's, and a process of the account may not trace it or
+    write its memory); None if it ended before it could be seen."""
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **how)
+    try:
+        while process.poll() is None:
+            try:
+                status = Path(f"/proc/{process.pid}/status").read_text()
+                owner = os.stat(f"/proc/{process.pid}/mem").st_uid
+            except OSError:
+                continue
+            uids = next(line.split()[1:] for line in status.splitlines() if line.startswith("Uid:"))
+            if uids == [str(account.pw_uid)] * 4:
+                return owner
+        return None
+    finally:
+        process.wait(timeout=60)
+
+
+def test_the_remover_of_a_jobs_directory_cannot_be_taken_over(base: Path) -> None:
+    """A review: the job's directory was emptied by `rm` exec'd as its owner, dumpable, so a task
+    of that account (without Yama) could write its memory through /proc and run code outside every
+    containment. The remover now drops to the owner and execs nothing: not dumpable."""
+    from infosvc_agents import taskrun
+
+    account = pwd.getpwnam(TASK_ACCOUNT)
+    owners = []
+    for attempt in range(3):
+        tree = _tree(base / f"tree{attempt}", account)
+        owners.append(_owner_of_memory_while_dropped(
+            [sys.executable, "-I", "-S", taskrun.__file__, "--remove", str(tree), str(account.pw_uid),
+             str(account.pw_gid)], account))
+        assert not any(tree.iterdir()), "the tree emptied"
+        if owners[-1] is not None:
+            break
+    assert owners[-1] == 0, owners
+    # what it was: the same tree emptied by an `rm` exec'd as the account, its memory the account's
+    tree = _tree(base / "by-rm", account)
+    seen = _owner_of_memory_while_dropped(["rm", "-rf", "--", str(tree)], account, user=account.pw_uid,
+                                          group=account.pw_gid, extra_groups=[])
+    assert seen in (account.pw_uid, None)
+
+
 #: The local account an owner of the same name has, made for the test where it is missing.
 OWN_ACCOUNT = "infosvc-test-owner"
 
@@ -742,6 +799,21 @@ def test_a_task_in_a_pid_namespace_is_an_ordinary_process(base: Path, script: st
     result, work = _supervised(base, "pidns", script)
     assert result["exit_code"] == code and result["began"] and result["containment"] == "pidns", result
     assert (work / "pid").read_text().strip() == "2"
+
+
+def test_a_task_in_a_pid_namespace_sees_its_own_proc(base: Path) -> None:
+    """A review: with the host's /proc, /proc/$$ was the host's pid 2 (kthreadd), so ps, pkill and
+    anything reading /proc/PID looked at other processes, and the task could reach (and, without
+    Yama, write the memory of) its account's processes outside the namespace. Its /proc is the
+    namespace's: its own pids, and nothing else."""
+    if "pidns" not in _containments():
+        pytest.skip("no right to make a PID namespace here")
+    result, work = _supervised(base, "pidns", "cat /proc/$$/comm > comm; sleep 30 & echo $! > bg; "
+                                              "ls /proc | grep -c '^[0-9][0-9]*$' > seen; cat /proc/$!/comm >> comm")
+    assert result["exit_code"] == 0 and result["containment"] == "pidns", result
+    assert (work / "comm").read_text().split() == ["sh", "sleep"]
+    # the Init, the shell, its sleep, ls and grep: a handful, not the host's hundreds
+    assert int((work / "seen").read_text()) <= 6
 
 
 @pytest.mark.parametrize("containment", ["pidns", "auto"])

@@ -80,3 +80,21 @@ def test_the_agent_says_at_its_start_when_tasks_have_no_cgroup(found: list[str],
     assert executor is not None
     executor.shutdown(wait=0)
     assert ("no writable cgroup v2 here" in caplog.text) is warned
+
+
+@pytest.mark.parametrize("asked", ["cgroup", "pidns"])
+def test_the_agent_refuses_to_start_with_a_containment_the_host_lacks(asked: str, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # every task would fail to start, each saying why: the agent says so once, at its start
+    from infosvc_agents import cli, taskrun
+
+    token = tmp_path / "executor.token"
+    token.write_text("x" * 40 + "\n")
+    token.chmod(0o600)
+    monkeypatch.setattr(taskrun, "available_containments", lambda: ["subreaper"])
+    args = cli.parser().parse_args(["--server", "http://127.0.0.1:9", "--executor-token-file", str(token),
+                                    "--task-state", str(tmp_path / "state"), "--run-as", "nobody",
+                                    "--containment", asked])
+    assert cli._executor(args) is None
+    assert f"--containment {asked} is not available here (only subreaper)" in capsys.readouterr().err
