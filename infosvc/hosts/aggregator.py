@@ -61,6 +61,10 @@ class Aggregator:
         self._clocks = (clock(), monotonic())
         self.table = HostTable(config)
         self._choosing = asyncio.Lock()  # one costly host selection at a time (choose)
+        # an admin's (or the queue's) decisions on hosts one at a time, each checked, stored and
+        # applied whole: a pause that passed its check while a removal of the same host was being
+        # stored found no host after its own write
+        self._deciding = asyncio.Lock()
         #: told of the GLUE hosts that changed, once they have (the publishing layer renders them)
         self.on_change: list[Callable[[list[Host]], None]] = []
         #: told of each host an admin removed
@@ -281,14 +285,16 @@ class Aggregator:
 
     async def _decide(self, host_id: str, approved: bool | None, paused: bool | None, action: str,
                       reason: str | None, by: str) -> HostEntry:
-        current = self.table.get(host_id)
-        if current is None:
+        async with self._deciding:
+            current = self.table.get(host_id)
+            if current is None:
+                raise NotFound(f"no host {host_id!r}")
+            before = current.state.value
+            await self.store.set_flags(host_id, approved=approved, paused=paused,
+                                       event=HostEvent(host_id, self.clock(), action, reason))
+            entry = self.table.set_flags(host_id, self.now(), approved=approved, paused=paused, reason=reason)
+        if entry is None:  # only a removal takes a host from the table, and none ran meanwhile
             raise NotFound(f"no host {host_id!r}")
-        before = current.state.value
-        await self.store.set_flags(host_id, approved=approved, paused=paused,
-                                   event=HostEvent(host_id, self.clock(), action, reason))
-        entry = self.table.set_flags(host_id, self.now(), approved=approved, paused=paused, reason=reason)
-        assert entry is not None
         if entry.state.value != before:
             audit.info("host %s: %s -> %s (%s)", entry.id, before, entry.state.value, by)
         self._warm((entry,))
@@ -297,11 +303,13 @@ class Aggregator:
     async def remove(self, host_id: str, *, purge: bool = False, reason: str | None = None) -> HostEntry:
         """Decommission a host: gone from the table, GLUE, status and discovery; its history kept
         (or with `purge`, deleted). Jobs running on it are treated as on a lost host."""
-        if self.table.get(host_id) is None:
+        async with self._deciding:
+            if self.table.get(host_id) is None:
+                raise NotFound(f"no host {host_id!r}")
+            await self.store.remove_host(HostEvent(host_id, self.clock(), "remove", reason), purge=purge)
+            entry = self.table.remove(host_id)
+        if entry is None:
             raise NotFound(f"no host {host_id!r}")
-        await self.store.remove_host(HostEvent(host_id, self.clock(), "remove", reason), purge=purge)
-        entry = self.table.remove(host_id)
-        assert entry is not None
         self.clock_skew.forget(host_id)
         audit.info("host %s removed (an admin), history %s", host_id, "purged" if purge else "kept")
         for listener in self.on_remove:

@@ -128,12 +128,14 @@ def _write_event(conn: sqlite3.Connection, event: HostEvent) -> None:
 
 
 def write_removal(event: HostEvent, purge: bool) -> Callable[[sqlite3.Connection], bool]:
-    """A host removed: its row goes; its history of reports and decisions is kept (and the removal
-    added to it), or with `purge` goes too. Its token binding stays: the token still names it."""
+    """A host removed: its row and its snapshot row go; its history of reports and decisions is kept
+    (and the removal added to it), or with `purge` goes too. Its token binding stays: the token
+    still names it."""
 
     def write(conn: sqlite3.Connection) -> bool:
         host_id = event.host_id
         existed = conn.execute("DELETE FROM hosts WHERE id = ?", [host_id]).rowcount > 0
+        conn.execute("DELETE FROM host_snapshot WHERE host_id = ?", [host_id])
         if purge:
             conn.execute("DELETE FROM reports WHERE host_id = ?", [host_id])
             conn.execute("DELETE FROM host_events WHERE host_id = ?", [host_id])

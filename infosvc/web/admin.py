@@ -68,17 +68,28 @@ async def post_admin(request: web.Request) -> web.Response:
         raise Invalid(f"not a host Id or NodeSet: {exc}", "a host Id, or a NodeSet such as cn[07-08]") from None
     if not hosts:
         raise NotFound(f"no host {named!r}", "GET /v1/nodes lists the hosts")
-    done = []
-    for host in hosts:
-        if action == "remove":
-            entry = await agg.remove(host, purge=purge, reason=reason)
-            done.append({"host": entry.id, "state": "Removed"})
-        else:
-            entry = await agg.set_flags(host, action=action, reason=reason, **ADMIN_ACTIONS[action])
-            done.append(_said(entry, entry.state.value))
-    caller = caller_of(request)
-    audit.info("admin %s of %s by token %s%s", action, named, caller.key[:8] if caller is not None else "?",
-               f" ({reason})" if reason else "")
-    if len(done) == 1 and named.strip().lower().rstrip(".") in (done[0]["host"], done[0]["host"].split(".")[0]):
+    done: list[dict[str, Any]] = []
+    gone: list[str] = []  # removed by another decision since they were named
+    try:
+        for host in hosts:
+            try:
+                if action == "remove":
+                    entry = await agg.remove(host, purge=purge, reason=reason)
+                    done.append({"host": entry.id, "state": "Removed"})
+                else:
+                    entry = await agg.set_flags(host, action=action, reason=reason, **ADMIN_ACTIONS[action])
+                    done.append(_said(entry, entry.state.value))
+            except NotFound:
+                gone.append(host)
+    finally:  # what was done is audited, whatever stopped the rest
+        if done:
+            caller = caller_of(request)
+            audit.info("admin %s of %s by token %s%s%s", action, named,
+                       caller.key[:8] if caller is not None else "?", f" ({reason})" if reason else "",
+                       f"; gone meanwhile: {', '.join(gone)}" if gone else "")
+    if not done:
+        raise NotFound(f"no host {named!r}", "GET /v1/nodes lists the hosts")
+    if len(done) == 1 and not gone and named.strip().lower().rstrip(".") in (done[0]["host"],
+                                                                           done[0]["host"].split(".")[0]):
         return web.json_response(done[0])
-    return web.json_response({"hosts": done})
+    return web.json_response({"hosts": done, **({"gone": gone} if gone else {})})
