@@ -52,6 +52,22 @@ log = logging.getLogger("infosvc.store")
 DAMAGE_LOG_SECONDS: Final = 60.0
 
 
+def _check_writable(conn: sqlite3.Connection, path: str) -> None:
+    """StoreError unless the file can be written: one write, rolled back. A file the service may
+    not write (restored with another owner, on a file system mounted read-only) opens and reads;
+    every write would then fail, answered as a passing trouble (503, try again) for ever."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            conn.execute(f"PRAGMA user_version = {version}")
+        finally:
+            conn.execute("ROLLBACK")
+    except sqlite3.OperationalError as exc:
+        raise StoreError(f"cannot be written ({exc}): give the user the service runs as ({os.getuid()}) "
+                         f"write access to it and to {os.path.dirname(os.path.abspath(path))}") from exc
+
+
 class Store:
     """The SQLite file of one aggregator. Thread-safe: every write goes through the writer thread,
     awaited from an event loop."""
@@ -84,9 +100,14 @@ class Store:
         """The writer's connection, once the file has passed quick_check and been migrated."""
         try:
             db = connect(self.path)
+            if os.stat(self.path).st_mode & 0o077:
+                log.warning("%s can be read by other users (mode %o): it holds what jobs were submitted with "
+                            "(their environments and arguments); chmod 600 it, and its -wal and -shm",
+                            self.path, os.stat(self.path).st_mode & 0o777)
             try:
                 quick_check(self.path)
                 migrate(db)
+                _check_writable(db.conn, self.path)
             except BaseException:
                 db.conn.close()
                 raise

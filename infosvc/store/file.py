@@ -80,6 +80,13 @@ def lock_database(path: str | Path) -> int:
 
 
 def connect(path: str | Path) -> sqlite_utils.Database:
+    """The connection to the database at `path`, in WAL mode. A file not there yet is made first,
+    the service's alone (0600, whatever the umask): SQLite gives its -wal and -shm the database's
+    mode, and they hold what jobs were submitted with (environments, arguments)."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    except OSError:
+        pass  # there already, or not to be made here: SQLite opens it, or says why it cannot
     conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False,
                            isolation_level=None)
     try:

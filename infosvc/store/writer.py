@@ -125,9 +125,10 @@ class GroupWriter:
                     results.append((pending, pending.operation(conn), None))
                     conn.execute("RELEASE op")
                 except sqlite3.Error as exc:
-                    if not conn.in_transaction:
+                    if not conn.in_transaction or _of_the_file(exc):
                         # SQLite rolled the whole transaction back itself (a full disk, an I/O
-                        # error): the group fails, with that cause rather than a missing savepoint.
+                        # error), or the file cannot be written at all (read-only): the group
+                        # fails, with that cause rather than a missing savepoint.
                         raise
                     conn.execute("ROLLBACK TO op")
                     conn.execute("RELEASE op")
@@ -144,6 +145,13 @@ class GroupWriter:
             _answer(results)
         except Exception:  # noqa: BLE001 - the writer must outlive any one caller
             log.exception("answering store callers failed")
+
+
+def _of_the_file(exc: sqlite3.Error) -> bool:
+    """Whether `exc` says the file cannot be written whatever the operation: SQLITE_READONLY (a
+    file or mount the service may not write) or SQLITE_CANTOPEN (its journal cannot be made)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN)
 
 
 def _answer(results: list[tuple[_Pending, Any, BaseException | None]]) -> None:
