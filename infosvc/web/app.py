@@ -11,7 +11,7 @@ import gc
 import logging
 import time
 from pathlib import Path
-from typing import AsyncIterator
+from typing import AsyncIterator, Final
 
 from aiohttp import web
 
@@ -144,11 +144,24 @@ async def _sweep_forever(agg: Aggregator, config: SiteConfig) -> None:
             log.exception("liveness sweep failed")
 
 
+#: Every answer but the page's own files (which set their own, infosvc/web/page.py): no browser
+#: sniffs an answer's JSON or XML (names agents and submitters chose) into a page, runs anything
+#: in it, or frames it.
+ANSWER_HEADERS: Final = {"X-Content-Type-Options": "nosniff",
+                         "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'"}
+
+
+async def _hardened(request: web.BaseRequest, response: web.StreamResponse) -> None:
+    for name, value in ANSWER_HEADERS.items():
+        response.headers.setdefault(name, value)
+
+
 def make_app(config: SiteConfig, *, db: str | Path | None = None, tokens: Tokens | None = None) -> web.Application:
     """The one app factory. `db` overrides the config's store path."""
     app = web.Application(client_max_size=config.service.max_body_bytes,
                           middlewares=[*cors(config.service.cors_origins), readable, errors_as_json, authorize])
     app[CONFIG] = config
+    app.on_response_prepare.append(_hardened)
     store_path = str(db if db is not None else config.service.db)
     known = tokens if tokens is not None else Tokens()
 

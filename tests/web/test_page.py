@@ -42,6 +42,17 @@ def test_the_page_and_its_files_are_served_with_their_headers(serve_app: ServerF
     assert server.request("HEAD", "/").status == 200
 
 
+def test_the_apis_answers_are_never_sniffed_run_or_framed_by_a_browser(serve_app: ServerFactory) -> None:
+    # a review: the page's files had these headers, the API's answers (host names and job names an
+    # agent or a submitter chose, in JSON and XML) had none
+    server = serve_app()
+    for path in ("/v1/nodes", "/v1/glue?format=xml", "/healthz", "/metrics", "/v1/nodes/nope", "/openapi.json"):
+        reply = server.get(path)
+        assert reply.headers["x-content-type-options"] == "nosniff", path
+        assert reply.headers["content-security-policy"] == "default-src 'none'; frame-ancestors 'none'", path
+    assert "script-src 'self'" in server.get("/").headers["content-security-policy"]  # the page keeps its own
+
+
 @pytest.mark.parametrize("name", ["nope.js", "page.py", "__init__.py", "static", "..%2Fpage.py",
                                   "%2E%2E%2F%2E%2E%2F%2E%2E%2Fpyproject.toml", "..%5Cpage.py", "index.html%00.js"])
 def test_only_the_files_of_the_table_are_served(serve_app: ServerFactory, name: str) -> None:
