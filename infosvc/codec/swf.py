@@ -41,6 +41,9 @@ MAX_LINE: Final = 64 * 1024
 MAX_LINES: Final = 10_000_000
 #: The most characters a trace may unpack to (NASA iPSC: 1.7 MB; a million jobs: about 100 MB).
 MAX_CHARS: Final = 1 << 30
+#: The most characters of header values kept (the archive's headers take a few KB); the header
+#: lines past it are counted as one problem and otherwise ignored.
+MAX_HEADER_CHARS: Final = 1 << 20
 
 
 class SwfRecord(NamedTuple):
@@ -199,6 +202,9 @@ def parse_swf(lines: Iterator[str] | IO[str], *, max_lines: int = MAX_LINES, max
 
 def _parse(trace: SwfTrace, batches: Iterator[tuple[int, list[str | None]]]) -> None:
     key: str | None = None
+    # a key's values (a repeated key, continuation lines) gathered and joined once at the end: each
+    # joined as it came made a header of repeated keys quadratic (80,000 lines: 86 s)
+    header = _Header()
     # Job lines are converted in batches (`_convert`): their words gathered here, then read as
     # numbers and made records in a few calls, not a dozen per line. A malformed line first
     # converts what is gathered, so that records and problems keep the file's order.
@@ -217,7 +223,7 @@ def _parse(trace: SwfTrace, batches: Iterator[tuple[int, list[str | None]]]) -> 
                 if not text:
                     continue
                 if text.startswith(";"):
-                    key = _header_line(trace.header, text[1:].strip(), key)
+                    key = header.line(trace, number, text[1:].strip(), key)
                     continue
                 key = None
                 fields = text.split()
@@ -242,6 +248,7 @@ def _parse(trace: SwfTrace, batches: Iterator[tuple[int, list[str | None]]]) -> 
                     _convert(trace, words, numbers)
     finally:  # past a cap too: the records so far are kept
         _convert(trace, words, numbers)
+        trace.header = {name: "\n".join(values) for name, values in header.values.items()}
 
 
 def _job_lines(lines: list[str | None]) -> tuple[int, list[list[str]]]:
@@ -289,6 +296,8 @@ def _convert(trace: SwfTrace, words: list[str], numbers: list[int]) -> None:
                 continue
             values = list(map(float, text))
             total += sum(values)
+            if not -_EXACT < min(values) <= max(values) < _EXACT:  # (a NaN fails it too)
+                raise ValueError("a value out of range")
             columns.append(values)
             if integral:
                 truncated.append(at)
@@ -337,16 +346,33 @@ def _malformed(trace: SwfTrace, number: int, why: str) -> None:
         trace.problems.append(f"line {number}: {why}")
 
 
-def _header_line(header: dict[str, str], text: str, key: str | None) -> str | None:
-    found = _KEY.match(text)
-    if found is not None:
-        name, value = found.group(1), text[found.end():].strip()
-        header[name] = f"{header[name]}\n{value}" if name in header else value
+class _Header:
+    """The header's values as read: each key's lines, up to MAX_HEADER_CHARS in all."""
+
+    __slots__ = ("values", "size")
+
+    def __init__(self) -> None:
+        self.values: dict[str, list[str]] = {}
+        self.size = 0
+
+    def line(self, trace: SwfTrace, number: int, text: str, key: str | None) -> str | None:
+        """Take a comment line's `text` (`Key: value`, or a continuation of `key`); the key it
+        was of, or None."""
+        found = _KEY.match(text)
+        if found is not None:
+            name, value = found.group(1), text[found.end():].strip()
+        elif key is not None and text:  # a continuation of the key above
+            name, value = key, text
+        else:
+            return None
+        self.size += len(name) + len(value) + 1
+        if self.size > MAX_HEADER_CHARS:
+            if self.size - len(name) - len(value) - 1 <= MAX_HEADER_CHARS:  # one malformed line, said once
+                _malformed(trace, number, f"the header is past {MAX_HEADER_CHARS} characters: its lines from "
+                                          "here on are ignored")
+            return name
+        self.values.setdefault(name, []).append(value)
         return name
-    if key is not None and text:  # a continuation of the key above
-        header[key] = f"{header[key]}\n{text}"
-        return key
-    return None
 
 
 def _fields(words: list[str], number: int) -> SwfRecord | str:
@@ -359,6 +385,9 @@ def _fields(words: list[str], number: int) -> SwfRecord | str:
         for at, value in enumerate(values):
             if value != value or value in (math.inf, -math.inf):
                 return f"field {at + 1} ({FIELDS[at]}) is not a finite number: {words[at][:20]!r}"
+    for at, value in enumerate(values):
+        if not -_EXACT < value < _EXACT:  # 2**53: a time of 1e308 s made an end time of infinity
+            return f"field {at + 1} ({FIELDS[at]}) is out of range (2**53 or more): {words[at][:20]!r}"
     for at in _INTEGER_AT:
         values[at] = int(values[at])
     values.append(number)

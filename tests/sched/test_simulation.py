@@ -134,6 +134,34 @@ def test_header_malformed_lines_and_gzip(tmp_path: Path) -> None:
 
 
 
+def test_a_header_of_repeated_keys_is_read_whole_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a review: each repeated key (or continuation) joined its whole value again, so an 18 KB gzip
+    # of 80,000 `; Note: x` lines took 86 s; the values are joined once now, and bounded
+    from infosvc.codec import swf
+
+    text = "".join(f"; Note: n{i}\n" for i in range(3000)) + ";   more\n" + line(1, 0, 10, 4) + "\n"
+    trace = parse_swf(io.StringIO(text))
+    assert trace.header["Note"] == "\n".join([*(f"n{i}" for i in range(3000)), "more"])
+    assert [r.job for r in trace.records] == [1] and trace.malformed == 0
+    monkeypatch.setattr(swf, "MAX_HEADER_CHARS", 100)
+    cut = parse_swf(io.StringIO(text))
+    kept = cut.header["Note"].split("\n")
+    assert kept == [f"n{i}" for i in range(len(kept))] and sum(len(v) + 5 for v in kept) <= 100
+    assert cut.malformed == 1 and "the header is past 100 characters" in cut.problems[0]
+    assert [r.job for r in cut.records] == [1]
+
+
+@pytest.mark.parametrize("value", ["1e308", "-1e308", "9007199254740992", "1.5e17", "-9007199254740993"])
+def test_a_value_past_what_a_float_holds_exactly_is_malformed(value: str) -> None:
+    # a review: a run time of 1e308 (finite) made an end time of infinity: `simulate --schedule`
+    # failed with OverflowError, and its summary said a makespan of Infinity, not JSON
+    lines = [line(1, 0, 10, 4), line(2, 1, 10, 4).replace(" 10 ", f" {value} ", 1), line(3, 2, 1.5, 1)]
+    trace = parse_swf(iter(lines))
+    assert [r.job for r in trace.records] == [1, 3] and trace.malformed == 1, trace.problems
+    assert trace.problems == [f"line 2: field 4 (run_time) is out of range (2**53 or more): {value!r}"]
+    assert trace.records[1].run_time == 1.5
+
+
 @pytest.mark.parametrize("filler", ["\n", "   \n", "; a comment\n", ";\n"])
 def test_every_line_counts_against_the_line_cap(filler: str) -> None:
     """Blank and comment lines cost a read as a job line does: a gzip of nothing but newlines
