@@ -16,6 +16,7 @@ import urllib.parse
 from typing import Any
 
 from infosvc.cli.client import Client, ClientError
+from infosvc.cli.jobs import job_of
 from infosvc.controls import visible, visible_lines
 
 __all__ = ["COMMANDS", "add_commands", "run", "shown"]
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         client = Client.of(args.server, token_file=args.token_file, ca_file=args.ca_file)
         if args.command == "show":
-            answer = client.call("GET", _path(args.id))
+            answer = job_of(client.call("GET", _path(args.id)), client.server + _path(args.id))
             print(json.dumps(answer) if args.json else shown(answer))
             return 0
         if args.command == "priority":

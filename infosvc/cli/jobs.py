@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import re
 import sys
 import time
 import urllib.parse
@@ -18,9 +19,10 @@ from typing import Any, Iterable
 
 from infosvc.controls import visible, visible_lines
 from infosvc.cli.tables import table
-from infosvc.cli.client import Client, ClientError, epoch_of
+from infosvc.cli.client import Client, ClientError, checked, epoch_of
 
-__all__ = ["add_commands", "clock", "content_type_of", "jobs_table", "read_document", "run", "submitted", "why"]
+__all__ = ["add_commands", "clock", "content_type_of", "job_of", "jobs_table", "next_page", "read_document", "run",
+           "submitted", "why"]
 
 #: What `infosvc jobs` lists by default: the jobs not yet ended, as squeue does.
 LIVE_STATES = ("Running", "Queued")
@@ -29,6 +31,11 @@ PAGE_JOBS = 1000
 MAX_LISTED = 10_000
 #: The most of a file `infosvc submit` sends (the server's own bound is the service's body limit).
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
+#: The most pages `infosvc jobs` reads of one listing: 100 times what 10,000 jobs take at PAGE_JOBS a
+#: page (a page also ends at 4 MiB of jobs), whatever a server's `next` says.
+MAX_PAGES = 1000
+#: A page's `next`, as the server writes it: a path of /v1/jobs with its query, printable ASCII.
+_NEXT = re.compile(r"/v1/jobs\?[!-~]{0,8000}").fullmatch
 
 
 def add_commands(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -71,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
             return _jobs(client, args)
         if args.command == "cancel":
             return _cancel(client, args.ids)
-        answer = client.call("GET", f"/v1/jobs/{_quoted(args.id)}")
+        path = f"/v1/jobs/{_quoted(args.id)}"
+        answer = job_of(client.call("GET", path), client.server + path)
         print(json.dumps(answer) if args.json else why(answer, time.time()))
         return 0
     except ClientError as exc:
@@ -151,18 +159,78 @@ def _jobs(client: Client, args: argparse.Namespace) -> int:
 
 def listing(client: Client, filters: dict[str, str], most: int) -> tuple[list[dict[str, Any]], bool]:
     """The jobs of GET /v1/jobs with `filters`, page after page (each `next`), at most `most`; and
-    whether there were more."""
+    whether there were more. A `next` is followed only as a path of /v1/jobs on the server given
+    (next_page), only while each page adds jobs, never to a page already read, and for at most
+    MAX_PAGES pages: a server that says there is always more cannot keep the command for ever."""
     found: list[dict[str, Any]] = []
     path: str | None = "/v1/jobs?" + urllib.parse.urlencode({**filters, "limit": str(min(PAGE_JOBS, max(1, most)))})
+    read: set[str] = set()
     while path is not None and len(found) < most:
+        if len(read) == MAX_PAGES:
+            raise ClientError(f"{client.server}/v1/jobs: more than {MAX_PAGES} pages; stopped: lower --max, or "
+                              "narrow the listing with --state, --user, --ce, --since or --until")
+        read.add(path)
+        where = client.server + path
         answer = client.call("GET", path)
-        found += answer["jobs"]
-        path = answer.get("next")
+        jobs = answer.get("jobs")
+        if not isinstance(jobs, list):
+            raise ClientError(f"{where}: the answer is not a page of jobs: its 'jobs' is not an array")
+        jobs = [job_of(job, where) for job in jobs]
+        following = next_page(answer.get("next"), where)
+        if following is not None and not jobs:
+            raise ClientError(f"{where}: a page with no job says there is a next page; stopped")
+        if following in read:
+            raise ClientError(f"{where}: the next page is one already read; stopped")
+        found += jobs
+        path = following
     return found[:most], path is not None or len(found) > most
 
 
+def next_page(value: Any, where: str) -> str | None:
+    """A page's `next`: None, or a path of /v1/jobs (`/v1/jobs?...`) that the client puts after the
+    server given. Anything else is a ClientError, not a request: a scheme or `//host` would be another
+    server, and SERVER + `:8088/x` or `.evil.net/x` another port or host, each sent the token."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _NEXT(value):
+        shown = repr(value)[:100] if isinstance(value, str) else f"not a string but {type(value).__name__}"
+        raise ClientError(f"{where}: the answer's next page is not a path of /v1/jobs on this server; not followed "
+                          f"({shown})")
+    return value
+
+
+#: The fields of a job that `jobs`, `why` and `show` print, and their JSON types (docs/api.md).
+_JOB_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "id": str, "state": str, "name": str, "owner": str, "priority": str, "hosts": str, "reason": str,
+    "phase": str, "submitted": str, "started": str, "ended": str, "processors": dict,
+    "run_time_limit_seconds": (int, float), "predicted_run_seconds": (int, float), "reserved": dict,
+    "events": list, "holds": list, "depends_on": list, "rejected_hosts": list, "tasks": (dict, list),
+    "tasks_not_shown": int,
+}
+
+
+def job_of(value: Any, where: str) -> dict[str, Any]:
+    """`value` if it is a job as docs/api.md gives one, in each field that `jobs`, `why` and `show`
+    print; else a ClientError saying which field is not (at `where`)."""
+    what = "a job"
+    job = checked(value, where, what, _JOB_FIELDS, ("id", "state", "processors"))
+    checked(job["processors"], where, f"{what} (its processors)", {"min": int, "max": int, "held": (int, float)},
+            ("min", "max"))
+    if job.get("reserved") is not None:
+        checked(job["reserved"], where, f"{what} (its reservation)", {"at": str, "hosts": str}, ("at", "hosts"))
+    for key in ("events", "tasks"):
+        items = job.get(key)
+        if isinstance(items, list) and not all(isinstance(item, dict) for item in items):
+            raise ClientError(f"{where}: the answer is not {what}: its {key!r} are not all objects")
+    for key in ("holds", "depends_on", "rejected_hosts"):
+        if not all(isinstance(item, str) for item in job.get(key) or ()):
+            raise ClientError(f"{where}: the answer is not {what}: its {key!r} are not all strings")
+    return job
+
+
 def _number(job_id: str) -> tuple[int, str]:
-    return (int(job_id), "") if job_id.isdigit() else (sys.maxsize, job_id)
+    # isdigit() alone takes '²', and 5,000 digits: int() refuses both
+    return (int(job_id), "") if job_id.isascii() and job_id.isdigit() and len(job_id) < 19 else (sys.maxsize, job_id)
 
 
 def _cancel(client: Client, ids: list[str]) -> int:

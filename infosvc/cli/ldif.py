@@ -3,7 +3,10 @@ standard output, so a resource BDII runs it as an information provider (a script
 directory, docs/grid.md). One GET of /v1/glue?format=ldif with the command line's token and CA
 file. A provider's output is loaded as it is, so on any failure nothing is printed on standard
 output: the reason goes to standard error and the exit status is 1 (the BDII then keeps what it
-had).
+had). The LDIF is written as it came into a pipe or a file; to a terminal, only if it holds no
+control character but newline (nor bidi control): LDIF needs none raw (RFC 2849 writes such a value
+base64, and the server writes every value with a control character so), and one from a hostile
+server would be an escape sequence to an operator's terminal.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import sys
 import urllib.parse
 from typing import Any
 
-from infosvc.controls import visible
+from infosvc.controls import CONTROLS, visible
 from infosvc.cli.client import Client, ClientError
 from infosvc.codec.gridformat import WARNING_PREFIX, valid_site
 
@@ -52,6 +55,12 @@ def run(args: argparse.Namespace) -> int:
     if not body.startswith(b"# GLUE"):
         print(f"infosvc ldif: {args.server} did not answer with LDIF", file=sys.stderr)
         return 1
+    if sys.stdout.isatty():
+        unsafe = unsafe_for_a_terminal(body)
+        if unsafe is not None:
+            print(f"infosvc ldif: {args.server} answered LDIF holding {unsafe}; not written to a terminal (redirect "
+                  "it to a file or a pipe to have it as it came)", file=sys.stderr)
+            return 1
     sys.stdout.buffer.write(body)
     sys.stdout.flush()
     # what the LDIF says a grid client will miss (its comments), once each, for whoever runs it by hand
@@ -59,3 +68,16 @@ def run(args: argparse.Namespace) -> int:
     for line in dict.fromkeys(line for line in body.splitlines() if line.startswith(prefix)):
         print(f"infosvc ldif: warning: {visible(line[len(prefix):].decode('utf-8', 'replace'))}", file=sys.stderr)
     return 0
+
+
+def unsafe_for_a_terminal(body: bytes) -> str | None:
+    """What in `body` a terminal would act on (a control character but newline, a C1 or bidi control,
+    or bytes that are not UTF-8), said; None when it holds none."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"bytes that are not UTF-8 (at byte {exc.start})"
+    found = next((match for match in CONTROLS.finditer(text) if match.group() != "\n"), None)
+    if found is None:
+        return None
+    return f"a control character ({visible(found.group())}, at character {found.start()})"
