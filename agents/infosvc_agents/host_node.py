@@ -8,6 +8,7 @@ FileSystem:/scratch, NetworkAdapter:eth0, GPU:0000:17:00.0, Agent).
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final, Mapping
 
 from infosvc.model.durations import format_seconds
@@ -26,15 +27,54 @@ _extensions = PartTable(512)
 _consumables = PartTable(512)
 
 
+#: What XML 1.0 cannot carry, escaped or not (infosvc.codec.xmltext.NOT_XML): C0 controls but tab,
+#: newline and CR; surrogates (a byte that is not UTF-8, as surrogateescape reads it back); U+FFFE, U+FFFF.
+_NOT_XML: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _escape(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    if 0xDC80 <= code <= 0xDCFF:  # the byte surrogateescape kept
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def xml_safe(value: str) -> str:
+    """`value` with what XML cannot carry written as a backslash escape: a byte that is not UTF-8
+    as \\xfc, a control character as \\x1b, a lone surrogate or U+FFFE as \\ud800, \\ufffe; the
+    rest as it is. The kernel keeps mount points, devices, interface and host names as bytes (and
+    mountinfo escapes only space, tab, newline and backslash): one such name made the whole sample
+    unwritable. Unlike a replacement character, the escapes keep two such names two; a backslash
+    is left as it is, as infosvc.controls leaves it."""
+    return _NOT_XML.sub(_escape, value) if _NOT_XML.search(value) else value
+
+
+def _safe(value: str | None) -> str | None:
+    return None if value is None else xml_safe(value)
+
+
+def _make_ext(name: str, value: str, context: str | None) -> Extension:
+    return Extension(xml_safe(name), xml_safe(value), _safe(context))
+
+
+def _make_con(kind: str, value: int | float, units: str | None, metric: str | None, wall_duration: str | None,
+              consumption_rate: float | None, name: str | None, type: str | None) -> Consumable:
+    return Consumable(kind, value, _safe(units), _safe(metric), wall_duration, consumption_rate, _safe(name),
+                      _safe(type))
+
+
+# Every string of the host's own (a mount point, a device, an interface, a GPU's or the operating
+# system's name, a collector's failure) reaches the Node through these two, made XML-safe when the
+# part is made: once per distinct value, not per sample.
 def _ext(name: str, value: str, context: str | None = None) -> Extension:
-    return _extensions.get((name, value, context), Extension, name, value, context)
+    return _extensions.get((name, value, context), _make_ext, name, value, context)
 
 
 def _con(kind: str, value: int | float, units: str | None = None, metric: str | None = None,
         wall_duration: str | None = None, consumption_rate: float | None = None, name: str | None = None,
         type: str | None = None) -> Consumable:
     fields = (kind, value, units, metric, wall_duration, consumption_rate, name, type)
-    return _consumables.get(consumable_key(fields), Consumable, *fields)
+    return _consumables.get(consumable_key(fields), _make_con, *fields)
 
 
 def build_node(runs: Mapping[str, CollectorRun], *, host_id: str | None = None,
@@ -45,7 +85,8 @@ def build_node(runs: Mapping[str, CollectorRun], *, host_id: str | None = None,
     again (its answer lost on the way) once."""
     facts: dict[str, Any] = {name: run.facts for name, run in runs.items() if run.ok}
     system = facts.get("system")
-    node = Node(id=host_id or (system.hostname if system else "localhost"), features=list(features))
+    node = Node(id=xml_safe(host_id or (system.hostname if system else "localhost")),
+                features=[xml_safe(feature) for feature in features])
     ext = node.extensions
     if timestamp is not None:
         ext.append(_ext("SampleTime", timestamp, "Agent"))
@@ -75,9 +116,9 @@ def build_node(runs: Mapping[str, CollectorRun], *, host_id: str | None = None,
 
 
 def _system(node: Node, system: Any) -> None:
-    node.name = system.hostname.split(".", 1)[0]
-    node.opsys = system.sysname
-    node.arch = system.machine
+    node.name = xml_safe(system.hostname.split(".", 1)[0])
+    node.opsys = xml_safe(system.sysname)
+    node.arch = _safe(system.machine)
     for name, value in (("Name", system.os_name), ("Release", system.os_release), ("Version", system.os_version),
                         ("KernelRelease", system.kernel_release), ("KernelVersion", system.kernel_version)):
         if value:

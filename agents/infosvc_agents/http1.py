@@ -11,6 +11,7 @@ too long a line or too many headers is a ProtocolError, which ends the connectio
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from typing import TYPE_CHECKING, Any, BinaryIO, Final
@@ -21,6 +22,14 @@ if TYPE_CHECKING:
 #: the longest status or header line read, and the most headers
 MAX_LINE: Final = 8192
 MAX_HEADERS: Final = 100
+#: a chunk's size: hex digits alone (int(..., 16) would also take a sign, "0x", "_" and spaces, and a
+#: size of -1 read the answer to the connection's end whatever the limit), at most 64 bits of them
+CHUNK_SIZE: Final = re.compile(rb"[0-9A-Fa-f]{1,16}")
+
+
+def host_header(host: str, port: int) -> str:
+    """The Host header's value for host:port: an IPv6 address in brackets, as in its URL."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 class ProtocolError(OSError):
@@ -127,7 +136,8 @@ class Connection:
             if self.sock is None:
                 self.open()
             assert self.sock is not None and self._reader is not None
-            head = [f"{method} {target} HTTP/1.1", f"Host: {self.host}:{self.port}", "Accept-Encoding: identity",
+            head = [f"{method} {target} HTTP/1.1", f"Host: {host_header(self.host, self.port)}",
+                    "Accept-Encoding: identity",
                     *(f"{name}: {value}" for name, value in headers.items())]
             if body is not None:
                 head.append(f"Content-Length: {len(body)}")
@@ -202,10 +212,11 @@ def _chunked(reader: BinaryIO, limit: int) -> tuple[bytes, bool]:
     parts: list[bytes] = []
     size = 0
     while True:
-        try:
-            length = int(_line(reader).split(b";", 1)[0].strip(), 16)
-        except ValueError:
-            raise ProtocolError("unreadable chunk size") from None
+        # chunk-size [ BWS ";" chunk-ext ] CRLF: the extensions are ignored
+        size_field = _line(reader).split(b";", 1)[0].rstrip(b" \t\r\n")
+        if not CHUNK_SIZE.fullmatch(size_field):
+            raise ProtocolError(f"unreadable chunk size {size_field[:40]!r}")
+        length = int(size_field, 16)
         if length == 0:
             while _line(reader) not in (b"\r\n", b"\n"):  # the trailer
                 pass

@@ -10,24 +10,30 @@ labels are declared once, in METRICS, which docs/node-mapping.md lists.
 
 The values are those of the newest sample, not read at scrape time: a scrape costs no /proc reads
 and sees exactly what the agent last sent to the aggregator. Served by prometheus_client's own
-HTTP server in a thread, so the agent stays free of any web framework.
+HTTP server in a thread, so the agent stays free of any web framework: a thread a connection, each
+connection's exchange within METRICS_TIMEOUT seconds and at most METRICS_CONNECTIONS of them at once
+(clients that open connections and never finish a request cannot take the agent's descriptors).
 """
 
 from __future__ import annotations
 
+import socket
+import sys
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Final, Iterator
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import start_http_server
+from prometheus_client.exposition import ThreadingWSGIServer, make_wsgi_app
 from prometheus_client.registry import Collector
 
 from infosvc_agents.collectors import CollectorRun
+from infosvc_agents.host_node import xml_safe
+from infosvc_agents.http1 import Deadline, DeadlineSocket
 
 if TYPE_CHECKING:
-    from wsgiref.simple_server import WSGIServer
-
     from infosvc_agents.push import PushLoop
 
 
@@ -123,7 +129,9 @@ class _Families:
             else:
                 family = GaugeMetricFamily(name, spec.help, labels=spec.labels)
             self.made[name] = family
-        family.add_metric(list(labels), value)
+        # The host's names (a mount point, a device, an interface) may hold a byte that is not
+        # UTF-8, which the exposition cannot encode: written as the Node writes them (\xfc).
+        family.add_metric([xml_safe(label) for label in labels], value)
 
 
 class NodeMetrics(Collector):
@@ -225,11 +233,76 @@ def split_listen(listen: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def serve_metrics(listen: str, collector: Collector) -> WSGIServer:
+#: each connection's whole exchange (its request read, the answer written) ends within this many seconds
+METRICS_TIMEOUT: Final = 10.0
+#: at most this many connections are served at once; one more is closed as soon as it is accepted
+METRICS_CONNECTIONS: Final = 16
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """One request a connection, as wsgiref serves them, and no log line for each."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class MetricsServer(ThreadingWSGIServer):
+    """prometheus_client's server (a thread a connection), each connection within a deadline and
+    at most `max_connections` of them at once: without either, clients that open connections and
+    never finish a request held a thread and a descriptor each, until the agent had none left to
+    push with. A connection over the cap is closed at once (a scrape retries at its next interval)."""
+
+    def __init__(self, address: tuple[str, int], handler: type[WSGIRequestHandler], *, timeout: float,
+                 max_connections: int) -> None:
+        self.exchange_seconds = timeout
+        self._slots = threading.BoundedSemaphore(max_connections)
+        super().__init__(address, handler)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        conn, address = self.socket.accept()
+        # Every read and write of the exchange within what is left of its deadline (a client that
+        # sends a byte at a time, each in time, is cut all the same).
+        sock = DeadlineSocket(conn.family, conn.type, conn.proto, fileno=conn.detach())
+        sock.deadline = Deadline(self.exchange_seconds, self.exchange_seconds)
+        sock.deadline.start()
+        return sock, address
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], OSError):  # a client cut at its deadline, or gone: nothing to say
+            return
+        super().handle_error(request, client_address)
+
+
+def serve_metrics(listen: str, collector: Collector, *, timeout: float = METRICS_TIMEOUT,
+                  max_connections: int = METRICS_CONNECTIONS) -> WSGIServer:
     """Serve /metrics on `listen` in a daemon thread, with a registry of `collector` alone; OSError if the
-    address cannot be bound."""
+    address cannot be bound. Each connection within `timeout` seconds, `max_connections` at once."""
     host, port = split_listen(listen)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
-    server, _thread = start_http_server(port, addr=host, registry=registry)
+    # The address's own family (an IPv6 address is not bound as AF_INET), as prometheus_client finds it.
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+
+    class Server(MetricsServer):
+        address_family = family
+
+    server = Server((str(address[0]), port), _QuietHandler, timeout=timeout, max_connections=max_connections)
+    server.set_app(make_wsgi_app(registry))
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     return server

@@ -77,19 +77,19 @@ class Sample:
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """A Retry-After header's wait in seconds: delay-seconds or an HTTP-date; None if absent or unreadable."""
+    """A Retry-After header's wait in seconds: delay-seconds (ASCII digits: str.isdigit also takes
+    "\u00b2", which float() does not) or an HTTP-date; None if absent or unreadable."""
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return float(value)
     import email.utils  # the HTTP-date form alone needs it: not loaded otherwise
 
     try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - (time.time() if now is None else now))
+    except (TypeError, ValueError, OverflowError):  # not a date, or one out of range
         return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 def acknowledgement(body: bytes) -> dict[str, object] | None:
@@ -305,16 +305,17 @@ class PushLoop:
         """Send kept samples oldest first; False when the server could not take them (back off)."""
         while self.kept:
             head = self.kept[0]
-            delta = None
-            if self._base is not None and isinstance(head, Sample):
-                delta = delta_of(self._base, head.node, self._base_index)
             try:
-                if delta is not None:
-                    answer = self.sender.send(node_to_xml(delta))
-                else:
-                    answer = self.sender.send(head.document if isinstance(head, Sample) else head)
+                document, delta = self._document(head)
+            except Exception:  # noqa: BLE001 - a sample that cannot be written must not end the agent
+                log.exception("a kept sample cannot be written as a document: dropped")
+                self._forget_oldest()
+                self.dropped += 1
+                continue
+            try:
+                answer = self.sender.send(document)
             except PushError as exc:
-                if delta is not None and exc.status in (400, 409):
+                if delta and exc.status in (400, 409):
                     # 409: the server does not hold the sample the delta builds on (restarted from
                     # an older store, the host removed, another sender); 400: it would not take
                     # this delta. Either way the whole document goes, at once.
@@ -330,15 +331,20 @@ class PushLoop:
                     log.warning("%s; %d sample(s) kept, retrying in %.1f s as asked", exc, len(self.kept), wait)
                     return False
                 if exc.retry:
-                    self._backoff = min(self.backoff_max, self._backoff * 2 if self._backoff else self.backoff_initial)
-                    self._retry_at = self.clock() + self._backoff * random.uniform(0.8, 1.2)
+                    self._back_off()
                     log.warning("%s; %d sample(s) kept, retrying in %.1f s", exc, len(self.kept), self._backoff)
                     return False
                 self._forget_oldest()
                 self.refused += 1
                 log.error("sample refused, dropped: %s", exc)
                 continue
-            if delta is not None:
+            except Exception:  # noqa: BLE001 - an answer this agent cannot read must not end it
+                self.sender.close()  # a fresh connection for the next try
+                self._back_off()
+                log.exception("delivery failed unexpectedly; %d sample(s) kept, retrying in %.1f s", len(self.kept),
+                              self._backoff)
+                return False
+            if delta:
                 self.deltas += 1
             elif isinstance(head, Sample) and answer.get("base") == head.node.extension(SAMPLE_ID, "Agent"):
                 # the server holds it, and takes deltas of it: its answer named it the base
@@ -351,6 +357,19 @@ class PushLoop:
                 log.info("server reachable again")
             self._backoff = 0.0
         return True
+
+    def _document(self, head: bytes | Sample) -> tuple[bytes, bool]:
+        """What to send for the oldest kept sample, and whether it is a delta (of the base)."""
+        if self._base is not None and isinstance(head, Sample):
+            delta = delta_of(self._base, head.node, self._base_index)
+            if delta is not None:
+                return node_to_xml(delta), True
+        return (head.document if isinstance(head, Sample) else head), False
+
+    def _back_off(self) -> None:
+        """The next try after the back-off, doubled from the last (up to backoff_max), spread a little."""
+        self._backoff = min(self.backoff_max, self._backoff * 2 if self._backoff else self.backoff_initial)
+        self._retry_at = self.clock() + self._backoff * random.uniform(0.8, 1.2)
 
     def stop(self) -> None:
         self._stop.set()

@@ -26,12 +26,15 @@ import fcntl
 import logging
 import os
 import re
+import stat
 
 log = logging.getLogger("infosvc_agents.spool")
 
 #: a sample's file, and its temporary name while it is written
 SAMPLE = re.compile(r"^(\d{20})\.sample$")
 TEMPORARY = re.compile(r"^(\d{20})\.tmp$")
+#: the largest sample file read back (a host's sample is some KiB; a larger file is not the agent's)
+MAX_SAMPLE_BYTES = 4 << 20
 
 
 class SpoolError(Exception):
@@ -39,19 +42,28 @@ class SpoolError(Exception):
 
 
 class Spool:
-    """The spool in `directory`, opened: made (0700) if missing, locked, checked writable, its
-    temporary files removed. `load()` returns what an earlier run left; `add` and `remove` keep
-    the files as the samples come and go."""
+    """The spool in `directory`, opened: made (0700) if missing, checked the agent's own, locked,
+    checked writable, its temporary files removed. `load()` returns what an earlier run left; `add`
+    and `remove` keep the files as the samples come and go."""
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
         try:
             os.makedirs(directory, mode=0o700, exist_ok=True)
-            self._fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            # Not through a symbolic link (a trailing slash would follow one): see _check_own.
+            self._fd = os.open(directory.rstrip("/") or "/",
+                               os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW)
         except FileExistsError:  # makedirs' word for a file of that name
             raise SpoolError(f"spool {directory}: not a directory") from None
         except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(directory.rstrip("/") or "/"):
+                raise SpoolError(f"spool {directory} is a symbolic link: refused; give the directory itself") from None
             raise SpoolError(f"spool {directory}: {exc.strerror or exc}") from None
+        try:
+            self._check_own()
+        except SpoolError:
+            os.close(self._fd)
+            raise
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -66,6 +78,19 @@ class Spool:
         except OSError as exc:
             os.close(self._fd)
             raise SpoolError(f"spool {directory}: {exc.strerror or exc}") from None
+
+    def _check_own(self) -> None:
+        """The agent (root, as a rule) sends what the spool holds with its token: a directory
+        another account owns, or may write in, could hand it samples of that account's making (or
+        a FIFO to hang it at start). Refused, as an error at start."""
+        info = os.fstat(self._fd)
+        euid = os.geteuid()
+        if info.st_uid != euid:
+            raise SpoolError(f"spool {self.directory} is owned by uid {info.st_uid}, not by the agent's ({euid}): "
+                             "refused; make it 0700, owned by the agent's account")
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise SpoolError(f"spool {self.directory} is writable by group or others (mode "
+                             f"{stat.S_IMODE(info.st_mode):04o}): refused; make it 0700, owned by the agent's account")
 
     def _sweep(self) -> None:
         """Remove what a crash mid-write left; note the highest number in use, so that new names
@@ -93,7 +118,9 @@ class Spool:
     def load(self) -> list[tuple[str, bytes]]:
         """The samples an earlier run left, (name, document), oldest first. A file that cannot be
         read is left where it is, an empty one (no sample is) removed, files that are not ours
-        left alone: each with a log line."""
+        left alone: each with a log line. A sample's name on anything but a regular file of the
+        agent's own account, of at most MAX_SAMPLE_BYTES, is not the agent's: left alone, not sent
+        (opened without following a link, and without waiting on a FIFO)."""
         found: list[tuple[str, bytes]] = []
         try:
             names = sorted(os.listdir(self._fd))
@@ -106,15 +133,12 @@ class Spool:
                     log.warning("spool %s: %s is not a sample of this agent's: left alone", self.directory, name)
                 continue
             try:
-                fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=self._fd)
-                try:
-                    with os.fdopen(fd, "rb", closefd=False) as handle:
-                        document = handle.read()
-                finally:
-                    os.close(fd)
+                document = self._read(name)
             except OSError as exc:
                 log.warning("spool %s: cannot read %s (%s): left alone, not sent", self.directory, name,
                             exc.strerror or exc)
+                continue
+            if document is None:
                 continue
             if not document:
                 log.warning("spool %s: %s is empty: removed", self.directory, name)
@@ -122,6 +146,38 @@ class Spool:
                 continue
             found.append((name, document))
         return found
+
+    def _read(self, name: str) -> bytes | None:
+        """The sample in file `name`; None (with a log line) when the file is not one of the agent's."""
+        # Looked at before it is opened (a FIFO or a device is not opened at all), then again once open
+        # (what was looked at may have been replaced meanwhile).
+        why = self._not_a_sample(os.stat(name, dir_fd=self._fd, follow_symlinks=False))
+        if why is None:
+            fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=self._fd)
+            try:
+                why = self._not_a_sample(os.fstat(fd))
+                if why is None:
+                    with os.fdopen(fd, "rb", closefd=False) as handle:
+                        document = handle.read(MAX_SAMPLE_BYTES + 1)
+                    if len(document) <= MAX_SAMPLE_BYTES:
+                        return document
+                    why = f"over {MAX_SAMPLE_BYTES} bytes"
+            finally:
+                os.close(fd)
+        log.warning("spool %s: %s is %s: not a sample of this agent's, left alone, not sent", self.directory, name,
+                    why)
+        return None
+
+    @staticmethod
+    def _not_a_sample(info: os.stat_result) -> str | None:
+        """Why a file of that status cannot be one of the agent's samples; None when it can."""
+        if not stat.S_ISREG(info.st_mode):
+            return "not a regular file"
+        if info.st_uid != os.geteuid():
+            return f"owned by uid {info.st_uid}, not by the agent's"
+        if info.st_size > MAX_SAMPLE_BYTES:
+            return f"{info.st_size} bytes, over {MAX_SAMPLE_BYTES}"
+        return None
 
     def add(self, document: bytes) -> str | None:
         """Write a sample before it is first sent; its file's name, or None when it could not be

@@ -28,6 +28,51 @@ def test_retry_after_values() -> None:
         assert retry_after_seconds(junk) is None
 
 
+@pytest.mark.parametrize("junk", ["\u00b2", "1\u00b2", "\u0661\u0662", "\uff13", "+3", "3 s",
+                                  "Sun, 06 Nov 99999 08:49:37 GMT", "Sun, 06 Nov 1994 99:49:37 GMT",
+                                  "a, 1 Jan 10000000000000000000000 0:0:0 GMT"])
+def test_retry_after_that_is_neither_ascii_digits_nor_a_date_is_ignored(junk: str) -> None:
+    # "\u00b2".isdigit() is True and float() of it raises: it ended the agent
+    assert retry_after_seconds(junk) is None
+
+
+def test_a_retry_after_of_a_superscript_two_is_a_plain_back_off(scripted: ScriptedFactory) -> None:
+    server = scripted([503], {"Retry-After": "\u00b2"})
+    document = node_document("sup.example.org", sequence=1)
+    loop = PushLoop(lambda: document, Sender(server.url, "t"), interval=3600, backoff_initial=0.05)
+    thread = threading.Thread(target=loop.run, kwargs={"samples": 1}, daemon=True)
+    thread.start()
+    thread.join(timeout=15)
+    assert not thread.is_alive()
+    assert loop.delivered == 1 and not loop.kept
+    assert [body for _, body in server.received] == [document, document]
+
+
+def test_an_unexpected_failure_reading_an_answer_backs_off_instead_of_ending_the_agent(
+        scripted: ScriptedFactory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    server = scripted([])
+    sender = Sender(server.url, "t")
+    calls = []
+    send = Sender.send
+
+    def once_broken(self: Sender, document: bytes) -> dict[str, object]:
+        calls.append(document)
+        if len(calls) == 1:
+            raise RecursionError("an answer nested too deep")  # not a PushError
+        return send(self, document)
+
+    monkeypatch.setattr(Sender, "send", once_broken)
+    document = node_document("odd.example.org", sequence=2)
+    loop = PushLoop(lambda: document, sender, interval=3600, backoff_initial=0.05)
+    thread = threading.Thread(target=loop.run, kwargs={"samples": 1}, daemon=True)
+    thread.start()
+    thread.join(timeout=15)
+    assert not thread.is_alive()
+    assert loop.delivered == 1 and not loop.kept and loop.refused == 0
+    assert calls == [document, document]
+    assert any("an answer nested too deep" in record.getMessage() or record.exc_info for record in caplog.records)
+
+
 @pytest.mark.parametrize("status", [503, 429])
 def test_the_agent_waits_at_least_retry_after_and_keeps_the_sample(scripted: ScriptedFactory, status: int) -> None:
     server = scripted([status], {"Retry-After": "2"})

@@ -211,11 +211,14 @@ class ProcessorCollector:
 def _py_cpuinfo() -> dict[str, Any]:
     """py-cpuinfo's answer, asked of a child process once: imported, it would stay in the agent
     for its whole life (2.7 MiB of its resident memory, with ctypes and multiprocessing) for an
-    answer needed at start alone."""
+    answer needed at start alone. Isolated (-I): the agent runs as root, and a child that put its
+    working directory (or PYTHONPATH, or the user's site) on sys.path would run a cpuinfo.py planted
+    there; the installed py-cpuinfo, in the interpreter's own site-packages, is found all the same."""
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "cpuinfo", "--json"], capture_output=True, timeout=60, check=False)
+    done = subprocess.run([sys.executable, "-I", "-m", "cpuinfo", "--json"], capture_output=True, timeout=60,
+                          check=False)
     if done.returncode != 0:
         raise RuntimeError(done.stderr.decode("utf-8", "replace").strip()[-200:] or f"exit {done.returncode}")
     answer = json.loads(done.stdout)

@@ -1,0 +1,135 @@
+"""`--metrics-listen` against clients that never finish a request: each connection is served a
+thread, and without a deadline or a cap 195 half-sent requests held as many descriptors of the
+agent until it had none left to push with. Each connection now has a deadline for its whole
+exchange (METRICS_TIMEOUT) and at most METRICS_CONNECTIONS are served at once, the rest closed at
+once; a scrape and the push go on."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import select
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from support import ROOT
+from support.scripted import ScriptedFactory
+from support.server import free_port, stop_process, wait_for
+from infosvc_agents.node_metrics import METRICS_CONNECTIONS, METRICS_TIMEOUT, NodeMetrics, serve_metrics
+from test_agent import fixture_agent
+
+pytestmark = pytest.mark.serial  # times the server's deadline from outside
+
+
+def scrape(port: int, timeout: float = 5.0) -> bytes | None:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        connection.request("GET", "/metrics")
+        response = connection.getresponse()
+        return response.read() if response.status == 200 else None
+    except OSError:
+        return None
+    finally:
+        connection.close()
+
+
+def half_sent(port: int, count: int) -> list[socket.socket]:
+    held = []
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        sock.sendall(b"GET /metrics HTTP/1.1\r\n")  # never finished
+        held.append(sock)
+    return held
+
+
+def closed_by_server(sock: socket.socket, within: float) -> bool:
+    sock.settimeout(within)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_the_defaults() -> None:
+    assert METRICS_TIMEOUT == 10.0 and METRICS_CONNECTIONS == 16
+
+
+def test_half_sent_requests_are_capped_and_cut_at_the_deadline_and_a_scrape_goes_on() -> None:
+    agent = fixture_agent()
+    agent.node()
+    collector = NodeMetrics(lambda: agent.last_runs, sampled_at=lambda: agent.sampled_at)
+    port = free_port()
+    server = serve_metrics(f"127.0.0.1:{port}", collector, timeout=1.0, max_connections=4)
+    try:
+        started = time.monotonic()
+        held = half_sent(port, 12)
+        # the 8 over the cap are closed at once; the 4 served are cut at their deadline
+        time.sleep(0.3)
+        over = [sock for sock in select.select(held, [], [], 0)[0] if closed_by_server(sock, 0)]
+        assert len(over) == 8
+        assert all(closed_by_server(sock, 3.0) for sock in held if sock not in over)
+        assert time.monotonic() - started < 1.0 + 3.0
+        trickled = socket.create_connection(("127.0.0.1", port), timeout=5)
+        started = time.monotonic()
+        cut = False
+        for byte in b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"y" * 100:  # a byte every 0.2 s, each in time
+            try:
+                trickled.sendall(bytes([byte]))
+            except OSError:
+                cut = True
+                break
+            if closed_by_server(trickled, 0.2):
+                cut = True
+                break
+        assert cut and time.monotonic() - started < 1.0 + 1.0  # the deadline is the whole exchange's
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(collector)
+        scraped = wait_for(lambda: scrape(port), timeout=5, message="a scrape after the flood")
+        assert scraped == generate_latest(registry)  # the same /metrics as before
+        for sock in [*held, trickled]:
+            sock.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts the agent's descriptors in /proc")
+def test_a_flood_of_half_sent_requests_leaves_the_agent_its_descriptors_and_its_push(
+        scripted: ScriptedFactory, tmp_path: Path) -> None:
+    server = scripted([])
+    token = tmp_path / "token"
+    token.write_text("t" * 20 + "\n")
+    port = free_port()
+    agent = subprocess.Popen([sys.executable, "-m", "infosvc_agents", "--server", server.url, "--token-file", str(token),
+                              "--interval", "0.5", "--metrics-listen", f"127.0.0.1:{port}"],
+                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    held: list[socket.socket] = []
+    try:
+        wait_for(lambda: scrape(port), timeout=30, message="the agent's /metrics")
+        before = fds(agent.pid)
+        held = half_sent(port, 120)
+        time.sleep(1.0)
+        assert fds(agent.pid) <= before + METRICS_CONNECTIONS + 4
+        pushed = len(server.received)
+        wait_for(lambda: len(server.received) >= pushed + 2, timeout=10, message="pushes during the flood")
+        # the ones it serves are cut at the deadline: a scrape is served again
+        assert wait_for(lambda: scrape(port), timeout=METRICS_TIMEOUT + 10, message="a scrape after the flood")
+        assert fds(agent.pid) <= before + METRICS_CONNECTIONS + 4
+        assert sum(closed_by_server(sock, 0.01) for sock in held) >= len(held) - 10  # (a few not accepted yet)
+        assert agent.poll() is None
+    finally:
+        for sock in held:
+            sock.close()
+        stop_process(agent)
