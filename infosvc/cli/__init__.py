@@ -18,7 +18,7 @@ import stat
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator, Final
 
 if TYPE_CHECKING:
     import ssl
@@ -330,6 +330,12 @@ def _own_token(path: Path) -> str:
 SERVER_MODULES = frozenset({"aiohttp", "lxml", "sqlite_utils", "ClusterShell", "jsonschema", "numpy", "re2"})
 
 
+#: The commands that print what a server answered: an answer of another shape than they read
+#: (a server of another version, or a hostile one) is one line, not a traceback.
+SERVER_ANSWERS: Final = frozenset({"status", "submit", "jobs", "cancel", "why", "hosts", "match", "hold", "release",
+                                   "requeue", "priority", "show"})
+
+
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     args = parser(words[0] if words else None).parse_args(words)
@@ -340,6 +346,14 @@ def main(argv: list[str] | None = None) -> int:
         return status
     except BrokenPipeError:
         return closed_pipe()
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+        if args.command not in SERVER_ANSWERS or os.environ.get("INFOSVC_DEBUG"):
+            raise
+        from infosvc.controls import visible
+
+        print(visible(f"infosvc {args.command}: {args.server}'s answer is not of the shape this infosvc reads "
+                      f"({type(exc).__name__}: {str(exc)[:200]}); INFOSVC_DEBUG=1 shows where"), file=sys.stderr)
+        return 1
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] not in SERVER_MODULES:
             raise

@@ -394,3 +394,27 @@ def test_ldif_into_a_pipe_is_the_body_as_it_came(fakes: Callable[..., Fake]) -> 
                           timeout=30)
     assert done.returncode == 0, done.stderr
     assert done.stdout == HOSTILE_LDIF
+
+
+# --- every other command: an answer of another shape is one line too --------------------------------------------
+
+JOB_DOCUMENT = b"<Job><Executable>/bin/true</Executable></Job>"
+
+
+@pytest.mark.parametrize("command", [["submit", "JOBFILE"], ["cancel", "1"], ["hold", "1"], ["release", "1"],
+                                     ["requeue", "1"], ["priority", "1", "High"], ["hosts", "pause", "cn1"],
+                                     ["match", "JOBFILE"], ["status"]])
+@pytest.mark.parametrize("answer", [{}, {"id": [1], "state": 2, "hosts": "x", "matches": [1], "jobs": 3},
+                                    {"hosts": [{"host": None}], "subclusters": [1], "computing_elements": {}}])
+def test_any_command_says_an_answer_of_another_shape_in_one_line(fakes: Callable[..., Fake], tmp_path: Path,
+                                                                 command: list[str], answer: Any) -> None:
+    # the review's fix covered jobs, why, show and status's host lines; the other commands indexed
+    # the answer as they printed it (answer['id']: a KeyError's traceback)
+    job = tmp_path / "job.xml"
+    job.write_bytes(JOB_DOCUMENT)
+    server = fakes(answering(http_answer(json.dumps(answer).encode())))
+    done = cli(*[str(job) if word == "JOBFILE" else word for word in command], "--server", server.url)
+    if done.returncode == 0:  # an answer that happens to read as an empty one of its kind
+        assert "Traceback" not in done.stderr
+        return
+    one_line_error(done, command[0])
