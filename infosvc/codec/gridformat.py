@@ -44,15 +44,17 @@ def valid_site(text: str) -> bool:
 
 def site_id(tree: GlueTree, options: GridOptions) -> str:
     """The site's id: the reader's, else the host of the information service URL, else the first
-    CE's host name, else DEFAULT_SITE."""
-    if options.site:
+    CE's host name, else DEFAULT_SITE; each only if it is a site id (`valid_site`). A CE's host
+    name is free text, an upstream site's too: one holding a newline, written raw in GLUE 1.3's
+    first comment line, added entries to the LDIF a BDII reads."""
+    if options.site and valid_site(options.site):
         return options.site
     url = tree.information_service_url
     host = urlsplit(url).hostname if url else None
-    if host:
+    if host and valid_site(host):
         return host
     for ce in tree.computing_elements():
-        if ce.info.host_name:
+        if ce.info.host_name and valid_site(ce.info.host_name):
             return ce.info.host_name
     return DEFAULT_SITE
 

@@ -154,3 +154,20 @@ def test_the_provider_command_presents_its_read_token(serve_app: ServerFactory, 
     # a site configured for no grid: what its LDIF's comments say a client would miss, once each
     said = done.stderr.decode().splitlines()
     assert len(said) == 2 and all(line.startswith("infosvc ldif: warning: ") for line in said), said
+
+
+@pytest.mark.parametrize("host_name", ["x\n\ndn: GlueCEUniqueID=evil,mds-vo-name=resource,o=grid\nobjectClass: GlueCE\n",
+                                       "ce one.example.org", "ce\u202eexample.org"])
+def test_a_site_id_taken_from_a_ce_s_host_name_is_a_site_id(serve_app: ServerFactory, host_name: str) -> None:
+    # a review: with no information_service_url the site id is the first CE's host name, which
+    # an upstream site (or the config) may give as any text; GLUE 1.3's first comment line wrote
+    # it raw, and a newline in it added entries to the LDIF a top level's BDII reads
+    server = serve_app(start=False)
+    server.config_file.write_text(f'[[computing_elements]]\nid = "ce1"\nclusters = ["default"]\n'
+                                  f'host_name = {json.dumps(host_name)}\n')
+    server.start()
+    server.report("node001", server.agent_token())
+    text = get(server, "format=ldif&schema=1.3").decode()
+    assert "evil" not in text.split("\n", 1)[0] and "\ndn: GlueCEUniqueID=evil," not in text
+    assert text.startswith("# GLUE 1.3 of site infosvc by infosvc;"), text[:200]  # not a site id: the default
+    check_ldif(text, GLUE13)
