@@ -2,8 +2,11 @@
 standard output, so a resource BDII runs it as an information provider (a script in its provider
 directory, docs/grid.md). One GET of /v1/glue?format=ldif with the command line's token and CA
 file. A provider's output is loaded as it is, so on any failure nothing is printed on standard
-output: the reason goes to standard error and the exit status is 1 (the BDII then keeps what it
-had). The LDIF is written as it came into a pipe or a file; to a terminal, only if it holds no
+output: the reason goes to standard error and the exit status is 1. A BDII deletes what its
+providers' output lacks (after BDII_DELETE_DELAY) whatever their exit status, so a server away
+during one update takes the site off the grid: with `--cache FILE` each LDIF read is kept there,
+and printed again, with a warning, while the server cannot be read and it is at most `--max-age`
+old. The LDIF is written as it came into a pipe or a file; to a terminal, only if it holds no
 control character but newline (nor bidi control): LDIF needs none raw (RFC 2849 writes such a value
 base64, and the server writes every value with a control character so), and one from a hostile
 server would be an escape sequence to an operator's terminal.
@@ -12,12 +15,15 @@ server would be an escape sequence to an operator's terminal.
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
+import time
 import urllib.parse
 from typing import Any
 
 from infosvc.controls import CONTROLS, visible
-from infosvc.cli.client import Client, ClientError
+from infosvc.cli.client import MAX_ANSWER_BYTES, Client, ClientError
 from infosvc.codec.gridformat import WARNING_PREFIX, valid_site
 
 
@@ -29,6 +35,10 @@ def add_command(commands: Any, common: Any) -> None:
     ldif.add_argument("--site", metavar="NAME", help="the site's id (GlueSiteUniqueID, GLUE 2.0 AdminDomain); "
                       "else the host of the server's information service URL")
     ldif.add_argument("--base", action="store_true", help="print the BDII's base entries too (for a bare slapd)")
+    ldif.add_argument("--cache", metavar="FILE", help="keep each LDIF read in FILE, and print it again while the "
+                      "server cannot be read (a BDII deletes what a provider's output lacks)")
+    ldif.add_argument("--max-age", type=float, default=3600.0, metavar="SECONDS",
+                      help="print the --cache FILE only while it is at most this old (3600)")
 
 
 def query_of(schema: str | None, site: str | None, base: bool) -> str:
@@ -49,12 +59,24 @@ def run(args: argparse.Namespace) -> int:
     try:
         client = Client.of(args.server, token_file=args.token_file, ca_file=args.ca_file)
         body = client.fetch("GET", "/v1/glue?" + query_of(args.schema, args.site, args.base))
+        if not body.startswith(b"# GLUE"):
+            raise ClientError(f"{args.server} did not answer with LDIF")
     except ClientError as exc:
         print(f"infosvc ldif: {visible(str(exc))}", file=sys.stderr)
-        return 1
-    if not body.startswith(b"# GLUE"):
-        print(f"infosvc ldif: {args.server} did not answer with LDIF", file=sys.stderr)
-        return 1
+        if args.cache is None:
+            return 1
+        kept = _cached(args.cache, args.max_age)
+        if isinstance(kept, str):
+            print(f"infosvc ldif: {visible(kept)}", file=sys.stderr)
+            return 1
+        body = kept
+    else:
+        if args.cache is not None:
+            try:
+                _keep(args.cache, body)
+            except OSError as exc:  # the LDIF is still printed: the BDII needs it more than the cache
+                print(f"infosvc ldif: warning: cannot keep it in {visible(args.cache)}: {exc.strerror or exc}",
+                      file=sys.stderr)
     if sys.stdout.isatty():
         unsafe = unsafe_for_a_terminal(body)
         if unsafe is not None:
@@ -68,6 +90,44 @@ def run(args: argparse.Namespace) -> int:
     for line in dict.fromkeys(line for line in body.splitlines() if line.startswith(prefix)):
         print(f"infosvc ldif: warning: {visible(line[len(prefix):].decode('utf-8', 'replace'))}", file=sys.stderr)
     return 0
+
+
+def _keep(path: str, body: bytes) -> None:
+    """`body` in `path`, whole or not at all (a temporary file renamed over it), the runner's alone."""
+    temporary = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(body)
+            out.flush()
+            os.fsync(out.fileno())
+        os.rename(temporary, path)  # a link at `path` is replaced, never followed
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
+def _cached(path: str, max_age: float) -> bytes | str:
+    """The LDIF kept in `path`, or why it is not printed (missing, a link or not a file, too old)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        return f"no LDIF kept in {path} to print instead: {exc.strerror or exc}"
+    with os.fdopen(fd, "rb") as kept:
+        info = os.fstat(kept.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return f"{path} is not a file: nothing printed"
+        age = time.time() - info.st_mtime
+        if age > max_age:
+            return f"the LDIF kept in {path} is older than --max-age ({age:.0f} s > {max_age:g} s): nothing printed"
+        body = kept.read(MAX_ANSWER_BYTES + 1)
+    if not body.startswith(b"# GLUE") or len(body) > MAX_ANSWER_BYTES:
+        return f"{path} does not hold LDIF this command wrote: nothing printed"
+    print(f"infosvc ldif: printed the last LDIF read instead, {age:.0f} s old, from {path}", file=sys.stderr)
+    return body
 
 
 def unsafe_for_a_terminal(body: bytes) -> str | None:

@@ -140,6 +140,31 @@ def test_the_provider_command_prints_nothing_when_it_fails(site: Server) -> None
     assert bad.returncode == 2 and bad.stdout == b""
 
 
+def test_the_provider_command_prints_its_last_ldif_while_the_server_is_away(site: Server, tmp_path: Path) -> None:
+    # a review: bdii-update ignores a provider's exit status and deletes what its output lacks, so
+    # a server restarting during a BDII update took the site off the grid until the next run
+    import os
+    import time
+
+    cache = tmp_path / "infosvc.ldif"
+    args = ("--schema", "1.3", "--site", "EXAMPLE-SITE", "--cache", str(cache))
+    live = infosvc("ldif", "--server", site.url, *args)
+    assert live.returncode == 0 and cache.read_bytes() == live.stdout and cache.stat().st_mode & 0o077 == 0
+    away = f"http://127.0.0.1:{free_port()}"
+    kept = infosvc("ldif", "--server", away, *args)
+    assert kept.returncode == 0 and kept.stdout == live.stdout, kept.stderr
+    assert b"cannot reach" in kept.stderr and b"the last LDIF read" in kept.stderr
+    old = time.time() - 7200  # older than --max-age (an hour): nothing, as without a cache
+    os.utime(cache, (old, old))
+    stale = infosvc("ldif", "--server", away, *args)
+    assert stale.returncode == 1 and stale.stdout == b"" and b"older than" in stale.stderr
+    cache.unlink()
+    cache.symlink_to(tmp_path / "elsewhere.ldif")  # never followed, written or read
+    (tmp_path / "elsewhere.ldif").write_bytes(live.stdout)
+    linked = infosvc("ldif", "--server", away, *args)
+    assert linked.returncode == 1 and linked.stdout == b""
+
+
 def test_the_provider_command_presents_its_read_token(serve_app: ServerFactory, tmp_path: Path) -> None:
     server = serve_app({"service": {"read_token_required": True}})
     server.report("cn01", server.agent_token())
