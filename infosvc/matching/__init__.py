@@ -48,7 +48,8 @@ Semantics (docs/matching.md has the whole list):
 The modules, by concern: `errors` (MatchError), `patterns` (the RE2 guard), `ranges` (Range
 bounds), `view` (SiteView, Site, SiteSnapshot), `checks` (one term of a host), `ce` (terms on a
 computing element), `expression` (the compiled expression), `requirements` (compiling a job, its
-budget, one host's Verdict), `engine` (`match` over a site, and its per-host way), and the seams
+budget, one host's Verdict; at most MAX_TERMS terms a job), `work` (the work budget of one request,
+charged per host, and per Feature pattern on hosts of many features), `engine` (`match` over a site, and its per-host way), and the seams
 it is cut along: `hostquestion` (what each host is asked), `subclusters` (the static part once per
 subcluster), `ranking` (the order of the hosts that fit); `columns` (the fast way, over
 `hostcolumns`), `result` (what a match found, and its bounded answer).
@@ -61,7 +62,7 @@ from infosvc.matching.errors import MatchError
 from infosvc.matching.hostquestion import HostQuestion
 from infosvc.matching.patterns import MAX_PATTERN, MAX_SUBJECT, Regex, guarded_regex
 from infosvc.matching.ranges import MAX_RANGE, check_range_budget
-from infosvc.matching.requirements import MatchTooCostly, Requirements, Verdict, compile_requirements, evaluate
+from infosvc.matching.requirements import MAX_TERMS, MatchTooCostly, Requirements, Verdict, compile_requirements, evaluate
 from infosvc.matching.result import MAX_REASONS, AnswerLimits, Candidate, MatchResult
 from infosvc.matching.view import CE, Site, SiteSnapshot, SiteView, SubclusterView, SyncedColumns
 
@@ -69,5 +70,5 @@ __all__ = [
     "MatchError", "Requirements", "Verdict", "Site", "Candidate", "MatchResult", "compile_requirements",
     "evaluate", "match", "AnswerLimits", "SiteSnapshot", "SyncedColumns", "MatchTooCostly", "MAX_REASONS",
     "guarded_regex", "check_range_budget", "MAX_PATTERN", "MAX_SUBJECT", "MAX_RANGE",
-    "SiteView", "SubclusterView", "CE", "Regex", "HostQuestion",
+    "SiteView", "SubclusterView", "CE", "Regex", "HostQuestion", "MAX_TERMS",
 ]

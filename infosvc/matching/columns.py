@@ -94,8 +94,9 @@ def _static_part(cols: Columns, statics: StaticVerdicts, requirements: Requireme
     oks: list[bool] = []
     scores: list[float] = []
     mixed: list[int] = []  # subclusters whose nodes differ in Opsys: decided row by row below
+    every = 0 if requirements.every_host else 63  # a static part of many terms costs each subcluster
     for i, (sub_id, opsys) in enumerate(zip(cols.sub_ids, cols.sub_opsys)):
-        if not i & 63:
+        if not i & every:
             requirements.spend()
         if opsys is NO_NODE or (opsys is MIXED and not per_subcluster):
             # No node: the subcluster's hosts are all left out (so are its rows: they have none).

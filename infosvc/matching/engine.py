@@ -79,7 +79,10 @@ class _Sweep:
         self.groups: Groups = {}
         self.missed: list[Miss] = []
         self.dynamic_runs = 0
-        self.visited = 0  # hosts, for the budget's check every 128
+        self.visited = 0  # hosts, for the budget's check at each (or every 128th: `every`)
+        #: the budget is checked at each host whose number ANDed with this is 0: every host for a
+        #: job whose hosts cost (many terms, a pattern), every 128th for a cheap one
+        self.every = 0 if requirements.every_host else 127
         #: whether the static part is decided once for a whole subcluster; else, its verdict for
         #: every host (no static part) or None (one per node Opsys, found host by host)
         self.whole = bool(requirements.static) and self.statics.per_subcluster
@@ -87,7 +90,8 @@ class _Sweep:
         #: what `hosts` reads on every call, in one tuple (one attribute read, not ten: it is called
         #: once per subcluster, and a site may have 10,000 of one host each)
         self.reads = (node_of, site, requirements.spend, self.groups, self.missed.append,
-                      question.fits or _anything, question.scorer, self.statics.of_host, self.fixed, self.whole)
+                      question.fits or _anything, question.scorer, self.statics.of_host, self.fixed, self.whole,
+                      self.every)
 
     def whole_subcluster(self, sub_id: str, members: Iterable[Host]) -> tuple[Verdict | None, list[Host]]:
         """One static verdict for the whole subcluster, and its hosts; None when it is decided
@@ -104,7 +108,7 @@ class _Sweep:
     def hosts(self, sub_id: str, ce: str | None, members: Iterable[Host]) -> None:
         """Each host of one subcluster asked the question. The hot loop of the per-host way: what it
         reads is in locals."""
-        node_of, site, spend, groups, add_missed, fits, scorer, static_of, fixed, whole = self.reads
+        node_of, site, spend, groups, add_missed, fits, scorer, static_of, fixed, whole, every = self.reads
         if whole:
             fixed, members = self.whole_subcluster(sub_id, members)
             if fixed is None:
@@ -113,7 +117,7 @@ class _Sweep:
         visited, runs = self.visited, 0
         for host in members:
             visited += 1
-            if not visited & 127:
+            if not visited & every:
                 spend()
             node = node_of(host.unique_id)
             if node is None:

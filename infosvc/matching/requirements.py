@@ -1,29 +1,34 @@
 """A job's requirements compiled (`compile_requirements`): its Requested expressions, its task
 groups' and their tasks', split into the static part (decided once per subcluster) and the dynamic
 part (per host), with the soft terms and the work budget of one request; and one host's `Verdict`
-(`evaluate`)."""
+(`evaluate`). A job carries at most MAX_TERMS terms, counted before any is compiled."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from infosvc.matching.ce import CE_TERMS, ce_check, ce_together
-from infosvc.matching.checks import Check, consumable_check, feature_check, node_check, simple_check
+from infosvc.matching.checks import Check, consumable_check, feature_check, is_feature_pattern, node_check, simple_check
 from infosvc.matching.errors import MatchError
 from infosvc.matching.expression import CAnd, CExpr, CLeaf, CNot, COr, CPreferred, all_failing
 from infosvc.matching.view import Site
+from infosvc.matching.work import MatchTooCostly, WorkBudget
 from infosvc.model.glue import Host
 from infosvc.model.job import (
     And, Consumable, Expr, Feature, Job, Leaf, Not, Or, Simple, Task, TaskGroup, Term, requirement,
 )
 from infosvc.model.node import Node
 
-__all__ = ["MatchTooCostly", "Verdict", "Requirements", "compile_requirements", "evaluate", "verdict_of"]
+__all__ = ["CHEAP_TERMS", "MAX_TERMS", "MatchTooCostly", "Verdict", "Requirements", "compile_requirements", "evaluate",
+           "verdict_of"]
 
-
-class MatchTooCostly(MatchError):
-    """The work budget of a match (Requirements.start_budget) ran out."""
+#: The most Requested terms one job may carry, its own, its task groups' and their tasks' together:
+#: each is tested on every host (a Feature pattern once per feature of it, one RE2 call each), and
+#: 4,000 patterns (243 KB) cost 6.9 s against 128 hosts. A CCS or grid job's task carries 2 to 4.
+MAX_TERMS = 512
+#: A job of at most this many terms, none a Feature pattern, costs a microsecond or two a host: its
+#: budget is checked every 128 hosts (every 64 explained); any other's at every host.
+CHEAP_TERMS = 8
 
 
 _EMPTY_SITE = Site()
@@ -54,9 +59,11 @@ class Requirements:
     uses_opsys: bool = False
     _ce_site: Site | None = None  # the site `_ce_of` holds the CEs of
     _ce_of: dict[str, str | None] = field(default_factory=dict)
-    #: the most seconds `match` and the reasons of its result may take (None: no bound); see spend()
-    budget_seconds: float | None = None
-    _deadline: float | None = None
+    #: the seconds `match` and the reasons of its result may take (see spend()): its checks hold it
+    work: WorkBudget = field(default_factory=WorkBudget)
+    #: the Requested terms compiled, and how many of them are Feature patterns (what a host costs)
+    terms: int = 0
+    patterns: int = 0
 
     def __post_init__(self) -> None:
         self.uses_opsys = any(e.reads_opsys() for e in self.static)
@@ -65,14 +72,27 @@ class Requirements:
         """Bound the work `match` (and explaining its result) may do for these requirements from now:
         past `seconds`, they raise MatchTooCostly. One request's work is bounded this way, whatever
         its site and its terms multiply to."""
-        self.budget_seconds = seconds
-        self._deadline = time.monotonic() + seconds
+        self.work.start(seconds)
+
+    @property
+    def budget_seconds(self) -> float | None:
+        """The seconds of the budget started (None: no bound)."""
+        return self.work.seconds
 
     def spend(self) -> None:
-        """MatchTooCostly when the budget is spent (a check, made every few hosts)."""
-        if self._deadline is not None and time.monotonic() > self._deadline:
-            raise MatchTooCostly(f"matching this job against this site takes more than {self.budget_seconds:g} s; "
-                                 "ask with fewer terms, or match fewer jobs at once")
+        """MatchTooCostly when the budget is spent (a check, made at every host, or every few hosts
+        for a cheap job: `every_host`)."""
+        self.work.spend()
+
+    @property
+    def every_host(self) -> bool:
+        """Whether a host costs enough that the budget is checked at each (see CHEAP_TERMS)."""
+        return self.terms > CHEAP_TERMS or self.patterns > 0
+
+    def host_steps(self, features: int) -> int:
+        """About how many steps deciding one host takes, on hosts of at most `features` features:
+        one, and one per term, and a Feature pattern one per feature (an RE2 call each)."""
+        return 1 + self.terms + self.patterns * features
 
     def static_key(self, subcluster: str, node: Node) -> tuple[str, str | None]:
         return (subcluster, node.opsys if self.uses_opsys else None)
@@ -94,7 +114,7 @@ class Requirements:
 
 # --- compiling ----------------------------------------------------------------------------------
 
-def _compile_leaf(term: Term, notes: list[str]) -> Check:
+def _compile_leaf(term: Term, notes: list[str], work: WorkBudget) -> Check:
     item = term.item
     if isinstance(item, Consumable):
         return consumable_check(term, item)
@@ -103,21 +123,21 @@ def _compile_leaf(term: Term, notes: list[str]) -> Check:
             return ce_check(term, item)
         return simple_check(term, item, notes)
     if isinstance(item, Feature):
-        return feature_check(term, item)
+        return feature_check(term, item, work)
     return node_check(term, item)
 
 
-def _compile(expr: Expr, notes: list[str]) -> CExpr:
+def _compile(expr: Expr, notes: list[str], work: WorkBudget) -> CExpr:
     if isinstance(expr, Leaf):
-        return CLeaf(_compile_leaf(expr.term, notes))
+        return CLeaf(_compile_leaf(expr.term, notes, work))
     if isinstance(expr, Not):
-        return CNot(_compile(expr.operand, notes))
+        return CNot(_compile(expr.operand, notes, work))
     if isinstance(expr, And):
-        operands = ce_together([_compile(e, notes) for e in expr.operands])
+        operands = ce_together([_compile(e, notes, work) for e in expr.operands])
         return CAnd(tuple(operands)) if len(operands) != 1 else operands[0]
     if isinstance(expr, Or):
-        return COr(tuple(_compile(e, notes) for e in expr.operands))
-    return CPreferred(tuple(_compile_leaf(leaf.term, notes) for leaf in expr.alternatives), expr.weights)
+        return COr(tuple(_compile(e, notes, work) for e in expr.operands))
+    return CPreferred(tuple(_compile_leaf(leaf.term, notes, work) for leaf in expr.alternatives), expr.weights)
 
 
 def _conjuncts(expr: CExpr | None) -> list[CExpr]:
@@ -133,25 +153,46 @@ def compile_requirements(target: Job | TaskGroup | Task) -> Requirements:
     the target's own, and below it its task groups' and their tasks': a host fits when it meets
     the job's own and those of at least one task group (and of that group, at least one task), so
     that one child's requirements are simply required with the parent's.
-    Raises MatchError for what cannot be evaluated (a refused pattern, an op that does not apply).
+    Raises MatchError for what cannot be evaluated (a refused pattern, an op that does not apply),
+    and for more than MAX_TERMS terms in all, counted before any is compiled.
     """
+    terms = [term for level in _levels(target) for term in level.properties.requested]
+    if len(terms) > MAX_TERMS:
+        raise MatchError(f"the job has {len(terms)} Requested terms (its own, its task groups' and their "
+                         f"tasks' together); at most {MAX_TERMS} are matched: ask for several features with "
+                         "one Feature List or Pattern, or for hosts by a Node Range")
     notes: list[str] = []
-    conjuncts, soft = _level(target, notes)
+    work = WorkBudget()
+    conjuncts, soft = _level(target, notes, work)
     static = tuple(e for e in conjuncts if e.is_static())
     dynamic = tuple(e for e in conjuncts if not e.is_static())
     total = sum(w for _, w in soft)
     shares = tuple((c, w / total) for c, w in soft) if total else ()
-    return Requirements(static, dynamic, shares, tuple(dict.fromkeys(notes)))
+    return Requirements(static, dynamic, shares, tuple(dict.fromkeys(notes)), work=work, terms=len(terms),
+                        patterns=sum(map(is_feature_pattern, terms)))
 
 
-def _level(target: Job | TaskGroup | Task, notes: list[str]) -> tuple[list[CExpr], list[tuple[Check, float]]]:
-    conjuncts, soft = _requested(target.properties.requested, notes)
-    children: list[Job | TaskGroup | Task] = []
+def _children(target: Job | TaskGroup | Task) -> list[Job | TaskGroup | Task]:
+    """The levels below `target` that its requirements read: a job's task groups, a group's tasks."""
     if isinstance(target, Job):
-        children.extend(target.task_groups)
-    elif isinstance(target, TaskGroup):
-        children.extend(target.tasks)
-    below = [_level(child, notes) for child in children]
+        return list(target.task_groups)
+    if isinstance(target, TaskGroup):
+        return list(target.tasks)
+    return []
+
+
+def _levels(target: Job | TaskGroup | Task) -> list[Job | TaskGroup | Task]:
+    """`target` and every level below it (what `_level` compiles)."""
+    found = [target]
+    for child in _children(target):
+        found.extend(_levels(child))
+    return found
+
+
+def _level(target: Job | TaskGroup | Task, notes: list[str],
+           work: WorkBudget) -> tuple[list[CExpr], list[tuple[Check, float]]]:
+    conjuncts, soft = _requested(target.properties.requested, notes, work)
+    below = [_level(child, notes, work) for child in _children(target)]
     below = [b for b in below if b[0] or b[1]]
     if len(below) == 1:
         conjuncts.extend(below[0][0])
@@ -164,14 +205,14 @@ def _level(target: Job | TaskGroup | Task, notes: list[str]) -> tuple[list[CExpr
     return ce_together(conjuncts), soft
 
 
-def _requested(terms: list[Term], notes: list[str]) -> tuple[list[CExpr], list[tuple[Check, float]]]:
+def _requested(terms: list[Term], notes: list[str], work: WorkBudget) -> tuple[list[CExpr], list[tuple[Check, float]]]:
     conjuncts: list[CExpr] = []
     soft: list[tuple[Check, float]] = []
     if terms:
         req = requirement(terms)
         if req.expr is not None:
-            conjuncts.extend(_conjuncts(_compile(req.expr, notes)))
-        soft.extend((_compile_leaf(term, notes), share) for term, share in req.soft)
+            conjuncts.extend(_conjuncts(_compile(req.expr, notes, work)))
+        soft.extend((_compile_leaf(term, notes, work), share) for term, share in req.soft)
     return conjuncts, soft
 
 

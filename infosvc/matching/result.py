@@ -109,9 +109,10 @@ class MatchResult:
         """The rejected hosts grouped by their reasons, (reasons, host ids), in the order first met:
         the hosts of one subcluster in one state commonly share theirs."""
         req = self.requirements
+        every = 0 if req.every_host else 63  # a host's reasons cost its terms: see Requirements.every_host
         groups: dict[tuple[str, ...], list[str]] = {}
         for index, (host, sub, node) in enumerate(self.misses()):
-            if not index & 63:
+            if not index & every:
                 req.spend()
             if node is not None:
                 groups.setdefault(self._reasons(host, sub, node), []).append(host.unique_id)

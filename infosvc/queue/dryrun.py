@@ -1,7 +1,8 @@
 """POST /v1/match apart from HTTP: a dry run of the queue's matcher over the site as it is. The
 document is read as a submission is (infosvc.queue.submissions.read_document: one preparation, the
-needs read once), its jobs compiled within one budget of names and seconds, and matched on the
-event loop for a small site, over a snapshot in a worker thread for a large one (docs/matching.md,
+needs read once), its jobs compiled within one budget of names and seconds (and at most
+matching.MAX_TERMS terms each), and matched on the event loop when that is cheap (a small site, and
+few steps: `match_steps`), else over a snapshot in a worker thread (docs/matching.md,
 docs/security.md).
 
 On a site whose queue schedules (some host runs an executor), a host's available processors are
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from infosvc.errors import Invalid, excerpt
 from infosvc.hosts import HostTable
@@ -35,16 +36,21 @@ if TYPE_CHECKING:
         """For mypy alone: the roll-up a dry run hands the matcher is what it reads of a site."""
         return rollup
 
-__all__ = ["MATCH_BUDGET_SECONDS", "MAX_MATCH_JOBS", "RENDER_IN_THREAD_HOSTS", "PreparedMatch", "Scheduled",
-           "dry_run", "match_all", "prepare_match"]
+__all__ = ["INLINE_MATCH_STEPS", "MATCH_BUDGET_SECONDS", "MAX_MATCH_JOBS", "RENDER_IN_THREAD_HOSTS", "PreparedMatch",
+           "Scheduled", "dry_run", "match_all", "match_steps", "prepare_match"]
 
 #: The most jobs one POST /v1/match answers for: every answer lists every host with its reasons,
 #: so one small body of many jobs could otherwise cost minutes of CPU and gigabytes of answer.
 MAX_MATCH_JOBS = 16
-#: Sites of up to this many hosts are matched on the event loop (a few ms at most, within the work
-#: budget); larger ones in a worker thread, over a snapshot of the roll-up, so that the loop goes
-#: on taking reports meanwhile.
+#: Sites of more than this many hosts are matched in a worker thread, over a snapshot of the
+#: roll-up, so that the loop goes on taking reports meanwhile; smaller ones too when the match is
+#: costly (INLINE_MATCH_STEPS).
 RENDER_IN_THREAD_HOSTS = 500
+#: A match of at most this many steps (`match_steps`: hosts x each job's terms, a Feature pattern
+#: once per feature of the site's widest node; about a microsecond a step) runs on the event loop,
+#: at once; a costlier one in a worker thread, over a snapshot, as a large site's: 500 NE patterns
+#: against 128 hosts of 200 features held the loop 21 s. A job of 3 terms on 500 hosts is 2,000.
+INLINE_MATCH_STEPS = 10_000
 #: Seconds of matching and explaining one POST /v1/match may cost, all its jobs together.
 MATCH_BUDGET_SECONDS = 2.0
 
@@ -90,6 +96,20 @@ def prepare_match(body: bytes, content_type: str) -> PreparedMatch:
     return PreparedMatch(jobs, compiled, document.warnings, [needs.read_as_requested for needs in document.needs])
 
 
+def match_steps(prepared: PreparedMatch, hosts: int, features: int) -> int:
+    """About how many steps matching the prepared jobs against `hosts` hosts of at most `features`
+    features each takes (Requirements.host_steps; the static part, once per subcluster, left out)."""
+    return hosts * sum(requirements.host_steps(features) for requirements in prepared.compiled)
+
+
+def _widest(prepared: PreparedMatch, nodes: Iterable[Node]) -> int:
+    """The most features of one node of `nodes`, where a job asks a Feature pattern (else 0: no
+    term's cost depends on them)."""
+    if not any(requirements.patterns for requirements in prepared.compiled):
+        return 0
+    return max((len(node.features) for node in nodes), default=0)
+
+
 def match_all(prepared: PreparedMatch, site_view: SiteView, node_of: Callable[[str], Node | None], site: Site,
               columns: HostColumns | SyncedColumns | None) -> list[MatchResult]:
     """Every job of the request matched, within its work budget (MatchTooCostly past it)."""
@@ -121,8 +141,9 @@ async def dry_run(prepared: PreparedMatch, table: HostTable,
                   answer: Callable[[list[MatchResult], Scheduled | None], str],
                   split: Mapping[str, Split] | None = None) -> str:
     """The prepared jobs matched against the site now and the answer written by `answer`: on the
-    loop for a small site, else in a worker thread over a snapshot (the loop takes reports
-    meanwhile). With `split` (the queue's, infosvc.queue.processors), each host's available
+    loop when that is cheap (a small site, at most INLINE_MATCH_STEPS steps), else in a worker
+    thread over a snapshot (the loop takes reports meanwhile; infosvc.web.match runs MATCH_WORKERS
+    such at a time). With `split` (the queue's, infosvc.queue.processors), each host's available
     processors are its idle ones there, matched host by host (the kept columns hold the load's)."""
     entries = table.entries
 
@@ -132,11 +153,14 @@ async def dry_run(prepared: PreparedMatch, table: HostTable,
 
     rollup = table.rollup
     site = Site.of(rollup)
-    small = len(rollup.hosts) <= RENDER_IN_THREAD_HOSTS
+    hosts = len(rollup.hosts)
+    # on the loop only when cheap: a small site, and a match of few steps on it
+    inline = hosts <= RENDER_IN_THREAD_HOSTS and match_steps(
+        prepared, hosts, _widest(prepared, (entry.node for entry in entries.values()))) <= INLINE_MATCH_STEPS
     if split is not None:
         plain: SiteView = rollup
         read_node = node_of
-        if not small:  # copied on the loop, read in the thread
+        if not inline:  # copied on the loop, read in the thread
             copy = SiteSnapshot(rollup, node_of)
             plain, read_node = copy, copy.node_of
 
@@ -145,9 +169,9 @@ async def dry_run(prepared: PreparedMatch, table: HostTable,
             seen = Scheduled(split, {host.unique_id: host.free_cpus for host in plain.hosts.values()})
             return answer(match_all(prepared, view, view.node_of, site, None), seen)
 
-        return scheduled() if small else await asyncio.to_thread(scheduled)
+        return scheduled() if inline else await asyncio.to_thread(scheduled)
     keeper = columns_for(rollup)  # kept for this roll-up: the table's nodes change only with their Hosts
-    if small:
+    if inline:
         return answer(match_all(prepared, rollup, node_of, site, keeper), None)
     snapshot = SiteSnapshot(rollup, node_of)
     synced = SyncedColumns(keeper.sync(rollup, node_of))

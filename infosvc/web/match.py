@@ -1,6 +1,6 @@
 """POST /v1/match: the HTTP shell of the queue's dry run (infosvc.queue.dryrun), bounded in
-requests under way and in the size of its answer; the names its Ranges expand to and its seconds
-of work are bounded by the dry run (docs/security.md, docs/matching.md). GET /v1/processors: the
+requests under way and in the size of its answer; its terms, the names its Ranges expand to and
+its seconds of work are bounded by the dry run (docs/security.md, docs/matching.md). GET /v1/processors: the
 hosts' processors as the scheduler counts them, which the dry run reads (infosvc.queue.processors)."""
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from infosvc.web.negotiate import JSON
 #: POST /v1/match requests under way at once; the next is answered 503 at once, before its body is
 #: read, so that a flood of matches holds neither memory nor the event loop.
 MAX_MATCHES_IN_FLIGHT = 8
-#: Worker threads that parse and match POST /v1/match bodies: the rest wait their turn.
+#: Worker threads that parse and match POST /v1/match bodies (the costly matches among them): the
+#: rest wait their turn.
 MATCH_WORKERS = 2
 
 #: POST /v1/match's query parameters: (default, most).
@@ -87,9 +88,10 @@ def render_match(jobs: list[Job], results: list[MatchResult], warnings: list[str
 
 async def post_match(request: web.Request) -> web.Response:
     """A dry run: which hosts fit this job (each job of a JobGroup), best first, and why the others
-    do not (infosvc/matching/). Parsing, and on large sites matching, run in worker threads; the
-    whole is bounded in requests under way, in the names its Ranges expand to, in seconds of work,
-    and in the size of its answer (docs/security.md)."""
+    do not (infosvc/matching/). Parsing, and a match that is costly (a large site, or many terms
+    on it: infosvc.queue.dryrun.match_steps), run in worker threads; the whole is bounded in
+    requests under way, in terms per job, in the names its Ranges expand to, in seconds of work
+    (charged per host), and in the size of its answer (docs/security.md)."""
     agg = request.app[AGGREGATOR]
     limits = answer_limits(request)
     gate = request.app[MATCH_GATE]

@@ -233,3 +233,61 @@ def test_requirements_reused_across_both_ways_count_what_each_evaluates() -> Non
     assert static_once > 0
     assert match_columns(req, rollup, by_id.get, site_, HostColumns(), question.thresholds) is not None
     assert req.evaluations["static"] == static_once
+
+
+# --- the work budget, charged where the work is ----------------------------------------------
+
+def _patterns(count: int, op: str = "NE") -> str:
+    """The review's costly job: `count` Feature patterns that no feature matches; NE, every host
+    fits and each term is tested against each of its features (one RE2 call each); EQ, every host
+    is rejected and explaining it tests each term against each feature again."""
+    return "".join(f'<Feature op="{op}" aggregation="Pattern">zz{i}[0-9]*</Feature>' for i in range(count))
+
+
+SPENT_AT = 1000  # RE2 calls, after which the budget is spent
+
+
+def _spent_after(monkeypatch: pytest.MonkeyPatch, req: Requirements) -> list[int]:
+    """RE2 calls counted (infosvc.matching.checks.fullmatch); `req`'s budget spent after SPENT_AT of
+    them: how many more a match makes tells where it checks its budget, with no clock involved."""
+    from infosvc.matching import checks
+
+    calls = [0]
+    real = checks.fullmatch
+
+    def counted(regex: Any, text: str | None) -> bool:
+        calls[0] += 1
+        if calls[0] == SPENT_AT:
+            req.start_budget(-1.0)  # spent from here on
+        return real(regex, text)
+    monkeypatch.setattr(checks, "fullmatch", counted)
+    return calls
+
+
+@pytest.mark.parametrize("features,terms", [(8, 200), (200, 100)])
+@pytest.mark.parametrize("phase", ["match", "explain"])
+def test_a_costly_job_stops_within_one_host_or_one_term_of_its_budget(
+        monkeypatch: pytest.MonkeyPatch, features: int, terms: int, phase: str) -> None:
+    # 128 hosts of 8 features and 4,000 NE patterns (243 KB, no token) ran 6.9 s on the event loop
+    # before the budget, checked every 128 hosts, was first looked at; 500 patterns on hosts of 200
+    # features 21 s. A host's terms are charged to it now, and a pattern over many features each.
+    from infosvc.matching import match
+
+    names = tuple(f"feat{j:04d}" for j in range(features))
+    rollup, by_id = site([make_node(f"n{i:03d}", features=names) for i in range(128)])
+    req = requirements(_patterns(terms, "NE" if phase == "match" else "EQ"))
+    req.start_budget(60.0)
+    if phase == "match":
+        calls = _spent_after(monkeypatch, req)
+        with pytest.raises(MatchTooCostly):
+            match(req, rollup, by_id.get)
+    else:
+        result = match(req, rollup, by_id.get)
+        assert not result.matches
+        calls = _spent_after(monkeypatch, req)
+        with pytest.raises(MatchTooCostly):
+            result.as_json()
+    # past its budget, the work goes on to the end of the host (a few features) or of the term
+    # (many), never to the next 64th or 128th host
+    one_host = 2 * terms * features  # explaining a host tests each term twice at most
+    assert calls[0] - SPENT_AT <= (one_host if features <= 16 else features), calls

@@ -788,3 +788,48 @@ def test_match_takes_a_host_that_holds_one_preferred_alternative() -> None:
     for node in nodes:
         alone = check(requirements('<Feature preference="2">ib</Feature><Feature preference="1">ssd</Feature>'), node)
         assert alone.ok == (node.id != "neither")
+
+
+# --- the terms a job may carry ------------------------------------------------------------------
+
+def test_a_job_carries_at_most_max_terms_terms_at_all_its_levels(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every term costs a test of every host (a pattern, one per feature): 4,000 Feature patterns
+    # (243 KB, no token) held the event loop 6.9 s against 128 hosts. Counted before any is compiled.
+    from infosvc.matching import MAX_TERMS
+    from infosvc.matching import checks
+
+    def features(count: int, start: int = 0) -> str:
+        return "".join(f"<Feature>f{i}</Feature>" for i in range(start, start + count))
+
+    assert requirements(features(MAX_TERMS)).dynamic
+    with pytest.raises(MatchError, match=f"{MAX_TERMS + 1} Requested terms.*at most {MAX_TERMS}"):
+        requirements(features(MAX_TERMS + 1))
+    # the job's own, its task groups' and their tasks' are counted together
+    half = MAX_TERMS // 2
+    spread = (f"<Job><Id>j</Id><Requested>{features(half)}</Requested><TaskGroup><TaskCount>1</TaskCount>"
+              f"<Requested>{features(half, half)}</Requested><Task><Requested>{features(1, MAX_TERMS)}</Requested>"
+              "</Task></TaskGroup></Job>")
+    with pytest.raises(MatchError, match=f"at most {MAX_TERMS}"):
+        compile_requirements(resolve(parse_job(spread).job)[0])
+    compiled: list[str] = []
+    monkeypatch.setattr(checks, "guarded_regex", lambda pattern, what="": compiled.append(pattern))
+    with pytest.raises(MatchError, match=f"at most {MAX_TERMS}"):
+        requirements("".join(f'<Feature op="NE" aggregation="Pattern">zz{i}[0-9]*</Feature>' for i in range(4000)))
+    assert compiled == []  # refused before its 4,000 patterns were compiled
+
+
+def test_a_long_feature_list_costs_a_host_its_features_not_their_product() -> None:
+    # `f in node.features` for each name is names x features per host: a 60,000-name NE list against
+    # hosts of 1,024 features held a host ~1 s; as sets, either is read once.
+    names = ",".join(f"x{i}" for i in range(20_000))
+    node = make_node("n1.example", features=tuple(f"feat{j:04d}" for j in range(1024)))
+    for op, expected in (("NE", True), ("EQ", False)):
+        req = requirements(f'<Feature op="{op}" aggregation="List">{names}</Feature>')
+        started = time.process_time()
+        for _ in range(20):
+            assert check(req, node).ok is expected
+        assert time.process_time() - started < 0.5, op
+    assert fits(requirements('<Feature op="NE" aggregation="List">a,b</Feature>'), features=("c",))
+    assert not fits(requirements('<Feature op="NE" aggregation="List">a,b</Feature>'), features=("c", "b"))
+    assert fits(requirements('<Feature aggregation="List">a,b</Feature>'), features=("b", "c", "a"))
+    assert not fits(requirements('<Feature aggregation="List">a,b,a</Feature>'), features=("a",))

@@ -48,6 +48,19 @@ def test_a_job_the_matcher_refuses_is_refused_each_time() -> None:
             prepare(bad, "application/xml", Filer("user"))
 
 
+def test_a_job_of_more_terms_than_the_matcher_takes_is_refused_naming_the_bound() -> None:
+    # The submission reads and compiles a job as POST /v1/match does: the same bound of terms.
+    from infosvc.matching import MAX_TERMS
+
+    def job(count: int) -> bytes:
+        return (b"<Job><Id>j</Id><Executable>/bin/true</Executable><Requested>"
+                + b"".join(b"<Feature>f%d</Feature>" % i for i in range(count)) + b"</Requested></Job>")
+
+    assert requirements_of(job(MAX_TERMS)) is not None
+    with pytest.raises(DocumentError, match=f"at most {MAX_TERMS}"):
+        prepare(job(MAX_TERMS + 1), "application/xml", Filer("user"))
+
+
 GROUP = (b"<JobGroup><Id>g</Id>"
          + b"".join(f"<Job><Id>j{i}</Id><Executable>/bin/true</Executable><Memory units='GB'>{i + 1}</Memory>"
                     f"<Feature>f{i}</Feature></Job>".encode() for i in range(3))
