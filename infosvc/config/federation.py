@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Sequence
 from urllib.parse import urlsplit
 
-from infosvc.config.table import ConfigError, Setting, TomlTable
+from infosvc.config.table import DAY_SECONDS, ConfigError, Setting, TomlTable
 
 if TYPE_CHECKING:
     from infosvc.config.site import SiteConfig
@@ -45,10 +45,12 @@ class Upstream:
 
 #: The plain keys of `[federation]`, as infosvc.config.site's SETTINGS declares the other tables'.
 SETTINGS: Final = (
-    Setting("interval_seconds", 60.0, "how often each upstream's GET /v1/glue is pulled"),
+    Setting("interval_seconds", 60.0, "how often each upstream's GET /v1/glue is pulled",
+            maximum=DAY_SECONDS),
     Setting("delete_delay_seconds", 1800.0, "how long the last good copy of a site that stopped answering is "
             "published (marked stale) before it is dropped, as a BDII's delete delay"),
-    Setting("timeout_seconds", 10.0, "the time one pull of one site may take, connection to last byte"),
+    Setting("timeout_seconds", 10.0, "the time one pull of one site may take, connection to last byte",
+            maximum=DAY_SECONDS),
     Setting("max_body_bytes", 64 * 1024 * 1024, "the largest answer read from a site (else that pull fails)",
             minimum=1024),
 )

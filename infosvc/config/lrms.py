@@ -13,12 +13,14 @@ partition's name. Read by infosvc/config/site.py through the typed table reader
 
 from __future__ import annotations
 
+import pwd
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Mapping
 
-from infosvc.config.table import ConfigError, Setting, TomlTable
+from infosvc.config.table import DAY_SECONDS, ConfigError, Setting, TomlTable
+from infosvc_agents.accounts import AccountError, read_map
 
 LRMS_TYPES: Final = ("", "slurm")
 #: a Slurm account's, or a VO's, name: what sacctmgr and VOMS accept, without spaces or separators
@@ -44,9 +46,9 @@ SETTINGS: Final = (
     Setting("slurm_conf", "", "the slurm.conf the commands read, passed as SLURM_CONF (\"\": Slurm's default)",
             check=_absolute_or_empty),
     Setting("interval_seconds", 30.0, "how often the cluster is read (the longest the published state lags "
-            "behind is this plus one read's time)"),
+            "behind is this plus one read's time)", maximum=DAY_SECONDS),
     Setting("timeout_seconds", 20.0, "the time one Slurm command may take; past it that read fails and the last "
-            "good state stays published, marked stale"),
+            "good state stays published, marked stale", maximum=DAY_SECONDS),
     Setting("run_as", "", "the pool account sbatch runs as for an owner with no account of its own here (\"\": none)"),
     Setting("run_as_owner", False, "submit as the owner's own account of the same name where its uid is at least "
             "min_uid"),
@@ -100,3 +102,34 @@ def parse_lrms(top: TomlTable) -> LrmsConfig:
         mapping[account] = vo
     accounts.data.clear()
     return LrmsConfig(**t.settings(SETTINGS), accounts=mapping)
+
+
+def owner_map(config: LrmsConfig) -> dict[str, str]:
+    """The `run_as_map` file of a Slurm site read (OWNER -> ACCOUNT; {} without one): ConfigError
+    naming the key, the file and its line where it cannot be read or a line is not two words."""
+    if not (config.slurm and config.run_as_map):
+        return {}
+    try:
+        return read_map(config.run_as_map)
+    except OSError as exc:
+        raise ConfigError(f"lrms.run_as_map: cannot read {config.run_as_map}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"lrms.run_as_map: {config.run_as_map} is not UTF-8 text") from None
+    except AccountError as exc:
+        raise ConfigError(f"lrms.run_as_map: {exc}") from None
+    except ValueError as exc:  # a NUL in the path
+        raise ConfigError(f"lrms.run_as_map: cannot read {config.run_as_map!r}: {exc}") from None
+
+
+def check_lrms_host(config: LrmsConfig) -> None:
+    """What a Slurm site's `[lrms]` asks of this host, which parse_config (the TOML alone) cannot
+    see: the run_as_map readable and well formed, the run_as pool account one that exists. Called
+    by load_config, so check-config refuses what serve would stop on."""
+    owner_map(config)
+    if config.slurm and config.run_as:
+        try:
+            found = pwd.getpwnam(config.run_as).pw_name == config.run_as  # exactly: see infosvc_agents.accounts
+        except (KeyError, ValueError):  # ValueError: a NUL in the name
+            found = False
+        if not found:
+            raise ConfigError(f"lrms.run_as: no account {config.run_as!r} on this host")

@@ -19,9 +19,9 @@ from ClusterShell.NodeSet import NodeSet, NodeSetException
 # The config's CE policy is GLUE's own Policy object (minutes; 0 means not specified).
 from infosvc.model.glue import CEPolicy as Policy
 from infosvc.config.addresses import check_listen, check_networks
-from infosvc.config.table import ConfigError, Setting, TomlTable, unique_ids
+from infosvc.config.table import DAY_SECONDS, ConfigError, Setting, TomlTable, unique_ids
 from infosvc.config.federation import FederationConfig, parse_federation
-from infosvc.config.lrms import LrmsConfig, parse_lrms
+from infosvc.config.lrms import LrmsConfig, check_lrms_host, parse_lrms
 from infosvc.config.resources import ResourceEntry, resource_entry
 
 DEFAULT_LISTEN: Final = "127.0.0.1:8080"
@@ -89,15 +89,17 @@ SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
         Setting("listen", DEFAULT_LISTEN, "the HTTP address, HOST:PORT (--listen overrides)", check=check_listen),
         Setting("db", "infosvc.sqlite", "the SQLite file of the store (--db overrides)"),
         Setting("max_body_bytes", 256 * 1024, "the largest request body accepted (else 413)", minimum=1024),
-        Setting("body_timeout_seconds", 10.0, "the time a whole request body must arrive in (else 408)"),
+        Setting("body_timeout_seconds", 10.0, "the time a whole request body must arrive in (else 408)",
+                maximum=DAY_SECONDS),
         Setting("read_token_required", False, "whether reads need a bearer token too"),
         Setting("information_service_url", "", "published as each GLUE entity's InformationServiceURL (\"\": none)"),
         Setting("max_connections", 1024, "connections held at once (fewer if the open-file limit requires: "
                 "infosvc/web/connections.py)", minimum=1),
         Setting("keepalive_seconds", 30.0, "how long a connection is kept for a next request after one with a "
-                "valid token"),
+                "valid token", maximum=DAY_SECONDS),
         Setting("header_timeout_seconds", 10.0, "the time a client has to send a request's line and headers "
-                "(also the TLS handshake's, and the longest a client may leave an answer unread)"),
+                "(also the TLS handshake's, and the longest a client may leave an answer unread)",
+                maximum=DAY_SECONDS),
         Setting("max_pending_reports", 256, "agents' reports under way at once (being read, parsed, stored); "
                 "more are answered 503 with Retry-After (load shedding)", minimum=1),
         Setting("cors_origins", (), "the origins whose pages may read the API across origins (CORS), each "
@@ -131,7 +133,8 @@ SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
                 "State (else 413)", minimum=1),
     ),
     "lifecycle": (
-        Setting("heartbeat_seconds", 60.0, "the interval agents are expected to report at"),
+        Setting("heartbeat_seconds", 60.0, "the interval agents are expected to report at",
+                maximum=DAY_SECONDS),
         Setting("missed_heartbeats", 3, "heartbeats a host may miss before it is Unreachable", minimum=1),
         Setting("require_approval", False, "whether a new host is Pending until an admin approves it"),
     ),
@@ -141,7 +144,8 @@ SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
                 "first within a priority, EASY's guarantee kept)", choices=("easy", "fcfs", "predictive")),
         Setting("start_timeout_seconds", 60.0, "how long a task placed on a host may wait for its executor to "
                 "report it started: past it the task goes back to the queue (or fails, not rerunnable) and the "
-                "host is drained (Paused, with the reason) until an admin resumes it", minimum=0.001),
+                "host is drained (Paused, with the reason) until an admin resumes it", minimum=0.001,
+                maximum=DAY_SECONDS),
         Setting("keep_ended_days", 30, "days an ended job is kept in the store (GET /v1/jobs, `infosvc jobs --all`); "
                 "older ones are deleted at start and every hour", minimum=1, maximum=36500),
         Setting("refuse_unrunnable", False, "whether a job no host known now can run is refused (400, as Slurm's "
@@ -429,7 +433,11 @@ def load_config(path: str | Path | None) -> SiteConfig:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:  # TOML is UTF-8; tomllib decodes first
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses once per level of nested arrays and inline tables
+        raise ConfigError(f"{path}: not valid TOML: arrays or inline tables nested too deeply") from None
     try:
-        return parse_config(data)
+        config = parse_config(data)
+        check_lrms_host(config.lrms)  # what serve reads beside the file: check-config says it too
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    return config

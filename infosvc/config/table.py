@@ -4,6 +4,7 @@ membership test is a set lookup; `ConfigError`. infosvc.config.site builds the c
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Final
 
@@ -15,6 +16,9 @@ from infosvc.model.nodeset import NO_GROUPS
 class ConfigError(ValueError):
     pass
 
+
+#: The most a `*_seconds` timeout or interval may be: a day (a longer one is a typo or "never").
+DAY_SECONDS: Final = 86_400
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +32,7 @@ class Setting:
     default: str | int | float | bool | tuple[str, ...]
     help: str
     minimum: int | float | None = None
-    maximum: int | None = None
+    maximum: int | float | None = None
     #: the values a text setting may take
     choices: tuple[str, ...] = ()
     #: what the type cannot say of a value: raises ValueError, its message after the key's name
@@ -89,10 +93,16 @@ class TomlTable:
             raise ConfigError(f"{self.where}.{key}: must be at most {maximum}, got {value}")
         return value
 
-    def number(self, key: str, default: float, minimum: float = 0.0) -> float:
+    def number(self, key: str, default: float, minimum: float = 0.0, maximum: float = math.inf) -> float:
+        """A finite number greater than `minimum` and at most `maximum` (TOML's inf and nan are no
+        number of seconds: an infinite timeout is none)."""
         value = float(self._take(key, (int, float), default, "a number"))
         if not value > minimum:
             raise ConfigError(f"{self.where}.{key}: must be greater than {minimum:g}, got {value:g}")
+        if not math.isfinite(value):
+            raise ConfigError(f"{self.where}.{key}: must be a finite number, got {value:g}")
+        if value > maximum:
+            raise ConfigError(f"{self.where}.{key}: must be at most {maximum:g}, got {value:g}")
         return value
 
     def flag(self, key: str, default: bool) -> bool:
@@ -134,10 +144,11 @@ class TomlTable:
             if isinstance(value, bool):
                 values[key] = self.flag(key, value)
             elif isinstance(value, int):
-                values[key] = self.integer(key, value, minimum=int(setting.minimum or 0),
-                                           maximum=setting.maximum if setting.maximum is not None else (1 << 63) - 1)
+                most = int(setting.maximum) if setting.maximum is not None else (1 << 63) - 1
+                values[key] = self.integer(key, value, minimum=int(setting.minimum or 0), maximum=most)
             elif isinstance(value, float):
-                values[key] = self.number(key, value, minimum=float(setting.minimum or 0.0))
+                values[key] = self.number(key, value, minimum=float(setting.minimum or 0.0),
+                                          maximum=math.inf if setting.maximum is None else float(setting.maximum))
             elif isinstance(value, tuple):
                 values[key] = self.strings(key)
             else:

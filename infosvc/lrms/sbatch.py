@@ -17,12 +17,16 @@ import time
 from dataclasses import dataclass
 from typing import Final, Mapping
 
-from infosvc.errors import excerpt
+from ClusterShell.NodeSet import NodeSetException
+
+from infosvc.errors import DocumentError, excerpt
 from infosvc.lrms.batchscript import batch_script, refuse, stream_options
 from infosvc.model.glue import GPU, LICENSE
 from infosvc.model.job import Condition, Conj, Consumable, Feature, Job, Op, Properties, Simple, Term
 from infosvc.model.jobneeds import NeedsRead
-from infosvc.model.noderef import Aggregation, NodeRef
+from infosvc.model.nodeset import names_upper_bound
+from infosvc.model.noderef import Aggregation, NodeRef, NodeRefError
+from infosvc.sched.budget import MAX_EXPANDED_BYTES, MAX_NODES, Budget
 from infosvc.sched.request import NORMAL, After, JobRequest
 
 __all__ = ["Batch", "translate"]
@@ -52,6 +56,18 @@ KEPT_EXTENSIONS: Final = frozenset({"description", "meta", "fork", "default_stor
 KEPT_TYPES: Final = frozenset({"ExtendedTerm"})
 #: Slurm's own word for the one batch system these jobs go to.
 SLURM: Final = "slurm"
+#: The longest one sbatch argument may be, in bytes: Linux's MAX_ARG_STRLEN (32 pages) less the
+#: argument's terminating NUL. execve refuses a longer one (E2BIG), so the job is refused first.
+MAX_OPTION_BYTES: Final = 32 * 4096 - 1
+#: The most all of one sbatch's options may hold together: half of Linux's usual ARG_MAX (2 MiB),
+#: the rest left to the environment and the command's own words.
+MAX_OPTIONS_BYTES: Final = 1024 * 1024
+#: The field of the document an overlong option comes from (else the option names itself).
+_FIELD_OF_OPTION: Final = {
+    "--job-name": "Name", "--constraint": "Feature", "--nodelist": "Node", "--exclude": "Node",
+    "--dependency": "Dependency", "--chdir": "InitialWorkingDirectory", "--input": "InputFile",
+    "--output": "OutputFile", "--error": "ErrorFile", "--licenses": "Resource License",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +109,25 @@ def translate(needs: NeedsRead, request: JobRequest, *, slurm_ids: Mapping[str, 
     shell = props.get("Shell") or "/bin/sh"
     if not shell.startswith("/") or any(c.isspace() for c in shell):
         raise refuse("Shell", f"{excerpt(shell)!r} is not an absolute path to a shell")
+    _check_lengths(options)
     return Batch(tuple(options), batch_script(request, shell))
+
+
+def _check_lengths(options: list[str]) -> None:
+    """Each option one argument the system passes to sbatch (MAX_OPTION_BYTES), and all of them
+    together a command line it runs (MAX_OPTIONS_BYTES): a longer one is the job's refusal, by the
+    field it comes from, not a failure to run sbatch."""
+    total = 0
+    for option in options:
+        size = len(option.encode("utf-8", "surrogatepass"))
+        total += size + 1
+        if size > MAX_OPTION_BYTES:
+            name = option.partition("=")[0]
+            raise refuse(_FIELD_OF_OPTION.get(name, name), f"{name} would be {size} bytes long; the system passes "
+                                                          f"sbatch no argument over 128 KiB")
+    if total > MAX_OPTIONS_BYTES:
+        raise refuse("Job", f"its sbatch options would be {total} bytes long in all; the most is "
+                            f"{MAX_OPTIONS_BYTES // 2**20} MiB")
 
 
 # --- what a job says outside Requested -------------------------------------------------------------
@@ -259,10 +293,9 @@ def _nodes(request: JobRequest, terms: list[Term]) -> list[str]:
         raise refuse("Node", "no node is both asked and required")
     if listed:
         options.append("--nodelist=" + ",".join(_word("Node", name) for name in listed))
-    excluded = [name for term in terms if isinstance(term.item, NodeRef) and term.effective_op is Op.NE
-                for name in term.item.names()]
+    excluded = _excluded(terms)
     if excluded:
-        options.append("--exclude=" + ",".join(_word("Node", name) for name in dict.fromkeys(excluded)))
+        options.append("--exclude=" + ",".join(_word("Node", name) for name in excluded))
     counts = [(term.effective_op, term.item.value) for term in terms
               if isinstance(term.item, Simple) and term.item.name == "NodeCount"]
     low, high = 1, None
@@ -278,6 +311,37 @@ def _nodes(request: JobRequest, terms: list[Term]) -> list[str]:
             raise refuse("NodeCount", f"at least {low} and at most {high}")
         options.append(f"--nodes={low}" if high == low else f"--nodes={low}-{'' if high is None else high}")
     return options
+
+
+def _excluded(terms: list[Term]) -> list[str]:
+    """The names of the job's NE nodes, each once: bounded as the request's own host-name lists are
+    (infosvc/sched/budget.py: MAX_NODES names, MAX_EXPANDED_BYTES of text, all NE terms together),
+    by their text before a range is written out."""
+    budget = Budget()
+    excluded: dict[str, None] = {}
+    for term in terms:
+        ref = term.item
+        if not isinstance(ref, NodeRef) or term.effective_op is not Op.NE:
+            continue
+        text = ref.value.strip()
+        try:
+            if ref.aggregation is Aggregation.RANGE:
+                most = names_upper_bound(text)
+                budget.take_names(most, "Node")
+                budget.take_text(most * len(text))  # no name of a range is longer than the range
+            elif ref.aggregation is Aggregation.LIST:
+                budget.take_names(ref.value.count(ref.delimiter or ",") + 1, "Node")
+            else:
+                budget.take_names(1, "Node")
+            names = ref.names()
+        except DocumentError:
+            raise refuse("Node", f"op NE excludes more than {MAX_NODES} hosts, or {MAX_EXPANDED_BYTES // 2**20} "
+                                 "MiB of host names, in all (the most a job may name); exclude fewer, or ask "
+                                 "for the hosts it may run on by Feature") from None
+        except (NodeRefError, NodeSetException) as exc:
+            raise refuse("Node", f"op NE: {exc}") from None
+        excluded.update(dict.fromkeys(names))
+    return list(excluded)
 
 
 def _credentials(props: Properties, terms: list[Term], vo_accounts: Mapping[str, str]) -> list[str]:

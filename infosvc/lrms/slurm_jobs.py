@@ -12,6 +12,7 @@ itself. sbatch runs without a shell, through setpriv (`as_account`), its script 
 
 from __future__ import annotations
 
+import errno
 import os
 import pwd
 import shutil
@@ -97,6 +98,10 @@ def submit(config: LrmsConfig, batch: Batch, account: Account | None) -> str:
     except subprocess.TimeoutExpired:
         raise SlurmUnavailable(f"sbatch did not finish within {config.timeout_seconds:g} s") from None
     except OSError as exc:
+        if exc.errno == errno.E2BIG:  # past infosvc.lrms.sbatch's bounds, on a system with a smaller ARG_MAX
+            raise DocumentError("the job's sbatch options are too long for one command line here "
+                                f"({sum(map(len, batch.options))} characters); ask for fewer nodes or "
+                                "features") from None
         raise SlurmUnavailable(f"sbatch: cannot run: {exc.strerror}") from None
     said = " ".join(done.stderr.split())[-1000:]
     if done.returncode != 0:

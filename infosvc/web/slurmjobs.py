@@ -11,6 +11,7 @@ waits rather than starting hundreds of sbatch processes. A job's id is Slurm's j
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Final, TypeVar
@@ -18,6 +19,7 @@ from typing import Any, Callable, Final, TypeVar
 from aiohttp import web
 
 from infosvc.config import LrmsConfig
+from infosvc.config.lrms import owner_map
 from infosvc.errors import Conflict, DocumentError, Forbidden, Invalid, Unavailable, excerpt
 from infosvc.hosts import Role
 from infosvc.lrms import slurm_jobs
@@ -31,7 +33,7 @@ from infosvc.web.auth import caller_of
 from infosvc.web.bodies import read_body
 from infosvc.web.pretty import compact_json
 from infosvc.web.keys import AGGREGATOR, CONFIG, SLURM
-from infosvc_agents.accounts import Account, AccountError, AccountPolicy, read_map
+from infosvc_agents.accounts import Account, AccountError, AccountPolicy
 
 __all__ = ["SlurmSide", "delete_job", "get_job", "get_jobs", "post_control", "post_job"]
 
@@ -42,6 +44,7 @@ MAX_KNOWN: Final = 200_000
 #: Where a job runs that names no directory, when its account's home is not a directory.
 FALLBACK_DIRECTORY: Final = "/tmp"
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -63,7 +66,14 @@ class SlurmSide:
 
     @classmethod
     def of(cls, config: LrmsConfig) -> SlurmSide:
-        mapping = read_map(config.run_as_map) if config.slurm and config.run_as_map else {}
+        """At the server's start: the account policy of `config` (its run_as_map read: a ConfigError
+        where it cannot be, as load_config says first), and a warning where the policy names other
+        accounts but the server, not root, can submit only as itself."""
+        mapping = owner_map(config)
+        if config.slurm and (config.run_as or config.run_as_owner or config.run_as_map) and os.geteuid() != 0:
+            log.warning("[lrms] run_as, run_as_owner and run_as_map need a server running as root: this one runs "
+                        "as uid %d, not root, so every job is submitted to Slurm as that user, whoever owns it",
+                        os.geteuid())
         return cls(config, AccountPolicy(config.run_as or None, config.run_as_owner, mapping, config.min_uid))
 
 

@@ -89,6 +89,34 @@ def test_check_config_and_serve_refuse_the_same_listen_naming_the_key(tmp_path: 
         assert optioned.stderr.startswith("infosvc: --listen: ") and said in optioned.stderr, optioned.stderr
 
 
+def test_check_config_and_serve_refuse_what_serve_could_not_start_with(tmp_path: Path) -> None:
+    """check-config passed configs serve then stopped on with a traceback (a run_as_map it could
+    not read, or read a line of three words from; TOML nested past Python's recursion limit) or
+    served with no timeout (inf seconds), and a run_as account this host has not: both commands
+    now say the key in one line (check-config exits 1, serve 2 as for any config error)."""
+    bad_map = tmp_path / "map"
+    bad_map.write_text("alice\n")
+    configs = {
+        f'[lrms]\ntype = "slurm"\nrun_as_map = "{tmp_path / "missing"}"\n': "lrms.run_as_map: cannot read",
+        f'[lrms]\ntype = "slurm"\nrun_as_map = "{bad_map}"\n': f"lrms.run_as_map: {bad_map}:1: want OWNER ACCOUNT",
+        '[lrms]\ntype = "slurm"\nrun_as = "nosuchuser-infosvc"\n': "lrms.run_as: no account 'nosuchuser-infosvc'",
+        "a = " + "[" * 2000 + "]" * 2000 + "\n": "not valid TOML: arrays or inline tables nested too deeply",
+        "[service]\nbody_timeout_seconds = inf\n": "service.body_timeout_seconds: must be a finite number",
+    }
+    for number, (text, said) in enumerate(configs.items()):
+        config = tmp_path / f"site{number}.toml"
+        config.write_text(text)
+        checked = run("infosvc", "check-config", str(config))
+        assert checked.returncode == 1 and checked.stdout == "", (said, checked.stdout)
+        assert checked.stderr.startswith(f"infosvc check-config: {config}: {said}"), checked.stderr
+        assert checked.stderr.count("\n") == 1, checked.stderr
+        served = run("infosvc", "serve", "--config", str(config), "--db", str(tmp_path / "db.sqlite"),
+                     "--listen", "127.0.0.1:0")
+        assert served.returncode == 2, (said, served.stderr)
+        assert served.stderr.endswith(f"infosvc: {config}: {checked.stderr.split(f'{config}: ', 1)[1]}"), served.stderr
+        assert "Traceback" not in served.stderr, served.stderr
+
+
 def test_listen_addresses_both_take() -> None:
     from infosvc.config.addresses import listen_address
 

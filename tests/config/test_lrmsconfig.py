@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import pwd
 import tomllib
+from pathlib import Path
 
 import pytest
 
 from infosvc.config.lrms import LrmsConfig
-from infosvc.config.site import ConfigError, parse_config
+from infosvc.config.site import ConfigError, load_config, parse_config
 
 
 def lrms_of(text: str) -> LrmsConfig:
@@ -56,3 +59,55 @@ def test_bad_values_are_named(text: str, message: str) -> None:
 def test_a_restd_url_is_accepted_though_not_yet_used() -> None:
     lrms = lrms_of('[lrms]\ntype = "slurm"\nrestd_url = "http://head:6820"\nrestd_token_file = "/etc/t"')
     assert lrms.restd_url == "http://head:6820" and lrms.restd_token_file == "/etc/t"
+
+
+# --- what serve reads beside the TOML: checked by load_config, for check-config and serve alike ----
+
+def load(tmp_path: Path, text: str) -> LrmsConfig:
+    path = tmp_path / "site.toml"
+    path.write_text(text)
+    return load_config(path).lrms
+
+
+def load_error(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "site.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: lrms.") and "\n" not in message, message
+    return message
+
+
+def test_a_run_as_map_serve_could_not_read_is_a_config_error(tmp_path: Path) -> None:
+    """serve read the map only as it started: a missing file was a FileNotFoundError traceback, a
+    line of three words an AccountError one, after check-config had passed the config."""
+    slurm = '[lrms]\ntype = "slurm"\n'
+    missing = tmp_path / "missing"
+    assert f"lrms.run_as_map: cannot read {missing}: No such file or directory" in load_error(
+        tmp_path, f'{slurm}run_as_map = "{missing}"\n')
+    assert "cannot read" in load_error(tmp_path, f'{slurm}run_as_map = "{tmp_path}"\n')  # a directory
+    bad = tmp_path / "map"
+    bad.write_text("# owner account\nalice alice\nbob bob extra\n")
+    assert load_error(tmp_path, f'{slurm}run_as_map = "{bad}"\n').endswith(
+        f"lrms.run_as_map: {bad}:3: want OWNER ACCOUNT, found 3 fields")
+    bad.write_text("alice alice\nalice bob\n")
+    assert f"{bad}:2: owner alice is mapped twice" in load_error(tmp_path, f'{slurm}run_as_map = "{bad}"\n')
+    bad.write_bytes(b"alice \xff\n")
+    assert "not UTF-8" in load_error(tmp_path, f'{slurm}run_as_map = "{bad}"\n')
+    good = tmp_path / "good"
+    good.write_text("alice alice  # her own\n\n")
+    assert load(tmp_path, f'{slurm}run_as_map = "{good}"\n').run_as_map == str(good)
+    # the TOML alone says nothing of the host: parse_config reads no file (docs' example names one)
+    assert lrms_of(f'{slurm}run_as_map = "{missing}"\n').run_as_map == str(missing)
+    # nor does a site that runs its own queue read it
+    assert load(tmp_path, f'[lrms]\nrun_as_map = "{missing}"\n').run_as_map == str(missing)
+
+
+def test_a_pool_account_that_does_not_exist_is_a_config_error(tmp_path: Path) -> None:
+    """`run_as = "nosuchuser"` started without complaint; every job then had no account (403)."""
+    assert load_error(tmp_path, '[lrms]\ntype = "slurm"\nrun_as = "nosuchuser-infosvc"\n').endswith(
+        "lrms.run_as: no account 'nosuchuser-infosvc' on this host")
+    existing = pwd.getpwuid(os.geteuid()).pw_name
+    assert load(tmp_path, f'[lrms]\ntype = "slurm"\nrun_as = "{existing}"\n').run_as == existing
+    assert lrms_of('[lrms]\ntype = "slurm"\nrun_as = "nosuchuser-infosvc"\n').run_as == "nosuchuser-infosvc"

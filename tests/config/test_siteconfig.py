@@ -309,6 +309,21 @@ def test_wrong_types_are_named(text: str, message: str) -> None:
     ('[[benchmarks]]\nnodes = "n1"\nsf00 = -3', "benchmarks[0].sf00: must be at least 0, got -3"),
     ('[prometheus]\nexporter_port = 0', "prometheus.exporter_port: must be at least 1, got 0"),
     ('[prometheus]\nexporter_port = 65536', "prometheus.exporter_port: must be at most 65535, got 65536"),
+    # inf passed every `*_seconds` key, turning its timeout off: each is finite, and at most a day
+    ('[service]\nbody_timeout_seconds = inf', "service.body_timeout_seconds: must be a finite number, got inf"),
+    ('[service]\nkeepalive_seconds = inf', "service.keepalive_seconds: must be a finite number, got inf"),
+    ('[service]\nheader_timeout_seconds = inf', "service.header_timeout_seconds: must be a finite number, got inf"),
+    ('[lifecycle]\nheartbeat_seconds = inf', "lifecycle.heartbeat_seconds: must be a finite number, got inf"),
+    ('[scheduler]\nstart_timeout_seconds = inf', "scheduler.start_timeout_seconds: must be a finite number, got inf"),
+    ('[lrms]\ntimeout_seconds = inf', "lrms.timeout_seconds: must be a finite number, got inf"),
+    ('[lrms]\ninterval_seconds = inf', "lrms.interval_seconds: must be a finite number, got inf"),
+    ('[federation]\ntimeout_seconds = inf', "federation.timeout_seconds: must be a finite number, got inf"),
+    ('[federation]\ndelete_delay_seconds = inf', "federation.delete_delay_seconds: must be a finite number, got inf"),
+    ('[service]\nbody_timeout_seconds = -inf', "service.body_timeout_seconds: must be greater than 0, got -inf"),
+    ('[service]\nbody_timeout_seconds = 86401', "service.body_timeout_seconds: must be at most 86400, got 86401"),
+    ('[lrms]\ntimeout_seconds = 1e300', "lrms.timeout_seconds: must be at most 86400, got 1e+300"),
+    ('[scheduler]\nstart_timeout_seconds = 86400.5',
+     "scheduler.start_timeout_seconds: must be at most 86400, got 86400.5"),
 ])
 def test_out_of_range_values(text: str, message: str) -> None:
     assert error_of(text) == message
@@ -497,6 +512,14 @@ def test_invalid_toml(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "site.toml"
     path.write_bytes(content)
     with pytest.raises(ConfigError, match=r"site\.toml: not valid TOML: "):
+        load_config(path)
+
+
+def test_deeply_nested_toml_is_invalid_toml(tmp_path: Path) -> None:
+    """tomllib recurses per nesting level: a RecursionError was a traceback in check-config and serve."""
+    path = tmp_path / "site.toml"
+    path.write_text("a = " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(ConfigError, match=r"site\.toml: not valid TOML: .*nested"):
         load_config(path)
 
 

@@ -268,3 +268,51 @@ def test_a_job_asking_more_than_its_tasks_is_refused() -> None:
 def test_an_attached_file_as_the_program_is_refused() -> None:
     refused("<Job><Id>j</Id><Executable>#f</Executable></Job>".replace("</Job>", "<File id='f'>x</File></Job>"),
             "Executable")
+
+
+# --- what one sbatch may be asked ----------------------------------------------------------------
+
+def test_excluded_nodes_are_bounded_before_they_are_written_out() -> None:
+    """A NE Range of a million names was expanded outside every budget (4 s and 250 MB from a
+    200-byte body): it is refused at the bound of the job's other host-name lists, by its text."""
+    started = time.perf_counter()
+    message = refused(sss("<Requested><Node op='NE' aggregation='Range'>n[1-1000000]</Node></Requested>"), "Node")
+    assert time.perf_counter() - started < 0.5, "refused before the names are made"
+    assert "100000 hosts" in message, message
+    # several terms together, as the request's own lists are charged
+    two = "".join(f"<Node op='NE' aggregation='Range'>{prefix}[1-60000]</Node>" for prefix in ("a", "b"))
+    assert "100000 hosts" in refused(sss(f"<Requested>{two}</Requested>"), "Node")
+    many = ",".join(f"h{number}" for number in range(100_001))
+    assert "100000 hosts" in refused(sss(f"<Requested><Node op='NE' aggregation='List'>{many}</Node></Requested>"),
+                                     "Node")
+    # a range sbatch could not be told, however short
+    assert "bracket" in refused(sss("<Requested><Node op='NE' aggregation='Range'>n[5-</Node></Requested>"), "Node")
+
+
+@pytest.mark.parametrize(("inner", "field"), [
+    ("<Requested><Node op='NE' aggregation='Range'>node[1-20000]</Node></Requested>", "Node"),
+    ("<Extension name='RequiredNodes'>node[1-20000]</Extension>", "Node"),
+    ("<Requested><Feature aggregation='List'>" + ",".join(f"f{n}" for n in range(30_000)) + "</Feature></Requested>",
+     "Feature"),
+], ids=["exclude", "nodelist", "constraint"])
+def test_an_option_longer_than_one_command_line_argument_is_refused(inner: str, field: str) -> None:
+    """Linux refuses an argument over 128 KiB (E2BIG) to the sbatch it would run: a 400 that names
+    the field, not a 503 from the submission."""
+    message = refused(sss(inner), field)
+    assert "128 KiB" in message, message
+
+
+def test_an_argument_list_the_system_refuses_is_a_refusal_of_the_job(tmp_path: Path) -> None:
+    """Past translation's bounds (a smaller ARG_MAX), execve's E2BIG is the job's, not Slurm's."""
+    from infosvc.config import LrmsConfig
+    from infosvc.lrms import slurm_jobs
+
+    sbatch = tmp_path / "sbatch"
+    sbatch.write_text("#!/bin/sh\necho 1\n")
+    sbatch.chmod(0o755)
+    config = LrmsConfig(type="slurm", bin_dir=str(tmp_path))
+    huge = Batch(("--exclude=" + "n," * 100_000,), "#!/bin/sh\ntrue\n")
+    with pytest.raises(DocumentError) as caught:
+        slurm_jobs.submit(config, huge, None)
+    assert "too long" in str(caught.value), str(caught.value)
+    assert slurm_jobs.submit(config, Batch(("--exclude=n1",), "#!/bin/sh\ntrue\n"), None) == "1"

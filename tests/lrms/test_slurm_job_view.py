@@ -113,3 +113,32 @@ def test_the_server_forgets_the_oldest_submitters_past_its_bound(monkeypatch: py
     for job_id in ("1", "2", "3"):
         side.remember(job_id, Submitted("alice", job_id))
     assert list(side.known) == ["2", "3"]
+
+
+def test_a_server_not_root_says_at_start_that_jobs_go_as_itself(monkeypatch: pytest.MonkeyPatch,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """run_as, run_as_owner and run_as_map need a root server (docs/slurm.md); one that is not
+    submitted every owner's job as its own user without a word. It still starts (single-user sites
+    and the tests run so), with a warning; a server without those keys says nothing."""
+    import logging
+
+    from infosvc.config import LrmsConfig
+    from infosvc.web import slurmjobs
+
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    monkeypatch.setattr(os, "geteuid", lambda: 4321)
+    with caplog.at_level(logging.WARNING, logger="infosvc.web.slurmjobs"):
+        side = slurmjobs.SlurmSide.of(LrmsConfig(type="slurm", run_as=me, run_as_owner=True))
+    assert side.policy.resolve("alice") is None  # as the server's own user
+    (record,) = [r for r in caplog.records if r.name == "infosvc.web.slurmjobs"]
+    assert record.levelno == logging.WARNING and "not root" in record.getMessage(), record.getMessage()
+    assert "run_as, run_as_owner" in record.getMessage()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="infosvc.web.slurmjobs"):
+        slurmjobs.SlurmSide.of(LrmsConfig(type="slurm"))
+        slurmjobs.SlurmSide.of(LrmsConfig(type="", run_as=me))
+    assert not caplog.records
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    with caplog.at_level(logging.WARNING, logger="infosvc.web.slurmjobs"):
+        slurmjobs.SlurmSide.of(LrmsConfig(type="slurm", run_as=me))
+    assert not caplog.records
