@@ -380,12 +380,13 @@ def _asked_nodes(terms: list[Term], budget: Budget) -> tuple[str, ...] | None:
 
 
 def _names(ref: NodeRef, budget: Budget) -> list[str]:
-    """The names a Node term lists, charged to `budget` before they are made (a list by its commas)."""
+    """The names a Node term lists, charged to `budget` before they are made (a list by its
+    delimiter: counted by commas, a list of another delimiter was charged one name)."""
     try:
         if ref.aggregation is Aggregation.RANGE:
             budget.take_names(names_upper_bound(ref.value.strip()), "Node")
         elif ref.aggregation is Aggregation.LIST:
-            budget.take_names(ref.value.count(",") + 1, "Node")
+            budget.take_names(ref.value.count(ref.delimiter or ",") + 1, "Node")
         names = ref.names()
     except (NodeRefError, NodeSetException) as exc:
         raise DocumentError(f"Node: {exc}") from None

@@ -69,6 +69,15 @@ def test_host_names_are_charged_before_they_are_expanded(monkeypatch: pytest.Mon
         read(group(required, 3))
 
 
+def test_a_list_of_another_delimiter_is_charged_by_its_delimiter() -> None:
+    # a list was charged by its commas: one of semicolons was one name, whatever it held
+    listed = ("<Requested><Node aggregation='List' delimiter=';'>" + ";".join(f"h{i}" for i in range(1000))
+              + "</Node></Requested>")
+    assert len(read(group(listed, MAX_NODES // 1000))) == MAX_NODES // 1000
+    with pytest.raises(DocumentError, match="hosts in all"):
+        read(group(listed, MAX_NODES // 1000 + 1))
+
+
 def test_text_copied_into_each_job_and_task_is_bounded() -> None:
     name = "x" * 100_000
     with pytest.raises(DocumentError, match="once its defaults and task counts are applied"):
