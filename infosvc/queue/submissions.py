@@ -20,6 +20,8 @@ from infosvc.model.jobneeds import NeedsRead, read_needs
 from infosvc.sched.jobs import JobRecord
 from infosvc.sched.request import Budget, JobRequest, read_request
 from infosvc.queue.eligibility import requirements_of
+from infosvc.queue.upkeep import held_reason
+from infosvc.model.ccsjob import JobState
 from infosvc.errors import Forbidden
 
 __all__ = ["INLINE_BYTES", "MAX_GROUP_JOBS", "Document", "Filer", "Prepared", "check_group", "owner_of", "prepare",
@@ -217,7 +219,10 @@ def check_group(parsed: Job | JobGroup, prepared: list[Prepared]) -> None:
 def requirements_again(job: JobRecord, stored: Callable[[], tuple[bytes, str] | None],
                        groups: dict[str, list[Prepared] | None]) -> Requirements | None:
     """A stored job's host requirements, compiled again at start from its document (`stored()`
-    reads it). A JobGroup's document is read once for all its jobs, kept in `groups` meanwhile."""
+    reads it). A JobGroup's document is read once for all its jobs, kept in `groups` meanwhile.
+    None when they cannot be (a document this version reads otherwise, or gone): a queued job is
+    then given a System hold, and never run without what it asked of its hosts (it was); an
+    admin cancels it, or releases it to run it so."""
     if job.group is None:
         prepared = _prepared_again(job, stored())
     elif job.group in groups:
@@ -225,7 +230,12 @@ def requirements_again(job: JobRecord, stored: Callable[[], tuple[bytes, str] | 
     else:
         prepared = groups[job.group] = _prepared_again(job, stored())
     position = int(job.id) - int(job.group) if job.group is not None else 0
-    return prepared[position].requirements if prepared is not None and 0 <= position < len(prepared) else None
+    if prepared is not None and 0 <= position < len(prepared) and prepared[position].requirements is not None:
+        return prepared[position].requirements
+    if job.state is JobState.QUEUED and "System" not in job.request.holds:
+        job.request = replace(job.request, holds=(*job.request.holds, "System"))
+        job.reason = held_reason(job.request.holds)
+    return None
 
 
 def _prepared_again(job: JobRecord, stored: tuple[bytes, str] | None) -> list[Prepared] | None:
@@ -234,7 +244,7 @@ def _prepared_again(job: JobRecord, stored: tuple[bytes, str] | None) -> list[Pr
     try:
         prepared, _ = prepare(stored[0], stored[1], TRUSTED)  # accepted once: its owner is stored
     except DocumentError as exc:  # accepted by an earlier version that read it otherwise
-        log.warning("job %s: its document no longer reads (%s); scheduled without its host requirements",
-                    job.id, exc)
+        log.warning("job %s: its document no longer reads (%s): its host requirements are not known, and it is "
+                    "held (System) until an admin cancels or releases it", job.id, exc)
         return None
     return prepared

@@ -215,6 +215,30 @@ def test_the_queue_survives_a_restart(site: InProcessServer) -> None:
     assert json.loads(site.get("/v1/jobs?limit=1").body)["truncated"] is True
 
 
+def test_a_job_whose_host_requirements_no_longer_compile_at_a_restart_is_held(
+        site: InProcessServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    # it was scheduled without them: a job that asked for n1 alone (or excluded a host, or asked a
+    # feature) could run anywhere once an upgrade read its stored document otherwise
+    from infosvc.errors import DocumentError
+    from infosvc.queue import submissions
+
+    submit(site, ccs(8))
+    state_becomes(site, "1", "Running")  # both hosts busy: the next waits
+    asked = submit(site, sss("only-n1", 1, more="<Node>n1</Node>"))["id"]
+    site.stop()
+
+    def unreadable(*args: Any, **kwargs: Any) -> Any:
+        raise DocumentError("read otherwise by this version")
+    monkeypatch.setattr(submissions, "prepare", unreadable)
+    site.start()
+    held = job(site, asked)
+    assert held["state"] == "Queued" and held["holds"] == ["System"], held
+    site.request("DELETE", "/v1/jobs/1", token=site.tokens["submit"])  # the hosts free: it still waits
+    state_becomes(site, "1", "Canceled")
+    wait_for(lambda: "System hold" in job(site, asked)["reason"], message="the held job's reason")
+    assert job(site, asked)["state"] == "Queued"
+
+
 def test_the_ce_publishes_the_queue_in_every_rendering(site: InProcessServer) -> None:
     from infosvc.codec import safexml
 
