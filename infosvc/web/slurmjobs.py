@@ -18,8 +18,7 @@ from typing import Any, Callable, Final, TypeVar
 
 from aiohttp import web
 
-from infosvc.config import LrmsConfig
-from infosvc.config.lrms import owner_map
+from infosvc.config import LrmsConfig, owner_map
 from infosvc.errors import Conflict, DocumentError, Forbidden, Invalid, Unavailable, excerpt
 from infosvc.hosts import Role
 from infosvc.lrms import slurm_jobs
