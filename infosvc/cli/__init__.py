@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, AsyncIterator, Final
 if TYPE_CHECKING:
     import ssl
 
+    from infosvc.config import SiteConfig
+
 from infosvc import __version__
 
 
@@ -111,7 +113,32 @@ def _check_config(path: str) -> int:
     for gap in grid_gaps(config.service.information_service_url,
                          (ce.access_control for ce in config.computing_elements)):
         print(f"{path}: warning: {gap}", file=sys.stderr)
+    for gap in _upstream_gaps(config):
+        print(f"{path}: warning: {gap}", file=sys.stderr)
     return 0
+
+
+def _upstream_gaps(config: SiteConfig) -> list[str]:
+    """The upstreams' token and CA files this user cannot use, as a pull would read them (the
+    service's user may be another: under the packaged unit a transient one, which reads a file of
+    root's only when handed it as a credential, deploy/infosvc.service)."""
+    import ssl
+
+    from infosvc.config import read_token
+
+    gaps = []
+    for up in config.federation.upstreams:
+        try:
+            read_token(up)
+        except ValueError as exc:
+            gaps.append(f"upstream {up.label}: {exc}")
+        if up.ca_file is not None:
+            try:
+                ssl.create_default_context(cafile=up.ca_file)
+            except (OSError, ssl.SSLError) as exc:
+                gaps.append(f"upstream {up.label}: ca_file {up.ca_file} cannot be used: "
+                            f"{getattr(exc, 'strerror', None) or exc}")
+    return gaps
 
 
 def tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:

@@ -57,6 +57,27 @@ def test_check_config_says_what_a_grid_client_would_miss(tmp_path: Path) -> None
 
 
 
+def test_check_config_says_an_upstream_s_token_or_ca_file_it_cannot_read(tmp_path: Path) -> None:
+    # a review: under the packaged unit the service's transient user could not read a token of
+    # root's, and every pull failed, while check-config said nothing
+    token = tmp_path / "site-a.token"
+    config = tmp_path / "top.toml"
+    config.write_text('[service]\ninformation_service_url = "https://top.example.org:8443/v1/glue"\n'
+                      '[[computing_elements]]\nid = "ce.example.org:2119/jobmanager-infosvc-all"\n'
+                      'access_control = ["VO:atlas"]\n'
+                      f'[[federation.upstreams]]\nurl = "https://site-a.example.org:8443"\nname = "site-a"\n'
+                      f'token_file = "{token}"\nca_file = "{tmp_path / "missing-ca.pem"}"\n')
+    done = run("infosvc", "check-config", str(config))
+    assert done.returncode == 0, done.stderr
+    warnings = done.stderr.splitlines()
+    assert len(warnings) == 2 and all(line.startswith(f"{config}: warning: upstream site-a: ") for line in warnings)
+    assert f"cannot read token_file {token}" in warnings[0] and "missing-ca.pem" in warnings[1]
+    token.write_text("a-read-token\n")
+    config.write_text("\n".join(line for line in config.read_text().splitlines() if not line.startswith("ca_file")))
+    done = run("infosvc", "check-config", str(config))
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
 BAD_LISTENS = {
     "8080": "HOST:PORT", "localhost": "HOST:PORT", "127.0.0.1:": "HOST:PORT", "127.0.0.1:http": "HOST:PORT",
     "127.0.0.1:-1": "HOST:PORT", "127.0.0.1:65536": "1 to 65535", "127.0.0.1:99999999999": "1 to 65535",
