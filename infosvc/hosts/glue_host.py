@@ -17,8 +17,10 @@ __all__ = ["host_from_node"]
 MB = "MB"
 
 
-#: Larger counts (MHz, KB, bytes of MTU, tasks) are no measurement of a real host.
+#: Larger counts (MHz, KB, bytes of MTU, tasks, GPUs) are no measurement of a real host.
 _MAX_COUNT = 1 << 31
+#: Larger sizes in MB (9 ZB) are none either, and past what the scheduler's int64 columns hold.
+_MAX_MB = 1 << 53
 
 
 def _int(text: str | None) -> int | None:
@@ -41,10 +43,12 @@ def _mb(item: Consumable | None) -> int | None:
         if item.units == MB:
             # What the agent writes: the same number as item.amount(MB) gives (a shift by 2^0),
             # without its unit lookups.
-            return int(float(item.value))
-        return int(item.amount(MB))
+            size = int(float(item.value))
+        else:
+            size = int(item.amount(MB))
     except (ValueError, OverflowError):
         return None
+    return size if size < _MAX_MB else None
 
 
 _SPANS = ("1min", "5min", "15min")
@@ -151,16 +155,16 @@ def _consumables(items: Iterable[Consumable]) -> tuple[dict[str, Consumable], di
     return first, sizes, nics, gpus
 
 
+def _gpus(item: Consumable) -> int:
+    """A `Resource name="GPU"`'s count; 0 for one that is no count of a real host's (a report of
+    1e19 GPUs overflowed the scheduler's columns: every submission and match failed after it)."""
+    count = _int(str(item.value))
+    return count or 0
+
+
 def _gpu_count(items: Iterable[Consumable]) -> int:
     """The GPUs of a category (`Resource name="GPU"`, one per model), counted over every model."""
-    total = 0
-    for item in items:
-        if item.name == "GPU":
-            try:
-                total += max(0, int(float(item.value)))
-            except (ValueError, OverflowError):
-                continue
-    return total
+    return min(sum(_gpus(item) for item in items if item.name == "GPU"), _MAX_COUNT)
 
 
 _accelerator = lru_cache(maxsize=1024, typed=True)(glue.Accelerator)
@@ -175,10 +179,7 @@ def _accelerators(gpus: list[Consumable], by_type: dict[str | None, dict[str, st
     memory_of: dict[str, int | None] = {}
     for item in gpus:
         if item.name == "GPU" and item.type:
-            try:
-                counts[item.type] = counts.get(item.type, 0) + max(0, int(float(item.value)))
-            except (ValueError, OverflowError):
-                continue
+            counts[item.type] = min(counts.get(item.type, 0) + _gpus(item), _MAX_COUNT)
         elif item.name == "GPUMemory" and item.type:
             memory_of[item.type] = _mb(item)
     details: dict[str, tuple[str | None, int | None, str | None]] = {}

@@ -45,12 +45,19 @@ def subcluster_key(host: Host) -> tuple[object, ...]:
             host.application_software, host.resources, host.accelerators)
 
 
-def _subcluster_for(host: Host, key: tuple[object, ...]) -> SubCluster:
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+def _subcluster_for(host: Host, key: tuple[object, ...], *, whole: bool = False) -> SubCluster:
+    """The subcluster of `key`, named by the first 40 bits of its digest; by all of it (`whole`)
+    where those are another key's already."""
     # Without resources, and without accelerators, the digest is that of the key before they were
     # in it: ids stay as they were.
     core = key[1:-1]
-    digest = hashlib.sha1(repr((core if core[-1] is not None else core[:-1])
-                               + ((key[-1],) if key[-1] else ())).encode()).hexdigest()[:10]
+    digest = _digest(repr((core if core[-1] is not None else core[:-1]) + ((key[-1],) if key[-1] else ())))
+    if not whole:
+        digest = digest[:10]
     p, os_, arch = host.processor, host.operating_system, host.architecture
     ram = ram_class_mb(host.main_memory.ram_size)
     words = [arch.platform_type or "unknown-arch", f"{arch.smp_size or 0}cpu", p.model or "unknown-cpu",
@@ -155,6 +162,10 @@ class Rollup:
                 self._leave(host.unique_id, old_sub)
         if sub_id is None:
             sub = _subcluster_for(host, key)
+            if sub.unique_id in self.subclusters:
+                # another key's 40 bits: a collision (one found offline in ~2^20 tries for any
+                # two, ~2^40 for a given one) took over that subcluster, its members and figures
+                sub = _subcluster_for(host, key, whole=True)
             sub_id = sub.unique_id
             self._key_of[key] = sub_id
             self._key_by_sub[sub_id] = key

@@ -257,3 +257,26 @@ def _many(models: int) -> Rollup:
     r = Rollup(CONFIG)
     r.update(host_from_node(node, "Ready", CONFIG, WHEN))
     return r
+
+
+@pytest.mark.parametrize("value", ["1e19", "1.7e308", "4294967296"])
+def test_a_gpu_count_past_any_real_host_is_no_count_and_breaks_nothing(serve_app: ServerFactory, value: str) -> None:
+    # a review: one report of <Resource name="GPU" type="Fake">1e19</Resource> was accepted, and
+    # every submission and match answered 500 after it (the scheduler's numpy pool overflowed);
+    # GLUE published a 20-digit accelerator count
+    from infosvc.codec.node_xml import node_to_xml
+
+    server = serve_app()
+    server.report("victim.example.org", server.agent_token())
+    evil = make_node("evil.example.org")
+    evil.configured.add(Consumable("Resource", float(value), name="GPU", type="Fake"))
+    evil.available.add(Consumable("Resource", float(value), name="GPU", type="Fake"))
+    assert server.post_node(node_to_xml(evil), server.agent_token()).status == 200
+    job = b"<Job><Id>j</Id><Executable>/bin/true</Executable><Requested><Processors>1</Processors></Requested></Job>"
+    submitted = server.request("POST", "/v1/jobs", job, token=server.tokens["submit"],
+                               headers={"Content-Type": "application/xml"})
+    assert submitted.status == 201, submitted.body
+    assert server.request("POST", "/v1/match", job, headers={"Content-Type": "application/xml"}).status == 200
+    hosts = {h["unique_id"]: h for h in server.get("/v1/glue").json()["hosts"]}
+    assert not hosts["evil.example.org"].get("accelerators"), hosts["evil.example.org"]
+    assert str(int(float(value))) not in server.get("/v1/glue").body.decode()

@@ -897,3 +897,28 @@ def test_details_outside_the_key_are_published_while_every_member_shares_them(si
     kept = sub.processor
     rollup.update(host(site_node("node0002"), site_config))  # a report that changes nothing of it
     assert sub.processor is kept
+
+
+def test_two_kinds_whose_ids_collide_stay_two_subclusters(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a review: subcluster ids are 40 bits of a digest, and the roll-up took an id already made for
+    # another kind as that kind's: a colliding report (2^20 tries for some pair, 2^40 for a given
+    # one) took over the victims' subcluster (its members, its figures, its processor model)
+    import hashlib
+
+    from infosvc.hosts import rollup as rollup_module
+
+    # every digest begins alike: any two kinds collide in their first 40 bits, never in all 160
+    monkeypatch.setattr(rollup_module, "_digest", lambda text: "a" * 10 + hashlib.sha1(text.encode()).hexdigest()[10:])
+    config = SiteConfig()
+    rollup = Rollup(config)
+    for name in ("victim1", "victim2"):
+        rollup.update(host(make_node(f"{name}.example.org", INTEL), config))
+    rollup.update(host(make_node("evil.example.org", AMD), config))
+    subs = {sub.unique_id: sub for sub in rollup.subclusters.values()}
+    assert len(subs) == 2
+    victims = rollup.subclusters[rollup._sub_of["victim1.example.org"]]
+    evil = rollup.subclusters[rollup._sub_of["evil.example.org"]]
+    assert victims.unique_id != evil.unique_id and len(evil.unique_id) > len(victims.unique_id)
+    assert victims.processor.model == INTEL.model and victims.host_count == 2
+    assert evil.processor.model == AMD.model and evil.host_count == 1
+    assert rollup._sub_of["victim2.example.org"] == victims.unique_id
