@@ -19,7 +19,6 @@ SSS Node Id); sizes are in bytes, times in seconds. The CE families carry the jo
 from __future__ import annotations
 
 import logging
-import re
 import time
 from operator import itemgetter
 from typing import Callable, Final, Iterable, Iterator
@@ -32,8 +31,8 @@ from prometheus_client.utils import floatToGoString as _untyped_float_text
 from infosvc.hosts import Aggregator
 from infosvc.hosts import HostEntry
 from infosvc.hosts import NodeState
-from infosvc.loglimit import LogLimiter
 from infosvc.model.node import Consumable
+from infosvc.publish.gpu_series import GPU_FAMILIES, MAX_GPU_DEVICES, MAX_GPU_MODELS, bytes_of, gpu_values
 from infosvc.publish.metric_specs import METRICS, MetricSpec
 
 __all__ = ["INGEST_BUCKETS", "MAX_GPU_DEVICES", "MAX_GPU_MODELS", "METRICS", "AggregatorCollector", "Metrics",
@@ -92,98 +91,6 @@ def _first(items: list[Consumable]) -> tuple[Consumable | None, Consumable | Non
     return processors, memory, loads, gpus
 
 
-#: the per-host GPU families, in METRICS order, with the label each has beside node
-_GPU_FAMILIES: Final = (("infosvc_host_gpus", "model"), ("infosvc_host_gpus_available", "model"),
-                        ("infosvc_host_gpus_utilized", "model"), ("infosvc_host_gpu_memory_bytes", "gpu"),
-                        ("infosvc_host_gpu_memory_used_bytes", "gpu"), ("infosvc_host_gpu_utilization_ratio", "gpu"))
-
-
-#: At most this many models per host have per-model GPU series, and this many GPUs per-GPU series:
-#: the label values are the agent's to write, and one report of 1,000 GPU types renamed at each
-#: report made 2,000 series at each scrape and new ones at each report (docs/security.md)
-MAX_GPU_MODELS: Final = 8
-MAX_GPU_DEVICES: Final = 64
-#: A GPU's id as agents write it (docs/node-mapping.md): its PCI address, domain:bus:device.function
-#: (the kernel's 0000:3b:00.0, NVML's 00000000:3B:00.0), or a MIG instance's, <PCI address>/gi<G>/ci<C>
-_GPU_ID: Final = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?:/gi[0-9]{1,4}/ci[0-9]{1,4})?")
-#: GPU counts the roll-up takes as a host's (infosvc.hosts.glue_host: a whole count under 2**31)
-_MAX_COUNT: Final = float(1 << 31)
-#: says that a host's GPU series were cut: one line per interval, however many hosts
-_cut_log = LogLimiter(log)
-
-
-def _gpu_values(categories: tuple[list[Consumable], ...], host: str) -> tuple[list[tuple[str, float]], ...]:
-    """Each _GPU_FAMILIES family's (label value, value) pairs, from the GPU resources of the
-    Configured, Available and Utilized categories (_first's; docs/node-mapping.md, GPUs): per
-    model the GPUs of each category; per GPU its memory, memory used, utilisation. Bounded
-    whatever the report says: per model, the models the host has GPUs of (a Configured count of
-    one or more, as the roll-up counts its accelerators), the first MAX_GPU_MODELS by name; per
-    GPU, the ids of a GPU's form (_GPU_ID), the first MAX_GPU_DEVICES. A model's GPUs listed
-    twice are summed (as the roll-up does), a GPU's value listed twice is its first."""
-    models: set[str] = set()  # those it has GPUs of
-    devices: set[str] = set()  # those of a GPU's form
-    model_keys: set[str] = set()  # every per-model label value of the report, kept or not
-    device_keys: set[str] = set()  # and every per-GPU one
-    for category, items in enumerate(categories):
-        for item in items:
-            name, key = item.name, item.type
-            assert key is not None  # _first keeps only typed ones
-            if name == "GPU":
-                model_keys.add(key)
-                if category == 0 and key not in models:
-                    try:
-                        if 1 <= float(item.value) < _MAX_COUNT:
-                            models.add(key)
-                    except (ValueError, OverflowError):
-                        pass
-            elif (name == "GPUMemory" and category != 1) or (name == "GPUUtilization" and category == 2):
-                if key not in device_keys:
-                    device_keys.add(key)
-                    if _GPU_ID.fullmatch(key):
-                        devices.add(key)
-    if len(models) > MAX_GPU_MODELS:
-        models = set(sorted(models)[:MAX_GPU_MODELS])
-    if len(devices) > MAX_GPU_DEVICES:
-        devices = set(sorted(devices)[:MAX_GPU_DEVICES])
-    if len(model_keys) > len(models) or len(device_keys) > len(devices):
-        _cut_log.warning("gpu-series-cut", "host %r: %d GPU models and %d GPU ids of its report are left off /metrics "
-                         "(per-model series: at most %d models it has GPUs of; per-GPU series: at most %d PCI "
-                         "addresses or MIG instances)", host, len(model_keys) - len(models),
-                         len(device_keys) - len(devices), MAX_GPU_MODELS, MAX_GPU_DEVICES)
-    out: tuple[dict[str, float], ...] = ({}, {}, {}, {}, {}, {})
-    for category, items in enumerate(categories):
-        for item in items:
-            name, key = item.name, item.type
-            assert key is not None
-            try:
-                if name == "GPU":
-                    if key in models:
-                        counts = out[category]
-                        counts[key] = counts.get(key, 0.0) + float(item.value)
-                elif key not in devices:
-                    continue
-                elif name == "GPUMemory" and category != 1:
-                    family = out[3 if category == 0 else 4]
-                    if key not in family and (amount := _bytes(item)) is not None:
-                        family[key] = amount
-                elif name == "GPUUtilization" and category == 2 and key not in out[5]:
-                    out[5][key] = float(item.value) / 100
-            except (ValueError, OverflowError):  # not a number: not exported rather than failing the scrape
-                continue
-    return tuple(list(values.items()) for values in out)
-
-
-def _bytes(item: Consumable | None) -> float | None:
-    if item is None:
-        return None
-    try:
-        if item.units == "MB" or item.units is None:  # what agents write; no units means MB for Memory
-            return float(item.value) * MIB
-        return item.amount("byte")
-    except (ValueError, OverflowError):  # units that name no size, or a size past any float:
-        return None  # not exported rather than failing the scrape
-
-
 class AggregatorCollector:
     """Metric families from an Aggregator's state at the moment of the scrape: with `hosts`, every
     family; without, all but the per-host ones and the scrape's own duration and success, which
@@ -228,7 +135,7 @@ class AggregatorCollector:
         per_family: list[list[Sample]] = [[] for _ in names]
         info, state, p_conf, p_avail, p_used, m_conf, m_avail, m_used, load1, load5, load15 = per_family[:11]
         s_info, s_state, s_pc, s_pa, s_pu, s_mc, s_ma, s_mu, s_l1, s_l5, s_l15 = names[:11]
-        gpu_families = [(per_family[names.index(n)], n, label) for n, label in _GPU_FAMILIES]
+        gpu_families = [(per_family[names.index(n)], n, label) for n, label in GPU_FAMILIES]
         age, s_age = per_family[-1], names[-1]
         rollup = agg.tree
         sub_of = rollup.subcluster_of
@@ -247,17 +154,17 @@ class AggregatorCollector:
             proc, mem, _, c_gpus = _first(node.configured.items)
             if proc is not None:
                 p_conf.append(Sample(s_pc, labels, float(proc.value)))
-            if (value := _bytes(mem)) is not None:
+            if (value := bytes_of(mem)) is not None:
                 m_conf.append(Sample(s_mc, labels, value))
             proc, mem, _, a_gpus = _first(node.available.items)
             if proc is not None:
                 p_avail.append(Sample(s_pa, labels, float(proc.value)))
-            if (value := _bytes(mem)) is not None:
+            if (value := bytes_of(mem)) is not None:
                 m_avail.append(Sample(s_ma, labels, value))
             proc, mem, loads, u_gpus = _first(node.utilized.items)
             if proc is not None:
                 p_used.append(Sample(s_pu, labels, float(proc.value)))
-            if (value := _bytes(mem)) is not None:
+            if (value := bytes_of(mem)) is not None:
                 m_used.append(Sample(s_mu, labels, value))
             if loads:
                 for span, samples, name in (("1min", load1, s_l1), ("5min", load5, s_l5), ("15min", load15, s_l15)):
@@ -265,8 +172,7 @@ class AggregatorCollector:
                     if item is not None:
                         samples.append(Sample(name, labels, float(item.value)))
             if c_gpus or a_gpus or u_gpus:
-                gpu_values = _gpu_values((c_gpus, a_gpus, u_gpus), host_id)
-                for (samples, name, label), values in zip(gpu_families, gpu_values):
+                for (samples, name, label), values in zip(gpu_families, gpu_values((c_gpus, a_gpus, u_gpus), host_id)):
                     samples.extend(Sample(name, {label: key, "node": host_id}, value) for key, value in values)
             age.append(Sample(s_age, labels, now - entry.reported_at))
         for family, samples in zip(families, per_family):
@@ -394,18 +300,18 @@ def host_lines(entry: HostEntry, cluster: str | None, subcluster: str | None) ->
         proc, mem, loads, gpu = _first(items)
         gpu_items.append(gpu)
         values.append(f"{p_name}{one}{float_text(proc.value)}\n" if proc is not None else "")
-        amount = _bytes(mem)
+        amount = bytes_of(mem)
         values.append(f"{m_name}{one}{float_text(amount)}\n" if amount is not None else "")
     p_conf, m_conf, p_avail, m_avail, p_used, m_used = values
     spans = []
     for span, name in (("1min", "infosvc_host_load1"), ("5min", "infosvc_host_load5"), ("15min", "infosvc_host_load15")):
         item = loads.get(span)  # the Utilized category's, the last of the loop
         spans.append(f"{name}{one}{float_text(item.value)}\n" if item is not None else "")
-    gpus = [""] * len(_GPU_FAMILIES)
+    gpus = [""] * len(GPU_FAMILIES)
     if any(gpu_items):
         gpus = ["".join(f'{name}{{{key}="{_label(labeled)}",node="{label}"}} {float_text(value)}\n'
                         for labeled, value in values)
-                for (name, key), values in zip(_GPU_FAMILIES, _gpu_values(tuple(gpu_items), entry.id))]
+                for (name, key), values in zip(GPU_FAMILIES, gpu_values(tuple(gpu_items), entry.id))]
     return (info, state, p_conf, p_avail, p_used, m_conf, m_avail, m_used, *spans, *gpus,
             f'{_AGE.name}{{node="{label}"}} ')
 

@@ -18,7 +18,7 @@ from support.documents import GPUs, make_node
 from infosvc.hosts.table import HostEntry
 from infosvc.loglimit import LogLimiter
 from infosvc.model.node import Consumable, Node
-from infosvc.publish import prometheus
+from infosvc.publish import gpu_series, prometheus
 from infosvc.publish.prometheus import MAX_GPU_DEVICES, MAX_GPU_MODELS, host_lines
 
 H100 = GPUs.model
@@ -87,7 +87,7 @@ def test_a_host_s_gpu_series_are_bounded_whatever_it_reports(tmp_path: Path, cap
     metrics.watch(agg)
     plain = series(metrics.exposition().decode(), "plain")
     caplog.set_level(logging.WARNING, logger="infosvc.publish.prometheus")
-    monkeypatch.setattr(prometheus, "_cut_log", LogLimiter(prometheus.log))  # none logged yet
+    monkeypatch.setattr(gpu_series, "_cut_log", LogLimiter(gpu_series.log))  # none logged yet
     for round_ in range(3):
         agg.table.report(flood("evil", round_), 1_800_000_000.0)
         text = metrics.exposition().decode()
@@ -132,7 +132,7 @@ def test_only_the_models_the_host_has_gpus_of_and_ids_of_gpus_are_exported(caplo
     node.available.add(Consumable("Resource", 5.0, name="GPU", type="Never configured"))
     node.utilized.add(Consumable("Resource", 0.0, name="GPU", type=mig))
     caplog.set_level(logging.WARNING, logger="infosvc.publish.prometheus")
-    monkeypatch.setattr(prometheus, "_cut_log", LogLimiter(prometheus.log))
+    monkeypatch.setattr(gpu_series, "_cut_log", LogLimiter(gpu_series.log))
     lines = gpu_lines(node)
     assert lines == (f'infosvc_host_gpus{{model="{mig}",node="g01"}} 2.0\n'
                      f'infosvc_host_gpus_available{{model="{mig}",node="g01"}} 2.0\n'
