@@ -31,7 +31,7 @@ from infosvc.hosts.table import HostEntry, HostTable
 from infosvc.lrms.cluster import ClusterState
 from infosvc.hosts.reportcaps import check_report
 from infosvc.config import SiteConfig
-from infosvc.store import HostEvent, Report, Store
+from infosvc.store import HostEvent, PastViewTooLarge, Report, Store
 from infosvc.errors import Conflict, Forbidden, NotFound, TooLarge, Unavailable
 from infosvc.hosts.tokens import Tokens
 
@@ -47,6 +47,9 @@ CLOCK_STEP_SECONDS = 1.0
 INLINE_CHOOSING = 20_000
 #: A report at most this long is parsed on the event loop (a few ms); a longer one in a thread
 INLINE_REPORT_BYTES = 16 * 1024
+#: A past view (GET /v1/glue?at=, tree_at) holds at most twice the hosts now, and at least this
+#: many: an instant with more hosts published is refused (413), not answered with some of them
+PAST_VIEW_MIN_HOSTS = 1000
 
 
 class Aggregator:
@@ -359,9 +362,17 @@ class Aggregator:
         return self.table.rollup.of_hosts(h for e in entries if (h := hosts.get(e.id)) is not None)
 
     def tree_at(self, at: float) -> Rollup:
-        """The tree as published at `at`, from the store's history (infosvc.hosts.history): blocking."""
-        return site_at(self.config, self.store, at, lambda h: (e.approved if (e := self.table.get(h)) else None),
-                       max_hosts=max(len(self.table) * 2, 1000))
+        """The tree as published at `at`, from the store's history (infosvc.hosts.history): blocking.
+        Every host published then is in it; TooLarge (413) when they were more than a past view
+        holds, max(2 x the hosts now, PAST_VIEW_MIN_HOSTS), rather than some of them."""
+        bound = max(len(self.table) * 2, PAST_VIEW_MIN_HOSTS)
+        try:
+            return site_at(self.config, self.store, at, lambda h: (e.approved if (e := self.table.get(h)) else None),
+                           max_hosts=bound)
+        except PastViewTooLarge as exc:
+            raise TooLarge(f"{exc.hosts} hosts were published at that time, more than the {bound} a past view "
+                           f"holds (twice the hosts now, at least {PAST_VIEW_MIN_HOSTS})",
+                           "GET /v1/nodes/{id}/history gives any host's reports of that time") from None
 
     def node_history(self, host_id: str, since: float, until: float, limit: int,
                      before: int | None = None) -> Generator[PastReport, None, None]:

@@ -33,8 +33,8 @@ from infosvc.store.file import (
     read_ahead,
 )
 from infosvc.store.hosts import (
-    HostEvent, HostRecord, Report, SnapshotRow, drop_binding, read_bindings, read_history, read_history_pages,
-    read_host_events, read_hosts, read_reports_at, write_binding, write_flags, write_removal, write_report,
+    HostEvent, HostRecord, PastViewTooLarge, Report, SnapshotRow, drop_binding, read_bindings, read_history,
+    read_history_pages, read_host_events, read_hosts, read_reports_at, write_binding, write_flags, write_removal, write_report,
     write_snapshot,
 )
 from infosvc.store.jobs import (EndedQuery, count_ended, next_job_id, read_document, read_ended, read_events,
@@ -42,8 +42,8 @@ from infosvc.store.jobs import (EndedQuery, count_ended, next_job_id, read_docum
 from infosvc.store.schema import MIGRATIONS, migrate
 from infosvc.store.writer import GroupWriter, Operation, WriterStopped
 
-__all__ = ["BUSY_TIMEOUT_MS", "MIGRATIONS", "HostEvent", "HostRecord", "Report", "SnapshotRow", "Store", "StoreCorrupt",
-           "StoreError",
+__all__ = ["BUSY_TIMEOUT_MS", "MIGRATIONS", "HostEvent", "HostRecord", "PastViewTooLarge", "Report", "SnapshotRow",
+           "Store", "StoreCorrupt", "StoreError",
            "StoreInUse", "connect", "is_corruption", "lock_database", "migrate", "quick_check", "read_ahead"]
 
 log = logging.getLogger("infosvc.store")
@@ -188,10 +188,11 @@ class Store:
         with self._reader() as conn:
             return read_host_events(conn, host_id, until)
 
-    def reports_at(self, at: float, limit: int) -> list[tuple[str, float, bytes, bytes | None]]:
-        """Each host's newest report received at or before `at` (store/hosts.py)."""
+    def reports_at(self, at: float, limit: int) -> Generator[tuple[str, float, bytes, bytes | None], None, None]:
+        """(host, received, document, the whole report a delta builds on) of each host published at
+        `at`, read as they are taken; PastViewTooLarge past `limit` hosts (store/hosts.py)."""
         with self._reader() as conn:
-            return read_reports_at(conn, at, limit)
+            yield from read_reports_at(conn, at, limit)
 
     def token_bindings(self) -> dict[str, str]:
         """token hash -> host id."""

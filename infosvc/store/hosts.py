@@ -213,20 +213,48 @@ def read_host_events(conn: sqlite3.Connection, host_id: str | None = None, until
     return [HostEvent(*row) for row in conn.execute(query + " ORDER BY seq", args)]
 
 
+class PastViewTooLarge(Exception):
+    """More hosts were published at the instant than a past view holds: refused, not cut short."""
+
+    def __init__(self, at: float, hosts: int, limit: int) -> None:
+        super().__init__(f"{hosts} hosts were published at {at}, more than the {limit} a past view holds")
+        self.at = at
+        self.hosts = hosts
+        self.limit = limit
+
+
+#: The hosts published at :at, chosen in one query over the reports' index (reports_time:
+#: host_id, reported_at, and the report's number): each host's newest report (the highest number;
+#: SQLite takes the bare reported_at from that row) received at or before :at, unless an admin removed the host since that report and at or before :at (a
+#: removal is kept as a host_events row, action 'remove'; a host that reported again after it is
+#: back). Only then the bound: `total` says how many there are, so that more than :limit is
+#: refused before any document is read. The documents (and a delta's base) are read row by row,
+#: in the order of `live` (no ORDER BY out here: it would sort them, every document at once).
+REPORTS_AT = """
+    SELECT live.host_id, live.reported_at, r.document, b.document, live.total
+    FROM (SELECT newest.host_id, newest.seq, newest.reported_at, count(*) OVER () AS total
+          FROM (SELECT host_id, max(seq) AS seq, reported_at FROM reports
+                WHERE reported_at <= :at GROUP BY host_id) AS newest
+          WHERE NOT EXISTS (SELECT 1 FROM host_events e WHERE e.host_id = newest.host_id
+                            AND e.action = 'remove' AND e.at >= newest.reported_at AND e.at <= :at)
+          ORDER BY newest.host_id LIMIT :limit + 1) AS live
+    JOIN reports r ON r.seq = live.seq
+    LEFT JOIN reports b ON b.seq = r.base"""
+
+
 def read_reports_at(conn: sqlite3.Connection, at: float,
-                    limit: int) -> list[tuple[str, float, bytes, bytes | None]]:
-    """Each host's newest report received at or before `at` (at most `limit` hosts), and for a
-    delta the whole report it builds on: what the service held of the site then. Removed hosts
-    are in it while their history is kept."""
-    hosts = [row[0] for row in conn.execute("SELECT DISTINCT host_id FROM reports LIMIT ?", [limit])]
-    found = []
-    for host_id in hosts:
-        row = conn.execute("SELECT r.reported_at, r.document, b.document FROM reports r "
-                           "LEFT JOIN reports b ON b.seq = r.base WHERE r.host_id = ? AND r.reported_at <= ? "
-                           "ORDER BY r.reported_at DESC, r.seq DESC LIMIT 1", [host_id, at]).fetchone()
-        if row is not None:
-            found.append((host_id, row[0], row[1], row[2]))
-    return found
+                    limit: int) -> Iterator[tuple[str, float, bytes, bytes | None]]:
+    """Each host published at `at`: its newest report received at or before `at`, and for a delta
+    the whole report it builds on (what the service held of the site then), by host Id. A host
+    removed at or before `at` and not heard from since is not in it; a removed host's history
+    is otherwise kept, and it is in the views of before its removal. PastViewTooLarge, before
+    any is read, when more than `limit` hosts were published then. The documents are read one
+    at a time, as they are taken."""
+    rows = conn.execute(REPORTS_AT, {"at": at, "limit": limit})
+    for host_id, reported_at, document, base, total in rows:
+        if total > limit:
+            raise PastViewTooLarge(at, total, limit)
+        yield host_id, reported_at, document, base
 
 
 def read_bindings(conn: sqlite3.Connection) -> dict[str, str]:

@@ -160,3 +160,28 @@ def test_approval_then_and_now(serve_app: ServerFactory) -> None:
     approved = instant()
     assert hosts_of(glue_at(site, pending))["cn09"]["state"] == "Pending"  # type: ignore[arg-type]
     assert hosts_of(glue_at(site, approved))["cn09"]["state"] == "Ready"  # type: ignore[arg-type]
+
+
+def test_a_past_view_past_its_bound_is_refused_not_cut_short(serve_app: ServerFactory,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A past view holds at most max(2 x the hosts now, PAST_VIEW_MIN_HOSTS) hosts: hosts removed
+    since do not push the hosts published then out of it, and an instant with more hosts
+    published than that is a 413 naming the bound, not a 200 with some of them."""
+    from infosvc.hosts import aggregator
+
+    monkeypatch.setattr(aggregator, "PAST_VIEW_MIN_HOSTS", 1)
+    site = serve_app({}, agents=4)
+    site.report("zz-real", site.agent_token(), processors=4)  # the last of them by Id
+    for name in ("a1", "a2", "a3"):
+        site.report(name, site.agent_token(), processors=2)
+    all_four = instant()
+    admin = site.tokens["admin"]
+    for name in ("a1", "a2", "a3"):
+        assert site.request("POST", f"/v1/admin/hosts/{name}/remove", b"", token=admin).status == 200
+    removed = instant()
+    # one host now: a bound of 2; the three removed hosts are not in the view after their removal
+    assert list(hosts_of(glue_at(site, removed))) == ["zz-real"]
+    assert list(hosts_of(glue_at(site, time.time()))) == ["zz-real"]
+    refused = site.get(f"/v1/glue?at={quote(iso(all_four))}")
+    assert refused.is_error(413), (refused.status, refused.body)
+    assert "4 hosts" in refused.json()["error"] and "2" in refused.json()["error"]
