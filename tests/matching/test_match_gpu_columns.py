@@ -130,15 +130,17 @@ def test_a_gpu_ask_beside_other_dynamic_terms_takes_the_per_host_way() -> None:
     assert fast == slow and columns.last_sync == ("none", 0)
 
 
-def test_gpu_counts_past_float64_take_the_per_host_way() -> None:
-    # no agent has 10^30 GPUs, but the schema bounds no count: such a row would round in float64
+def test_gpu_counts_past_any_real_host_are_none_and_both_ways_agree() -> None:
+    # no agent has 10^30 GPUs, and the schema bounds no count: such a row would have rounded in
+    # float64 (the per-host way took it), and a count past int64 failed every submission and match
+    # (found in review); the roll-up now takes a count of 2^31 or more as none (hosts/glue_host.py)
     giant = make_node("giant")
     giant.configured.add(Consumable("Resource", 1e30, name="GPU", type="A100"))
     giant.available.add(Consumable("Resource", 1e30, name="GPU", type="A100"))
     rollup, by_id = site([giant, gpu_host("plain", 8, 8, ("A100", 4, 0))])
-    assert rollup.hosts["giant"].total_accelerators == int(1e30)
+    assert rollup.hosts["giant"].total_accelerators == 0
     for asked in (f'<Resource name="GPU" op="GE">{int(1e30) + 1}</Resource>', '<Resource name="GPU">2</Resource>'):
         columns = HostColumns()
         slow, fast = general_and_columns(asked, rollup, by_id, columns)
         assert fast == slow and columns.last_sync[0] == "rebuilt"
-    assert {host for host, *_ in slow[0]} == {"giant", "plain"}
+    assert {host for host, *_ in slow[0]} == {"plain"}
