@@ -155,16 +155,20 @@ def _consumables(items: Iterable[Consumable]) -> tuple[dict[str, Consumable], di
     return first, sizes, nics, gpus
 
 
-def _gpus(item: Consumable) -> int:
+def gpu_count(item: Consumable) -> int:
     """A `Resource name="GPU"`'s count; 0 for one that is no count of a real host's (a report of
-    1e19 GPUs overflowed the scheduler's columns: every submission and match failed after it)."""
-    count = _int(str(item.value))
-    return count or 0
+    1e19 GPUs overflowed the scheduler's columns: every submission and match failed after it).
+    /metrics takes a host's GPU models by the same rule (publish/gpu_series.py)."""
+    try:
+        value = float(item.value)
+    except (ValueError, OverflowError):
+        return 0
+    return int(value) if 0 <= value < _MAX_COUNT else 0
 
 
 def _gpu_count(items: Iterable[Consumable]) -> int:
     """The GPUs of a category (`Resource name="GPU"`, one per model), counted over every model."""
-    return min(sum(_gpus(item) for item in items if item.name == "GPU"), _MAX_COUNT)
+    return min(sum(gpu_count(item) for item in items if item.name == "GPU"), _MAX_COUNT)
 
 
 _accelerator = lru_cache(maxsize=1024, typed=True)(glue.Accelerator)
@@ -179,7 +183,7 @@ def _accelerators(gpus: list[Consumable], by_type: dict[str | None, dict[str, st
     memory_of: dict[str, int | None] = {}
     for item in gpus:
         if item.name == "GPU" and item.type:
-            counts[item.type] = min(counts.get(item.type, 0) + _gpus(item), _MAX_COUNT)
+            counts[item.type] = min(counts.get(item.type, 0) + gpu_count(item), _MAX_COUNT)
         elif item.name == "GPUMemory" and item.type:
             memory_of[item.type] = _mb(item)
     details: dict[str, tuple[str | None, int | None, str | None]] = {}

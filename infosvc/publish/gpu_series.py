@@ -7,10 +7,11 @@ import logging
 import re
 from typing import Final
 
+from infosvc.hosts import gpu_count
 from infosvc.loglimit import LogLimiter
 from infosvc.model.node import Consumable
 
-__all__ = ["GPU_FAMILIES", "MAX_GPU_DEVICES", "MAX_GPU_MODELS", "bytes_of", "gpu_values"]
+__all__ = ["GPU_FAMILIES", "MAX_GPU_DEVICES", "MAX_GPU_MODELS", "MIB", "bytes_of", "gpu_values"]
 
 log = logging.getLogger("infosvc.publish.prometheus")  # the /metrics log, as before
 MIB = 1 << 20
@@ -30,8 +31,6 @@ MAX_GPU_DEVICES: Final = 64
 #: A GPU's id as agents write it (docs/node-mapping.md): its PCI address, domain:bus:device.function
 #: (the kernel's 0000:3b:00.0, NVML's 00000000:3B:00.0), or a MIG instance's, <PCI address>/gi<G>/ci<C>
 _GPU_ID: Final = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?:/gi[0-9]{1,4}/ci[0-9]{1,4})?")
-#: GPU counts the roll-up takes as a host's (infosvc.hosts.glue_host: a whole count under 2**31)
-_MAX_COUNT: Final = float(1 << 31)
 #: says that a host's GPU series were cut: one line per interval, however many hosts
 _cut_log = LogLimiter(log)
 
@@ -54,12 +53,8 @@ def gpu_values(categories: tuple[list[Consumable], ...], host: str) -> tuple[lis
             assert key is not None  # _first keeps only typed ones
             if name == "GPU":
                 model_keys.add(key)
-                if category == 0 and key not in models:
-                    try:
-                        if 1 <= float(item.value) < _MAX_COUNT:
-                            models.add(key)
-                    except (ValueError, OverflowError):
-                        pass
+                if category == 0 and key not in models and gpu_count(item) >= 1:
+                    models.add(key)  # as the roll-up counts the host's accelerators
             elif (name == "GPUMemory" and category != 1) or (name == "GPUUtilization" and category == 2):
                 if key not in device_keys:
                     device_keys.add(key)

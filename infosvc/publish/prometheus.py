@@ -32,7 +32,7 @@ from infosvc.hosts import Aggregator
 from infosvc.hosts import HostEntry
 from infosvc.hosts import NodeState
 from infosvc.model.node import Consumable
-from infosvc.publish.gpu_series import GPU_FAMILIES, MAX_GPU_DEVICES, MAX_GPU_MODELS, bytes_of, gpu_values
+from infosvc.publish.gpu_series import GPU_FAMILIES, MAX_GPU_DEVICES, MAX_GPU_MODELS, MIB, bytes_of, gpu_values
 from infosvc.publish.metric_specs import METRICS, MetricSpec
 
 __all__ = ["INGEST_BUCKETS", "MAX_GPU_DEVICES", "MAX_GPU_MODELS", "METRICS", "AggregatorCollector", "Metrics",
@@ -43,7 +43,6 @@ log = logging.getLogger("infosvc.publish.prometheus")
 #: A sample value as prometheus_client writes it (Go's float formatting), so both paths agree.
 float_text: Final[Callable[[float], str]] = _untyped_float_text
 
-MIB = 1 << 20
 STATES: tuple[str, ...] = tuple(s.value for s in NodeState)
 #: Reasons a report is refused (Aggregator.rejected, infosvc.web.app.post_node): exported from 0.
 REJECT_REASONS: tuple[str, ...] = ("unauthorized", "forbidden", "invalid", "too_large", "timeout", "store",

@@ -28,6 +28,16 @@ def test_retry_after_values() -> None:
         assert retry_after_seconds(junk) is None
 
 
+def one_sample(document: bytes, sender: Sender) -> PushLoop:
+    """A push loop that takes one sample, `document`, run until it has delivered it (15 s at most)."""
+    loop = PushLoop(lambda: document, sender, interval=3600, backoff_initial=0.05)
+    thread = threading.Thread(target=loop.run, kwargs={"samples": 1}, daemon=True)
+    thread.start()
+    thread.join(timeout=15)
+    assert not thread.is_alive()
+    return loop
+
+
 @pytest.mark.parametrize("junk", ["\u00b2", "1\u00b2", "\u0661\u0662", "\uff13", "+3", "3 s",
                                   "Sun, 06 Nov 99999 08:49:37 GMT", "Sun, 06 Nov 1994 99:49:37 GMT",
                                   "a, 1 Jan 10000000000000000000000 0:0:0 GMT"])
@@ -39,11 +49,7 @@ def test_retry_after_that_is_neither_ascii_digits_nor_a_date_is_ignored(junk: st
 def test_a_retry_after_of_a_superscript_two_is_a_plain_back_off(scripted: ScriptedFactory) -> None:
     server = scripted([503], {"Retry-After": "\u00b2"})
     document = node_document("sup.example.org", sequence=1)
-    loop = PushLoop(lambda: document, Sender(server.url, "t"), interval=3600, backoff_initial=0.05)
-    thread = threading.Thread(target=loop.run, kwargs={"samples": 1}, daemon=True)
-    thread.start()
-    thread.join(timeout=15)
-    assert not thread.is_alive()
+    loop = one_sample(document, Sender(server.url, "t"))
     assert loop.delivered == 1 and not loop.kept
     assert [body for _, body in server.received] == [document, document]
 
@@ -63,11 +69,7 @@ def test_an_unexpected_failure_reading_an_answer_backs_off_instead_of_ending_the
 
     monkeypatch.setattr(Sender, "send", once_broken)
     document = node_document("odd.example.org", sequence=2)
-    loop = PushLoop(lambda: document, sender, interval=3600, backoff_initial=0.05)
-    thread = threading.Thread(target=loop.run, kwargs={"samples": 1}, daemon=True)
-    thread.start()
-    thread.join(timeout=15)
-    assert not thread.is_alive()
+    loop = one_sample(document, sender)
     assert loop.delivered == 1 and not loop.kept and loop.refused == 0
     assert calls == [document, document]
     assert any("an answer nested too deep" in record.getMessage() or record.exc_info for record in caplog.records)
@@ -77,11 +79,7 @@ def test_an_unexpected_failure_reading_an_answer_backs_off_instead_of_ending_the
 def test_the_agent_waits_at_least_retry_after_and_keeps_the_sample(scripted: ScriptedFactory, status: int) -> None:
     server = scripted([status], {"Retry-After": "2"})
     document = node_document("retry.example.org", sequence=7)
-    loop = PushLoop(lambda: document, Sender(server.url, "t"), interval=3600, backoff_initial=0.05)
-    thread = threading.Thread(target=loop.run, kwargs={"samples": 1}, daemon=True)
-    thread.start()
-    thread.join(timeout=15)
-    assert not thread.is_alive()
+    loop = one_sample(document, Sender(server.url, "t"))
     assert loop.delivered == 1 and loop.refused == 0 and not loop.kept
     (first, sent), (second, again) = server.received
     assert sent == again == document  # kept, and sent again as it was
