@@ -255,6 +255,9 @@ def host_from_node(node: Node, state: str, config: SiteConfig, last_report: str,
     processors = configured.get("Processors")
     cpus = int(processors.value) if processors is not None else 0
     free = available.get("Processors")
+    idle = max(0, int(free.value)) if free is not None else 0
+    if processors is not None:
+        idle = min(idle, cpus)  # a report of more free than it has would count on every CE and match
     os_ext = by_type.get("OperatingSystem", _NONE)
     cpu = by_type.get("Processor", _NONE)
     load = _load(_loads(node), cpus)
@@ -276,7 +279,7 @@ def host_from_node(node: Node, state: str, config: SiteConfig, last_report: str,
         _file_systems(sizes, frees, by_type),
         load[0] if load else None, load[1] if load else None,  # processor_load, smp_load
         _adapters(nics, by_type, more),
-        cpus, max(0, int(free.value)) if free is not None else 0,  # total_cpus, available_cpus
+        cpus, idle,  # total_cpus, available_cpus
         node.state, paused, reason,  # reported_state, paused, reason
         resources=resources_of(config.resources, node.id, cluster.id), clock_skew_seconds=clock_skew,
         physical_cpus=_int(cpu.get("Sockets")) or None,

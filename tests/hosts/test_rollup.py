@@ -830,6 +830,18 @@ def test_counts_that_are_no_measurement_are_not_published(text: str) -> None:
     assert h.processor.cache_l1d == 32  # the others still are
 
 
+def test_a_host_never_has_more_processors_free_than_it_has() -> None:
+    node = make_node("h1", INTEL)  # 40 processors
+    node.available.items = [Consumable("Processors", 1000) if c.kind == "Processors" else c
+                            for c in node.available.items]
+    h = host(node, SiteConfig())
+    assert h.total_cpus == 40 and h.available_cpus == 40 and h.free_cpus == 40
+    rollup = Rollup(SiteConfig())
+    rollup.update(h)
+    (ce,) = rollup.computing_elements()
+    assert ce.state.free_cpus == 40  # a CE's figure is a sum of its hosts'
+
+
 @pytest.mark.parametrize("load", [float("inf"), 1e300, -1.0])
 def test_absurd_loads_are_not_published(load: float) -> None:
     h = host(make_node("h1", INTEL, load=(load, 1.0, 1.0)), SiteConfig())
