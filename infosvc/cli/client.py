@@ -171,12 +171,30 @@ class _Deadline:
 
     def connect(self, address: tuple[str, int], timeout: Any = None,
                 source_address: tuple[str, int] | None = None) -> socket.socket:
-        """socket.create_connection, bounded by what is left of the limit, its socket watched."""
-        left = self._at - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("timed out")
-        wait = min(timeout, left) if isinstance(timeout, (int, float)) else left
-        sock = socket.create_connection(address, wait, source_address)
+        """socket.create_connection, the name's lookup included, bounded by what is left of the
+        limit; its socket watched."""
+        host, port = address
+        sock: socket.socket | None = None
+        failed: OSError = OSError(f"no address for {host}")
+        for family, kind, protocol, _, where in self._addresses(host, port):
+            left = self._at - time.monotonic()
+            if left <= 0:
+                failed = TimeoutError("timed out")
+                break
+            wait = min(timeout, left) if isinstance(timeout, (int, float)) else left
+            attempt = socket.socket(family, kind, protocol)
+            try:
+                attempt.settimeout(wait)
+                if source_address:
+                    attempt.bind(source_address)
+                attempt.connect(where)  # the address as looked up: an IPv6 one keeps its scope
+                sock = attempt
+                break
+            except OSError as exc:
+                attempt.close()
+                failed = exc
+        if sock is None:
+            raise failed
         copy = sock.dup()
         with self._lock:
             if not self._passed and not self._closed:
@@ -185,6 +203,28 @@ class _Deadline:
         _shut(copy)
         copy.close()
         return sock  # shut: the request fails at once, and passed() says why
+
+    def _addresses(self, host: str, port: int) -> list[Any]:
+        """getaddrinfo within what is left of the limit: the resolver's own timeouts and retries
+        (5 s each, by resolv.conf's default, per server and attempt) know nothing of it. The lookup
+        runs in a thread of its own, left behind if the limit passes first."""
+        found: list[Any] = []
+        failed: list[OSError] = []
+
+        def look_up() -> None:
+            try:
+                found.extend(socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM))
+            except OSError as exc:
+                failed.append(exc)
+
+        lookup = threading.Thread(target=look_up, name="infosvc-lookup", daemon=True)
+        lookup.start()
+        lookup.join(max(0.0, self._at - time.monotonic()))
+        if lookup.is_alive():
+            raise TimeoutError(f"timed out looking up {host}")
+        if failed:
+            raise failed[0]
+        return found
 
     def _pass(self) -> None:
         with self._lock:

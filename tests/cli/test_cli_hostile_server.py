@@ -300,6 +300,29 @@ def test_a_trickling_server_is_cut_off_at_the_time_limit(fakes: Callable[..., Fa
     assert "within 1 s" in err and len(err.splitlines()) == 1, err
 
 
+@pytest.mark.serial  # measures the time the command takes
+def test_a_name_lookup_that_hangs_is_cut_off_at_the_time_limit(monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # a resolver whose servers do not answer: the lookup alone would outlast the limit
+    looked_up = threading.Event()
+
+    def hanging(*args: Any, **kwargs: Any) -> Any:
+        looked_up.set()
+        time.sleep(8.0)
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", hanging)
+    monkeypatch.setattr(client_module, "TIMEOUT_SECONDS", 1.0)
+    began = time.monotonic()
+    status = main(["jobs", "--server", "http://head.invalid:8080"])
+    took = time.monotonic() - began
+    err = capsys.readouterr().err
+    assert looked_up.is_set()
+    assert status == 1, err
+    assert took < 4.0, took
+    assert "timed out looking up head.invalid" in err and len(err.splitlines()) == 1, err
+
+
 @pytest.fixture
 def pki(tmp_path: Path) -> tuple[ssl.SSLContext, str, str]:
     """A server's TLS context, its CA's file, and another CA's file."""
