@@ -7,7 +7,8 @@ never under six hours: `6 h floor`) and the one before that (fixed at six hours)
 without its guard, and with it at once (EASY's head always, the backfill scan in the slack
 order); EASY with its backfill scan
 shortest predicted run time first (SJBF); and the published queue orders (WFP3, UNICEF, Carastan-Santos and de Camargo's F1) in the slack order's place, with the same
-guard. Each row: mean wait, mean bounded slowdown, utilization, maximum wait, and, against easy,
+guard; and, as bounds rather than policies, easy and the policy with every estimate and prediction
+exact (`exact: ...`). Each row: mean wait, mean bounded slowdown, utilization, maximum wait, and, against easy,
 the change in mean bounded slowdown and the ratio of maximum waits (the targets: at least 20 %
 lower, at most 1.25 x, wherever easy's mean bounded slowdown is above 2; never worse than easy on
 either).
@@ -26,6 +27,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -36,7 +38,7 @@ from infosvc.sched.ordering import Order  # noqa: E402
 from infosvc.sched.simulation import Options, Outcome, SimJob, simulate, simulate_predictive, summarize, trace_jobs  # noqa: E402
 
 TRACES = ROOT / "tests" / "fixtures" / "traces"
-VARIANTS: dict[str, Options | Policy] = {
+VARIANTS: dict[str, Options | Policy | Exact] = {
     "fcfs": Policy.FCFS,
     "easy": Policy.EASY,
     "predictions only": Options(order=Order.FCFS),
@@ -53,7 +55,21 @@ VARIANTS: dict[str, Options | Policy] = {
 }
 
 
-def run(jobs: list[SimJob], processors: int, variant: Options | Policy) -> list[Outcome]:
+class Exact(NamedTuple):
+    """Not a policy: `variant` with every job's estimate its own run time, as though users and
+    predictions were never wrong. Where the design gains little, it says whether knowing the run
+    times would have left room (the predictions fail) or not (the queue order has nothing to
+    reorder)."""
+
+    variant: Options | Policy
+
+
+VARIANTS |= {"exact: easy": Exact(Policy.EASY), "exact: predictive": Exact(Options(predictions=False))}
+
+
+def run(jobs: list[SimJob], processors: int, variant: Options | Policy | Exact) -> list[Outcome]:
+    if isinstance(variant, Exact):
+        return run([job._replace(estimate=job.run) for job in jobs], processors, variant.variant)
     if isinstance(variant, Policy):
         return simulate(jobs, processors, variant)
     return simulate_predictive(jobs, processors, variant)
