@@ -235,7 +235,7 @@ def split_listen(listen: str) -> tuple[str, int]:
 
 #: each connection's whole exchange (its request read, the answer written) ends within this many seconds
 METRICS_TIMEOUT: Final = 10.0
-#: at most this many connections are served at once; one more is closed as soon as it is accepted
+#: at most this many connections are served at once; one more cuts the oldest
 METRICS_CONNECTIONS: Final = 16
 
 
@@ -250,12 +250,16 @@ class MetricsServer(ThreadingWSGIServer):
     """prometheus_client's server (a thread a connection), each connection within a deadline and
     at most `max_connections` of them at once: without either, clients that open connections and
     never finish a request held a thread and a descriptor each, until the agent had none left to
-    push with. A connection over the cap is closed at once (a scrape retries at its next interval)."""
+    push with. One connection more cuts the oldest served (its thread ends at once, its descriptor
+    with it) rather than being refused: a scrape takes milliseconds, so the oldest is all but
+    always a client that sends nothing, and a scrape is served while such clients hold every slot."""
 
     def __init__(self, address: tuple[str, int], handler: type[WSGIRequestHandler], *, timeout: float,
                  max_connections: int) -> None:
         self.exchange_seconds = timeout
-        self._slots = threading.BoundedSemaphore(max_connections)
+        self.max_connections = max_connections
+        self._lock = threading.Lock()
+        self._served: dict[socket.socket, None] = {}  # in the order accepted: the oldest first
         super().__init__(address, handler)
 
     def get_request(self) -> tuple[socket.socket, Any]:
@@ -268,20 +272,30 @@ class MetricsServer(ThreadingWSGIServer):
         return sock, address
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            self.shutdown_request(request)
-            return
+        with self._lock:
+            while len(self._served) >= self.max_connections:
+                oldest = next(iter(self._served))
+                del self._served[oldest]
+                try:
+                    oldest.shutdown(socket.SHUT_RDWR)  # its thread's read or write fails; it closes it
+                except OSError:
+                    pass  # ended meanwhile
+            self._served[request] = None
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._slots.release()
+            self._forget(request)
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            self._forget(request)
+
+    def _forget(self, request: Any) -> None:
+        with self._lock:
+            self._served.pop(request, None)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if isinstance(sys.exc_info()[1], OSError):  # a client cut at its deadline, or gone: nothing to say
