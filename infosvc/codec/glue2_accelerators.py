@@ -29,8 +29,10 @@ def accelerator_entities(tree: GlueTree, ces: Sequence[ComputingElement], subs: 
             aid = f"{ids.urn}:accenv:{local(sub.unique_id)}:{local(a.model)}"
             installed[a.type] = installed.get(a.type, 0) + a.count * max(0, sub.host_count)
             of_type.setdefault(a.type, {})[sub.unique_id] = sub
+            # named by its model alone: the subcluster's name (its processor model, any length a
+            # report gives) repeated for each of a host's models made the answer their product
             environments.append(Entity(
-                "AcceleratorEnvironment", "", aid, "", f"{a.model} of {sub.name}",
+                "AcceleratorEnvironment", "", aid, "", a.model,
                 attrs=given([("Type", a.type), ("PhysicalAccelerators", a.count), ("LogicalAccelerators", a.count),
                             ("Vendor", a.vendor), ("Model", a.model), ("Memory", a.memory),
                             ("ComputeCapability", [a.compute_capability] if a.compute_capability else None)]),

@@ -18,7 +18,7 @@ from infosvc.codec.gridformat import GridOptions
 from infosvc.config.site import parse_config
 from infosvc.hosts.rollup import Rollup, host_from_node
 from infosvc.model import glue
-from infosvc.model.node import Consumable, Extension
+from infosvc.model.node import Consumable, Extension, Node
 from infosvc.publish.glue import Glue
 from support import ROOT
 from support.documents import GPUs, make_node, node_document
@@ -250,10 +250,30 @@ def test_a_host_of_many_gpu_models_makes_answers_linear_in_them() -> None:
     assert sub.name.endswith(" and 396 more accelerator models"), sub.name
 
 
-def _many(models: int) -> Rollup:
-    node = make_node("g01", processors=64, memory_mb=512000)
+@pytest.mark.parametrize("fmt", ["glue2-json", "glue2-xml", "ldif"])
+def test_a_long_processor_model_is_not_repeated_for_each_gpu_model(fmt: str) -> None:
+    # a review: each AcceleratorEnvironment repeated its subcluster's name, which holds the
+    # processor model: a report of a 90,000-character model and 2,000 GPU models (181 KB) made
+    # glue2-json 181 MB at each unauthenticated read (2 GB resident with four readers)
+    from infosvc.codec.node_xml import node_to_xml
+
+    node = _many_node(1000, model="X" * 60_000)
+    report = len(node_to_xml(node))
+    r = Rollup(CONFIG)
+    r.update(host_from_node(node, "Ready", CONFIG, WHEN))
+    answer = len(Glue(r).rendering(fmt, GridOptions()).tree())
+    assert answer < 4 * report, (answer, report)
+
+
+def _many_node(models: int, *, model: str = "Xeon Gold 6130") -> Node:
+    node = make_node("g01", processors=64, memory_mb=512000, model=model)
     for i in range(models):
         node.configured.add(Consumable("Resource", 1.0, name="GPU", type=f"M{i:020d}"))
+    return node
+
+
+def _many(models: int) -> Rollup:
+    node = _many_node(models)
     r = Rollup(CONFIG)
     r.update(host_from_node(node, "Ready", CONFIG, WHEN))
     return r
