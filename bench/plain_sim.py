@@ -9,7 +9,7 @@ all arrivals, then one pass; the queue by submit time, then job number) and deci
 usually written: a list for the queue, a heap of ends, the shadow time from the running jobs
 sorted by start + estimate. It writes nothing of its own to decide with, so where it and
 `infosvc simulate` give the same start to every job (`--schedule`, compared by the bench and by
-tests/sched/test_plain_sim.py), it is a fair baseline: the same work, written plainly.
+tests/sched/test_simulation_speed.py), it is a fair baseline: the same work, written plainly.
 
     python bench/plain_sim.py TRACE.swf[.gz] [--policy fcfs|easy] [--processors N] [--schedule OUT.csv]
 

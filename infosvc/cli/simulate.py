@@ -15,7 +15,7 @@ import gc
 import json
 import sys
 import time
-from typing import Any, Sequence
+from typing import Any, Final, Sequence
 
 from infosvc.codec.swf import read_swf
 from infosvc.sched import Policy
@@ -46,10 +46,27 @@ def add_command(commands: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
-def site_processors(glue: dict[str, Any]) -> int:
-    """The processors of a site's live (Ready or Paused) hosts, from its GLUE tree."""
-    return sum(int(host.get("total_cpus") or 0) for host in glue.get("hosts", [])
-               if host.get("state") in ("Ready", "Paused"))
+#: The largest machine simulated, in processors: past any machine built (the largest have about
+#: ten million cores), and within what the host pool's 32-bit-safe counts and the figures' floats hold
+MAX_PROCESSORS: Final = 2**31 - 1
+
+
+def site_processors(glue: Any) -> int:
+    """The processors of a site's live (Ready or Paused) hosts, from its GLUE tree; ValueError, in a
+    user's words, for an answer of another shape (hosts not a list of objects, a count that is not
+    a whole number from 0 to MAX_PROCESSORS)."""
+    hosts = glue.get("hosts") if isinstance(glue, dict) else None
+    if not isinstance(hosts, list) or not all(isinstance(host, dict) for host in hosts):
+        raise ValueError("its hosts are not a list of objects")
+    total = 0
+    for host in hosts:
+        if host.get("state") not in ("Ready", "Paused"):
+            continue
+        cpus = host.get("total_cpus") or 0
+        if type(cpus) is not int or not 0 <= cpus <= MAX_PROCESSORS:  # not a bool, nor a float
+            raise ValueError(f"a host's total_cpus is {str(cpus)[:40]}, not a whole number from 0 to {MAX_PROCESSORS}")
+        total += cpus
+    return total
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,8 +87,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"infosvc simulate: {message}", file=sys.stderr)
         return status
 
-    if args.processors is not None and args.processors < 1:
-        return fail("--processors must be at least 1", 2)
+    if args.processors is not None and not 1 <= args.processors <= MAX_PROCESSORS:
+        return fail(f"--processors must be 1 to {MAX_PROCESSORS:,}", 2)
     if args.hosts is None:
         given = [name for name, value in (("--gpus-per-host", args.gpus_per_host), ("--gpu-jobs", args.gpu_jobs),
                                           ("--gpus-per-job", args.gpus_per_job)) if value is not None]
@@ -93,19 +110,26 @@ def _run(args: argparse.Namespace) -> int:
     if trace.malformed and not trace.records:  # else a summary of no jobs, as if the trace were empty
         return fail(f"{args.trace}: no line of the trace is a job record ({trace.malformed} malformed)")
     processors = args.processors
-    if args.site:
+    if args.site and processors is None:  # --processors, else the site, else the header
         from infosvc.cli.client import Client, ClientError  # http and TLS: imported only for a site
 
         try:
             glue = Client.of(args.server, token_file=args.token_file, ca_file=args.ca_file).call("GET", "/v1/glue")
+            processors = site_processors(glue)
         except ClientError as exc:
             return fail(str(exc))
-        processors = site_processors(glue if isinstance(glue, dict) else {})
+        except ValueError as exc:
+            return fail(f"{args.server}'s answer is not of the shape this infosvc reads: {exc}")
         if processors < 1:
             return fail(f"{args.server} publishes no live host with processors")
+        if processors > MAX_PROCESSORS:
+            return fail(f"{args.server} publishes {processors:,} processors, more than the {MAX_PROCESSORS:,} simulated")
     processors = processors or trace.header_int("MaxProcs") or trace.header_int("MaxNodes")
     if not processors or processors < 1:
         return fail(f"{args.trace}: the header gives neither MaxProcs nor MaxNodes: say --processors N", 2)
+    if processors > MAX_PROCESSORS:
+        return fail(f"{args.trace}: the header's machine of {processors:,} processors is past the {MAX_PROCESSORS:,} "
+                    "simulated: say --processors N", 2)
     what_if = None
     if args.hosts is not None:
         from infosvc.sched.hostsim import WhatIf  # numpy and the host pool: imported only for a what-if

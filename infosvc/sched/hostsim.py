@@ -25,7 +25,7 @@ import heapq
 import math
 import time
 from dataclasses import dataclass, field, fields
-from typing import Callable, Sequence
+from typing import Callable, Final, Sequence
 
 from infosvc.sched.draws import MAX_GPUS_PER_HOST
 from infosvc.sched.hosts import Allocation, HostPool, HostSlot, WaitingJob
@@ -34,6 +34,10 @@ from infosvc.sched.policy import Policy, Running, schedule
 from infosvc.sched.prediction import UserHistory
 from infosvc.sched.request import JobRequest
 from infosvc.sched.simulation import BOUND_SECONDS, Options, Outcome, SimJob
+
+#: The most hosts a what-if makes: ten times the largest machines' nodes (a host costs the pool
+#: about 400 bytes and its passes time: a million is seconds and 0.4 GB)
+MAX_HOSTS: Final = 1_000_000
 
 __all__ = ["GpuFigures", "HostReplay", "WhatIf", "asks_gpus", "gpu_figures", "host_slots", "simulate_hosts"]
 
@@ -61,8 +65,8 @@ class WhatIf:
 
     def problem(self, processors: int) -> str | None:
         """What makes this what-if impossible on a machine of `processors`, in a user's words; None: nothing."""
-        if self.hosts < 1:
-            return "--hosts must be at least 1"
+        if not 1 <= self.hosts <= MAX_HOSTS:
+            return f"--hosts must be 1 to {MAX_HOSTS:,}"
         if self.hosts > processors:
             return f"--hosts {self.hosts}: more hosts than the machine's {processors} processors (a host has one at least)"
         if not 0 <= self.gpus_per_host <= MAX_GPUS_PER_HOST:

@@ -52,10 +52,15 @@ class SimJob(NamedTuple):
         return cls(number, submitted, processors, estimate, run, _job_id(number), 0, user)
 
 
+#: Added to a job number for its id: the trace reader holds numbers below 2**53 either way, so
+#: every id is 17 digits with no padding to make, and the ids' text order (the queue's tie-break
+#: on equal submit times) is the numbers' order, negative ones included (the number zero-padded
+#: put -1 before -2)
+_ID_OFFSET = 2 * 10**16
+
+
 def _job_id(number: int) -> str:
-    # zero-padded: the queue's tie-break on equal submit times compares ids as text; a negative
-    # number's sign first, then 19 digits (zfill's way, and cheaper than a format a job)
-    return str(number).zfill(20)
+    return str(number + _ID_OFFSET)
 
 
 class Outcome(NamedTuple):
@@ -101,9 +106,24 @@ def _jobs(records: Iterable[tuple[int, float, float, int, int, float, int]], pro
         if run <= 0 or wanted <= 0 or wanted > processors:
             trace.skipped += 1
             continue
-        jobs.append(make((number, submitted, wanted, estimate, run, str(number).zfill(20), 0, user)))
+        jobs.append(make((number, submitted, wanted, estimate, run, str(number + _ID_OFFSET), 0, user)))
+    if len(set(map(_ID, jobs))) < len(jobs):
+        trace.jobs = jobs = _told_apart(jobs)
     jobs.sort(key=_QUEUE_ORDER)
     return trace
+
+
+def _told_apart(jobs: list[SimJob]) -> list[SimJob]:
+    """The jobs, a number's second and later jobs (in the trace's order) given ids of their own:
+    the queue and the replay key their maps by id, and a trace may repeat a number (another
+    simulator reads such jobs as so many jobs). `.k` sorts after its number and before the next."""
+    seen: dict[str, int] = {}
+    apart = []
+    for job in jobs:
+        k = seen.get(job.id, 0)
+        seen[job.id] = k + 1
+        apart.append(job._replace(id=f"{job.id}.{k}") if k else job)
+    return apart
 
 
 #: A SimJob of its fields, made in C (SimJob(...) is a Python call per job; the id as `_job_id`)
@@ -111,6 +131,7 @@ _SIM_JOB = functools.partial(tuple.__new__, SimJob)
 #: A SimJob's place in the queue: its submit time, then its id
 _QUEUE_ORDER = operator.itemgetter(1, 5)
 _PROCESSORS, _SUBMITTED = operator.attrgetter("processors"), operator.attrgetter("submitted")
+_ID = operator.itemgetter(5)
 #: What `jobs_of` reads of a SwfRecord: job, submit, run time, allocated and requested
 #: processors, requested time, user (picked in C: this runs once per trace line)
 _JOB_FIELDS = operator.itemgetter(0, 1, 3, 4, 7, 8, 11)

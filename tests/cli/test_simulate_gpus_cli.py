@@ -90,7 +90,7 @@ def test_a_real_trace_with_scarce_gpus(tmp_path: Path) -> None:
 @pytest.mark.parametrize("args,words", [
     (["--gpus-per-host", "4"], "--gpus-per-host: GPUs are on hosts: say --hosts N too"),
     (["--gpu-jobs", "0.5", "--gpus-per-job", "2"], "--gpu-jobs, --gpus-per-job: GPUs are on hosts: say --hosts N"),
-    (["--hosts", "0"], "--hosts must be at least 1"),
+    (["--hosts", "0"], "--hosts must be 1 to 1,000,000"),
     (["--hosts", "9"], "--hosts 9: more hosts than the machine's 8 processors"),
     (["--hosts", "2", "--gpus-per-host", "-1"], "--gpus-per-host must be 0 to 1024"),
     (["--hosts", "2", "--gpus-per-host", "1", "--gpu-jobs", "1.5"], "--gpu-jobs is a fraction of the jobs: 0 to 1"),

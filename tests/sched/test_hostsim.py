@@ -73,7 +73,7 @@ def test_hosts_share_the_processors() -> None:
 
 
 @pytest.mark.parametrize("what_if,processors,words", [
-    (WhatIf(0), 8, "--hosts must be at least 1"),
+    (WhatIf(0), 8, "--hosts must be 1 to 1,000,000"),
     (WhatIf(9), 8, "more hosts than the machine's 8 processors"),
     (WhatIf(2, -1), 8, "--gpus-per-host must be 0 to 1024"),
     (WhatIf(2, 1025), 8, "--gpus-per-host must be 0 to 1024"),

@@ -274,10 +274,13 @@ def reference(jobs: list[tuple[int, int, int, int, int]], processors: int, polic
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 8), st.integers(1, 30), st.integers(1, 30)),
                 min_size=1, max_size=25),
-       st.sampled_from([Policy.FCFS, Policy.EASY]))
-def test_the_same_schedule_as_a_second_simulator(raw: list[tuple[int, int, int, int]], policy: Policy) -> None:
+       st.sampled_from([Policy.FCFS, Policy.EASY]), st.data())
+def test_the_same_schedule_as_a_second_simulator(raw: list[tuple[int, int, int, int]], policy: Policy,
+                                                 data: st.DataObject) -> None:
+    # numbers in any order, negative ones too: one instant's arrivals go by number
+    numbers = data.draw(st.lists(st.integers(-10**6, 10**6), min_size=len(raw), max_size=len(raw), unique=True))
     jobs = [(number, submit, width, estimate, min(run, estimate))
-            for number, (submit, width, estimate, run) in enumerate(raw, 1)]
+            for number, (submit, width, estimate, run) in zip(numbers, raw)]
     ours = simulate(jobs_of([(n, s, r, w, -1, e) for n, s, w, e, r in jobs], 8).jobs, 8, policy)
     assert {o.job.number: o.start for o in ours} == reference(jobs, 8, policy)
 
