@@ -12,13 +12,14 @@ AdminDomain (the site) for the documents that stand alone (XML and JSON; a resou
 the AdminDomain to the site BDII). docs/glue-mapping.md maps them.
 
 Ids are URNs of the site id made only of the characters GLUE's LocalID_t admits, since a Service
-names its shares by LocalID. Every entity carries the snapshot's time as CreationTime; the
-service and the shares name the snapshot in OtherInfo (`InfosvcSnapshot=<id>`).
+names its shares by LocalID (`local`: a text in those characters is its own id, any other has its
+other characters escaped; one id per text and one text per id). Every entity carries the
+snapshot's time as CreationTime; the service and the shares name the snapshot in OtherInfo
+(`InfosvcSnapshot=<id>`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Final, Iterable, Sequence, Union
@@ -39,7 +40,12 @@ CAPABILITY: Final = "executionmanagement.jobexecution"
 #: the scheme of GLUE 1.3's GlueCEAccessControlBaseRule syntax (VO:name, VOMS:/fqan, ...) in GLUE 2.0,
 #: as gLite's CE providers name it and the EGI profile's validator admits; the CE's rules are in it
 POLICY_SCHEME: Final = "org.glite.standard"
-_NOT_LOCAL = re.compile(r"[^A-Za-z0-9_.:\-]")
+_LOCAL = re.compile(r"[A-Za-z0-9_.:\-]*").fullmatch
+#: what `local` escapes: a character LocalID_t lacks, and an underscore before an x, which would
+#: otherwise start what reads as an escape
+_TO_ESCAPE = re.compile(r"[^A-Za-z0-9_.:\-]|_(?=[xX])")
+#: an escape as `local` writes it, in either case (LDIF's diff and some readers ignore case)
+_LIKE_ESCAPE = re.compile(r"_[xX](?:[0-9A-Fa-f]{6}|[0-9A-Fa-f]{4})_").search
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +92,21 @@ class Glue2Site:
 
 
 def local(text: str) -> str:
-    """`text` in LocalID_t's characters; a digest keeps two texts that differ only elsewhere apart."""
-    clean = _NOT_LOCAL.sub("_", text)
-    return clean if clean == text else f"{clean}.{hashlib.blake2b(text.encode(), digest_size=3).hexdigest()}"
+    """`text` in LocalID_t's characters, one-to-one: a text already in them is its own id unless it
+    holds what reads as an escape; in any other, each character LocalID_t lacks is `_xHHHH_` (its
+    code point, six digits beyond U+FFFF: a lone surrogate too) and an underscore before an x is
+    `_x005F_`, so that every `_x` of such an id starts an escape and the text reads back from it.
+
+    An id made this way always holds an escape and a kept one never does: no site's id can be
+    another's escaped one (a digest of 24 bits, as ids were once made, could be found in seconds)."""
+    if _LOCAL(text) and not _LIKE_ESCAPE(text):
+        return text
+    return _TO_ESCAPE.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"_x{code:04X}_" if code <= 0xFFFF else f"_x{code:06X}_"
 
 
 def policy_rules(rules: Iterable[str]) -> list[str]:

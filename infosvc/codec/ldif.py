@@ -27,17 +27,27 @@ Attributes = list[tuple[str, str]]
 # some readers strip. RFC 2849 lets the control characters through raw (all but NUL, LF and CR);
 # here only printable ASCII is, so that LDIF printed to a terminal carries no escape sequence.
 _SAFE = re.compile(r"(?:[\x21-\x39\x3b\x3d-\x7e][\x20-\x7e]*)?").fullmatch
-_DN_SPECIAL = re.compile(r'[,+"\\<>;=\x00]')
+_DN_SPECIAL = re.compile(r'[,+"\\<>;=]')
 
 
 def dn_value(text: str) -> str:
-    """An attribute value escaped for a DN (RFC 4514)."""
-    out = _DN_SPECIAL.sub(lambda m: "\\00" if m.group() == "\x00" else "\\" + m.group(), text)
+    """An attribute value escaped for a DN (RFC 4514): its special characters after a backslash, a
+    character that is not printable (a control, NUL among them) as the hex pairs of its UTF-8."""
+    out = _DN_SPECIAL.sub(lambda m: "\\" + m.group(), text)
+    if not out.isprintable():
+        # slapd takes an unescaped tab, newline or carriage return at either end for the white
+        # space around a value, not the value (an RDN then unlike its entry's attribute: refused)
+        out = "".join(c if c.isprintable() else _hex_pairs(c) for c in out)
     if text.startswith((" ", "#")):
         out = "\\" + out
     if text.endswith(" ") and text != " ":  # told from the text: `x\\ ` ends in an escaped backslash, then a space
         out = out[:-1] + "\\ "
     return out
+
+
+def _hex_pairs(char: str) -> str:
+    # surrogatepass: a lone surrogate, which an upstream's JSON can carry, has no UTF-8
+    return "".join(f"\\{byte:02x}" for byte in char.encode("utf-8", "surrogatepass"))
 
 
 def _fold(line: str) -> str:
@@ -117,8 +127,13 @@ def parse(text: str) -> dict[str, Attributes]:
 
 # --- changes --------------------------------------------------------------------------------
 
+#: an escaped character of a DN, or the first of a hex pair (whose second is a hex digit): no comma of them separates
+_DN_ESCAPE = re.compile(r"\\.", re.S)
+
+
 def _depth(dn: str) -> int:
-    return len(re.findall(r"(?<!\\),", dn))
+    # read escape by escape: `x\\,` is an escaped backslash, then a comma that separates
+    return _DN_ESCAPE.sub("", dn).count(",")
 
 
 def _values(attributes: Attributes) -> dict[str, tuple[str, list[str]]]:
