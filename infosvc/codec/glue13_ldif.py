@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Final
 
 from infosvc.codec import ldif
+from infosvc.codec.glue_checks import directory_key
 from infosvc.codec.glue_xml import Fragment, count, port
 from infosvc.codec.gridformat import (
     IMPLEMENTATION_VERSION, JOB_MANAGER, GridOptions, TreeDocuments, all_subclusters, gap_comments, jobs_url,
@@ -94,15 +95,21 @@ def vo_view_entries(ce: glue.ComputingElement) -> str:
     no job of the CE names one, the CE's, as sites without accounting per VO publish
     (docs/glue-mapping.md)."""
     state, policy = ce.state, ce.policy
-    counted = {f.vo: (f.running_jobs, f.waiting_jobs) for f in ce.by_vo}
+    # by the VO's directory_key: GlueVOViewLocalID compares ignoring case, so `VO:atlas` and
+    # `VOMS:/ATLAS/Role=production` name one view (two were one entry twice, the second refused);
+    # it is named as the first rule spells the VO, and counts the jobs of every spelling
+    counted: dict[str, tuple[int, int]] = {}
+    for f in ce.by_vo:
+        running, waiting = counted.get(key := directory_key(f.vo), (0, 0))
+        counted[key] = (running + f.running_jobs, waiting + f.waiting_jobs)
     out = []
-    views: dict[str, str] = {}
+    views: dict[str, tuple[str, str]] = {}
     for rule in ce.access_control_rules:
         vo = vo_of_rule(rule)
         if vo is not None:
-            views.setdefault(vo, rule.strip())
-    for vo, rule in views.items():
-        running, waiting = counted.get(vo, (0, 0)) if counted else (state.running_jobs, state.waiting_jobs)
+            views.setdefault(directory_key(vo), (vo, rule.strip()))
+    for key, (vo, rule) in views.items():
+        running, waiting = counted.get(key, (0, 0)) if counted else (state.running_jobs, state.waiting_jobs)
         attrs = _classes("GlueCETop", "GlueVOView", "GlueCEInfo", "GlueCEState", "GlueCEAccessControlBase",
                          "GlueCEPolicy", "GlueKey", "GlueSchemaVersion")
         attrs += ldif.lines_of([

@@ -4,7 +4,10 @@ pulls a site's GET /v1/glue (infosvc/federation/).
 What the site wrote is data from another server: every member is checked for its type as the
 objects are built (the shape of schemas/glue.schema.json, read by hand: a 1,000-host document is
 read in tens of milliseconds, where a JSON Schema validator takes a second), unknown members are
-ignored (a newer site may publish more), and an error names the entity and member. A host whose
+ignored (a newer site may publish more), and an error names the entity and member. Beyond types,
+what no site's own config and roll-up would publish is refused too (infosvc/codec/glue_checks.py):
+ids no directory or XML document carries, two entities of one id (ignoring case, as a directory
+compares them), references to clusters the document does not publish. A host whose
 JSON object equals the one read last time keeps its Host object, so the publishing layer's cache
 of its renderings (infosvc/publish/glue.py) still holds.
 """
@@ -16,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final, Mapping
 
+from infosvc.codec.glue_checks import GlueReadError as GlueReadError, Unique, check_id, check_references, check_rules
 from infosvc.codec.glue_xml import HOST_STATES
 from infosvc.model import glue
 from infosvc.model.glue import Host, SubCluster
@@ -23,10 +27,6 @@ from infosvc.model.glue import Host, SubCluster
 #: The most hosts one site's document may hold.
 MAX_HOSTS: Final = 200_000
 _STATUSES: Final = ("Queueing", "Production", "Closed", "Draining")
-
-
-class GlueReadError(ValueError):
-    """The document is not the GLUE JSON a site publishes; says where."""
 
 
 @dataclass
@@ -178,7 +178,8 @@ def read_host(o: dict[str, Any], where: str) -> Host:
         raise _fail(where, f"'state': one of {', '.join(HOST_STATES)}")
     paused = _bool(o, "paused", where)
     return Host(
-        unique_id=_str(o, "unique_id", where, True), name=_str(o, "name", where, True), state=state,
+        unique_id=check_id(_str(o, "unique_id", where, True), f"{where}: 'unique_id'"),
+        name=_str(o, "name", where, True), state=state,
         last_report=_str(o, "reported_at", where, True), cluster=_str(o, "cluster", where, True),
         **_shared(o, where),
         file_systems=tuple(_file_system(v, f"{where}.file_systems") for v in _list(o.get("file_systems", []), where)),
@@ -195,8 +196,8 @@ def read_host(o: dict[str, Any], where: str) -> Host:
 def _subcluster(o: dict[str, Any], where: str) -> tuple[SubCluster, list[str]]:
     states = _obj(o.get("states", {}), f"{where}.states")
     sub = SubCluster(
-        unique_id=_str(o, "unique_id", where, True), name=_str(o, "name", where, True),
-        cluster=_str(o, "cluster", where, True), **_shared(o, where),
+        unique_id=check_id(_str(o, "unique_id", where, True), f"{where}: 'unique_id'"),
+        name=_str(o, "name", where, True), cluster=_str(o, "cluster", where, True), **_shared(o, where),
         host_count=_int(o, "host_count", where, True), live_hosts=_int(o, "live_hosts", where, True),
         total_cpus=_int(o, "total_cpus", where, True), free_cpus=_int(o, "free_cpus", where, True),
         ram_available=_int(o, "ram_available", where, True),
@@ -208,7 +209,8 @@ def _subcluster(o: dict[str, Any], where: str) -> tuple[SubCluster, list[str]]:
 
 
 def _cluster(o: dict[str, Any], where: str) -> glue.Cluster:
-    return glue.Cluster(unique_id=_str(o, "unique_id", where, True), name=_str(o, "name", where, True),
+    return glue.Cluster(unique_id=check_id(_str(o, "unique_id", where, True), f"{where}: 'unique_id'"),
+                        name=_str(o, "name", where, True),
                         information_service_url=_str(o, "information_service_url", where),
                         licenses=_amounts(o, "licenses", where))
 
@@ -227,7 +229,8 @@ def _computing_element(o: dict[str, Any], where: str) -> glue.ComputingElement:
                                _str(j, "global_owner", jw), _str(j, "global_id", jw),
                                _str(j, "scheduler_specific", jw)))
     return glue.ComputingElement(
-        unique_id=_str(o, "unique_id", w, True), name=_str(o, "name", w, True), queue=_str(o, "queue", w, True),
+        unique_id=check_id(_str(o, "unique_id", w, True), f"{w}: 'unique_id'"), name=_str(o, "name", w, True),
+        queue=_str(o, "queue", w, True),
         info=glue.CEInfo(_str(info, "lrms_type", w, True), _str(info, "lrms_version", w),
                          _str(info, "gram_version", w), _str(info, "host_name", w),
                          _int(info, "gatekeeper_port", w), _int(info, "total_cpus", w, True)),
@@ -235,7 +238,7 @@ def _computing_element(o: dict[str, Any], where: str) -> glue.ComputingElement:
             "max_wall_clock_time", "max_cpu_time", "max_total_jobs", "max_running_jobs", "priority"))),
         state=glue.CEState(status, *(_int(state, key, w) or 0 for key in (
             "running_jobs", "waiting_jobs", "worst_response_time", "estimated_response_time", "free_cpus"))),
-        access_control_rules=_strings(_obj(o.get("access_control_base", {}), w).get("rules", []), w),
+        access_control_rules=check_rules(_strings(_obj(o.get("access_control_base", {}), w).get("rules", []), w), w),
         jobs=tuple(jobs), clusters=_strings(o.get("clusters", []), f"{w}.clusters"),
         information_service_url=_str(o, "information_service_url", w), accelerators=_accelerator_figures(o, w))
 
@@ -381,13 +384,19 @@ def read_glue(body: bytes, previous: GlueDocument | None = None, max_hosts: int 
         if host.unique_id in found.hosts:
             raise GlueReadError(f"hosts[{i}]: host {host.unique_id!r} is listed twice")
         found.hosts[host.unique_id], found.raw[host.unique_id] = host, o
+    subs, clusters, ces = Unique("subcluster"), Unique("cluster"), Unique("computing element")
     for i, value in enumerate(_list(top.get("subclusters"), "subclusters")):
         where = f"subclusters[{i}]"
         found.subclusters.append(_subcluster(_obj(value, where), where))
+        subs.add(found.subclusters[-1][0].unique_id, where)
         found.information_service_url = found.information_service_url or _str(value, "information_service_url", where)
     for i, value in enumerate(_list(top.get("clusters"), "clusters")):
         found.clusters.append(_cluster(_obj(value, f"clusters[{i}]"), f"clusters[{i}]"))
+        clusters.add(found.clusters[-1].unique_id, f"clusters[{i}]")
     for i, value in enumerate(_list(top.get("computing_elements"), "computing_elements")):
         where = f"computing_elements[{i}]"
         found.computing_elements.append(_computing_element(_obj(value, where), where))
+        ces.add(found.computing_elements[-1].unique_id, where)
+    check_references({c.unique_id for c in found.clusters}, found.subclusters, found.hosts.values(),
+                     found.computing_elements)
     return found

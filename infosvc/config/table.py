@@ -170,9 +170,18 @@ class TomlTable:
 
 
 def unique_ids(what: str, ids: list[str]) -> None:
-    """ConfigError when an id of `ids` is used twice (`what` says where)."""
-    seen: set[str] = set()
+    """ConfigError when an id of `ids` is used twice, or two differ only in case or runs of spaces
+    (`what` says where). GLUE 1.3 publishes cluster and CE ids as UniqueIDs, which a directory
+    compares ignoring both (caseIgnoreIA5Match): clusters `C` and `c` were one entry to a BDII,
+    the second cluster and its CE refused by ldapadd. (infosvc.codec.glue_checks.directory_key
+    is the same key, for what a top level reads.)"""
+    seen: dict[str, str] = {}
     for i in ids:
-        if i in seen:
+        key = " ".join(i.split()).casefold()
+        other = seen.get(key)
+        if other == i:
             raise ConfigError(f"{what}: id {i!r} is used twice")
-        seen.add(i)
+        if other is not None:
+            raise ConfigError(f"{what}: ids {other!r} and {i!r} differ only in case or spaces: a directory (a BDII) "
+                              "compares GLUE ids ignoring both, and would refuse the second one's entries")
+        seen[key] = i

@@ -154,8 +154,9 @@ class Federation:
             if clash not in self._clashes_logged:
                 self._clashes_logged.add(clash)
                 kind, ident = clash
-                log.warning("federation: %s id %r is published by more than one site: each is published as "
-                            "SITE/%s", kind, ident[:200], ident[:200])
+                log.warning("federation: %s id %r is published by more than one site (or one differing only in "
+                            "case or spaces, one id to a directory): each is published as SITE/%s",
+                            kind, ident[:200], ident[:200])
 
     def rebuild(self) -> None:
         """Build and put in place a new union now, in this thread (the first, and tests of the model)."""

@@ -4,7 +4,8 @@ publishing layer renders the union with the same renderers as a site's own tree.
 
 Ids: GLUE UniqueIDs are meant to be unique across the grid, but a site's cluster and CE are
 `default` unless its config names them, and two sites can publish the same host. An id that two
-or more sites publish for the same kind is published as `SITE/ID` for every one of them, the
+or more sites publish for the same kind (for clusters, subclusters and CEs, ignoring case and runs
+of spaces, as a directory compares them) is published as `SITE/ID` for every one of them, the
 references to it (a host's cluster, a CE's clusters) rewritten with it, and the clash logged once;
 an id that is another site's SITE/ID is renamed as well; an id no other site publishes stays as
 it is. So no two sites' entities are merged, and which
@@ -17,6 +18,7 @@ import dataclasses
 import logging
 from typing import Any, Iterable, Mapping, Sequence
 
+from infosvc.codec.glue_checks import directory_key
 from infosvc.codec.glue_read import GlueDocument
 from infosvc.model import glue
 from infosvc.model.glue import GlueTree, Host, SubCluster
@@ -24,6 +26,28 @@ from infosvc.model.glue import GlueTree, Host, SubCluster
 log = logging.getLogger("infosvc.federation")
 
 KINDS = ("hosts", "subclusters", "clusters", "computing-elements")
+#: The kinds whose ids are directory entries' (GLUE 1.3 GlueSubClusterUniqueID, GlueClusterUniqueID,
+#: GlueCEUniqueID), which a directory compares ignoring case and runs of spaces: `CE1` of one site
+#: and `ce1` of another were one entry, the second refused by ldapadd. Hosts are no entry: exact.
+FOLDED = frozenset({"subclusters", "clusters", "computing-elements"})
+
+
+def _key(kind: str, ident: str) -> str:
+    """What tells two ids of `kind` apart in the union."""
+    return directory_key(ident) if kind in FOLDED else ident
+
+
+def _keys(kind: str, ids: Iterable[str]) -> Iterable[str]:
+    return map(directory_key, ids) if kind in FOLDED else ids
+
+
+def _having(kind: str, ids: Iterable[str], keys: set[str]) -> list[str]:
+    """The ids of `ids` whose key is one of `keys` (no call per host: a site may have 200,000)."""
+    if not keys:
+        return []
+    if kind in FOLDED:
+        return [i for i in ids if directory_key(i) in keys]
+    return [i for i in ids if i in keys]
 
 
 def dismantle(*containers: dict[Any, Any] | list[Any]) -> None:
@@ -152,24 +176,28 @@ class UnionTree(SiteTree):
     def __init__(self, sites: Sequence[tuple[str, SiteTree]], url: str | None = None,
                  renamed_before: Mapping[str, tuple[SiteTree, frozenset[tuple[str, str]], SiteTree]] | None = None
                  ) -> None:
+        # counted, and clashing, by their keys (_key): two ids a directory takes for one clash
         seen: dict[str, dict[str, int]] = {kind: {} for kind in KINDS}
         for _, tree in sites:
             for kind, ids in tree.ids().items():
                 counts = seen[kind]
-                for ident in ids:
-                    counts[ident] = counts.get(ident, 0) + 1
+                for key in _keys(kind, ids):
+                    counts[key] = counts.get(key, 0) + 1
         clashing = {kind: {i for i, n in counts.items() if n > 1} for kind, counts in seen.items()}
         # A site's id that is another's SITE/ID once renamed clashes too (no site's id may take the
         # place of another's), and is renamed in its turn; each round lengthens the new ids, so the
         # rounds end (site names hold no `/`: SITE/ID is one site's one id)
         while True:
-            taken = {kind: {f"{name}/{i}" for name, tree in sites for i in tree.ids()[kind] if i in clashing[kind]}
-                     for kind in KINDS}
+            taken = {kind: {_key(kind, f"{name}/{i}") for name, tree in sites
+                            for i in _having(kind, tree.ids()[kind], clashing[kind])} for kind in KINDS}
             more = {kind: (seen[kind].keys() & taken[kind]) - clashing[kind] for kind in KINDS}
             if not any(more.values()):
                 break
             for kind in KINDS:
                 clashing[kind] |= more[kind]
+        # the ids to rename, as the sites publish them
+        clashing = {kind: {i for _, tree in sites for i in _having(kind, tree.ids()[kind], keys)}
+                    for kind, keys in clashing.items()}
         #: site -> (its tree, the clashes it was renamed for, the renamed tree): kept, so that a site
         #: whose tree and clashes did not change keeps its renamed objects (and their renderings)
         self.renamed_trees: dict[str, tuple[SiteTree, frozenset[tuple[str, str]], SiteTree]] = {}
