@@ -17,12 +17,13 @@ __all__ = ["history_of", "overdue_guard", "predict_queued"]
 
 
 def history_of(jobs: Iterable[JobRecord]) -> UserHistory:
-    """Each owner's run times, from the jobs that started and ended, in the order they ended."""
-    ran = sorted((job.ended, job.owner, job.ended - job.started) for job in jobs
+    """Each owner's run times and their part of the jobs' limits, from the jobs that started and
+    ended, in the order they ended."""
+    ran = sorted((job.ended, job.owner, job.ended - job.started, job.estimate) for job in jobs
                  if job.started is not None and job.ended is not None)
     history = UserHistory()
-    for _, owner, seconds in ran:
-        history.record(owner, seconds)
+    for _, owner, seconds, estimate in ran:
+        history.record(owner, seconds, estimate)
     return history
 
 

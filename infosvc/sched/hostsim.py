@@ -139,7 +139,7 @@ def simulate_hosts(jobs: Sequence[SimJob], processors: int, policy: Policy, what
             _, job_id = heapq.heappop(ends)
             pool.give(running.pop(job_id).allocation)
             done = trace_job.pop(job_id)
-            history.record(done.user, done.run)
+            history.record(done.user, done.run, done.estimate)
         while arrival < count and jobs[arrival].submitted == now:  # then arrivals
             job = jobs[arrival]
             arrival += 1

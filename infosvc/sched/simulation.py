@@ -211,8 +211,8 @@ class _Queue(Protocol):
 
     def arrive(self, job: SimJob, now: float) -> None: ...
 
-    def ended(self, user: int, run: float) -> None:
-        """A job of `user` ended after `run` seconds."""
+    def ended(self, user: int, run: float, estimate: float) -> None:
+        """A job of `user` and kill limit `estimate` ended after `run` seconds."""
 
     def plan(self, pool: ProcessorPool, running: Collection[Running[int]], now: float) -> Plan[int]: ...
 
@@ -237,7 +237,7 @@ class _Arrivals:
     def arrive(self, job: SimJob, now: float) -> None:
         self.jobs[job.id] = job
 
-    def ended(self, user: int, run: float) -> None:
+    def ended(self, user: int, run: float, estimate: float) -> None:
         pass
 
     def plan(self, pool: ProcessorPool, running: Collection[Running[int]], now: float) -> Plan[int]:
@@ -288,9 +288,10 @@ def _replay(jobs: Sequence[SimJob], processors: int, queue: _Queue,
             break
         while next_end == now:  # completions first
             _, job_id, user, run = pop(ends)
-            pool.free += running.pop(job_id).allocation  # the pool's own give, without its call and check
+            done = running.pop(job_id)
+            pool.free += done.allocation  # the pool's own give, without its call and check
             if learns:
-                queue.ended(user, run)
+                queue.ended(user, run, done.estimate)
             next_end = ends[0][0] if ends else inf
             backfilling = None  # an end: the machine is no longer as the last pass left it
         while next_submit == now:  # then arrivals

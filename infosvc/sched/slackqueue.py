@@ -80,8 +80,8 @@ class SlackQueue:
             bisect.insort(self.ages, age)
         self.fresh.append(waiting)
 
-    def ended(self, user: int, run: float) -> None:
-        self.history.record(user, run)
+    def ended(self, user: int, run: float, estimate: float) -> None:
+        self.history.record(user, run, estimate)
         self.blocked = None  # an end: the machine is no longer as the blocked pass left it
 
     def _by_age(self) -> map[Waiting]:

@@ -26,10 +26,11 @@ def summary(trace: Path, policy: str) -> dict[str, Any]:
 def test_predictive_beats_easy_on_the_lublin_trace() -> None:
     easy, predictive = summary(LUBLIN, "easy"), summary(LUBLIN, "predictive")
     assert (predictive["policy"], predictive["jobs"]) == ("predictive", easy["jobs"])
-    assert round(predictive["mean_bounded_slowdown"], 2) == 492.20
+    # the model's estimates are its run times: every prediction is exact once a user has run a job
+    assert round(predictive["mean_bounded_slowdown"], 2) == 427.28
     assert round(easy["mean_bounded_slowdown"], 2) == 590.05
-    assert predictive["mean_bounded_slowdown"] <= 0.84 * easy["mean_bounded_slowdown"]  # 17 % lower
-    assert predictive["max_wait_seconds"] <= 1.02 * easy["max_wait_seconds"]  # 1.01 x: its backlog grows all along
+    assert predictive["mean_bounded_slowdown"] <= 0.73 * easy["mean_bounded_slowdown"]  # 28 % lower
+    assert predictive["max_wait_seconds"] <= 1.11 * easy["max_wait_seconds"]  # 1.10 x: its backlog grows all along
 
 
 def test_predictive_is_easy_where_nobody_waits_long() -> None:

@@ -159,3 +159,16 @@ def test_the_guard_follows_the_longest_wait_of_the_sites_own_jobs(site: Predicti
     site.end(again)
     site.schedule()
     assert (site.state(short), site.state(old)) == (JobState.RUNNING, JobState.QUEUED)
+
+
+def test_a_prediction_reads_the_job_s_own_limit_by_the_part_of_theirs_the_owner_s_jobs_ran(
+        site: PredictiveSite) -> None:
+    alice_takes_100_seconds(site)  # a tenth of its 1,000 s limit
+    blocker = site.submit("blocker", "carol", 5000)
+    site.schedule()
+    longer = site.submit("longer", "alice", 5000)
+    shorter = site.submit("shorter", "alice", 200)
+    site.schedule()
+    assert site.state(blocker) is JobState.RUNNING
+    # a tenth of each one's limit, where the mean of her run times would say 100 s for both
+    assert [job_json(site.queue.get(j))["predicted_run_seconds"] for j in (longer, shorter)] == [500, 20]

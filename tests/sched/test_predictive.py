@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,18 +22,35 @@ from infosvc.sched.simulation import Options, SimJob, Waiting, simulate, simulat
 MACHINE = 8
 
 
-def test_a_prediction_is_the_mean_of_the_users_last_two_run_times_never_above_the_estimate() -> None:
+def test_a_prediction_is_the_estimate_times_the_part_of_theirs_the_users_last_two_jobs_ran() -> None:
     history = UserHistory()
     assert history.predict("ann", 3600) == 3600  # no history: the estimate
-    history.record("ann", 100)
-    assert history.predict("ann", 3600) == 100
-    history.record("ann", 300)
-    history.record("ann", 500)  # the last two: 300 and 500
-    assert history.predict("ann", 3600) == 400
-    assert history.predict("ann", 200) == 200  # the estimate is the kill limit: never above it
+    history.record("ann", 100, 1000)  # a tenth of its limit
+    assert history.predict("ann", 3600) == 360
+    history.record("ann", 300, 1000)
+    history.record("ann", 500, 1000)  # the last two: 0.3 and 0.5 of their limits
+    assert history.predict("ann", 3600) == pytest.approx(1440)
+    assert history.predict("ann", 2) == pytest.approx(1.0)  # never below a second
+    history.record("ann", 5000, 1000)  # ran past its limit (a grace): counts as the whole limit
+    assert history.predict("ann", 1000) == 750  # (0.5 + 1) / 2: never above the estimate, the kill limit
     assert history.predict("bob", 50) == 50  # another user's history is not ann's
-    history.record("bob", 0)
+    history.record("bob", 0, 60)
     assert history.predict("bob", 50) == 1  # at least a second
+
+
+def test_without_a_finite_limit_a_prediction_is_the_mean_of_the_users_last_two_run_times() -> None:
+    history = UserHistory()
+    history.record("ann", 100)  # no limit: a run time, no ratio
+    history.record("ann", 300, math.inf)
+    assert history.predict("ann", 3600) == 200  # EASY++'s mean of the last two
+    assert history.predict("ann", math.inf) == 200
+    assert history.predict("ann", 150) == 150  # never above the estimate
+    history.record("ann", 50, 100)
+    assert history.predict("ann", 3600) == 1800  # a ratio known: it reads the job's own limit
+    assert history.predict("ann", math.inf) == pytest.approx(175)  # an unlimited job: the run times
+    history.record("bob", -1, 10)
+    history.record("bob", math.nan, 10)
+    assert history.predict("bob", 10) == 10  # nothing read from what is no run time
 
 
 def test_a_running_job_past_its_prediction_is_expected_to_run_to_its_limit() -> None:
