@@ -11,11 +11,17 @@ holding one is broken or hostile: it is refused whole, and only that site is mar
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Final, Iterable, Sequence
 
 from infosvc.errors import excerpt
 from infosvc.model import glue
 from infosvc.model.glue import Host, SubCluster
+
+
+#: The most pairs of a CE and a subcluster it serves that a site's document may hold: each is a
+#: share's reference to an execution environment in GLUE 2.0 and back (a site of 100 CEs over
+#: 1,000 kinds of host is at the bound)
+MAX_SHARE_ENVIRONMENTS: Final = 100_000
 
 
 class GlueReadError(ValueError):
@@ -102,9 +108,18 @@ def check_references(known: set[str], subclusters: Sequence[tuple[SubCluster, li
                 # lists, and each of those every share: 122 kB of JSON gave 88 MB of LDIF
                 raise GlueReadError(f"computing_elements[{i}].clusters[{j}]: {_quoted(cid)} is listed twice")
             listed.add(cid)
+    in_cluster: dict[str, int] = {}
     for i, (sub, _) in enumerate(subclusters):
         if sub.cluster not in known:
             raise GlueReadError(f"subclusters[{i}]: 'cluster': no cluster {_quoted(sub.cluster)} in the document")
+        in_cluster[sub.cluster] = in_cluster.get(sub.cluster, 0) + 1
+    # GLUE 2.0 writes each CE's share with every execution environment (subcluster) of its
+    # clusters, and each of those with every share: pairs no rule above bounds (400 CEs over 300
+    # subclusters, under 0.5 MB of JSON, were 120,000 pairs written twice at each read)
+    pairs = sum(in_cluster.get(cid, 0) for ce in computing_elements for cid in ce.clusters)
+    if pairs > MAX_SHARE_ENVIRONMENTS:
+        raise GlueReadError(f"computing_elements: their clusters' subclusters make {pairs:,} pairs of a CE and a "
+                            f"subcluster it serves, more than the {MAX_SHARE_ENVIRONMENTS:,} a site may publish")
     for i, host in enumerate(hosts):
         if host.cluster not in known:
             raise GlueReadError(f"hosts[{i}]: 'cluster': no cluster {_quoted(host.cluster)} in the document")

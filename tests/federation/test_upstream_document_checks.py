@@ -205,6 +205,33 @@ def test_a_ce_listing_a_cluster_twice_is_refused() -> None:
         read_glue(body(doc))
 
 
+def test_ces_times_subclusters_past_a_site_s_are_refused() -> None:
+    # each of many CEs over one cluster of many subclusters: every share lists every execution
+    # environment and each environment every share, so 400 CEs over 300 subclusters (under 0.5 MB
+    # of JSON, every id distinct) made 120,000 pairs, written twice in GLUE 2.0 at each read
+    doc = document()
+    (sub,) = [s for s in doc["subclusters"] if s["cluster"] == "gpu"]
+    subs = []
+    for k in range(300):
+        twin = copy.deepcopy(sub)
+        twin["unique_id"] = f"gpu-{k}"
+        twin["hosts"] = []
+        subs.append(twin)
+    doc["subclusters"] = [s for s in doc["subclusters"] if s["cluster"] != "gpu"] + subs
+    doc["hosts"] = [h for h in doc["hosts"] if h["cluster"] != "gpu"]
+    for cluster in doc["clusters"]:
+        if cluster["unique_id"] == "gpu":
+            cluster["subclusters"] = [s["unique_id"] for s in subs]
+    (ce,) = doc["computing_elements"]
+    doc["computing_elements"] = [{**copy.deepcopy(ce), "unique_id": f"{CE}-{k}", "clusters": ["gpu"]}
+                                 for k in range(400)]
+    assert len(body(doc)) < 512 * 1024
+    with pytest.raises(GlueReadError, match=r"120,000 .*more than the 100,000"):
+        read_glue(body(doc))
+    doc["computing_elements"] = doc["computing_elements"][:300]  # 90,000: a site's may be that large
+    read_glue(body(doc))
+
+
 @pytest.mark.parametrize(("member", "where"), [
     ("clusters", "clusters[2]: cluster 'gpu' is listed twice"),
     ("subclusters", "subclusters[2]: subcluster '{sub}' is listed twice"),
