@@ -92,16 +92,32 @@ class SnapshotView:
 class FrozenTree:
     """A copy of what the grid's renderings read of a tree (its clusters, its subclusters in order,
     their totals, its CEs), taken on the event loop in O(subclusters), so that a worker thread can
-    render it while the live tree changes. It holds no hosts: those formats publish none."""
+    render it while the live tree changes. It holds no hosts: those formats publish none.
 
-    def __init__(self, tree: GlueTree) -> None:
+    Given the snapshot the rendering publishes, its CEs are the snapshot's. Two copies are equal
+    when a rendering reads the same of both, so a document rendered from one is that of the
+    other: what lets a reader be answered the document of an earlier copy (infosvc/web/gridquery.py)
+    as long as the tree has not changed since, however little time or much has passed."""
+
+    __hash__ = None  # type: ignore[assignment]  # equal copies are compared, never looked up
+
+    def __init__(self, tree: GlueTree, snapshot: Snapshot | None = None) -> None:
         self._clusters = list(tree.clusters())
         self._subs = {c.unique_id: [replace(s, states=dict(s.states)) for s in tree.subclusters_of(c.unique_id)]
                       for c in self._clusters}
         self.subclusters: dict[str, SubCluster] = {s.unique_id: s for subs in self._subs.values() for s in subs}
         self.hosts: dict[str, Host] = {}
         self.information_service_url = tree.information_service_url
-        self._ces = list(tree.computing_elements())
+        self.snapshot = snapshot
+        self._ces = list(tree.computing_elements() if snapshot is None else snapshot.computing_elements)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FrozenTree):
+            return NotImplemented
+        # A keeper of snapshots hands back the same one while the figures stand (`take`): then the
+        # CEs compare by identity, and the subclusters, few, field by field.
+        return (self.snapshot == other.snapshot and self.information_service_url == other.information_service_url
+                and self._clusters == other._clusters and self._subs == other._subs and self._ces == other._ces)
 
     def clusters(self) -> Sequence[Cluster]:
         return self._clusters

@@ -31,9 +31,11 @@ from infosvc.web.cors import cors
 from infosvc.web.errors import errors_as_json
 from infosvc.web.federation import federate
 from infosvc.web.garbage import scheduled_collection
-from infosvc.web.pretty import readable
+from infosvc.web.gridquery import GridAnswers
+from infosvc.web.pretty import INDENTS_WAITING, Turns, readable
 from infosvc.web.keys import (
-    AGGREGATOR, CONFIG, GLUE, HISTORY_WORKERS, JOB_QUEUE, LRMS_READER, MATCH_GATE, METRICS, PAST_VIEWS, SLURM,
+    AGGREGATOR, CONFIG, GLUE, GRID_ANSWERS, HISTORY_WORKERS, INDENTS, JOB_QUEUE, LRMS_READER, MATCH_GATE, METRICS,
+    PAST_VIEWS, SLURM,
 )
 from infosvc.web.match import MatchGate
 from infosvc.web.opening import OPEN, OPENING
@@ -174,6 +176,8 @@ def make_app(config: SiteConfig, *, db: str | Path | None = None, tokens: Tokens
     app[METRICS] = Metrics()
     app[MATCH_GATE] = MatchGate()
     app[PAST_VIEWS] = asyncio.Semaphore(1)
+    app[GRID_ANSWERS] = GridAnswers()
+    app[INDENTS] = Turns("a large answer is being indented", INDENTS_WAITING)
     app[HISTORY_WORKERS] = asyncio.Semaphore(HISTORY_THREADS)
     app[SLURM] = SlurmSide.of(config.lrms)  # the job routes' Slurm mode (infosvc/web/slurmjobs.py)
     app.cleanup_ctx.append(_metrics_ctx)

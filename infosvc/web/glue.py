@@ -1,5 +1,6 @@
 """GET /v1/glue, /v1/glue/hosts and /v1/glue/{kind}/{id}: the GLUE tree (infosvc/publish/glue.py).
-The id is the rest of the path, slashes included (a CE's UniqueID holds one), as is or as %2F."""
+The id is the rest of the path, slashes included (a CE's UniqueID holds one), as is or as %2F.
+The whole tree in a grid format is the documents kept and rendered in turn (web.gridquery.GridAnswers)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from infosvc.publish.glue import GRID_FORMATS, KINDS, Glue
 from infosvc.errors import NotFound
 from infosvc.hosts import parse_time
 from infosvc.web.errors import HttpError
-from infosvc.web.gridquery import GRID_PARAMETERS, glue_format, grid_tree
+from infosvc.web.gridquery import GRID_PARAMETERS, glue_format
 from infosvc.hosts import HostFilter, QueryError
-from infosvc.web.keys import AGGREGATOR, GLUE, PAST_VIEWS
+from infosvc.web.keys import AGGREGATOR, GLUE, GRID_ANSWERS, PAST_VIEWS
 from infosvc.web.negotiate import format_of
 from infosvc.web.pretty import PRETTY, Joined, filters_of
 
@@ -29,19 +30,21 @@ async def get_glue(request: web.Request) -> web.Response:
     chosen = HostFilter.parse(filters_of(request, "at", *GRID_PARAMETERS))
     if chosen.empty:
         if fmt in GRID_FORMATS:
-            body = await grid_tree(request.app[GLUE], fmt, options)
+            body = await request.app[GRID_ANSWERS].body(request.app[GLUE], fmt, options)
             return web.Response(body=body, content_type=rendering.media_type)
         # the hosts' cached fragments as they are, written in turn (web.pretty.Joined)
         return web.Response(body=Joined(rendering.tree_parts(), rendering.media_type))
     # The tree of the chosen hosts alone: rolled up afresh (subclusters, totals, CEs of them), off
-    # the loop, as a past view is: a site's worth of hosts is work for a thread.
+    # the loop, as a past view is: a site's worth of hosts is work for a thread. It takes its turn
+    # with the whole tree's renderings: a filter that chooses every host is the whole tree again,
+    # and would otherwise get round their bound.
     agg = request.app[AGGREGATOR]
     entries = await agg.choose(chosen)
 
     def build() -> list[bytes]:
         return Glue(agg.tree_of(entries)).rendering(fmt, options).tree_parts()
 
-    return web.Response(body=Joined(await asyncio.to_thread(build), rendering.media_type))
+    return web.Response(body=Joined(await request.app[GRID_ANSWERS].turns.run(build), rendering.media_type))
 
 
 async def _glue_at(request: web.Request, at: float) -> web.Response:
@@ -69,14 +72,23 @@ async def get_glue_hosts(request: web.Request) -> web.Response:
     return web.Response(body=Joined(rendering.host_parts(selected), rendering.media_type))
 
 
-async def get_glue_entity(request: web.Request) -> web.Response:
+def entity_asked(request: web.Request) -> tuple[str, str]:
+    """The kind and the id of GET /v1/glue/{kind}/{id}; NotFound for a kind there is not."""
     kind, ident = request.match_info["kind"], request.match_info["id"]
     if kind not in KINDS:
         raise NotFound(f"no GLUE kind {kind!r}", f"one of {', '.join(KINDS)}")
     if kind == "hosts":
         ident = canonical(ident)  # as every route addresses a host (infosvc.model.hostid)
-    rendering = request.app[GLUE].formats[format_of(request)]
-    body = rendering.entity(kind, ident)
+    return kind, ident
+
+
+def entity_answer(kind: str, ident: str, body: bytes | None, media_type: str) -> web.Response:
     if body is None:
         raise NotFound(f"no {kind[:-1].replace('-', ' ')} {ident!r}")
-    return web.Response(body=body, content_type=rendering.media_type)
+    return web.Response(body=body, content_type=media_type)
+
+
+async def get_glue_entity(request: web.Request) -> web.Response:
+    kind, ident = entity_asked(request)
+    rendering = request.app[GLUE].formats[format_of(request)]
+    return entity_answer(kind, ident, rendering.entity(kind, ident), rendering.media_type)

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from infosvc.web.slurmjobs import SlurmSide
     from infosvc.web.match import MatchGate
     from infosvc.web.routes import Route
+    from infosvc.web.gridquery import GridAnswers
+    from infosvc.web.federation import UnionViews
+    from infosvc.web.pretty import Turns
 
 CONFIG = web.AppKey("config", SiteConfig)
 AGGREGATOR = web.AppKey("aggregator", Aggregator)
@@ -32,6 +35,12 @@ SLURM: web.AppKey["SlurmSide"] = web.AppKey("slurm")
 FEDERATION: web.AppKey["Federation"] = web.AppKey("federation")
 #: past views of the site being built now (GET /v1/glue?at=), by their one slot
 PAST_VIEWS = web.AppKey("past_views", asyncio.Semaphore)
+#: the grid formats' documents as last rendered, and their renderings, one at a time (infosvc/web/gridquery.py)
+GRID_ANSWERS: web.AppKey["GridAnswers"] = web.AppKey("grid_answers")
+#: large answers indented for `?pretty=1`, one at a time (infosvc/web/pretty.py)
+INDENTS: web.AppKey["Turns"] = web.AppKey("indents")
+#: a top level's renderings of the union's hosts, one at a time in a worker thread (infosvc/web/federation.py)
+UNION_VIEWS: web.AppKey["UnionViews"] = web.AppKey("union_views")
 #: the worker slots that build history answers (GET /v1/nodes/{id}/history) take turns on
 HISTORY_WORKERS = web.AppKey("history_workers", asyncio.Semaphore)
 #: the Slurm cluster's reader ([lrms] type = "slurm"; absent otherwise)

@@ -1,13 +1,17 @@
 """Every JSON and XML answer ends with a newline, and `?pretty=1` on any route indents it for a
 person reading it in a terminal: the outermost middleware, after errors have become answers, so
 refusals are readable too. Indenting re-reads our own answer (XML through safexml); a large one
-is indented in a thread, off the event loop."""
+is joined and indented in a worker thread, one at a time (`Turns`), and a large answer that lacks
+its newline is written with it (`Joined`), not copied: nothing large is copied on the event loop.
+
+Large answers are written a slice at a time (`InSlices`, `Joined`), and `Turns` is how big work
+for worker threads (rendering or indenting an answer) takes turns, with a bounded queue."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, TypeVar
 
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
@@ -16,6 +20,8 @@ from aiohttp.payload import Payload
 from infosvc.codec.xmltext import indented
 from infosvc.publish.glue import Parts
 from infosvc.hosts import QueryError
+from infosvc.web.errors import HttpError, error_body
+from infosvc.web.keys import INDENTS
 
 #: the query parameter every route that answers JSON or XML takes
 PRETTY = "pretty"
@@ -23,7 +29,59 @@ PRETTY = "pretty"
 OFF_LOOP_BYTES = 64 * 1024
 #: answers past this are written this much at a time (InSlices)
 SLICE_BYTES = 1024 * 1024
+#: answers past this are not indented (a 400): re-reading an answer holds the interpreter lock, and
+#: so the event loop, whatever thread does it, some 20 ms a MB at a stretch (lxml's parse and its
+#: indent, json.loads): a top level's union of 37 MB held the loop 0.25-0.5 s per `?pretty=1`
+PRETTY_MAX_BYTES = 2 << 20
+#: large answers waiting to be indented, past the one being indented (a 503 past them)
+INDENTS_WAITING = 4
 _YES, _NO = ("1", "true", "yes"), ("0", "false", "no", "")
+_XML = ("application/xml", "text/xml")
+T = TypeVar("T")
+
+
+class Turns:
+    """Big work for worker threads (an answer to render or indent) done one at a time, with at most
+    `waiting` more waiting for their turn; past that a refusal (503, Retry-After) before any work.
+    Each piece runs in a worker thread of its own, and threads at once are what hold the event
+    loop: eight renderings of a 17.6 MB LDIF at once held /healthz 0.9-1.2 s, one 40 ms. A turn
+    lasts until its thread is done, whoever still waits for it: a reader that hangs up frees no
+    turn while its work still runs."""
+
+    def __init__(self, busy: str, waiting: int) -> None:
+        #: the refusal's message
+        self.busy = busy
+        self.waiting = waiting
+        self._turn = asyncio.Lock()
+        self._taken = 0  # the one under way and those waiting
+
+    def start(self, prepare: Callable[[], Callable[[], T]]) -> asyncio.Task[T]:
+        """The work's task: `prepare()` called on the event loop once its turn comes, and what it
+        returns run in a worker thread. Await it through asyncio.shield: it is not the reader's
+        to cancel. HttpError 503 when the queue is full."""
+        if self._taken > self.waiting:
+            raise HttpError(503, self.busy, "try again after Retry-After")
+        self._taken += 1
+        task = asyncio.ensure_future(self._in_turn(prepare))
+        task.add_done_callback(_seen)
+        return task
+
+    async def run(self, work: Callable[[], T]) -> T:
+        """`work` run in a worker thread in its turn; HttpError 503 when the queue is full."""
+        return await asyncio.shield(self.start(lambda: work))
+
+    async def _in_turn(self, prepare: Callable[[], Callable[[], T]]) -> T:
+        try:
+            async with self._turn:
+                return await asyncio.to_thread(prepare())
+        finally:
+            self._taken -= 1
+
+
+def _seen(task: asyncio.Task[Any]) -> None:
+    """Its failure is its readers' (each awaits it): not also "never retrieved" when none is left."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _indent(body: bytes, xml: bool) -> bytes:
@@ -86,7 +144,7 @@ class Joined(Payload):
     a slice of parts at a time and never joined into one body: GET /v1/nodes of 10,000 hosts held
     a 64 MB body, and a copy for its newline, while it was answered. Its size is the parts' sum
     (counted where they were made, for `Parts`), so Content-Length is exact; `?pretty=1` joins it
-    (`joined`) to indent it."""
+    (`joined`) in the worker thread that indents it."""
 
     _value: list[bytes]
 
@@ -94,6 +152,10 @@ class Joined(Payload):
         super().__init__(parts, content_type=content_type)
         self._total = parts.size if isinstance(parts, Parts) else sum(map(len, parts))
         self._size = self._total
+
+    @property
+    def size(self) -> int:
+        return self._total
 
     def joined(self) -> bytes:
         return b"".join(self._value)
@@ -106,13 +168,23 @@ class Joined(Payload):
 
     async def write_with_length(self, writer: AbstractStreamWriter, content_length: int | None) -> None:
         left = self._total if content_length is None else min(content_length, self._total)
-        batch: list[bytes] = []
+        batch: list[bytes | memoryview] = []
         size = 0
-        for part in self._value:
+        for whole in self._value:
             if left <= 0:
                 break
-            part = part[:left] if len(part) > left else part
+            part: bytes | memoryview = memoryview(whole)[:left] if len(whole) > left else whole
             left -= len(part)
+            if len(part) >= SLICE_BYTES:
+                # a part of its own past a slice (an answer given its newline): written a slice at
+                # a time, as InSlices writes one, never joined
+                if batch:
+                    await writer.write(b"".join(batch))
+                    batch, size = [], 0
+                view = memoryview(part)
+                for start in range(0, len(view), SLICE_BYTES):
+                    await writer.write(view[start:start + SLICE_BYTES])
+                continue
             batch.append(part)
             size += len(part)
             if size >= SLICE_BYTES:
@@ -133,32 +205,59 @@ def _in_slices(response: web.Response) -> web.Response:
 async def readable(request: web.Request,
                    handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
     response = await handler(request)
-    if isinstance(response, web.Response) and isinstance(response.body, Joined):
-        if not _pretty_asked(request):
+    if not isinstance(response, web.Response):
+        return response
+    body = response.body
+    xml = response.content_type in _XML
+    text = xml or response.content_type == "application/json"
+    if isinstance(body, Joined):
+        if not text or not _pretty_asked(request):
             return response  # written as it is, its newline its own
-        response.body = response.body.joined()
-    if not isinstance(response, web.Response) or not isinstance(response.body, bytes) or not response.body:
+    elif not isinstance(body, bytes) or not body:
         return response
-    return _in_slices(await _readable(request, response))
+    elif not text:
+        return _in_slices(response)
+    elif not _pretty_asked(request):
+        if not body.endswith(b"\n"):
+            # The large documents (GLUE trees, a top level's union) are mostly rendered with their
+            # newline; one that is not (GLUE 2.0 JSON) is written followed by it, not copied.
+            response.body = (body + b"\n" if len(body) <= OFF_LOOP_BYTES
+                             else Joined([body, b"\n"], response.content_type))
+        return _in_slices(response)
+    # this middleware is outside the one that makes refusals answers: it makes its own
+    try:
+        response.body = await _indented(request, body, xml)
+    except QueryError as exc:
+        return _refusal(400, str(exc), exc.detail())
+    except HttpError as exc:
+        return _refusal(exc.status, exc.message, exc.detail)
+    return _in_slices(response)
 
 
-async def _readable(request: web.Request, response: web.Response) -> web.Response:
-    assert isinstance(response.body, bytes)
-    kind = response.content_type
-    xml = kind in ("application/xml", "text/xml")
-    if not xml and kind != "application/json":
-        return response
-    body: bytes = response.body
-    if _pretty_asked(request):
-        body = await asyncio.to_thread(_indent, body, xml) if len(body) > OFF_LOOP_BYTES else _indent(body, xml)
-    elif not body.endswith(b"\n"):
-        # A copy of the body: the large documents (GLUE trees, a top level's union) are rendered
-        # with their newline, so only small answers take this path.
-        body += b"\n"
-    else:
-        return response
-    response.body = body
-    return response
+def _refusal(status: int, error: str, detail: Any) -> web.Response:
+    refusal = error_body(status, error, detail)
+    assert isinstance(refusal.body, bytes)
+    refusal.body = _indent(refusal.body, False)  # indented, as asked
+    if status == 503:
+        refusal.headers["Retry-After"] = "1"
+    return refusal
+
+
+async def _indented(request: web.Request, body: bytes | Joined, xml: bool) -> bytes:
+    """The answer indented: on the event loop when it is small, else joined and indented in a
+    worker thread in its turn (INDENTS): each is a parse of the answer and a copy or two of it.
+    QueryError past PRETTY_MAX_BYTES."""
+    size = body.size if isinstance(body, Joined) else len(body)
+    whole = body.joined if isinstance(body, Joined) else (lambda: body)
+    if size <= OFF_LOOP_BYTES:
+        return _indent(whole(), xml)
+    if size > PRETTY_MAX_BYTES:
+        raise QueryError(PRETTY, f"answers past {PRETTY_MAX_BYTES >> 20} MiB are not indented (this one is "
+                         f"{size:,} bytes)", hint="ask without pretty, or for fewer hosts")
+    turns = request.app.get(INDENTS)
+    if turns is None:  # an app made without make_app (a test's)
+        return await asyncio.to_thread(lambda: _indent(whole(), xml))
+    return await turns.run(lambda: _indent(whole(), xml))
 
 
 def compact_json(data: Any, status: int = 200) -> web.Response:

@@ -56,10 +56,15 @@ def test_the_value_is_checked_and_other_answers_are_left_alone(site: InProcessSe
     assert match.status == 200 and b'\n  "matches"' in match.body
 
 
-def test_a_large_answer_is_written_in_slices_whole_and_exact() -> None:
+def test_a_large_answer_is_written_in_slices_whole_and_exact(monkeypatch: pytest.MonkeyPatch) -> None:
     """Past 1 MiB an answer is written a slice at a time (InSlices): the same bytes, the same
     Content-Length, for GET and HEAD, pretty or not."""
     import asyncio
+
+    from infosvc.web import pretty as middleware
+
+    # its 4.6 MB are past what is indented (test_pretty_off_loop.py): here, how it is written
+    monkeypatch.setattr(middleware, "PRETTY_MAX_BYTES", 8 << 20)
 
     from aiohttp import web
     from aiohttp.test_utils import TestClient, TestServer
@@ -96,10 +101,15 @@ def test_a_large_answer_is_written_in_slices_whole_and_exact() -> None:
     asyncio.run(run())
 
 
-def test_an_answer_of_parts_is_written_as_the_joined_bytes_without_joining_them() -> None:
+def test_an_answer_of_parts_is_written_as_the_joined_bytes_without_joining_them(monkeypatch: pytest.MonkeyPatch) -> None:
     """GET /v1/nodes writes the hosts' cached renderings as they are (Joined): the bytes and the
     Content-Length are those of the parts joined, for GET and HEAD, and `?pretty=1` indents them."""
     import asyncio
+
+    from infosvc.web import pretty as middleware
+
+    # its 4 MB are past what is indented (test_pretty_off_loop.py): here, how it is written
+    monkeypatch.setattr(middleware, "PRETTY_MAX_BYTES", 8 << 20)
 
     from aiohttp import web
     from aiohttp.test_utils import TestClient, TestServer

@@ -1,0 +1,207 @@
+"""GET /v1/glue in a grid format (LDIF, GLUE 2.0 XML and JSON) on the real app on loopback: a
+document is rendered once for the tree it reads and then reused, whoever asks, until that tree
+changes (a change is in the next read, whatever the time); readers of the same document at once
+wait for one rendering; renderings are one at a time, with a few waiting, and the rest are told to
+come back (503, Retry-After); the documents kept are bounded in number, whatever `site=` a reader
+names. Before, every read rendered the whole tree anew in a worker thread of its own: eight
+readers of a 17.6 MB LDIF at once held /healthz 0.9-1.2 s.
+
+Renderings are counted, and slowed, by wrapping the grid formats' documents (GRID_FORMATS)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from infosvc.codec.glue_xml import Fragment
+from infosvc.model.glue import GlueTree
+from infosvc.publish.glue import GRID_FORMATS, Documents
+from support.server import InProcessServer, Reply, ServerFactory, wait_for
+
+SITE = """
+[service]
+information_service_url = "https://infosvc.example.org:8443"
+
+[[clusters]]
+id = "compute"
+nodes = "cn[01-09]"
+
+[[computing_elements]]
+id = "ce.example.org:8443/infosvc-long"
+queue = "long"
+clusters = ["compute"]
+access_control = ["VO:atlas"]
+"""
+#: a job no host of the site can run yet (each has 4 processors): it waits in the CE's queue
+JOB = """<Job><Id>w</Id><Name>w</Name><Executable>/bin/true</Executable>
+<Requested><Processors>12</Processors></Requested></Job>"""
+
+
+class Counted:
+    """Each grid format's documents wrapped: how many trees were rendered, how many at once at most."""
+
+    def __init__(self) -> None:
+        self.renders = 0
+        self.running = 0
+        self.most = 0
+        self.delay = 0.0
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def counting(self) -> Iterator[None]:
+        with self._lock:
+            self.renders += 1
+            self.running += 1
+            self.most = max(self.most, self.running)
+        try:
+            time.sleep(self.delay)
+            yield
+        finally:
+            with self._lock:
+                self.running -= 1
+
+    def wrap(self, make: Callable[[Any], Documents]) -> Callable[[Any], Documents]:
+        counted = self
+
+        class Wrapped:
+            def __init__(self, options: Any) -> None:
+                self._documents = make(options)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self._documents, name)
+
+            def tree(self, tree: GlueTree, fragment: Fragment) -> bytes:
+                with counted.counting():
+                    return self._documents.tree(tree, fragment)
+
+            def tree_parts(self, tree: GlueTree, fragment: Fragment) -> list[bytes]:
+                with counted.counting():
+                    return self._documents.tree_parts(tree, fragment)
+
+        return Wrapped  # type: ignore[return-value]
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> Counted:
+    found = Counted()
+    for name, make in list(GRID_FORMATS.items()):
+        monkeypatch.setitem(GRID_FORMATS, name, found.wrap(make))
+    return found
+
+
+@pytest.fixture
+def site(serve_app: ServerFactory) -> Iterator[InProcessServer]:
+    server = serve_app(agents=12, start=False)
+    server.config_file.write_text(SITE)
+    server.start()
+    for host in ("cn01", "cn02", "cn03"):
+        server.report(host, server.agent_token(), memory_mb=4096)
+    assert isinstance(server, InProcessServer)
+    settled(server)
+    yield server
+
+
+def settled(server: InProcessServer) -> None:
+    """Once the job queue has counted the last change into the CE's figures (a pass of its own,
+    after the change): what a reader reads is then the same from one read to the next."""
+    def figures() -> Any:
+        return server.get("/v1/glue").json()["computing_elements"]
+
+    wait_for(lambda: figures() == (time.sleep(0.3) or figures()), timeout=10, message="the CE's figures settled")
+
+
+def at_once(server: InProcessServer, paths: list[str]) -> list[Reply]:
+    with ThreadPoolExecutor(len(paths)) as pool:
+        return list(pool.map(lambda path: server.get(path, timeout=60), paths))
+
+
+def test_readers_of_one_document_at_once_wait_for_one_rendering(site: InProcessServer, counted: Counted) -> None:
+    counted.delay = 0.5  # every reader arrives while the first rendering is under way
+    replies = at_once(site, ["/v1/glue?format=ldif&site=EXAMPLE-SITE"] * 8)
+    assert [r.status for r in replies] == [200] * 8
+    assert len({r.body for r in replies}) == 1 and b"GlueSiteUniqueID=EXAMPLE-SITE" in replies[0].body
+    assert counted.renders == 1, f"{counted.renders} renderings for 8 readers of one document"
+
+
+def test_a_document_is_reused_until_what_it_reads_changes(site: InProcessServer, counted: Counted) -> None:
+    path = "/v1/glue?format=ldif&schema=1.3"
+    first = site.get(path)
+    assert first.status == 200 and counted.renders == 1
+    again = site.get(path)
+    assert again.body == first.body and counted.renders == 1, "an unchanged tree was rendered again"
+    # another document of the same tree is a rendering of its own, kept too
+    xml = site.get("/v1/glue?format=glue2-xml")
+    assert xml.status == 200 and counted.renders == 2
+    assert site.get("/v1/glue?format=glue2-xml").body == xml.body and counted.renders == 2
+    # only the CE's figures change (a job waits in its queue): a new snapshot, in the next read
+    reply = site.request("POST", "/v1/jobs", JOB.encode(), token=site.tokens["submit"],
+                         headers={"Content-Type": "application/xml"})
+    assert reply.status == 201, reply.body
+    wait_for(lambda: site.get("/v1/glue").json()["computing_elements"][0]["state"]["waiting_jobs"] == 1,
+             timeout=20, message="the job counted in the CE's figures (the queue's next pass)")
+    settled(site)
+    waiting = site.get(path)
+    assert counted.renders == 3 and b"GlueCEStateWaitingJobs: 1" in waiting.body, "the change is not in the next read"
+    assert site.get(path).body == waiting.body and counted.renders == 3
+    # a host that reports more processors: its subcluster and the CE change
+    site.report("cn01", site.tokens["agent0"], memory_mb=4096, processors=32)
+    settled(site)
+    changed = site.get(path)
+    assert counted.renders == 4 and b"GlueCEInfoTotalCPUs: 40" in changed.body, "the change is not in the next read"
+    assert site.get(path).body == changed.body and counted.renders == 4
+
+
+def test_a_reader_after_a_change_waits_for_no_rendering_of_the_tree_before_it(site: InProcessServer,
+                                                                              counted: Counted) -> None:
+    path = "/v1/glue?format=ldif&schema=1.3"
+    counted.delay = 1.0
+    with ThreadPoolExecutor(1) as pool:
+        before = pool.submit(site.get, path, timeout=60)
+        wait_for(lambda: counted.running, timeout=10, message="the first rendering under way")
+        site.report("cn03", site.tokens["agent2"], memory_mb=4096, processors=16)
+        after = site.get(path, timeout=60)
+        assert before.result().status == after.status == 200
+    assert b"GlueCEInfoTotalCPUs: 12" in before.result().body
+    assert b"GlueCEInfoTotalCPUs: 24" in after.body, "a read after the change was answered the tree before it"
+    assert counted.renders == 2 and counted.most == 1
+
+
+def test_renderings_are_one_at_a_time_and_the_queue_is_bounded(site: InProcessServer, counted: Counted) -> None:
+    counted.delay = 0.4
+    replies = at_once(site, [f"/v1/glue?format=glue2-json&site=S{n:02d}" for n in range(16)])
+    statuses = [r.status for r in replies]
+    assert counted.most == 1, f"{counted.most} renderings at once"
+    assert set(statuses) == {200, 503} and statuses.count(200) == counted.renders <= 8, statuses
+    busy = next(r for r in replies if r.status == 503)
+    assert busy.headers["retry-after"] and busy.json()["error"]
+    for reply, n in zip(replies, range(16)):  # each answered reader got its own site's document
+        assert reply.status != 200 or f'"S{n:02d}"'.encode() in reply.body
+
+
+def test_a_host_filter_takes_its_turn_too(site: InProcessServer, counted: Counted) -> None:
+    """A filter that chooses every host is the whole tree again, rendered for its reader alone."""
+    counted.delay = 0.4
+    replies = at_once(site, [f"/v1/glue?format=glue2-json&state=Ready&site=S{n:02d}" for n in range(16)])
+    statuses = [r.status for r in replies]
+    assert counted.most == 1, f"{counted.most} renderings at once"
+    assert set(statuses) == {200, 503} and statuses.count(200) == counted.renders, statuses
+
+
+def test_the_documents_kept_are_bounded_whatever_site_is_named(site: InProcessServer, counted: Counted) -> None:
+    sites = [f"S{n:03d}" for n in range(60)]  # more than are kept
+    for name in sites:
+        assert site.get(f"/v1/glue?format=glue2-xml&site={name}").status == 200
+    assert counted.renders == len(sites)
+    assert site.get(f"/v1/glue?format=glue2-xml&site={sites[-1]}").status == 200
+    assert counted.renders == len(sites), "the last document read was not kept"
+    assert site.get(f"/v1/glue?format=glue2-xml&site={sites[0]}").status == 200
+    assert counted.renders == len(sites) + 1, "the first of many was still kept"
+    from infosvc.web.gridquery import GridAnswers
+    from infosvc.web.keys import GRID_ANSWERS
+
+    assert GridAnswers.ENTRIES < len(sites) and 0 < site._runner.app[GRID_ANSWERS].kept <= GridAnswers.ENTRIES
