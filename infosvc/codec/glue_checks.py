@@ -18,6 +18,12 @@ from infosvc.model import glue
 from infosvc.model.glue import Host, SubCluster
 
 
+#: The longest id or access rule a site's document may hold: a host's DNS name is at most 253,
+#: a subcluster's its cluster's id and 41 more, a CE's `host:port/jobmanager-lrms-queue`
+MAX_ID_CHARS: Final = 255
+#: The most kinds of accelerator (GPU, FPGA, ...) a site's document may name: GLUE 2.1 writes one
+#: share's figures a kind and CE (400 CEs and 1,000 kinds, 0.29 MB of JSON, were 103 MB)
+MAX_ACCELERATOR_TYPES: Final = 16
 #: The most pairs of a CE and a subcluster it serves that a site's document may hold: each is a
 #: share's reference to an execution environment in GLUE 2.0 and back (a site of 100 CEs over
 #: 1,000 kinds of host is at the bound)
@@ -47,6 +53,11 @@ def check_id(value: str, where: str) -> str:
     it), NUL and the other controls, line breaks (no XML 1.0 document holds most of them, and an
     LDIF line or a DN must not break), line and paragraph separators, format characters (bidi
     overrides make one id look like another)."""
+    if len(value) > MAX_ID_CHARS:
+        # written once per pair of a share and an environment in GLUE 2.0, escaped there (a
+        # character LocalID lacks takes seven): 100-character ids made 0.47 MB of JSON 161 MB of LDIF
+        raise GlueReadError(f"{where}: {_quoted(value)} is {len(value):,} characters long, more than the "
+                            f"{MAX_ID_CHARS} an id or rule may have")
     if value.isprintable() and not value.isspace() and value:
         return value
     raise GlueReadError(f"{where}: {_quoted(value)} is blank or holds a character that is not printable "
@@ -116,6 +127,10 @@ def check_references(known: set[str], subclusters: Sequence[tuple[SubCluster, li
     # GLUE 2.0 writes each CE's share with every execution environment (subcluster) of its
     # clusters, and each of those with every share: pairs no rule above bounds (400 CEs over 300
     # subclusters, under 0.5 MB of JSON, were 120,000 pairs written twice at each read)
+    kinds = {a.type for sub, _ in subclusters for a in sub.accelerators}
+    if len(kinds) > MAX_ACCELERATOR_TYPES:
+        raise GlueReadError(f"subclusters: their accelerators are of {len(kinds):,} types, more than the "
+                            f"{MAX_ACCELERATOR_TYPES} a site may publish (GPU, FPGA, ...)")
     pairs = sum(in_cluster.get(cid, 0) for ce in computing_elements for cid in ce.clusters)
     if pairs > MAX_SHARE_ENVIRONMENTS:
         raise GlueReadError(f"computing_elements: their clusters' subclusters make {pairs:,} pairs of a CE and a "

@@ -169,6 +169,11 @@ class TomlTable:
             raise ConfigError(f"{where}unknown key(s): {', '.join(sorted(self.data))}")
 
 
+#: The longest cluster or CE id: a subcluster's id is its cluster's and 41 more, and a top level
+#: refuses any id of a site's past 255 (infosvc.codec.glue_checks.MAX_ID_CHARS)
+MAX_ID_CHARS = 200
+
+
 def unique_ids(what: str, ids: list[str]) -> None:
     """ConfigError when an id of `ids` is used twice, or two differ only in case or runs of spaces
     (`what` says where). GLUE 1.3 publishes cluster and CE ids as UniqueIDs, which a directory
@@ -177,6 +182,9 @@ def unique_ids(what: str, ids: list[str]) -> None:
     is the same key, for what a top level reads.)"""
     seen: dict[str, str] = {}
     for i in ids:
+        if len(i) > MAX_ID_CHARS:
+            raise ConfigError(f"{what}: id {i[:40]!r}... is {len(i):,} characters long, more than the {MAX_ID_CHARS} "
+                              "an id may have (a top level refuses a site's longer ids)")
         key = " ".join(i.split()).casefold()
         other = seen.get(key)
         if other == i:

@@ -45,3 +45,11 @@ def test_ids_that_differ_otherwise_are_accepted() -> None:
     unique_ids("clusters", ["gpu", "gpu-1", "GPU2", "batch one", "batchone"])
     config = parse_config(tomllib.loads('[[clusters]]\nid = "Gpu"\n[[clusters]]\nid = "cpu"\n'))
     assert [c.id for c in config.clusters] == ["Gpu", "cpu"]  # published as written
+
+
+def test_an_id_longer_than_a_top_level_takes_is_refused() -> None:
+    message = _error(f'[[clusters]]\nid = "{"c" * 201}"\n')
+    assert message.startswith("clusters: id 'cccc") and "201 characters long, more than the 200" in message
+    parse_config(tomllib.loads(f'[[clusters]]\nid = "{"c" * 200}"\n'))
+    message = _error(f'[[clusters]]\nid = "c"\n[[computing_elements]]\nid = "{"e" * 201}"\nclusters = ["c"]\n')
+    assert message.startswith("computing_elements: id 'eeee"), message

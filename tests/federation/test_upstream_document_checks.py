@@ -205,6 +205,40 @@ def test_a_ce_listing_a_cluster_twice_is_refused() -> None:
         read_glue(body(doc))
 
 
+@pytest.mark.parametrize("member", ["clusters", "subclusters", "computing_elements", "hosts"])
+def test_an_id_longer_than_any_site_s_is_refused(member: str) -> None:
+    # each id is written once per pair of a share and an environment in GLUE 2.0, escaped there:
+    # 400 CEs over 250 subclusters of 100-character ids of '/' were 0.47 MB of JSON, 161 MB of LDIF
+    doc = document()
+    long = "/" * 256
+    if member == "clusters":
+        rename_cluster(doc, "gpu", long)
+    elif member == "subclusters":
+        rename_subcluster(doc, doc["subclusters"][-1]["unique_id"], long)
+    elif member == "hosts":
+        rename_host(doc, "g1.example.org", long)
+    else:
+        doc["computing_elements"][0]["unique_id"] = long
+    with pytest.raises(GlueReadError, match="256 characters long, more than the 255"):
+        read_glue(body(doc))
+    doc = document()
+    doc["computing_elements"][0]["access_control_base"]["rules"] = ["VO:" + "a" * 300]
+    with pytest.raises(GlueReadError, match="303 characters long"):
+        read_glue(body(doc))
+
+
+def test_more_kinds_of_accelerator_than_a_site_s_are_refused() -> None:
+    # GLUE 2.1 writes a share's figures per kind of accelerator and CE: 400 CEs and 1,000 kinds
+    # (0.29 MB of JSON) were 103 MB of glue2-json, 7 s to render at each read
+    doc = document()
+    sub = next(s for s in doc["subclusters"] if s["cluster"] == "gpu")
+    sub["accelerators"] = [{"type": f"kind{k}", "model": "m", "count": 1} for k in range(17)]
+    with pytest.raises(GlueReadError, match="17 types, more than the 16"):
+        read_glue(body(doc))
+    sub["accelerators"] = sub["accelerators"][:16]
+    read_glue(body(doc))
+
+
 def test_ces_times_subclusters_past_a_site_s_are_refused() -> None:
     # each of many CEs over one cluster of many subclusters: every share lists every execution
     # environment and each environment every share, so 400 CEs over 300 subclusters (under 0.5 MB
