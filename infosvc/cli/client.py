@@ -209,12 +209,12 @@ class _Deadline:
         (5 s each, by resolv.conf's default, per server and attempt) know nothing of it. The lookup
         runs in a thread of its own, left behind if the limit passes first."""
         found: list[Any] = []
-        failed: list[OSError] = []
+        failed: list[Exception] = []
 
         def look_up() -> None:
             try:
                 found.extend(socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM))
-            except OSError as exc:
+            except Exception as exc:  # noqa: BLE001 - raised again in the caller: a label over 63 characters is a UnicodeError
                 failed.append(exc)
 
         lookup = threading.Thread(target=look_up, name="infosvc-lookup", daemon=True)

@@ -19,8 +19,11 @@ __all__ = ["history_of", "overdue_guard", "predict_queued"]
 def history_of(jobs: Iterable[JobRecord]) -> UserHistory:
     """Each owner's run times and their part of the jobs' limits, from the jobs that started and
     ended, in the order they ended."""
-    ran = sorted((job.ended, job.owner, job.ended - job.started, job.estimate) for job in jobs
-                 if job.started is not None and job.ended is not None)
+    # a run is a part of the limit its job asked, not of its CE's where a start lowered it (a 10 h
+    # job killed at a 1 h CE limit ran a tenth of its ask, not the whole)
+    ran = sorted((job.ended, job.owner, job.ended - job.started,
+                  job.estimate if job.request.asked_estimate is None else job.request.asked_estimate)
+                 for job in jobs if job.started is not None and job.ended is not None)
     history = UserHistory()
     for _, owner, seconds, estimate in ran:
         history.record(owner, seconds, estimate)

@@ -135,7 +135,7 @@ class JobRecord:
         """Running on `hosts` from `now`; `limit`: the run time limit where it runs, when that is
         less than its own (a CE's MaxWallClockTime)."""
         if limit is not None and limit < self.request.estimate:
-            self.request = replace(self.request, estimate=limit)
+            self.request = replace(self.request, estimate=limit, asked_estimate=self.request.estimate)
         self.state, self.started, self.hosts = JobState.RUNNING, now, dict(hosts)
         self.exclusive, self.memory_mb, self.reason, self.held = exclusive, memory_mb, "", False
         self.reserved_at, self.reserved_hosts = None, ()

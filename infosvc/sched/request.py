@@ -129,6 +129,9 @@ class JobRequest:
     memory_mb: float = 0.0
     exclusive: bool = True
     asked_nodes: tuple[str, ...] | None = None
+    #: the run time limit the job asked, where a start lowered `estimate` to its CE's (None: not
+    #: lowered): what its run is a part of, for its owner's next predictions
+    asked_estimate: float | None = None
     required_nodes: tuple[str, ...] = ()
     #: software licenses it draws from the site's pools while it runs: (feature, count)
     licenses: tuple[tuple[str, int], ...] = ()

@@ -122,7 +122,7 @@ def _told_apart(jobs: list[SimJob]) -> list[SimJob]:
     for job in jobs:
         k = seen.get(job.id, 0)
         seen[job.id] = k + 1
-        apart.append(job._replace(id=f"{job.id}.{k}") if k else job)
+        apart.append(job._replace(id=f"{job.id}.{k:09d}") if k else job)  # fixed width: .10 after .9
     return apart
 
 

@@ -28,6 +28,10 @@ def _number(value: float) -> float | None:
 def request_json(request: JobRequest) -> str:
     data = asdict(request)
     data["estimate"] = _number(request.estimate)
+    if request.asked_estimate is None:
+        del data["asked_estimate"]  # rows as before it was kept
+    elif math.isinf(request.asked_estimate):
+        data["asked_estimate"] = "inf"  # JSON has no infinity; null is "not lowered"
     for task in data["tasks"]:
         task["estimate"] = _number(task["estimate"])
     return json.dumps(data, separators=(",", ":"))
@@ -43,6 +47,8 @@ def request_of(text: str) -> JobRequest:
     after = tuple(After(item["job"], Condition(item["condition"]), item["code"], item["by_name"], item.get("label", ""))
                   for item in data.pop("after"))
     asked = data.pop("asked_nodes")
+    if data.get("asked_estimate") == "inf":
+        data["asked_estimate"] = inf
     return JobRequest(**{**data, "estimate": inf if data["estimate"] is None else data["estimate"],
                          "asked_nodes": None if asked is None else tuple(asked),
                          "required_nodes": tuple(data["required_nodes"]),

@@ -323,6 +323,14 @@ def test_a_name_lookup_that_hangs_is_cut_off_at_the_time_limit(monkeypatch: pyte
     assert "timed out looking up head.invalid" in err and len(err.splitlines()) == 1, err
 
 
+def test_a_name_no_lookup_can_take_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    # a label over 63 characters: getaddrinfo raises a UnicodeError, not an OSError, in the lookup's thread
+    status = main(["jobs", "--server", f"http://{'a' * 64}.example:8080"])
+    err = capsys.readouterr().err
+    assert status == 1 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert "too long" in err or "label" in err, err
+
+
 @pytest.fixture
 def pki(tmp_path: Path) -> tuple[ssl.SSLContext, str, str]:
     """A server's TLS context, its CA's file, and another CA's file."""

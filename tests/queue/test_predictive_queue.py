@@ -6,6 +6,7 @@ test moves, as tests/queue/test_queue.py."""
 from __future__ import annotations
 
 import asyncio
+import math
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator
 
@@ -172,3 +173,31 @@ def test_a_prediction_reads_the_job_s_own_limit_by_the_part_of_theirs_the_owner_
     assert site.state(blocker) is JobState.RUNNING
     # a tenth of each one's limit, where the mean of her run times would say 100 s for both
     assert [job_json(site.queue.get(j))["predicted_run_seconds"] for j in (longer, shorter)] == [500, 20]
+
+
+def test_a_job_whose_start_lowered_its_limit_counts_its_run_against_what_it_asked(tmp_path: Path) -> None:
+    # a review: a 10 h job killed at its CE's 1 h limit ran the whole of the limit it ran under,
+    # and its owner's next 10 h job was predicted at 10 h; it ran a tenth of what it asked
+    from infosvc.queue.predictions import history_of
+    from infosvc.store.jobs import request_json, request_of
+
+    site = PredictiveSite(tmp_path / "lowered.sqlite")
+    try:
+        first = site.submit("first", "alice", 36_000)
+        job = site.queue.get(first)
+        job.start({"h1": 1}, True, 0.0, site.now, limit=3600)
+        assert (job.estimate, job.request.asked_estimate) == (3600, 36_000)
+        assert request_of(request_json(job.request)) == job.request  # kept across a restart
+        job.started, job.ended = site.now, site.now + 3600
+        assert history_of([job]).predict("alice", 36_000) == 3600
+    finally:
+        site.close()
+
+
+def test_an_asked_limit_of_infinity_is_kept_as_such(tmp_path: Path) -> None:
+    from infosvc.store.jobs import request_json, request_of
+    from infosvc.sched.request import JobRequest
+
+    lowered = JobRequest("j", "alice", estimate=3600, asked_estimate=math.inf)
+    assert request_of(request_json(lowered)).asked_estimate == math.inf
+    assert request_of(request_json(JobRequest("j", "alice"))).asked_estimate is None

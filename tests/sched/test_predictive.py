@@ -53,6 +53,17 @@ def test_without_a_finite_limit_a_prediction_is_the_mean_of_the_users_last_two_r
     assert history.predict("bob", 10) == 10  # nothing read from what is no run time
 
 
+def test_a_ratio_is_of_the_user_s_last_two_jobs_only() -> None:
+    # a review: one old job's ratio outlived fifty jobs of no limit after it
+    history = UserHistory()
+    history.record("bob", 1000, 100_000)  # 1 % of its limit
+    for _ in range(50):
+        history.record("bob", 20_000)  # no limit
+    assert history.predict("bob", 100_000) == 20_000  # the last two had no ratio: their run times
+    history.record("bob", 500, 1000)
+    assert history.predict("bob", 100_000) == 50_000  # one of the last two has a ratio
+
+
 def test_a_running_job_past_its_prediction_is_expected_to_run_to_its_limit() -> None:
     assert planned_end(started=0, predicted=100, estimate=1000, now=50) == 100
     assert planned_end(started=0, predicted=100, estimate=1000, now=100) == 1000

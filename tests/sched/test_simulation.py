@@ -326,3 +326,11 @@ def test_a_run_of_job_lines_is_read_at_once_only_when_every_line_is_a_job(commen
         assert trace.malformed == 0 and trace.records[0] == parse_swf(iter([jobs[0]])).records[0]._replace(
             line=trace.records[0].line)
     assert "MaxProcs" in parse_swf(io.StringIO(f"; MaxProcs: 8\n{jobs[0]}\n")).header
+
+
+def test_a_number_the_trace_repeats_is_so_many_jobs_in_the_trace_s_order() -> None:
+    # ten and more of one number at one instant: their ids' suffixes sort as the file has them
+    jobs = jobs_of([(5, 0, run, 1, -1, -1) for run in range(1, 13)], 1).jobs
+    assert [job.run for job in jobs] == list(range(1, 13)) and len({job.id for job in jobs}) == 12
+    starts = [o.start for o in simulate(jobs, 1, Policy.FCFS)]
+    assert starts == sorted(starts)
