@@ -18,7 +18,7 @@ hosts.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Callable, Iterable, Iterator, KeysView
 
 from infosvc.config import SiteConfig, cluster_licenses
@@ -111,6 +111,13 @@ class Totals:
     total_accelerators: int = 0
     used_accelerators: int = 0
     free_accelerators: int = 0
+
+
+def _summed(parts: list[Totals]) -> Totals:
+    return Totals(*(sum(getattr(p, name) for p in parts) for name in _TOTALS))
+
+
+_TOTALS = tuple(f.name for f in fields(Totals))
 
 
 class Rollup:
@@ -339,9 +346,18 @@ class Rollup:
         url = self.config.service.information_service_url or None
         all_ids = tuple(c.unique_id for c in self.clusters())
         found = []
+        # each cluster summed once, each CE over its clusters' sums: CEs over the same clusters
+        # (200 CEs over 500 subclusters) each summed every subcluster anew, 27 ms a read on the loop
+        per_cluster: dict[str, Totals] = {}
         for ce in self.config.computing_elements:
             clusters = all_ids if ce.all_clusters else ce.clusters
-            totals = self.totals(clusters)
+            parts = []
+            for cid in clusters:
+                part = per_cluster.get(cid)
+                if part is None:
+                    part = per_cluster[cid] = self.totals((cid,))
+                parts.append(part)
+            totals = parts[0] if len(parts) == 1 else _summed(parts)
             queued = self._queue.ce_state(ce.id, ce.status, totals.free_cpus, totals.total_cpus) or glue.CEQueued(
                 glue.CEState(status=ce.status, free_cpus=totals.free_cpus))
             state, jobs = queued.state, queued.jobs
