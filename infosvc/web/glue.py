@@ -44,7 +44,7 @@ async def get_glue(request: web.Request) -> web.Response:
     def build() -> list[bytes]:
         return Glue(agg.tree_of(entries)).rendering(fmt, options).tree_parts()
 
-    return web.Response(body=Joined(await request.app[GRID_ANSWERS].turns.run(build), rendering.media_type))
+    return web.Response(body=Joined(await request.app[GRID_ANSWERS].filtered.run(build), rendering.media_type))
 
 
 async def _glue_at(request: web.Request, at: float) -> web.Response:

@@ -23,6 +23,7 @@ from infosvc.model.snapshot import FrozenTree
 from infosvc.publish.glue import GRID_FORMATS, Glue, Rendering
 from infosvc.hosts import QueryError
 from infosvc.web.negotiate import format_of
+from infosvc.web.errors import HttpError
 from infosvc.web.pretty import Turns
 
 #: the formats /v1/glue offers, by `?format=`
@@ -78,9 +79,13 @@ class GridAnswers:
     document that is being rendered from the tree they see, or waits to be, wait for that one
     rendering (a document waiting for its turn is rendered from the newest copy given it). The
     renderings take turns in a worker thread, one at a time, with at most WAITING others waiting
-    (`Turns`): past that, a 503 with Retry-After. At most ENTRIES documents, and KEPT_BYTES of
-    them, are kept, the least recently read dropped first: `site=` names any site, and a reader
-    naming a new one each time costs one rendering in its turn, never memory."""
+    (`Turns`): past that, the document as it was last rendered where one is kept for the key (a
+    reader of a site whose figures change every second is answered rather than refused while
+    another client fills the queue), else a 503 with Retry-After. Host-filtered reads take turns
+    of their own (`filtered`). At most ENTRIES documents, and KEPT_BYTES of them, are kept, the
+    least recently read of those read only once dropped first: `site=` names any site, and a
+    reader naming a new one each time costs one rendering in its turn, never memory, nor the
+    document a BDII reads again and again."""
 
     #: the documents kept at most: every format and option of a site's one id twice over
     ENTRIES: Final = 16
@@ -92,16 +97,27 @@ class GridAnswers:
     def __init__(self) -> None:
         self._kept: OrderedDict[Key, tuple[FrozenTree, bytes]] = OrderedDict()
         self._kept_bytes = 0
+        #: the keys of the documents kept that were read again after their rendering: dropped last
+        self._read_again: set[Key] = set()
         self._waiting: dict[Key, _Flight] = {}
         self._running: dict[Key, _Flight] = {}
         self.turns = Turns("other GLUE documents are being rendered", self.WAITING)
-        #: documents rendered (for tests and the curious)
+        #: host-filtered reads, each a tree of its own for its reader: turns of their own, so that
+        #: they never keep a whole document's rendering out (nor it them)
+        self.filtered = Turns("other filtered GLUE reads are being rendered", self.WAITING)
+        #: documents rendered, and answered as they were kept while the queue was full (for tests
+        #: and the curious)
         self.renders = 0
+        self.answered_kept = 0
 
     @property
     def kept(self) -> int:
         """How many documents are kept."""
         return len(self._kept)
+
+    @property
+    def kept_keys(self) -> list[Key]:
+        return list(self._kept)
 
     async def body(self, glue: Glue, fmt: str, options: GridOptions) -> bytes:
         """The whole tree in the grid format `fmt`, of the current snapshot: the part of the tree
@@ -111,14 +127,26 @@ class GridAnswers:
         snapshot = glue.snapshot()
         frozen = FrozenTree(glue.tree, snapshot)
         kept = self._kept.get(key)
-        if kept is not None and kept[0] == frozen:
+        if kept is not None:
             self._kept.move_to_end(key)
-            return kept[1]
+            self._read_again.add(key)
+            if kept[0] == frozen:
+                return kept[1]
         flight = self._running.get(key)
         if flight is None or flight.frozen != frozen:
             flight = self._waiting.get(key)
             if flight is None:
-                flight = self._start(key, frozen)
+                try:
+                    flight = self._start(key, frozen)
+                except HttpError:
+                    if kept is None:
+                        raise
+                    # the queue is full (another client's renderings, maybe): the document as it
+                    # was last rendered rather than a refusal. A site whose CE figures change every
+                    # second (a waiting job's estimated start) has no reader of an equal tree, and
+                    # its BDII was refused at every read while one client kept the queue full.
+                    self.answered_kept += 1
+                    return kept[1]
             else:
                 flight.frozen = frozen  # a reader now has what it asks for, and so do those before
         assert flight.task is not None
@@ -156,5 +184,11 @@ class GridAnswers:
         self._kept[key] = (flight.frozen, body)
         self._kept_bytes += len(body)
         while len(self._kept) > self.ENTRIES or (self._kept_bytes > self.KEPT_BYTES and len(self._kept) > 1):
-            _, (_, dropped) = self._kept.popitem(last=False)
+            # the least recently read of those read once, then of all: a reader naming a new
+            # site= each time pushes out its own documents, not those read again (a BDII's)
+            drop = next((k for k in self._kept if k not in self._read_again and k != key), None)
+            if drop is None:
+                drop = next(iter(self._kept))
+            _, dropped = self._kept.pop(drop)
+            self._read_again.discard(drop)
             self._kept_bytes -= len(dropped)

@@ -205,3 +205,33 @@ def test_the_documents_kept_are_bounded_whatever_site_is_named(site: InProcessSe
     from infosvc.web.keys import GRID_ANSWERS
 
     assert GridAnswers.ENTRIES < len(sites) and 0 < site._runner.app[GRID_ANSWERS].kept <= GridAnswers.ENTRIES
+
+
+def test_a_reader_of_a_kept_document_is_answered_it_while_others_fill_the_queue(site: InProcessServer,
+                                                                                counted: Counted) -> None:
+    # a review: one anonymous client naming a new site= (or a host filter) in each request kept the
+    # queue full, and every read of the BDII's document was refused, its figures changing each
+    # second (a job's estimated start) so that none was answered from what was kept
+    bdii = "/v1/glue?format=ldif&site=EXAMPLE-SITE"
+    first = site.get(bdii)
+    assert first.status == 200 and site.get(bdii).body == first.body  # read twice: the BDII's own
+    counted.delay = 0.5
+    with ThreadPoolExecutor(12) as pool:
+        flood = [pool.submit(site.get, f"/v1/glue?format=glue2-json&site=X{n:02d}", timeout=60) for n in range(6)]
+        flood += [pool.submit(site.get, f"/v1/glue?format=glue2-json&state=Ready&site=Y{n:02d}", timeout=60)
+                  for n in range(6)]
+        wait_for(lambda: counted.running, timeout=10, message="the flood's renderings under way")
+        site.report("cn02", site.tokens["agent1"], memory_mb=4096, processors=16)  # the tree changes
+        reply = site.get(bdii, timeout=60)
+        statuses = [f.result().status for f in flood]
+    assert 503 in statuses, statuses  # the flood did fill the queue
+    assert reply.status == 200, reply.body[:200]
+    assert reply.body.startswith(b"dn: ") or b"GlueSiteUniqueID=EXAMPLE-SITE" in reply.body
+    # the new sites, each read once, did not push the BDII's document out
+    counted.delay = 0.0
+    for n in range(40):
+        assert site.get(f"/v1/glue?format=glue2-xml&site=Z{n:02d}").status == 200
+    from infosvc.codec.gridformat import GridOptions
+    from infosvc.web.keys import GRID_ANSWERS
+
+    assert ("ldif", GridOptions(site="EXAMPLE-SITE")) in site._runner.app[GRID_ANSWERS].kept_keys
