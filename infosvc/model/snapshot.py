@@ -40,11 +40,14 @@ def iso(seconds: float) -> str:
 
 
 def take(tree: GlueTree, previous: Snapshot | None = None, now: float | None = None) -> Snapshot:
-    """The tree's CE figures now; `previous` itself when they have not changed since it."""
+    """The tree's CE figures now; `previous` itself when they have not changed since it. The id
+    and time are the figures' (what changes them is a new snapshot), but the CEs are always the
+    tree's own: a CE whose policy, rules or clusters changed while its figures stood (a Slurm
+    partition's new MaxTime) was published as it had been, for as long as they stood."""
     ces = tuple(tree.computing_elements())
     ident = _digest(ces)
     if previous is not None and previous.id == ident:
-        return previous
+        return previous if previous.computing_elements == ces else Snapshot(ident, previous.time, ces)
     return Snapshot(ident, iso(_time.time() if now is None else now), ces)
 
 

@@ -196,6 +196,28 @@ def test_a_snapshot_keeps_its_id_and_time_while_figures_stand(rollup: Rollup) ->
     assert view.computing_elements() is first.computing_elements and view.hosts is rollup.hosts
 
 
+def test_a_snapshot_publishes_the_ces_as_they_are_when_only_what_its_id_omits_changed() -> None:
+    # a review: the id digests the CEs' figures, not their policy, rules or clusters; a snapshot of
+    # unchanged figures was handed back whole, its old CE objects with it (a Slurm partition's new
+    # MaxTime, a CE's new access rule, never published while its figures stood)
+    from dataclasses import replace as changed
+
+    class Tree:
+        def __init__(self, ces: list[Any]) -> None:
+            self.ces = ces
+
+        def computing_elements(self) -> list[Any]:
+            return self.ces
+
+    (ce,) = site_rollup(site_config()).computing_elements()[:1]
+    first = take(Tree([ce]), now=100.0)  # type: ignore[arg-type]
+    longer = changed(ce, policy=changed(ce.policy, max_wall_clock_time=99999), access_control_rules=("VO:cms",))
+    again = take(Tree([longer]), first, now=200.0)  # type: ignore[arg-type]
+    assert (again.id, again.time) == (first.id, first.time)  # the same figures: the same snapshot id and time
+    assert again.computing_elements == (longer,)
+    assert take(Tree([longer]), again, now=300.0) is again
+
+
 def test_a_frozen_copy_renders_as_the_live_tree_and_stays_put(rollup: Rollup) -> None:
     """What GET /v1/glue renders in a worker thread (infosvc/web/gridquery.py): a copy taken on the loop."""
     glue = Glue(rollup)
