@@ -815,8 +815,11 @@ def test_a_task_in_a_pid_namespace_sees_its_own_proc(base: Path) -> None:
     namespace's: its own pids, and nothing else."""
     if "pidns" not in _containments():
         pytest.skip("no right to make a PID namespace here")
+    # the background child is `sh` until its exec of sleep: wait for it (a loaded machine read it first)
     result, work = _supervised(base, "pidns", "cat /proc/$$/comm > comm; sleep 30 & echo $! > bg; "
-                                              "ls /proc | grep -c '^[0-9][0-9]*$' > seen; cat /proc/$!/comm >> comm")
+                                              "ls /proc | grep -c '^[0-9][0-9]*$' > seen; "
+                                              "for i in $(seq 100); do [ \"$(cat /proc/$!/comm)\" = sleep ] && break; "
+                                              "sleep 0.05; done; cat /proc/$!/comm >> comm")
     assert result["exit_code"] == 0 and result["containment"] == "pidns", result
     assert (work / "comm").read_text().split() == ["sh", "sleep"]
     # the Init, the shell, its sleep, ls and grep: a handful, not the host's hundreds
