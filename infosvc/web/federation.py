@@ -66,13 +66,17 @@ class UnionViews:
         self._kept: OrderedDict[tuple[str, ...], tuple[UnionTree, Any]] = OrderedDict()
         self._flights: dict[tuple[str, ...], tuple[UnionTree, asyncio.Future[Any]]] = {}
 
-    async def build(self, fmt: str, work: Callable[[Rendering, UnionTree], T]) -> T:
+    async def build(self, fmt: str, work: Callable[[Rendering, UnionTree], T],
+                    before: Callable[[], None] | None = None) -> T:
         """work(the format's rendering, the union installed when its turn comes), in a worker
-        thread in its turn."""
+        thread in its turn; `before()` on the event loop as the union is taken (what the answer
+        reads of the federation besides, of the same moment)."""
         rendering = self._renderings[fmt]
 
         def prepare() -> Callable[[], T]:
             union = self.federation.union
+            if before is not None:
+                before()
 
             def run() -> T:
                 self._json.fixed = self._xml.fixed = union
@@ -196,16 +200,16 @@ async def get_glue(request: web.Request) -> web.Response:
     federation, fmt = request.app[FEDERATION], format_of(request)
     if fmt not in ("json", "xml"):
         raise QueryError("format", "a top level filters hosts in json and xml; the grid formats publish the whole union")
-    sites = site_status(federation)
+    sites: list[Any] = []  # the sites' status as the union is taken: both of one pull
 
     def build(_: Rendering, union: UnionTree) -> list[bytes]:
         part = _part(union, federation.url, _select(union, chosen))
         if fmt == "json":
             documents = FederatedJson(federation, union)
-            return documents.whole(part, Rendering(part, documents).fragment, sites)
+            return documents.whole(part, Rendering(part, documents).fragment, sites[0])
         return Glue(part).formats[fmt].tree_parts()
 
-    parts = await request.app[UNION_VIEWS].build(fmt, build)
+    parts = await request.app[UNION_VIEWS].build(fmt, build, before=lambda: sites.append(site_status(federation)))
     return web.Response(body=Joined(parts, request.app[GLUE].formats[fmt].media_type))
 
 

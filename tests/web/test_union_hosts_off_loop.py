@@ -161,3 +161,33 @@ def test_readers_of_the_union_s_whole_host_list_at_once_share_one_rendering(top:
     assert renders[0] <= 2, f"{renders[0]} renderings of one union's host list"
     again = top.get("/v1/glue/hosts?format=json", timeout=60)
     assert again.body == replies[0].body and renders[0] <= 2  # kept while the union stands
+
+
+def test_a_filtered_tree_s_sites_are_of_the_union_it_is_made_of(top: InProcessServer,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # a review: the sites' status was read as the request came and the union at its turn, up to
+    # eight turns later: a pull between them made an answer of two pulls
+    real_status, real_parts = web_federation.site_status, JsonDocuments.host_parts
+    called: list[float] = []
+    ended: list[float] = []
+
+    def status(federation: Any) -> Any:
+        called.append(time.monotonic())
+        return real_status(federation)
+
+    def slow(self: JsonDocuments, fragments: Any) -> list[bytes]:
+        try:
+            time.sleep(1.0)
+            return real_parts(self, fragments)
+        finally:
+            ended.append(time.monotonic())
+
+    monkeypatch.setattr(web_federation, "site_status", status)
+    monkeypatch.setattr(JsonDocuments, "host_parts", slow)
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(top.get, "/v1/glue/hosts?format=json&nodes=h000001", timeout=60)
+        time.sleep(0.3)  # the host list holds the turn
+        second = pool.submit(top.get, "/v1/glue?format=json&state=Ready", timeout=60)
+        assert first.result().status == 200 and second.result().status == 200
+    assert called and ended and called[0] >= ended[0], "the sites were read before the union's turn"
+    assert second.result().json()["sites"]
