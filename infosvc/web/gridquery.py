@@ -125,13 +125,13 @@ class GridAnswers:
         kept, else rendered in a worker thread in its turn."""
         key = (fmt, options)
         snapshot = glue.snapshot()
-        frozen = FrozenTree(glue.tree, snapshot)
         kept = self._kept.get(key)
         if kept is not None:
             self._kept.move_to_end(key)
             self._read_again.add(key)
-            if kept[0] == frozen:
+            if kept[0].matches(glue.tree, snapshot):  # no copy made for a read answered from what is kept
                 return kept[1]
+        frozen = FrozenTree(glue.tree, snapshot)
         flight = self._running.get(key)
         if flight is None or flight.frozen != frozen:
             flight = self._waiting.get(key)

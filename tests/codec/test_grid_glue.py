@@ -233,6 +233,22 @@ def test_a_frozen_copy_renders_as_the_live_tree_and_stays_put(rollup: Rollup) ->
     assert Rendering(rollup, GRID_FORMATS["ldif-1.3"](GridOptions()), lambda: snapshot).tree() != before
 
 
+def test_a_frozen_copy_matches_the_live_tree_exactly_when_a_copy_of_it_would_equal_it(rollup: Rollup) -> None:
+    """A read answered from what is kept compares the kept copy with the live tree, no copy made."""
+    glue = Glue(rollup)
+    snapshot = glue.snapshot()
+    frozen = FrozenTree(rollup, snapshot)
+    assert frozen.matches(rollup, snapshot) and frozen == FrozenTree(rollup, snapshot)
+    host = next(h for h in rollup.hosts if h.startswith("a0"))
+    rollup.remove(host)  # a subcluster's totals move
+    later = glue.snapshot()
+    assert not frozen.matches(rollup, later) and frozen != FrozenTree(rollup, later)
+    assert not frozen.matches(rollup, snapshot) and frozen != FrozenTree(rollup, snapshot)  # the same CE figures, not trees
+    moved = FrozenTree(rollup, later)
+    assert moved.matches(rollup, later)
+    assert not moved.matches(rollup, None)  # another snapshot (none), another document
+
+
 # --- the LDIF writer and the diff -----------------------------------------------------------
 
 def test_unsafe_values_are_base64_and_long_lines_folded() -> None:
