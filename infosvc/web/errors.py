@@ -49,19 +49,27 @@ def error_body(status: int, error: str, detail: Any = None) -> web.Response:
     return web.json_response({"error": excerpt(error, MESSAGE_CHARS), "detail": detail}, status=status)
 
 
+def refusal(exc: Refused | QueryError) -> web.Response:
+    """The answer to a refusal of the site's or of a parameter: its status, its JSON, and for a 503
+    of the HTTP layer's (too much under way) a Retry-After."""
+    if isinstance(exc, QueryError):
+        return error_body(400, str(exc), exc.detail())
+    response = error_body(status_of(exc), exc.message, exc.detail)
+    if isinstance(exc, HttpError) and exc.status == 503:
+        response.headers["Retry-After"] = "1"
+    return response
+
+
 @web.middleware
 async def errors_as_json(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
     try:
         return await handler(request)
     except Refused as exc:
-        response = error_body(status_of(exc), exc.message, exc.detail)
-        if isinstance(exc, HttpError) and exc.status == 503:
-            response.headers["Retry-After"] = "1"
-        return response
+        return refusal(exc)
     except DocumentError as exc:
         return web.json_response(exc.as_json(), status=400)
     except QueryError as exc:
-        return error_body(400, str(exc), exc.detail())
+        return refusal(exc)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

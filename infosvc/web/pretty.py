@@ -20,7 +20,7 @@ from aiohttp.payload import Payload
 from infosvc.codec.xmltext import indented
 from infosvc.publish.glue import Parts
 from infosvc.hosts import QueryError
-from infosvc.web.errors import HttpError, error_body
+from infosvc.web.errors import HttpError, refusal
 from infosvc.web.keys import INDENTS
 
 #: the query parameter every route that answers JSON or XML takes
@@ -227,20 +227,12 @@ async def readable(request: web.Request,
     # this middleware is outside the one that makes refusals answers: it makes its own
     try:
         response.body = await _indented(request, body, xml)
-    except QueryError as exc:
-        return _refusal(400, str(exc), exc.detail())
-    except HttpError as exc:
-        return _refusal(exc.status, exc.message, exc.detail)
+    except (QueryError, HttpError) as exc:
+        answer = refusal(exc)
+        assert isinstance(answer.body, bytes)
+        answer.body = _indent(answer.body, False)  # indented, as asked
+        return answer
     return _in_slices(response)
-
-
-def _refusal(status: int, error: str, detail: Any) -> web.Response:
-    refusal = error_body(status, error, detail)
-    assert isinstance(refusal.body, bytes)
-    refusal.body = _indent(refusal.body, False)  # indented, as asked
-    if status == 503:
-        refusal.headers["Retry-After"] = "1"
-    return refusal
 
 
 async def _indented(request: web.Request, body: bytes | Joined, xml: bool) -> bytes:
