@@ -32,7 +32,8 @@ from infosvc.web.errors import errors_as_json
 from infosvc.web.federation import federate
 from infosvc.web.garbage import scheduled_collection
 from infosvc.web.gridquery import GridAnswers
-from infosvc.web.pretty import INDENTS_WAITING, Turns, readable
+from infosvc.web.pretty import INDENTS_WAITING, readable
+from infosvc.web.turns import Turns
 from infosvc.web.keys import (
     AGGREGATOR, CONFIG, GLUE, GRID_ANSWERS, HISTORY_WORKERS, INDENTS, JOB_QUEUE, LRMS_READER, MATCH_GATE, METRICS,
     PAST_VIEWS, SLURM,

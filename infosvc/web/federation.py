@@ -37,7 +37,8 @@ from infosvc.web import glue, meta, prometheus
 from infosvc.web.keys import AGGREGATOR, CONFIG, FEDERATION, GLUE, UNION_VIEWS
 from infosvc.web.negotiate import format_of
 from infosvc.web.errors import HttpError
-from infosvc.web.pretty import Joined, Turns, filters_of
+from infosvc.web.pretty import Joined, filters_of
+from infosvc.web.turns import Turns
 from infosvc.web.auth import Handler
 from infosvc.web.routes import ROUTES, Route, add_routes
 

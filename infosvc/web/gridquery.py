@@ -24,7 +24,7 @@ from infosvc.publish.glue import GRID_FORMATS, Glue, Rendering
 from infosvc.hosts import QueryError
 from infosvc.web.negotiate import format_of
 from infosvc.web.errors import HttpError
-from infosvc.web.pretty import Turns
+from infosvc.web.turns import Turns
 
 #: the formats /v1/glue offers, by `?format=`
 GLUE_FORMATS: Final = ("json", "xml", "ldif", "glue2-xml", "glue2-json")

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from infosvc.web.routes import Route
     from infosvc.web.gridquery import GridAnswers
     from infosvc.web.federation import UnionViews
-    from infosvc.web.pretty import Turns
+    from infosvc.web.turns import Turns
 
 CONFIG = web.AppKey("config", SiteConfig)
 AGGREGATOR = web.AppKey("aggregator", Aggregator)

@@ -4,14 +4,13 @@ refusals are readable too. Indenting re-reads our own answer (XML through safexm
 is joined and indented in a worker thread, one at a time (`Turns`), and a large answer that lacks
 its newline is written with it (`Joined`), not copied: nothing large is copied on the event loop.
 
-Large answers are written a slice at a time (`InSlices`, `Joined`), and `Turns` is how big work
-for worker threads (rendering or indenting an answer) takes turns, with a bounded queue."""
+Large answers are written a slice at a time (`InSlices`, `Joined`)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
@@ -21,6 +20,7 @@ from infosvc.codec.xmltext import indented
 from infosvc.publish.glue import Parts
 from infosvc.hosts import QueryError
 from infosvc.web.errors import HttpError, refusal
+from infosvc.web.turns import Turns
 from infosvc.web.keys import INDENTS
 
 #: the query parameter every route that answers JSON or XML takes
@@ -37,51 +37,6 @@ PRETTY_MAX_BYTES = 2 << 20
 INDENTS_WAITING = 4
 _YES, _NO = ("1", "true", "yes"), ("0", "false", "no", "")
 _XML = ("application/xml", "text/xml")
-T = TypeVar("T")
-
-
-class Turns:
-    """Big work for worker threads (an answer to render or indent) done one at a time, with at most
-    `waiting` more waiting for their turn; past that a refusal (503, Retry-After) before any work.
-    Each piece runs in a worker thread of its own, and threads at once are what hold the event
-    loop: eight renderings of a 17.6 MB LDIF at once held /healthz 0.9-1.2 s, one 40 ms. A turn
-    lasts until its thread is done, whoever still waits for it: a reader that hangs up frees no
-    turn while its work still runs."""
-
-    def __init__(self, busy: str, waiting: int) -> None:
-        #: the refusal's message
-        self.busy = busy
-        self.waiting = waiting
-        self._turn = asyncio.Lock()
-        self._taken = 0  # the one under way and those waiting
-
-    def start(self, prepare: Callable[[], Callable[[], T]]) -> asyncio.Task[T]:
-        """The work's task: `prepare()` called on the event loop once its turn comes, and what it
-        returns run in a worker thread. Await it through asyncio.shield: it is not the reader's
-        to cancel. HttpError 503 when the queue is full."""
-        if self._taken > self.waiting:
-            raise HttpError(503, self.busy, "try again after Retry-After")
-        self._taken += 1
-        task = asyncio.ensure_future(self._in_turn(prepare))
-        task.add_done_callback(_seen)
-        return task
-
-    async def run(self, work: Callable[[], T]) -> T:
-        """`work` run in a worker thread in its turn; HttpError 503 when the queue is full."""
-        return await asyncio.shield(self.start(lambda: work))
-
-    async def _in_turn(self, prepare: Callable[[], Callable[[], T]]) -> T:
-        try:
-            async with self._turn:
-                return await asyncio.to_thread(prepare())
-        finally:
-            self._taken -= 1
-
-
-def _seen(task: asyncio.Task[Any]) -> None:
-    """Its failure is its readers' (each awaits it): not also "never retrieved" when none is left."""
-    if not task.cancelled():
-        task.exception()
 
 
 def _indent(body: bytes, xml: bool) -> bytes:
