@@ -15,14 +15,13 @@ from __future__ import annotations
 from typing import Final
 
 from infosvc.codec import ldif
-from infosvc.codec.glue_checks import directory_key
 from infosvc.codec.glue_xml import Fragment, count, port
 from infosvc.codec.gridformat import (
     IMPLEMENTATION_VERSION, JOB_MANAGER, GridOptions, TreeDocuments, all_subclusters, gap_comments, jobs_url,
     scaling_reference, site_id, vo_of_rule,
 )
 from infosvc.model import glue
-from infosvc.model.glue import GlueTree, SubCluster
+from infosvc.model.glue import GlueTree, SubCluster, directory_key
 from infosvc.model.snapshot import snapshot_of
 
 SUFFIX: Final = "o=grid"

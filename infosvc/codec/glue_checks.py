@@ -5,8 +5,8 @@ document does not publish. A site's config and roll-up make none of these (its i
 as the config is read, and every cluster a CE names or a host is in is published), so a document
 holding one is broken or hostile: it is refused whole, and only that site is marked failing.
 
-`directory_key` is also how the union (infosvc/federation/tree.py) and GLUE 1.3's VOViews
-(infosvc/codec/glue13_ldif.py) tell ids and VO names apart.
+Ids are told apart as a directory tells them (infosvc.model.glue.directory_key), as the union
+(infosvc/federation/tree.py), GLUE 1.3's VOViews and the site's config do.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Final, Iterable, Sequence
 
 from infosvc.errors import excerpt
 from infosvc.model import glue
-from infosvc.model.glue import Host, SubCluster
+from infosvc.model.glue import Host, SubCluster, directory_key
 
 
 #: The longest id or access rule a site's document may hold: a host's DNS name is at most 253,
@@ -32,14 +32,6 @@ MAX_SHARE_ENVIRONMENTS: Final = 100_000
 
 class GlueReadError(ValueError):
     """The document is not the GLUE JSON a site publishes; says where."""
-
-
-def directory_key(text: str) -> str:
-    """`text` (a GLUE UniqueID, a VO name) as a directory compares it: ignoring case (GLUE 1.3's
-    caseIgnoreIA5Match) and runs of spaces, leading and trailing ones too (slapd refuses `a  b`
-    beside `a b`, `x ` beside `x`). Unicode case folding takes two texts for one more often
-    than a directory does, never less: at worst an id is renamed in the union that need not be."""
-    return " ".join(text.split()).casefold()
 
 
 def _quoted(text: str) -> str:

@@ -10,6 +10,7 @@ from typing import Any, Callable, Final
 
 from ClusterShell.NodeSet import NodeSet, NodeSetException, NodeSetParseError
 
+from infosvc.model.glue import directory_key
 from infosvc.model.nodeset import NO_GROUPS
 
 
@@ -178,14 +179,13 @@ def unique_ids(what: str, ids: list[str]) -> None:
     """ConfigError when an id of `ids` is used twice, or two differ only in case or runs of spaces
     (`what` says where). GLUE 1.3 publishes cluster and CE ids as UniqueIDs, which a directory
     compares ignoring both (caseIgnoreIA5Match): clusters `C` and `c` were one entry to a BDII,
-    the second cluster and its CE refused by ldapadd. (infosvc.codec.glue_checks.directory_key
-    is the same key, for what a top level reads.)"""
+    the second cluster and its CE refused by ldapadd."""
     seen: dict[str, str] = {}
     for i in ids:
         if len(i) > MAX_ID_CHARS:
             raise ConfigError(f"{what}: id {i[:40]!r}... is {len(i):,} characters long, more than the {MAX_ID_CHARS} "
                               "an id may have (a top level refuses a site's longer ids)")
-        key = " ".join(i.split()).casefold()
+        key = directory_key(i)
         other = seen.get(key)
         if other == i:
             raise ConfigError(f"{what}: id {i!r} is used twice")

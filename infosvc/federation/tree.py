@@ -18,10 +18,9 @@ import dataclasses
 import logging
 from typing import Any, Iterable, Mapping, Sequence
 
-from infosvc.codec.glue_checks import directory_key
 from infosvc.codec.glue_read import GlueDocument
 from infosvc.model import glue
-from infosvc.model.glue import GlueTree, Host, SubCluster
+from infosvc.model.glue import GlueTree, Host, SubCluster, directory_key
 
 log = logging.getLogger("infosvc.federation")
 

@@ -13,6 +13,15 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Protocol, Sequence
 
 
+def directory_key(text: str) -> str:
+    """`text` (a GLUE UniqueID, a VO name) as a directory compares it: ignoring case (GLUE 1.3's
+    caseIgnoreIA5Match) and runs of spaces, leading and trailing ones too (slapd refuses `a  b`
+    beside `a b`, `x ` beside `x`). Unicode case folding takes two texts for one more often
+    than a directory does, never less: at worst an id is renamed in the union that need not be."""
+    return " ".join(text.split()).casefold()
+
+
+
 @dataclass(frozen=True, slots=True)
 class Architecture:
     platform_type: str | None = None
