@@ -62,10 +62,15 @@ def test_the_defaults() -> None:
     assert METRICS_TIMEOUT == 10.0 and METRICS_CONNECTIONS == 16
 
 
-def test_half_sent_requests_are_capped_and_cut_at_the_deadline_and_a_scrape_goes_on() -> None:
+def metrics_of_an_agent() -> NodeMetrics:
+    """The /metrics collector of an agent that has taken one sample."""
     agent = fixture_agent()
     agent.node()
-    collector = NodeMetrics(lambda: agent.last_runs, sampled_at=lambda: agent.sampled_at)
+    return NodeMetrics(lambda: agent.last_runs, sampled_at=lambda: agent.sampled_at)
+
+
+def test_half_sent_requests_are_capped_and_cut_at_the_deadline_and_a_scrape_goes_on() -> None:
+    collector = metrics_of_an_agent()
     port = free_port()
     # a deadline long enough that the 12 connections are made (and the 8 over the cap closed)
     # well within it on a loaded machine: with 1 s, a served one was cut before they were counted
@@ -107,9 +112,7 @@ def test_half_sent_requests_are_capped_and_cut_at_the_deadline_and_a_scrape_goes
 
 
 def test_a_scrape_is_served_at_once_while_half_sent_requests_hold_every_slot() -> None:
-    agent = fixture_agent()
-    agent.node()
-    collector = NodeMetrics(lambda: agent.last_runs, sampled_at=lambda: agent.sampled_at)
+    collector = metrics_of_an_agent()
     port = free_port()
     server = serve_metrics(f"127.0.0.1:{port}", collector, timeout=30.0, max_connections=4)
     try:

@@ -10,8 +10,6 @@ Renderings are counted, and slowed, by wrapping the grid formats' documents (GRI
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator
@@ -21,6 +19,7 @@ import pytest
 from infosvc.codec.glue_xml import Fragment
 from infosvc.model.glue import GlueTree
 from infosvc.publish.glue import GRID_FORMATS, Documents
+from support.overlap import Overlap
 from support.server import InProcessServer, Reply, ServerFactory, wait_for
 
 SITE = """
@@ -42,28 +41,15 @@ JOB = """<Job><Id>w</Id><Name>w</Name><Executable>/bin/true</Executable>
 <Requested><Processors>12</Processors></Requested></Job>"""
 
 
-class Counted:
+class Counted(Overlap):
     """Each grid format's documents wrapped: how many trees were rendered, how many at once at most."""
 
     def __init__(self) -> None:
-        self.renders = 0
-        self.running = 0
-        self.most = 0
-        self.delay = 0.0
-        self._lock = threading.Lock()
+        super().__init__(delay=0.0)
 
-    @contextlib.contextmanager
-    def counting(self) -> Iterator[None]:
-        with self._lock:
-            self.renders += 1
-            self.running += 1
-            self.most = max(self.most, self.running)
-        try:
-            time.sleep(self.delay)
-            yield
-        finally:
-            with self._lock:
-                self.running -= 1
+    @property
+    def renders(self) -> int:
+        return self.calls
 
     def wrap(self, make: Callable[[Any], Documents]) -> Callable[[Any], Documents]:
         counted = self
@@ -76,11 +62,11 @@ class Counted:
                 return getattr(self._documents, name)
 
             def tree(self, tree: GlueTree, fragment: Fragment) -> bytes:
-                with counted.counting():
+                with counted.timed():
                     return self._documents.tree(tree, fragment)
 
             def tree_parts(self, tree: GlueTree, fragment: Fragment) -> list[bytes]:
-                with counted.counting():
+                with counted.timed():
                     return self._documents.tree_parts(tree, fragment)
 
         return Wrapped  # type: ignore[return-value]

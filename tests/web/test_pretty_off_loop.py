@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator
 
@@ -19,6 +18,7 @@ from aiohttp import web
 
 from infosvc.web import pretty
 from infosvc.web.pretty import Joined, readable
+from support.overlap import Overlap
 from support.server import InProcessServer, ServerFactory, free_port, request
 
 HOSTS = 160  # GET /v1/nodes of them is past pretty.OFF_LOOP_BYTES
@@ -83,30 +83,21 @@ def test_a_large_answer_gets_its_newline_without_a_copy_of_it() -> None:
 
 
 def test_large_answers_are_indented_one_at_a_time(site: InProcessServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    running, most, calls = [0], [0], [0]
-    lock = threading.Lock()
+    overlap = Overlap()
     real = pretty._indent
 
     def slow(body: bytes, xml: bool) -> bytes:
         if len(body) <= pretty.OFF_LOOP_BYTES:  # a refusal, say
             return real(body, xml)
-        with lock:
-            calls[0] += 1
-            running[0] += 1
-            most[0] = max(most[0], running[0])
-        try:
-            time.sleep(0.3)
+        with overlap.timed():
             return real(body, xml)
-        finally:
-            with lock:
-                running[0] -= 1
 
     monkeypatch.setattr(pretty, "_indent", slow)
     with ThreadPoolExecutor(16) as pool:
         replies = list(pool.map(lambda _: site.get("/v1/nodes?pretty=1", timeout=60), range(16)))
     statuses = [r.status for r in replies]
-    assert most[0] == 1, f"{most[0]} large answers indented at once"
-    assert set(statuses) == {200, 503} and statuses.count(200) == calls[0], statuses
+    assert overlap.most == 1, f"{overlap.most} large answers indented at once"
+    assert set(statuses) == {200, 503} and statuses.count(200) == overlap.calls, statuses
     refused = next(r for r in replies if r.status == 503)
     assert refused.headers["retry-after"] and refused.json()["error"]
     assert site.get("/v1/nodes?pretty=1").status == 200  # once they are done

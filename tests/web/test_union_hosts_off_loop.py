@@ -22,6 +22,7 @@ import pytest
 from infosvc.codec.glue_json import JsonDocuments
 from infosvc.codec.glue_xml import XmlDocuments
 from infosvc.web import federation as web_federation
+from support.overlap import Overlap
 from support.server import InProcessServer, ServerFactory, free_port, wait_for
 from support.upstream import serve_upstream
 
@@ -115,27 +116,19 @@ def test_host_lists_of_the_union_are_chosen_and_rendered_off_the_event_loop(top:
 
 def test_union_renderings_are_one_at_a_time_and_the_queue_is_bounded(top: InProcessServer,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    running, most = [0], [0]
-    lock = threading.Lock()
+    overlap = Overlap()
     real = JsonDocuments.host_parts
 
     def slow(self: JsonDocuments, fragments: Any) -> list[bytes]:
-        with lock:
-            running[0] += 1
-            most[0] = max(most[0], running[0])
-        try:
-            time.sleep(0.3)
+        with overlap.timed():
             return real(self, fragments)
-        finally:
-            with lock:
-                running[0] -= 1
 
     monkeypatch.setattr(JsonDocuments, "host_parts", slow)
     with ThreadPoolExecutor(20) as pool:
         replies = list(pool.map(lambda _: top.get("/v1/glue/hosts?format=json&nodes=h000001", timeout=60),
                                 range(20)))
     statuses = [r.status for r in replies]
-    assert most[0] == 1, f"{most[0]} host lists rendered at once"
+    assert overlap.most == 1, f"{overlap.most} host lists rendered at once"
     assert set(statuses) == {200, 503}, statuses
     assert all(r.headers["retry-after"] for r in replies if r.status == 503)
     assert all(r.json()["hosts"][0]["unique_id"] == "h000001" for r in replies if r.status == 200)
