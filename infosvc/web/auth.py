@@ -22,7 +22,7 @@ from infosvc.hosts import Role, Tokens
 from infosvc.web.bodies import refuse_announced_size
 from infosvc.web.pretty import wants_pretty
 from infosvc.web.errors import HttpError
-from infosvc.web.keys import AGGREGATOR, CONFIG, ROUTE_TABLE
+from infosvc.web.keys import AGGREGATOR, CALLER, CONFIG, ROUTE_TABLE
 from infosvc.web.opening import OPEN, until_open
 
 log = logging.getLogger("infosvc.web")
@@ -56,10 +56,6 @@ class Caller:
     role: Role
 
 
-#: The request's own key for its caller: None when it came without a valid token.
-_CALLER: web.RequestKey[Caller | None] = web.RequestKey("caller", Caller | None)  # type: ignore[arg-type]
-
-
 def bearer_token(authorization: str | None) -> str | None:
     """The token of an `Authorization: Bearer TOKEN` header (the scheme is case-insensitive, RFC 9110)."""
     scheme, _, token = (authorization or "").strip().partition(" ")
@@ -69,14 +65,14 @@ def bearer_token(authorization: str | None) -> str | None:
 
 def caller_of(request: web.BaseRequest) -> Caller | None:
     """The caller the middleware found for this request: None without a valid token."""
-    return request.get(_CALLER)
+    return request.get(CALLER)
 
 
 def _identify(request: web.Request, tokens: Tokens) -> Caller | None:
     token = bearer_token(request.headers.get("Authorization"))
     found = tokens.check(token) if token is not None else None
     caller = Caller(*found) if found is not None else None
-    request[_CALLER] = caller
+    request[CALLER] = caller
     return caller
 
 

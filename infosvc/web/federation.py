@@ -34,7 +34,7 @@ from infosvc.publish.glue import Glue, Parts, Rendering
 from infosvc.config import LOCAL_SITE
 from infosvc.hosts import PARAMETERS, HostFilter, QueryError, nodeset_order
 from infosvc.web import glue, meta, prometheus
-from infosvc.web.keys import AGGREGATOR, CONFIG, FEDERATION, GLUE, UNION_VIEWS
+from infosvc.web.keys import AGGREGATOR, CONFIG, FEDERATION, GLUE, UNION_VIEWS, known
 from infosvc.web.negotiate import format_of
 from infosvc.web.errors import HttpError
 from infosvc.web.pretty import Joined, filters_of
@@ -68,10 +68,11 @@ class UnionViews:
         self._flights: dict[tuple[str, ...], tuple[UnionTree, asyncio.Future[Any]]] = {}
 
     async def build(self, fmt: str, work: Callable[[Rendering, UnionTree], T],
-                    before: Callable[[], None] | None = None) -> T:
+                    before: Callable[[], None] | None = None, *, known: bool = False) -> T:
         """work(the format's rendering, the union installed when its turn comes), in a worker
-        thread in its turn; `before()` on the event loop as the union is taken (what the answer
-        reads of the federation besides, of the same moment)."""
+        thread in its turn (`known`: asked with a valid token, in the places kept for those);
+        `before()` on the event loop as the union is taken (what the answer reads of the
+        federation besides, of the same moment)."""
         rendering = self._renderings[fmt]
 
         def prepare() -> Callable[[], T]:
@@ -86,9 +87,10 @@ class UnionViews:
 
             return run
 
-        return await asyncio.shield(self.turns.start(prepare))
+        return await asyncio.shield(self.turns.start(prepare, known=known))
 
-    async def shared(self, key: tuple[str, ...], fmt: str, work: Callable[[Rendering, UnionTree], T]) -> T:
+    async def shared(self, key: tuple[str, ...], fmt: str, work: Callable[[Rendering, UnionTree], T], *,
+                     known: bool = False) -> T:
         """`build`, for an answer that depends on nothing but `key` and the union (a whole host
         list, a cluster): kept while the union installed stands, readers at once sharing one
         rendering; with the queue full, the answer kept of an earlier union rather than a 503.
@@ -108,7 +110,7 @@ class UnionViews:
                 made.append(now)
                 return work(rendering, now)
 
-            task = asyncio.ensure_future(self.build(fmt, run))
+            task = asyncio.ensure_future(self.build(fmt, run, known=known))
             flight = (union, task)
             self._flights[key] = flight
             task.add_done_callback(lambda done: self._landed(key, flight, made, done))
@@ -210,7 +212,8 @@ async def get_glue(request: web.Request) -> web.Response:
             return documents.whole(part, Rendering(part, documents).fragment, sites[0])
         return Glue(part).formats[fmt].tree_parts()
 
-    parts = await request.app[UNION_VIEWS].build(fmt, build, before=lambda: sites.append(site_status(federation)))
+    parts = await request.app[UNION_VIEWS].build(fmt, build, before=lambda: sites.append(site_status(federation)),
+                                                 known=known(request))
     return web.Response(body=Joined(parts, request.app[GLUE].formats[fmt].media_type))
 
 
@@ -224,7 +227,9 @@ async def get_glue_hosts(request: web.Request) -> web.Response:
         return Parts.in_chunks(rendering.host_parts(hosts))
 
     views = request.app[UNION_VIEWS]
-    parts = await (views.shared(("hosts", fmt), fmt, build) if chosen is None else views.build(fmt, build))
+    asker = known(request)
+    parts = await (views.shared(("hosts", fmt), fmt, build, known=asker) if chosen is None
+                   else views.build(fmt, build, known=asker))
     return web.Response(body=Joined(parts, request.app[GLUE].formats[fmt].media_type))
 
 
@@ -236,7 +241,8 @@ async def get_glue_entity(request: web.Request) -> web.Response:
         return await glue.get_glue_entity(request)
     fmt = format_of(request)
     body = await request.app[UNION_VIEWS].shared(("entity", fmt, kind, ident), fmt,
-                                                 lambda rendering, _: rendering.entity(kind, ident))
+                                                 lambda rendering, _: rendering.entity(kind, ident),
+                                                 known=known(request))
     return glue.entity_answer(kind, ident, body, request.app[GLUE].formats[fmt].media_type)
 
 

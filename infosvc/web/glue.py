@@ -15,7 +15,7 @@ from infosvc.hosts import parse_time
 from infosvc.web.errors import HttpError
 from infosvc.web.gridquery import GRID_PARAMETERS, glue_format
 from infosvc.hosts import HostFilter, QueryError
-from infosvc.web.keys import AGGREGATOR, GLUE, GRID_ANSWERS, PAST_VIEWS
+from infosvc.web.keys import AGGREGATOR, GLUE, GRID_ANSWERS, PAST_VIEWS, known
 from infosvc.web.negotiate import format_of
 from infosvc.web.pretty import PRETTY, Joined, filters_of
 
@@ -30,7 +30,7 @@ async def get_glue(request: web.Request) -> web.Response:
     chosen = HostFilter.parse(filters_of(request, "at", *GRID_PARAMETERS))
     if chosen.empty:
         if fmt in GRID_FORMATS:
-            body = await request.app[GRID_ANSWERS].body(request.app[GLUE], fmt, options)
+            body = await request.app[GRID_ANSWERS].body(request.app[GLUE], fmt, options, known=known(request))
             return web.Response(body=body, content_type=rendering.media_type)
         # the hosts' cached fragments as they are, written in turn (web.pretty.Joined)
         return web.Response(body=Joined(rendering.tree_parts(), rendering.media_type))
@@ -44,7 +44,8 @@ async def get_glue(request: web.Request) -> web.Response:
     def build() -> list[bytes]:
         return Glue(agg.tree_of(entries)).rendering(fmt, options).tree_parts()
 
-    return web.Response(body=Joined(await request.app[GRID_ANSWERS].filtered.run(build), rendering.media_type))
+    return web.Response(body=Joined(await request.app[GRID_ANSWERS].filtered.run(build, known=known(request)),
+                                    rendering.media_type))
 
 
 async def _glue_at(request: web.Request, at: float) -> web.Response:

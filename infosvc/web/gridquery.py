@@ -79,9 +79,11 @@ class GridAnswers:
     document that is being rendered from the tree they see, or waits to be, wait for that one
     rendering (a document waiting for its turn is rendered from the newest copy given it). The
     renderings take turns in a worker thread, one at a time, with at most WAITING others waiting
-    (`Turns`): past that, the document as it was last rendered where one is kept for the key (a
-    reader of a site whose figures change every second is answered rather than refused while
-    another client fills the queue), else a 503 with Retry-After. Host-filtered reads take turns
+    (`Turns`, as many again for readers with a valid token): past that, the document as it was last
+    rendered where one is kept for the key (a reader of a site whose figures change every second
+    is answered rather than refused while another client fills the queue), else a 503 with
+    Retry-After: a document nothing is kept for yet (the first read after a start) is rendered for
+    a reader with a token whatever anonymous readers ask meanwhile. Host-filtered reads take turns
     of their own (`filtered`). At most ENTRIES documents, and KEPT_BYTES of them, are kept, the
     least recently read of those read only once dropped first: `site=` names any site, and a
     reader naming a new one each time costs one rendering in its turn, never memory, nor the
@@ -119,10 +121,11 @@ class GridAnswers:
     def kept_keys(self) -> list[Key]:
         return list(self._kept)
 
-    async def body(self, glue: Glue, fmt: str, options: GridOptions) -> bytes:
+    async def body(self, glue: Glue, fmt: str, options: GridOptions, *, known: bool = False) -> bytes:
         """The whole tree in the grid format `fmt`, of the current snapshot: the part of the tree
         it reads copied on the loop (O(subclusters)) and compared with the copy of the document
-        kept, else rendered in a worker thread in its turn."""
+        kept, else rendered in a worker thread in its turn (`known`: the reader came with a valid
+        token, and takes one of the places kept for those)."""
         key = (fmt, options)
         snapshot = glue.snapshot()
         kept = self._kept.get(key)
@@ -137,7 +140,7 @@ class GridAnswers:
             flight = self._waiting.get(key)
             if flight is None:
                 try:
-                    flight = self._start(key, frozen)
+                    flight = self._start(key, frozen, known)
                 except HttpError:
                     if kept is None:
                         raise
@@ -152,9 +155,9 @@ class GridAnswers:
         assert flight.task is not None
         return await asyncio.shield(flight.task)
 
-    def _start(self, key: Key, frozen: FrozenTree) -> _Flight:
+    def _start(self, key: Key, frozen: FrozenTree, known: bool) -> _Flight:
         flight = _Flight(frozen)
-        flight.task = self.turns.start(lambda: self._turn(key, flight))
+        flight.task = self.turns.start(lambda: self._turn(key, flight), known=known)
         flight.task.add_done_callback(lambda task: self._landed(key, flight, task))
         self._waiting[key] = flight
         return flight

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from infosvc.web.gridquery import GridAnswers
     from infosvc.web.federation import UnionViews
     from infosvc.web.turns import Turns
+    from infosvc.web.auth import Caller
 
 CONFIG = web.AppKey("config", SiteConfig)
 AGGREGATOR = web.AppKey("aggregator", Aggregator)
@@ -47,3 +48,11 @@ HISTORY_WORKERS = web.AppKey("history_workers", asyncio.Semaphore)
 LRMS_READER = web.AppKey("lrms_reader", ClusterReader)
 #: handler -> its entry in the route table, for the authorizing middleware
 ROUTE_TABLE: web.AppKey[dict[Callable[..., Any], "Route"]] = web.AppKey("route_table")
+#: a request's caller (infosvc/web/auth.py sets it): None when it came without a valid token
+CALLER: web.RequestKey["Caller | None"] = web.RequestKey("caller")
+
+
+def known(request: web.BaseRequest) -> bool:
+    """Whether the request came with a valid token: what it asks of work done in turns has places
+    of its own (infosvc/web/turns.py)."""
+    return request.get(CALLER) is not None

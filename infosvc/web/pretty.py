@@ -21,7 +21,7 @@ from infosvc.publish.glue import Parts
 from infosvc.hosts import QueryError
 from infosvc.web.errors import HttpError, refusal
 from infosvc.web.turns import Turns
-from infosvc.web.keys import INDENTS
+from infosvc.web.keys import INDENTS, known
 
 #: the query parameter every route that answers JSON or XML takes
 PRETTY = "pretty"
@@ -204,7 +204,7 @@ async def _indented(request: web.Request, body: bytes | Joined, xml: bool) -> by
     turns = request.app.get(INDENTS)
     if turns is None:  # an app made without make_app (a test's)
         return await asyncio.to_thread(lambda: _indent(whole(), xml))
-    return await turns.run(lambda: _indent(whole(), xml))
+    return await turns.run(lambda: _indent(whole(), xml), known=known(request))
 
 
 def compact_json(data: Any, status: int = 200) -> web.Response:

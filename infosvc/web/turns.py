@@ -15,6 +15,9 @@ T = TypeVar("T")
 class Turns:
     """Big work for worker threads (an answer to render or indent) done one at a time, with at most
     `waiting` more waiting for their turn; past that a refusal (503, Retry-After) before any work.
+    Work asked with a valid token (`known`) has places of its own, as many: anonymous readers who
+    fill theirs refuse no one with a token (a site BDII's provider reads with one), and the turns
+    are still one at a time, in the order asked.
     Each piece runs in a worker thread of its own, and threads at once are what hold the event
     loop: eight renderings of a 17.6 MB LDIF at once held /healthz 0.9-1.2 s, one 40 ms. A turn
     lasts until its thread is done, whoever still waits for it: a reader that hangs up frees no
@@ -25,29 +28,30 @@ class Turns:
         self.busy = busy
         self.waiting = waiting
         self._turn = asyncio.Lock()
-        self._taken = 0  # the one under way and those waiting
+        #: the work under way and waiting, anonymous (False) and asked with a valid token (True)
+        self._taken = {False: 0, True: 0}
 
-    def start(self, prepare: Callable[[], Callable[[], T]]) -> asyncio.Task[T]:
+    def start(self, prepare: Callable[[], Callable[[], T]], *, known: bool = False) -> asyncio.Task[T]:
         """The work's task: `prepare()` called on the event loop once its turn comes, and what it
         returns run in a worker thread. Await it through asyncio.shield: it is not the reader's
-        to cancel. HttpError 503 when the queue is full."""
-        if self._taken > self.waiting:
+        to cancel. HttpError 503 when the queue of its kind (`known`: asked with a valid token) is full."""
+        if self._taken[known] > self.waiting:
             raise HttpError(503, self.busy, "try again after Retry-After")
-        self._taken += 1
-        task = asyncio.ensure_future(self._in_turn(prepare))
+        self._taken[known] += 1
+        task = asyncio.ensure_future(self._in_turn(prepare, known))
         task.add_done_callback(_seen)
         return task
 
-    async def run(self, work: Callable[[], T]) -> T:
+    async def run(self, work: Callable[[], T], *, known: bool = False) -> T:
         """`work` run in a worker thread in its turn; HttpError 503 when the queue is full."""
-        return await asyncio.shield(self.start(lambda: work))
+        return await asyncio.shield(self.start(lambda: work, known=known))
 
-    async def _in_turn(self, prepare: Callable[[], Callable[[], T]]) -> T:
+    async def _in_turn(self, prepare: Callable[[], Callable[[], T]], known: bool) -> T:
         try:
             async with self._turn:
                 return await asyncio.to_thread(prepare())
         finally:
-            self._taken -= 1
+            self._taken[known] -= 1
 
 
 def _seen(task: asyncio.Task[Any]) -> None:

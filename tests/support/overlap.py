@@ -6,7 +6,12 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterator, TypeVar
+
+from support.server import wait_for
+
+T = TypeVar("T")
 
 
 class Overlap:
@@ -31,3 +36,13 @@ class Overlap:
         finally:
             with self._lock:
                 self.running -= 1
+
+    def during_flood(self, get: Callable[..., Any], paths: list[str], then: Callable[[], T]) -> tuple[list[int], T]:
+        """`then()` once a reader for each path (`get(path)`, at once) has asked and the work is
+        under way: the flood's statuses, and what `then` gave."""
+        with ThreadPoolExecutor(len(paths)) as pool:
+            flood = [pool.submit(get, path, timeout=60) for path in paths]
+            wait_for(lambda: self.running, timeout=10, message="the flood's work under way")
+            time.sleep(0.2)  # every flood request has arrived: the places are taken
+            result = then()
+            return [f.result().status for f in flood], result

@@ -221,3 +221,34 @@ def test_a_reader_of_a_kept_document_is_answered_it_while_others_fill_the_queue(
     from infosvc.web.keys import GRID_ANSWERS
 
     assert ("ldif", GridOptions(site="EXAMPLE-SITE")) in site._runner.app[GRID_ANSWERS].kept_keys
+
+
+def test_a_reader_with_a_token_is_rendered_its_first_document_while_anonymous_readers_fill_the_queue(
+        site: InProcessServer, counted: Counted) -> None:
+    # a review: nothing kept for a document (the first read after a start), one anonymous client
+    # naming a new site= in each request kept every renderings' place taken, and the site BDII's
+    # provider, reading with its token, was refused (503) at every read while the flood lasted
+    counted.delay = 0.5
+    token, bdii_path = site.tokens["admin"], "/v1/glue?format=ldif&site=EXAMPLE-SITE"
+    flood = [f"/v1/glue?format=glue2-json&site=X{n:02d}" for n in range(8)]
+    flood += [f"/v1/glue?format=glue2-json&state=Ready&site=Y{n:02d}" for n in range(8)]
+    statuses, (anonymous, bdii, filtered) = counted.during_flood(site.get, flood, lambda: (
+        site.get(bdii_path, timeout=60), site.get(bdii_path, token=token, timeout=60),
+        site.get("/v1/glue?format=glue2-json&state=Ready", token=token, timeout=60)))
+    assert 503 in statuses, statuses  # the flood did fill the queue
+    assert anonymous.status == 503, anonymous.status  # an anonymous reader is still refused past it
+    assert bdii.status == 200, bdii.body[:200]
+    assert b"GlueSiteUniqueID=EXAMPLE-SITE" in bdii.body
+    assert filtered.status == 200, filtered.body[:200]
+    # one at a time still, whoever asks (a whole document's and a filtered read's turns are apart)
+    assert counted.most <= 2, f"{counted.most} renderings at once"
+
+
+def test_readers_with_tokens_have_a_bounded_queue_of_their_own(site: InProcessServer, counted: Counted) -> None:
+    counted.delay = 0.4
+    token = site.tokens["admin"]
+    with ThreadPoolExecutor(16) as pool:
+        replies = list(pool.map(lambda n: site.get(f"/v1/glue?format=glue2-json&site=T{n:02d}", token=token,
+                                                   timeout=60), range(16)))
+    statuses = [r.status for r in replies]
+    assert set(statuses) == {200, 503} and statuses.count(200) == counted.renders <= 8, statuses

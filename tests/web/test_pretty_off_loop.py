@@ -103,6 +103,26 @@ def test_large_answers_are_indented_one_at_a_time(site: InProcessServer, monkeyp
     assert site.get("/v1/nodes?pretty=1").status == 200  # once they are done
 
 
+def test_a_reader_with_a_token_is_indented_its_answer_while_anonymous_readers_fill_the_queue(
+        site: InProcessServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    overlap = Overlap()
+    real = pretty._indent
+
+    def slow(body: bytes, xml: bool) -> bytes:
+        if len(body) <= pretty.OFF_LOOP_BYTES:
+            return real(body, xml)
+        with overlap.timed():
+            return real(body, xml)
+
+    monkeypatch.setattr(pretty, "_indent", slow)
+    path = "/v1/nodes?pretty=1"
+    statuses, (anonymous, known) = overlap.during_flood(site.get, [path] * 16, lambda: (
+        site.get(path, timeout=60), site.get(path, token=site.tokens["admin"], timeout=60)))
+    assert 503 in statuses and anonymous.status == 503, (statuses, anonymous.status)
+    assert known.status == 200 and known.body.count(b"\n") > HOSTS, known.body[:200]
+    assert overlap.most == 1, f"{overlap.most} large answers indented at once"
+
+
 def test_an_answer_past_the_bound_is_not_indented(site: InProcessServer, monkeypatch: pytest.MonkeyPatch) -> None:
     size = len(site.get("/v1/nodes").body)
     monkeypatch.setattr(pretty, "PRETTY_MAX_BYTES", size - 1, raising=False)  # a bound this site's host list passes

@@ -114,16 +114,21 @@ def test_host_lists_of_the_union_are_chosen_and_rendered_off_the_event_loop(top:
     assert [h["unique_id"] for h in listed] == ["h000100", "h000101", "h000102"]
 
 
-def test_union_renderings_are_one_at_a_time_and_the_queue_is_bounded(top: InProcessServer,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    overlap = Overlap()
+@pytest.fixture
+def overlap(monkeypatch: pytest.MonkeyPatch) -> Overlap:
+    """The union's JSON host lists slowed, and counted."""
+    found = Overlap()
     real = JsonDocuments.host_parts
 
     def slow(self: JsonDocuments, fragments: Any) -> list[bytes]:
-        with overlap.timed():
+        with found.timed():
             return real(self, fragments)
 
     monkeypatch.setattr(JsonDocuments, "host_parts", slow)
+    return found
+
+
+def test_union_renderings_are_one_at_a_time_and_the_queue_is_bounded(top: InProcessServer, overlap: Overlap) -> None:
     with ThreadPoolExecutor(20) as pool:
         replies = list(pool.map(lambda _: top.get("/v1/glue/hosts?format=json&nodes=h000001", timeout=60),
                                 range(20)))
@@ -184,3 +189,16 @@ def test_a_filtered_tree_s_sites_are_of_the_union_it_is_made_of(top: InProcessSe
         assert first.result().status == 200 and second.result().status == 200
     assert called and ended and called[0] >= ended[0], "the sites were read before the union's turn"
     assert second.result().json()["sites"]
+
+
+def test_a_reader_with_a_token_is_answered_while_anonymous_readers_fill_the_union_s_queue(
+        top: InProcessServer, overlap: Overlap) -> None:
+    # as a site's grid documents: anonymous readers who fill the queue refuse no one with a token
+    path = "/v1/glue/hosts?format=json&nodes=h000100"
+    statuses, (anonymous, known) = overlap.during_flood(
+        top.get, [f"/v1/glue/hosts?format=json&nodes=h000{n:03d}" for n in range(20)],
+        lambda: (top.get(path, timeout=60), top.get(path, token=top.tokens["admin"], timeout=60)))
+    assert 503 in statuses and anonymous.status == 503, (statuses, anonymous.status)
+    assert known.status == 200, known.body[:200]
+    assert [h["unique_id"] for h in known.json()["hosts"]] == ["h000100"]
+    assert overlap.most == 1, f"{overlap.most} host lists rendered at once"
