@@ -30,7 +30,7 @@ from typing import Callable, Final, Sequence
 from infosvc.sched.draws import MAX_GPUS_PER_HOST
 from infosvc.sched.hosts import Allocation, HostPool, HostSlot, WaitingJob
 from infosvc.sched.ordering import guard_after, order_key
-from infosvc.sched.policy import Policy, Running, schedule
+from infosvc.sched.policy import Backfilling, Plan, Policy, Running, resume, schedule
 from infosvc.sched.prediction import UserHistory
 from infosvc.sched.request import JobRequest
 from infosvc.sched.simulation import BOUND_SECONDS, Options, Outcome, SimJob
@@ -107,10 +107,14 @@ class HostReplay:
 
 
 def simulate_hosts(jobs: Sequence[SimJob], processors: int, policy: Policy, what_if: WhatIf,
-                   progress: Callable[[int, float], None] | None = None, every: float = 1.0) -> HostReplay:
+                   progress: Callable[[int, float], None] | None = None, every: float = 1.0,
+                   resumes: bool = True) -> HostReplay:
     """Each job's start by `policy` on the what-if's hosts (infosvc.sched.simulation.simulate's
     event loop: one pass at each instant with something waiting, none while fewer processors are
-    free than the narrowest waiting job asks)."""
+    free than the narrowest waiting job asks). Under EASY, while no job ends, a blocked pass is
+    gone on from with the jobs arrived since (`policy.resume`, as the processor pool's replay
+    does; `resumes=False` makes every pass whole, for the tests that hold the two the same): a
+    long queue is otherwise read whole at every arrival."""
     problem = what_if.problem(processors)
     if problem is not None:
         raise ValueError(problem)
@@ -131,6 +135,11 @@ def simulate_hosts(jobs: Sequence[SimJob], processors: int, policy: Policy, what
     # free than the narrowest asks, no pass can start anything, and none is run (simulation's shortcut)
     asking: dict[int, int] = {}
     sizes: list[int] = []
+    # EASY's blocked pass to go on from while nothing ends (None: the next pass is whole), and the
+    # jobs arrived since the last pass (EASY's order puts them after every job queued before)
+    blocked: Backfilling[Allocation] | None = None
+    fresh: list[WaitingJob] = []
+    resumes = resumes and policy is Policy.EASY
     count, arrival, clock = len(jobs), 0, time.monotonic()
     while arrival < count or ends:
         next_end = ends[0][0] if ends else math.inf
@@ -140,6 +149,7 @@ def simulate_hosts(jobs: Sequence[SimJob], processors: int, policy: Policy, what
             pool.give(running.pop(job_id).allocation)
             done = trace_job.pop(job_id)
             history.record(done.user, done.run, done.estimate)
+            blocked = None  # an end: the machine is no longer as the blocked pass left it
         while arrival < count and jobs[arrival].submitted == now:  # then arrivals
             job = jobs[arrival]
             arrival += 1
@@ -153,6 +163,7 @@ def simulate_hosts(jobs: Sequence[SimJob], processors: int, policy: Policy, what
             at = bisect.bisect(keys, key)
             keys.insert(at, key)
             queue.insert(at, waiting)
+            fresh.append(waiting)
             if not asking.get(job.processors):
                 heapq.heappush(sizes, job.processors)
                 asking[job.processors] = 0
@@ -163,8 +174,13 @@ def simulate_hosts(jobs: Sequence[SimJob], processors: int, policy: Policy, what
             heapq.heappop(sizes)
         if pool.room() < sizes[0]:
             continue
-        plan = schedule(pool, running.values(), queue, now, policy, explain=False,
-                        overdue_after=guard_after(longest, options.overdue_after, options.guard_fraction))
+        plan: Plan[Allocation]
+        if blocked is not None:
+            plan = resume(blocked, fresh, now)  # arrivals at one instant are in id order, as the queue has them
+        else:
+            plan = schedule(pool, running.values(), queue, now, policy, explain=False,
+                            overdue_after=guard_after(longest, options.overdue_after, options.guard_fraction))
+        blocked, fresh = plan.backfilling if resumes else None, []
         if not plan.starts:
             continue
         longest = max(longest, now - min(start.job.submitted for start in plan.starts))

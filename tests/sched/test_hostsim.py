@@ -177,3 +177,27 @@ def test_a_trace_parsed_by_hand_runs_on_hosts() -> None:
     # each job of 2 processors fits on one host of 2 and holds its 1 GPU: both run at once
     assert sorted((o.job.number, o.start) for o in replay.outcomes) == [(1, 0), (2, 0)]
     assert sorted(replay.held) == [(1, (0,)), (1, (1,))]
+
+
+def test_easy_goes_on_from_a_blocked_pass_as_a_whole_pass_decides() -> None:
+    # Lublin's queue is long: every arrival while the head is blocked was a pass over all of it
+    trace = trace_jobs(read_swf(TRACES / "lublin_256.swf.gz").records, 256)
+    jobs = trace.jobs[:3000]
+    for what_if in (WhatIf(16), WhatIf(16, 2, 0.4, 1)):
+        whole = simulate_hosts(jobs, 256, Policy.EASY, what_if, resumes=False)
+        gone_on = simulate_hosts(jobs, 256, Policy.EASY, what_if)
+        assert [(o.job.number, o.start) for o in gone_on.outcomes] == [(o.job.number, o.start) for o in whole.outcomes]
+        assert gone_on.held == whole.held
+
+
+@settings(max_examples=120, deadline=None)
+@given(workload=WORKLOADS, hosts=st.integers(1, 4), gpus=st.integers(0, 3), fraction=st.sampled_from((0.0, 0.5, 1.0)))
+def test_easy_gone_on_from_blocked_passes_starts_every_job_as_whole_passes(
+        workload: list[tuple[int, int, int, int]], hosts: int, gpus: int, fraction: float) -> None:
+    jobs = sorted((job(n, submit, width, run, run + extra, user=n % 3)
+                   for n, (submit, width, run, extra) in enumerate(workload, 1)), key=lambda j: (j.submitted, j.id))
+    what_if = WhatIf(hosts, gpus, fraction if gpus else 0.0, 1)
+    whole = simulate_hosts(jobs, 8, Policy.EASY, what_if, resumes=False)
+    gone_on = simulate_hosts(jobs, 8, Policy.EASY, what_if)
+    assert [(o.job.number, o.start) for o in gone_on.outcomes] == [(o.job.number, o.start) for o in whole.outcomes]
+    assert gone_on.held == whole.held
