@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from infosvc.codec.glue2 import Assoc, Entity, Ids, given, local
+from infosvc.codec.glue2 import Assoc, Entity, Ids, given, id_part, local
 from infosvc.codec.gridformat import subclusters_of_ce
 from infosvc.model.glue import ComputingElement, GlueTree, SubCluster
 
@@ -26,7 +26,8 @@ def accelerator_entities(tree: GlueTree, ces: Sequence[ComputingElement], subs: 
     for sub in subs:
         ee_id = ids.ee_of[sub.unique_id]
         for a in sub.accelerators:
-            aid = f"{ids.urn}:accenv:{local(sub.unique_id)}:{local(a.model)}"
+            # each part escaped with its ':' (id_part): `x:y` with `z` and `x` with `y:z` were one id
+            aid = f"{ids.urn}:accenv:{id_part(sub.unique_id)}:{id_part(a.model)}"
             installed[a.type] = installed.get(a.type, 0) + a.count * max(0, sub.host_count)
             of_type.setdefault(a.type, {})[sub.unique_id] = sub
             # named by its model alone: the subcluster's name (its processor model, any length a
@@ -52,7 +53,7 @@ def accelerator_entities(tree: GlueTree, ces: Sequence[ComputingElement], subs: 
             mine = [s for s in served if s.unique_id in of_type[t]]
             if mine:
                 shares.append(Entity(
-                    "ComputingShareAcceleratorInfo", "", f"{ids.urn}:shareaccinfo:{local(ce.unique_id)}:{local(t)}",
+                    "ComputingShareAcceleratorInfo", "", f"{ids.urn}:shareaccinfo:{id_part(ce.unique_id)}:{id_part(t)}",
                     "", attrs=[("Type", t), ("FreeAcceleratorSlots", sum(max(0, s.free_accelerators) for s in mine)),
                                ("UsedAcceleratorSlots", sum(max(0, s.used_accelerators) for s in mine)),
                                # a job may span the CE's hosts, as MaxSlotsPerJob says of CPUs

@@ -1,12 +1,12 @@
 """The site config (TOML), read and checked: what the service, its hosts and its queue are told.
 This is the package's face: other packages import from here, not from its modules."""
 
-from infosvc.config.addresses import listen_address
+from infosvc.config.addresses import ANY_ORIGIN, listen_address
 from infosvc.config.federation import LOCAL_SITE, FederationConfig, Upstream, read_token, with_upstreams
 from infosvc.config.lrms import LrmsConfig, owner_map
 from infosvc.config.resources import LicensePools, cluster_licenses, resources_of
 from infosvc.config.site import (
-    ANY_ORIGIN, ComputingElementConfig, ReportsConfig, ServiceConfig, SiteConfig, load_config, parse_config,
+    ComputingElementConfig, ReportsConfig, ServiceConfig, SiteConfig, load_config, parse_config,
 )
 from infosvc.config.table import ConfigError
 

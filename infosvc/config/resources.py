@@ -19,7 +19,7 @@ from typing import Any, Final, Iterable, Mapping
 
 from ClusterShell.NodeSet import NodeSet, NodeSetException
 
-from infosvc.config.table import ConfigError, TomlTable, unique_ids
+from infosvc.config.table import ConfigError, TomlTable, known_clusters, unique_ids
 from infosvc.model.ccsjob import MAX_LICENSE_AMOUNT
 from infosvc.model.glue import LICENSE, Resources
 
@@ -169,9 +169,7 @@ def resource_entry(t: TomlTable, cluster_ids: set[str]) -> ResourceEntry:
     if nodes is not None and clusters:
         raise ConfigError(f"{t.where}: nodes or clusters, not both (neither: every host)")
     unique_ids(f"{t.where}.clusters", list(clusters))
-    for name in clusters:
-        if name not in cluster_ids:
-            raise ConfigError(f"{t.where}.clusters: no cluster {name!r} is configured")
+    known_clusters(f"{t.where}.clusters", clusters, cluster_ids)
     amounts: dict[str, Any] = {}
     for key, read in (("licenses", licenses_of), ("consumables", consumables_of)):
         value = t._take(key, (dict,), {}, "a table of name = amount")

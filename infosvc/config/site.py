@@ -7,19 +7,17 @@ the key, so a typo cannot silently change behaviour. docs/configuration.md lists
 
 from __future__ import annotations
 
-import ipaddress
-import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Iterable
 
 from ClusterShell.NodeSet import NodeSet, NodeSetException
 
 # The config's CE policy is GLUE's own Policy object (minutes; 0 means not specified).
-from infosvc.model.glue import CEPolicy as Policy
-from infosvc.config.addresses import check_listen, check_networks
-from infosvc.config.table import DAY_SECONDS, ConfigError, Setting, TomlTable, unique_ids
+from infosvc.model.glue import CEPolicy as Policy, directory_key
+from infosvc.config.addresses import check_listen, check_networks, check_origins
+from infosvc.config.table import DAY_SECONDS, ConfigError, Setting, TomlTable, known_clusters, unique_ids
 from infosvc.config.federation import FederationConfig, parse_federation
 from infosvc.config.lrms import LrmsConfig, check_lrms_host, parse_lrms
 from infosvc.config.resources import ResourceEntry, resource_entry
@@ -30,58 +28,6 @@ CE_STATUSES: Final = ("Queueing", "Production", "Closed", "Draining")
 
 #: node_exporter's port: what Prometheus scrapes on each host unless the config says otherwise.
 DEFAULT_EXPORTER_PORT: Final = 9100
-
-#: service.cors_origins' one entry that lets every origin read (infosvc/web/cors.py)
-ANY_ORIGIN: Final = "*"
-_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
-#: scheme://host[:port]: a DNS name or IPv4 address, or an IPv6 address in brackets
-_ORIGIN: Final = re.compile(r"(?P<scheme>[a-z]+)://(?P<host>[a-z0-9-]+(?:\.[a-z0-9-]+)*|\[[0-9a-f:.]+\])"
-                            r"(?::(?P<port>[0-9]{1,5}))?", re.IGNORECASE)
-
-
-def check_origins(origins: tuple[str, ...]) -> None:
-    """service.cors_origins: `*` alone, or origins each written as a browser sends its `Origin`
-    header (lower case, no default port, no path), since the header is compared to them as text:
-    any other spelling would never match, and the site would not know why."""
-    if ANY_ORIGIN in origins and len(origins) > 1:
-        raise ValueError(f"{ANY_ORIGIN!r} (any origin) must be the only entry, got {list(origins)!r}")
-    seen: set[str] = set()
-    for origin in origins:
-        if origin in seen:
-            raise ValueError(f"{origin!r} is listed twice")
-        seen.add(origin)
-        if origin != ANY_ORIGIN:
-            problem = _origin_problem(origin)
-            if problem is not None:
-                raise ValueError(f"{origin!r}: {problem}")
-
-
-def _origin_problem(origin: str) -> str | None:
-    if "*" in origin:
-        return f"no wildcards in an origin: list each one, or {ANY_ORIGIN!r} alone for any origin"
-    found = _ORIGIN.fullmatch(origin)
-    if found is None:
-        if re.match(r"[a-z]+://[^/?#]+[/?#]", origin, re.IGNORECASE):
-            return "an origin has no path, query or fragment (not even a final '/'): scheme://host[:port]"
-        return "not an origin: expected http:// or https://, a host and an optional port"
-    scheme, port = found["scheme"].lower(), found["port"]
-    if scheme not in _DEFAULT_PORTS:
-        return "not an origin: expected http:// or https://, a host and an optional port"
-    if port is not None and not 1 <= int(port) <= 65535:
-        return f"the port must be 1 to 65535, got {port}"
-    host = found["host"].lower()
-    if host.startswith("["):
-        try:
-            host = f"[{ipaddress.IPv6Address(host[1:-1]).compressed}]"
-        except ValueError:
-            return f"{host} is no IPv6 address"
-    spelled = f"{scheme}://{host}"
-    if port is not None and int(port) != _DEFAULT_PORTS[scheme]:
-        spelled += f":{int(port)}"
-    if spelled != origin:
-        return f"a browser sends it as {spelled!r}, and the header is compared as written: write that"
-    return None
-
 
 #: The tables of plain values, key by key.
 SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
@@ -267,6 +213,14 @@ class ClusterConfig:
             return False
 
 
+def leftover_cluster(clusters: Iterable[ClusterConfig]) -> ClusterConfig:
+    """The cluster of the hosts no configured cluster takes: the configured one whose id is
+    `default` in any case or spacing (`Default`), else `default`. A directory compares GLUE 1.3
+    UniqueIDs ignoring both: a `default` beside a `Default` was one entry, the second refused."""
+    return next((c for c in clusters if directory_key(c.id) == directory_key(DEFAULT_CLUSTER)),
+                ClusterConfig(DEFAULT_CLUSTER, DEFAULT_CLUSTER, None))
+
+
 @dataclass(frozen=True, slots=True)
 class ComputingElementConfig:
     id: str
@@ -309,14 +263,14 @@ class SiteConfig:
     def cluster_of(self, host: str) -> ClusterConfig:
         """The first cluster whose NodeSet names `host`, else the first cluster without `nodes`
         (it takes every host no other cluster claims, wherever it stands in the file); hosts no
-        cluster takes go to `default`."""
+        cluster takes go to `leftover_cluster`: `default`, or a configured cluster of that id."""
         catch_all: ClusterConfig | None = None
         for cluster in self.clusters:
             if cluster.nodes is None:
                 catch_all = catch_all or cluster
             elif host in cluster:
                 return cluster
-        return catch_all or ClusterConfig(DEFAULT_CLUSTER, DEFAULT_CLUSTER, None)
+        return catch_all or leftover_cluster(self.clusters)
 
     def benchmark_of(self, host: str) -> Benchmark | None:
         return next((b for b in self.benchmarks if host in b), None)
@@ -349,7 +303,7 @@ def parse_config(data: dict[str, Any]) -> SiteConfig:
     unique_ids("clusters", [c.id for c in clusters])
     if not clusters:
         clusters = [ClusterConfig(DEFAULT_CLUSTER, DEFAULT_CLUSTER, None)]
-    cluster_ids = {c.id for c in clusters} | {DEFAULT_CLUSTER}
+    cluster_ids = {c.id for c in clusters} | {leftover_cluster(clusters).id}
 
     ces: list[ComputingElementConfig] = []
     for t in top.tables("computing_elements"):
@@ -370,9 +324,7 @@ def parse_config(data: dict[str, Any]) -> SiteConfig:
             clusters=t.strings("clusters"))
         t.done()
         unique_ids(f"{t.where}.clusters", list(ce.clusters))  # twice would count its CPUs twice
-        for name in ce.clusters:
-            if name not in cluster_ids:
-                raise ConfigError(f"{t.where}.clusters: no cluster {name!r} is configured")
+        known_clusters(f"{t.where}.clusters", ce.clusters, cluster_ids)
         ces.append(ce)
     unique_ids("computing_elements", [c.id for c in ces])
     if not ces:

@@ -193,3 +193,14 @@ def unique_ids(what: str, ids: list[str]) -> None:
             raise ConfigError(f"{what}: ids {other!r} and {i!r} differ only in case or spaces: a directory (a BDII) "
                               "compares GLUE ids ignoring both, and would refuse the second one's entries")
         seen[key] = i
+
+
+def known_clusters(where: str, names: tuple[str, ...], cluster_ids: set[str]) -> None:
+    """ConfigError when one of `names` (what a CE or a `[[resources]]` entry serves) is no cluster
+    of `cluster_ids`; they are matched as written, and the message names an id that differs only in
+    case or spaces (a configured `Default` is the cluster a CE's `default` meant)."""
+    for name in names:
+        if name not in cluster_ids:
+            twin = next((c for c in cluster_ids if directory_key(c) == directory_key(name)), None)
+            raise ConfigError(f"{where}: no cluster {name!r} is configured" + (
+                f" (ids are matched as written: the configured one is {twin!r})" if twin else ""))

@@ -43,7 +43,20 @@ class Benchmark:
 
 @dataclass(frozen=True, slots=True)
 class ApplicationSoftware:
+    """A host's or subcluster's runtime environments, each once, in the spelling and order first
+    given: what gathers them (the config's entries, a Slurm node's features beside them, a site's
+    document at a top level) may give one twice, or twins a directory takes for one
+    (`directory_key`: GLUE 1.3's RunTimeEnvironment is caseIgnoreIA5Match), and slapd refuses the
+    subcluster's entry holding a value twice; GLUE 2.0 named its execution environment twice."""
+
     runtime_environment: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        first: dict[str, str] = {}
+        for name in self.runtime_environment:
+            first.setdefault(directory_key(name), name)
+        if len(first) < len(self.runtime_environment):
+            object.__setattr__(self, "runtime_environment", tuple(first.values()))
 
 
 #: The SSS Resource name a job asks for a software license by (`<Resource name="License"

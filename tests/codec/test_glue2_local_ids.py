@@ -19,10 +19,10 @@ from typing import Any, Iterable, Sequence
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from infosvc.codec.glue2 import local
+from infosvc.codec.glue2 import id_part, local
 from infosvc.codec.gridformat import GridOptions
 from infosvc.federation.tree import SiteTree
-from infosvc.model.glue import ApplicationSoftware
+from infosvc.model.glue import Accelerator, ApplicationSoftware
 from infosvc.publish.glue import Glue
 from support.gridcheck import NS, glue2_validator, xml_valid
 from support.gridsite import CE_ALL, SITE, site_rollup
@@ -141,3 +141,61 @@ def test_no_two_entities_share_an_id(tmp_path: Path) -> None:
                             "GLUE2ResourceID")
         assert sorted(v for a in held.values() for n, v in a if n == "GLUE2ResourceID") == sorted(
             e["ID"] for e in document["ExecutionEnvironment"])
+
+
+# --- GLUE 2.1's accelerator entities: ids of two texts each ------------------------------------
+
+def gpu_tree(subs: Sequence[tuple[str, str, str]], ces: Sequence[str]) -> SiteTree:
+    """The grid test site as a top level holds another site: its first subclusters named, each
+    with one accelerator, by `subs` (subcluster id, accelerator type, model), and CEs `ces` like
+    its CE that serves every cluster."""
+    base = site_tree(subs=[ident for ident, _, _ in subs], ces=[(ce, []) for ce in ces])
+    pairs = []
+    for i, sub in enumerate(s for c in base.clusters() for s in base.subclusters_of(c.unique_id)):
+        hosts = list(base.hosts_of(sub.unique_id))
+        if i < len(subs):
+            _, kind, model = subs[i]
+            sub = replace(sub, accelerators=(Accelerator(kind, model, 2),), total_accelerators=4 * max(1, len(hosts)))
+        else:
+            sub = replace(sub, accelerators=())
+        pairs.append((sub, hosts))
+    return SiteTree(base.clusters(), pairs, base.computing_elements(), base.information_service_url)
+
+
+def test_no_two_accelerator_entities_share_an_id() -> None:
+    # each id was its parts joined by ':', which LocalID_t admits in a part too: subcluster `x:y`
+    # with model `z` and subcluster `x` with model `y:z` were one AcceleratorEnvironment id, and
+    # CE `a` with accelerators of type `b:c` and CE `a:b` with type `c` one share's
+    tree = gpu_tree([("x:y", "c", "z"), ("x", "b:c", "y:z")], ces=["a", "a:b"])
+    document = json.loads(rendered(tree, "glue2-json"))
+    assert not list(glue2_validator().iter_errors(document))
+    assert len(document["AcceleratorEnvironment"]) == 2
+    assert len(document["ComputingShareAcceleratorInfo"]) == 4  # two CEs, each over both types
+    assert repeated(json_ids(document)) == []
+    assert all(LOCAL_ID.fullmatch(i) for i in json_ids(document))
+
+
+def test_an_accelerator_id_names_its_parts_as_they_were() -> None:
+    # the ids read back: every ':' an id holds past its kind separates two parts, each `local`'s
+    # escaping with ':' escaped too
+    tree = gpu_tree([("x:y", "c", "z_x0041_"), ("x", "b:c", "y:z")], ces=["a", "a:b"])
+    document = json.loads(rendered(tree, "glue2-json"))
+    prefix = f"urn:infosvc:{SITE}:"
+    environments = {tuple(unlocal(p) for p in e["ID"].removeprefix(f"{prefix}accenv:").split(":"))
+                    for e in document["AcceleratorEnvironment"]}
+    assert environments == {("x:y", "z_x0041_"), ("x", "y:z")}
+    shares = {tuple(unlocal(p) for p in e["ID"].removeprefix(f"{prefix}shareaccinfo:").split(":"))
+              for e in document["ComputingShareAcceleratorInfo"]}
+    assert shares == {(ce, kind) for ce in ("a", "a:b") for kind in ("c", "b:c")}
+
+
+@settings(max_examples=1000)
+@given(st.text(alphabet=st.sampled_from("_xX0aF5.: /\u00e9"), max_size=8),
+       st.text(alphabet=st.sampled_from("_xX0aF5.: /\u00e9"), max_size=8))
+def test_every_pair_of_texts_has_its_own_part_id(first: str, second: str) -> None:
+    ident = f"{id_part(first)}:{id_part(second)}"
+    assert LOCAL_ID.fullmatch(ident), ident
+    assert [unlocal(p) for p in ident.split(":")] == [first, second]
+    # a part with no ':' and no odd character is its own id, as `local` keeps it
+    if ":" not in first:
+        assert id_part(first) == local(first)
