@@ -129,7 +129,7 @@ def _probe_pid_namespace() -> int:
 
 
 def _own_proc() -> str | None:
-    """In the init of a new PID namespace: a mount namespace of its own (host mounts still come in,
+    """In a process of a new PID namespace: a mount namespace of its own (host mounts still come in,
     none goes out) with a /proc of the new namespace, so that the task's pids and /proc agree
     (ps, pkill, $PPID, /proc/self) and it sees no process outside it. None, or why it failed."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -314,9 +314,10 @@ def _clean_slate(keep: int) -> None:
     os.closerange(keep + 1, 65536)
 
 
-def _become_task(order: dict[str, Any], cgroup: Cgroup | None, status: int, parent: int) -> None:
-    """In the forked child of `parent` (the supervisor, or the init of the task's PID namespace,
-    pid 1 there): become the task, or raise Refused. Returns only by raising."""
+def _become_task(order: dict[str, Any], cgroup: Cgroup | None, status: int, parent: int, namespace: bool) -> None:
+    """In the supervisor's forked child, which sees the supervisor's pid as `parent` (0 where it runs
+    in the task's PID namespace, `namespace`: the supervisor is outside it): become the task, or
+    raise Refused. Returns only by raising."""
     signal.set_wakeup_fd(-1)
     os.setsid()  # a session and process group of its own, without a terminal
     if cgroup is not None:
@@ -324,6 +325,12 @@ def _become_task(order: dict[str, Any], cgroup: Cgroup | None, status: int, pare
             cgroup.enter()
         except OSError as exc:
             raise Refused(f"cannot enter the task's cgroup {cgroup.path}: {_why(exc)}") from None
+    if namespace:
+        # as root still; inherited by everything the task starts. Not done by the Init: it is not
+        # the task's parent, so it does not pass its mount namespace on
+        failed = _own_proc()
+        if failed is not None:
+            raise Refused(f"cannot give the task's PID namespace its own /proc: {failed}")
     account = order.get("account")
     name = account["name"] if account else str(os.getuid())
     if account is not None:
@@ -349,7 +356,9 @@ def _become_task(order: dict[str, Any], cgroup: Cgroup | None, status: int, pare
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:
-        os._exit(NOT_STARTED)  # the supervisor (or the init) is already gone
+        # the supervisor is already gone (in the namespace any reaper outside it reads as 0 too,
+        # but there the Init dies with the supervisor, and this process with the namespace)
+        os._exit(NOT_STARTED)
     os.umask(0o022)
     workdir = order["workdir"]
     try:
@@ -368,10 +377,10 @@ def _become_task(order: dict[str, Any], cgroup: Cgroup | None, status: int, pare
         raise Refused(f"executable {argv[0]}: {_why(exc)} as {name}") from None
 
 
-def _run_task(order: dict[str, Any], cgroup: Cgroup | None, writable: int, parent: int) -> None:
+def _run_task(order: dict[str, Any], cgroup: Cgroup | None, writable: int, parent: int, namespace: bool) -> None:
     """In the forked child: become the task; else say why on `writable` and exit. Never returns."""
     try:
-        _become_task(order, cgroup, writable, parent)
+        _become_task(order, cgroup, writable, parent, namespace)
         reason = "the task's program did not start"
     except Refused as refused:
         reason = str(refused)
@@ -384,62 +393,55 @@ def _run_task(order: dict[str, Any], cgroup: Cgroup | None, writable: int, paren
 
 
 class Init:
-    """Pid 1 of the task's PID namespace: the supervisor's fork, root, running no code of the
-    task's. It forks the task and reaps whatever ends in the namespace (orphans come to it); it
-    writes the task's wait status on `status` when the task's main process ends, and exits once
-    nothing else is left in the namespace. A SIGTERM from the supervisor is passed to every
-    process of the namespace at once (kill(-1): the kernel signals them all under one lock, and a
-    fork racing it fails); a SIGKILL of this init makes the kernel kill the rest and refuse them
-    any fork. It dies with the supervisor (PR_SET_PDEATHSIG). The task's main process is not the
-    namespace's init, so it keeps a process's usual signal semantics (an init ignores the signals
-    it has no handler for). The namespace has a mount namespace and a /proc of its own
-    (`_own_proc`): the task's pids and /proc agree, and it sees no process outside it."""
+    """Pid 1 of the task's PID namespace: the supervisor's first fork after its unshare, root,
+    running no code of the task's and forking nothing. The task's main process is the supervisor's
+    second fork, pid 2 of the namespace, so the supervisor reaps it itself, as with the other
+    containments: its wait status never depends on this init, which a SIGKILL may end at any time
+    (were the init its parent, a kill between the main process's exit and the init's reap of it
+    would lose that status, and report 137). This init reaps the orphans that come to it and exits
+    once the namespace holds nothing else. A SIGTERM from the supervisor is passed to every process
+    of the namespace at once (kill(-1): the kernel signals them all under one lock, and a fork
+    racing it fails); a SIGKILL of this init makes the kernel kill the rest and refuse them any
+    fork. It dies with the supervisor (PR_SET_PDEATHSIG). The main process, not an init, keeps a
+    process's usual signal semantics (an init ignores the signals it has no handler for)."""
 
-    def __init__(self, order: dict[str, Any], cgroup: Cgroup | None, writable: int, status: int, life: int) -> None:
-        self.order, self.cgroup, self.writable, self.status, self.life = order, cgroup, writable, status, life
+    #: What it waits for (sigwait): blocked by the supervisor across its fork, so that none sent
+    #: before it runs is lost to a handler of the supervisor's that it inherited
+    SIGNALS = {signal.SIGTERM, signal.SIGCHLD}
+
+    def __init__(self, life: int) -> None:
+        self.life = life
 
     def run(self) -> None:
         """Never returns."""
         signal.set_wakeup_fd(-1)
-        for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
-            signal.signal(signum, signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, self._pass_on)
+        for signum in (signal.SIGINT, signal.SIGHUP, *self.SIGNALS):
+            signal.signal(signum, signal.SIG_DFL)  # blocked ones are still queued for an init
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         # getppid() says 0 here whoever the parent is (it is outside the namespace): the supervisor's
         # end of `life`, closed only by its exit, tells whether it died before the line above
         if select.select([self.life], [], [], 0)[0]:
             os._exit(NOT_STARTED)
-        os.close(self.life)
         # nothing of the supervisor's is held here: its lock above all, which must end with it
-        start = 3
-        for fd in sorted((self.writable, self.status)):
-            os.closerange(start, fd)
-            start = fd + 1
-        os.closerange(start, 65536)
-        failed = _own_proc()
-        if failed is not None:
-            os.write(self.writable, f"cannot give the task's PID namespace its own /proc: {failed}".encode())
-            os._exit(NOT_STARTED)
-        try:
-            task = os.fork()
-        except OSError as exc:
-            os.write(self.writable, f"the task could not start: fork: {_why(exc)}".encode())
-            os._exit(NOT_STARTED)
-        if task == 0:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a stop before the exec kills it
-            os.close(self.status)
-            _run_task(self.order, self.cgroup, self.writable, parent=1)
-        os.close(self.writable)
+        os.closerange(3, 65536)
+        # a signal first: before one, the main process may not be forked yet, and an empty
+        # namespace would not mean a task that ended (its fork would fail once this init is gone)
         while True:
+            if signal.sigwait(self.SIGNALS) == signal.SIGTERM:
+                self._pass_on()
             try:
-                pid, code = os.waitpid(-1, 0)
+                while os.waitpid(-1, os.WNOHANG)[0]:
+                    pass
             except ChildProcessError:
-                os._exit(0)
-            if pid == task:
-                os.write(self.status, b"%d\n" % code)
+                # none of its own: the main process (the supervisor's child, which pokes this init
+                # with SIGCHLD once it reaped it) may still run, and nothing else can be left
+                try:
+                    os.kill(-1, 0)
+                except ProcessLookupError:
+                    os._exit(0)
 
     @staticmethod
-    def _pass_on(*_: object) -> None:
+    def _pass_on() -> None:
         try:
             os.kill(-1, signal.SIGTERM)  # every process of the namespace but this init
         except ProcessLookupError:
@@ -476,7 +478,6 @@ class Supervisor:
         self.cgroup: Cgroup | None = None
         self.namespace = False  # the task runs in a PID namespace of its own, under an Init
         self.init: int | None = None
-        self.ended = -1  # where the Init writes the task's wait status
         self.life = -1  # the write end of the Init's pipe, never written: closed by this process's end
 
     def _on_term(self, *_: object) -> None:
@@ -529,6 +530,8 @@ class Supervisor:
         try:
             main, reason = self._start(wake_read)
             if main is None:
+                if self.init is not None:
+                    self._kill_everything()  # the namespace's Init, all that is left of the task
                 return {"exit_code": NOT_STARTED, "began": False, "limit": False, "reason": reason,
                         "containment": self._containment()}
             try:
@@ -550,30 +553,19 @@ class Supervisor:
                 "stopped": self.stop_requested, "reason": None, "containment": self._containment()}
 
     def _start(self, wake: int) -> tuple[int | None, str | None]:
-        """Fork the task (in a PID namespace: its Init, which forks it); (the pid forked, None) once
-        the task's program runs, or (None, why it did not start). A stop or the deadline while the
+        """Fork the task (in a PID namespace, after its Init); (the pid forked, None) once the
+        task's program runs, or (None, why it did not start). A stop or the deadline while the
         task is on its way (stopped by its account, say) kills it."""
-        readable, writable = os.pipe2(os.O_CLOEXEC)
         if self.namespace:
-            self.ended, ended = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
-            life, self.life = os.pipe2(os.O_CLOEXEC)  # its write end lives as long as this process
-        supervisor = os.getpid()
+            self._start_init()
+        readable, writable = os.pipe2(os.O_CLOEXEC)
+        # in the namespace the supervisor is outside it: the task sees its parent as pid 0
+        parent = 0 if self.namespace else os.getpid()
         pid = os.fork()
         if pid == 0:
             os.close(readable)
-            if self.namespace:
-                try:
-                    os.close(self.ended)
-                    os.close(self.life)
-                    Init(self.order, self.cgroup, writable, ended, life).run()
-                finally:
-                    os._exit(NOT_STARTED)
-            _run_task(self.order, self.cgroup, writable, parent=supervisor)
+            _run_task(self.order, self.cgroup, writable, parent, self.namespace)
         os.close(writable)
-        if self.namespace:
-            os.close(ended)
-            os.close(life)
-            self.init = pid
         said = b""
         try:
             while True:  # EOF at exec (close-on-exec) or once the child gave up
@@ -602,6 +594,23 @@ class Supervisor:
             return None, said.decode("utf-8", "replace")
         return pid, None
 
+    def _start_init(self) -> None:
+        """Fork the namespace's Init: this process's first child since its unshare, pid 1 there."""
+        life, self.life = os.pipe2(os.O_CLOEXEC)  # its write end lives as long as this process
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, Init.SIGNALS)
+        try:
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    os.close(self.life)
+                    Init(life).run()
+                finally:
+                    os._exit(NOT_STARTED)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        os.close(life)
+        self.init = pid
+
     def _kill_everything(self) -> None:
         """SIGKILL every process of the task and reap them, until none is left."""
         for _ in range(200):
@@ -624,16 +633,18 @@ class Supervisor:
                 try:
                     pid, code = os.waitpid(-1, os.WNOHANG)
                 except ChildProcessError:
-                    if status is None and self.namespace:
-                        status = self._main_status()
-                    assert status is not None
+                    assert status is not None  # the main process is this process's child
                     return status
                 if pid == 0:
                     break
-                if pid == main and not self.namespace:
+                if pid == main:
                     status = code
-            if status is None and self.namespace:
-                status = self._main_status()
+                    if self.init is not None:
+                        # the Init waits on its own children alone: told that the main process
+                        # is gone, it exits as soon as the namespace holds nothing else. Not
+                        # reaped yet: the kernel keeps an init until every pid of its namespace
+                        # is freed, the main process's included
+                        _kill(self.init, signal.SIGCHLD)
             now = time.time()
             if status is not None or self.stop_requested:
                 self._begin_stop(now)
@@ -646,20 +657,10 @@ class Supervisor:
             wakes = [t for t in (self.next_kill, None if self.stopping_since else self.deadline) if t is not None]
             timeout = max(0.0, min(wakes) - now) if wakes else None
             try:
-                select.select([wake] if status is not None or not self.namespace else [wake, self.ended], [], [],
-                              timeout)
+                select.select([wake], [], [], timeout)
             except InterruptedError:
                 pass
             _drain(wake)
-
-    def _main_status(self) -> int | None:
-        """The wait status of the task's main process, as its Init wrote it; None while it runs."""
-        try:
-            said = os.read(self.ended, 64)
-        except BlockingIOError:
-            return None
-        # nothing said, and the Init gone: it was killed first, and the whole namespace with it
-        return int(said.split()[0]) if said else signal.SIGKILL
 
 
 def _drain(fd: int) -> None:
