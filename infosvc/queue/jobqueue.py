@@ -41,6 +41,7 @@ from infosvc.queue.jobnames import JobNames
 from infosvc.queue.planning import PassPlan, could_start, explained, held_on, still_waiting
 from infosvc.queue.predictions import overdue_guard, predict_queued
 from infosvc.queue.machine import SiteMachine
+from infosvc.queue.planners import planned
 from infosvc.queue.runnable import screened
 from infosvc.queue.submissions import Filer, Prepared, prepare, read_inline, requirements_again
 from infosvc.queue.upkeep import held_reason, start_deadline, upkeep, wake_at
@@ -121,26 +122,19 @@ class JobQueue:
         return job
 
     def listed(self, *, state: str | None = None, user: str | None = None, ce: str | None = None) -> list[JobRecord]:
-        found = []
-        for job in self.jobs.values():
-            if state is not None and job.state.value.lower() != state.lower():
-                continue
-            if user is not None and job.owner != user:
-                continue
-            if ce is not None and ce not in self.ces_of(job):
-                continue
-            found.append(job)
-        return found
+        site = cache(self.site)  # built once a listing, if a job on hosts is asked about: Site.of reads every CE
+        return [job for job in self.jobs.values() if (state is None or job.state.value.lower() == state.lower())
+                and (user is None or job.owner == user) and (ce is None or ce in self.ces_of(job, site))]
 
     def events_of(self, job: JobRecord, limit: int) -> list[Event]:
         """The job's stored transitions, newest `limit` (blocking: read in a thread)."""
         return self.store.job_events(int(job.id), limit)
 
-    def ces_of(self, job: JobRecord) -> list[str]:
+    def ces_of(self, job: JobRecord, site_now: Callable[[], Site] | None = None) -> list[str]:
         """The CEs the job is counted on: those it runs on; waiting, those of the last pass's figures."""
         if job.state is JobState.QUEUED:
             return sorted(self.ce_queues.homes.get(job.id, ()))
-        site = self.site()
+        site = (site_now or self.site)()
         clusters = {host.cluster for name in job.hosts if (host := self.table.rollup.hosts.get(name)) is not None}
         return sorted({ce.id for cluster in clusters for ce in site.ces.get(cluster, ())})
 
@@ -231,9 +225,9 @@ class JobQueue:
                 raise Invalid(f"task {task} of job {job_id} is {record.state.value}, not running")
             if host is not None and record.host != host:
                 raise Forbidden(f"task {task} of job {job_id} runs on {record.host}, not on {host}")
-            if attempt is not None and attempt != record.attempts:
-                raise Invalid(f"the report is about attempt {attempt} of task {task} of job {job_id}, "
-                              f"which is at attempt {record.attempts}")
+            if (attempt or 1) != record.attempts:  # one without it is of the first: a late one must not end a new run
+                raise Invalid(f"the report is about attempt {attempt or 1} of task {task} of job {job_id}, which is "
+                              f"at attempt {record.attempts}", "a report of a task placed again names its `attempt`")
             now = self.clock()
             if began:
                 await self._commit(job, lambda j: j.task_began(task, now))
@@ -330,7 +324,7 @@ class JobQueue:
         now = self.clock()
         work = PassPlan(pool, running, holders, queued, now, ces, self.machine.cluster_of, run_time_ratio(finished[-1000:]),
                      self.policy, overdue_after=overdue_guard(finished, holders))
-        plan, figures = await asyncio.to_thread(work.run)
+        plan, figures = await planned(work.run)
         async with self._lock:
             await self._apply(plan, pool, ces, now)
             self.ended.forget()

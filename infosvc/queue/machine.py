@@ -18,6 +18,7 @@ from infosvc.model.glue import Host
 from infosvc.sched.hosts import HostPool
 from infosvc.queue.cestate import serving_clusters
 from infosvc.queue.eligibility import pool_of
+from infosvc.queue.planners import planned
 from infosvc.hosts import HostTable
 from infosvc.config import LicensePools
 
@@ -86,8 +87,7 @@ class SiteMachine:
                 hosts, paused, served, licenses = self._inputs()
                 removals, self._meanwhile = self._removals, []
                 try:
-                    built = await asyncio.to_thread(pool_of, hosts, paused.__contains__, served, licenses,
-                                                    self.executors)
+                    built = await planned(pool_of, hosts, paused.__contains__, served, licenses, self.executors)
                     changed = self._meanwhile
                 finally:
                     self._meanwhile = None

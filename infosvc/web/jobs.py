@@ -25,7 +25,7 @@ from infosvc.web.bodies import read_body
 from infosvc.web.jobcontrols import actor_of
 from infosvc.web.pretty import compact_json
 from infosvc.web import slurmjobs
-from infosvc.web.keys import AGGREGATOR, JOB_QUEUE, SLURM
+from infosvc.web.keys import AGGREGATOR, JOB_LISTINGS, JOB_QUEUE, SLURM, known
 
 #: A page of GET /v1/jobs holds at most this many jobs (`limit`), DEFAULT_LISTED unless it says.
 MAX_LISTED: Final = 10_000
@@ -35,6 +35,8 @@ LIST_PARAMETERS: Final = ("state", "user", "ce", "since", "until", "limit", "cur
 #: `limit` allows: each submission's jobs are bounded together (sched/budget.py), a page of many
 #: submissions is bounded here, and its `next` goes on from the last job it holds.
 JOBS_PAGE_BYTES: Final = 4 << 20
+#: Listings waiting for their turn past the one under way (anonymous; as many again with a token)
+LISTINGS_WAITING: Final = 4
 #: An executor's report is a small JSON object.
 MAX_REPORT_BYTES: Final = 4096
 #: An end report's reason (a task that could not start says which path and why).
@@ -80,7 +82,11 @@ async def get_jobs(request: web.Request) -> web.Response:
     listing = listing_of(query)
     if _by_slurm(request):
         return await slurmjobs.get_jobs(request, listing)
-    page = await listing_page(request.app[JOB_QUEUE], listing, _job_text, JOBS_PAGE_BYTES)
+    # one listing at a time, a few waiting (and as many for callers with a token): each reads the
+    # store in a worker thread and renders on the loop, and 24 anonymous ones at once took every
+    # worker thread for 15 s
+    async with request.app[JOB_LISTINGS].taken(known=known(request)):
+        page = await listing_page(request.app[JOB_QUEUE], listing, _job_text, JOBS_PAGE_BYTES)
     following = None
     if page.next is not None:
         kept = [(key, value) for key, value in query.items() if key != "cursor"]
@@ -163,7 +169,7 @@ async def post_task_event(request: web.Request) -> web.Response:
         raise Invalid(f"a task report is at most {MAX_REPORT_BYTES} bytes")
     try:
         report = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # "[" * 1000 is within the size
         raise Invalid("a task report is a JSON object: {\"event\": \"started\"} or "
                       "{\"event\": \"ended\", \"exit_code\": N}") from None
     if not isinstance(report, dict) or report.get("event") not in ("started", "ended"):

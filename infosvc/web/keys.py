@@ -40,6 +40,8 @@ PAST_VIEWS = web.AppKey("past_views", asyncio.Semaphore)
 GRID_ANSWERS: web.AppKey["GridAnswers"] = web.AppKey("grid_answers")
 #: large answers indented for `?pretty=1`, one at a time (infosvc/web/pretty.py)
 INDENTS: web.AppKey["Turns"] = web.AppKey("indents")
+#: GET /v1/jobs's listings, one at a time (infosvc/web/jobs.py)
+JOB_LISTINGS: web.AppKey["Turns"] = web.AppKey("job_listings")
 #: a top level's renderings of the union's hosts, one at a time in a worker thread (infosvc/web/federation.py)
 UNION_VIEWS: web.AppKey["UnionViews"] = web.AppKey("union_views")
 #: the worker slots that build history answers (GET /v1/nodes/{id}/history) take turns on

@@ -1,11 +1,12 @@
-"""Big work for worker threads (rendering or indenting an answer) taken in turns, one at a time,
-with a bounded queue and a 503 past it (`Turns`): threads at once are what hold the event loop,
-since each holds the interpreter lock for its stretches of work."""
+"""Big work for worker threads (rendering or indenting an answer, reading a listing) taken in
+turns, one at a time, with a bounded queue and a 503 past it (`Turns`): threads at once are what
+hold the event loop, since each holds the interpreter lock for its stretches of work."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, TypeVar
+import contextlib
+from typing import Any, AsyncIterator, Callable, TypeVar
 
 from infosvc.web.errors import HttpError
 
@@ -35,9 +36,7 @@ class Turns:
         """The work's task: `prepare()` called on the event loop once its turn comes, and what it
         returns run in a worker thread. Await it through asyncio.shield: it is not the reader's
         to cancel. HttpError 503 when the queue of its kind (`known`: asked with a valid token) is full."""
-        if self._taken[known] > self.waiting:
-            raise HttpError(503, self.busy, "try again after Retry-After")
-        self._taken[known] += 1
+        self._admit(known)
         task = asyncio.ensure_future(self._in_turn(prepare, known))
         task.add_done_callback(_seen)
         return task
@@ -45,6 +44,22 @@ class Turns:
     async def run(self, work: Callable[[], T], *, known: bool = False) -> T:
         """`work` run in a worker thread in its turn; HttpError 503 when the queue is full."""
         return await asyncio.shield(self.start(lambda: work, known=known))
+
+    @contextlib.asynccontextmanager
+    async def taken(self, *, known: bool = False) -> AsyncIterator[None]:
+        """A turn for work the caller does itself, in slices on the event loop and in worker threads
+        as it likes, until the block ends; HttpError 503 when the queue is full."""
+        self._admit(known)
+        try:
+            async with self._turn:
+                yield
+        finally:
+            self._taken[known] -= 1
+
+    def _admit(self, known: bool) -> None:
+        if self._taken[known] > self.waiting:
+            raise HttpError(503, self.busy, "try again after Retry-After")
+        self._taken[known] += 1
 
     async def _in_turn(self, prepare: Callable[[], Callable[[], T]], known: bool) -> T:
         try:
