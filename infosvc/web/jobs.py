@@ -80,12 +80,12 @@ async def get_jobs(request: web.Request) -> web.Response:
         if len(query.getall(key, ())) > 1:  # `?state=Queued&state=Finished` is no one listing
             raise QueryError(key, "given more than once")
     listing = listing_of(query)
-    if _by_slurm(request):
-        return await slurmjobs.get_jobs(request, listing)
     # one listing at a time, a few waiting (and as many for callers with a token): each reads the
     # store in a worker thread and renders on the loop, and 24 anonymous ones at once took every
-    # worker thread for 15 s
+    # worker thread for 15 s; under Slurm each is a squeue of every job
     async with request.app[JOB_LISTINGS].taken(known=known(request)):
+        if _by_slurm(request):
+            return await slurmjobs.get_jobs(request, listing)
         page = await listing_page(request.app[JOB_QUEUE], listing, _job_text, JOBS_PAGE_BYTES)
     following = None
     if page.next is not None:
@@ -125,8 +125,9 @@ def listing_of(query: Mapping[str, str]) -> Listing:
 
 
 async def get_job(request: web.Request) -> web.Response:
-    if _by_slurm(request):
-        return await slurmjobs.get_job(request)
+    if _by_slurm(request):  # a process (scontrol) a read: in the listings' turns
+        async with request.app[JOB_LISTINGS].taken(known=known(request)):
+            return await slurmjobs.get_job(request)
     queue = request.app[JOB_QUEUE]
     job = await queue.ended.find(request.match_info["id"])  # an ended one may be in the store only
     answer = job_json(job, detail=True)
