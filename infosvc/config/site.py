@@ -53,6 +53,8 @@ SETTINGS: Final[dict[str, tuple[Setting, ...]]] = {
     ),
     "store": (
         Setting("history_per_host", 100, "reports kept per host, the newest", minimum=1),
+        Setting("past_view_max_hosts", 0, "the most hosts a past view (GET /v1/glue?at=) holds; 0: twice the hosts "
+                "now, at least 1,000", minimum=0),
     ),
     # What one agent report may carry (infosvc/hosts/reportcaps.py): a count and a size in characters
     # for each family of what it lists. The defaults are about 4 times the count and 3 times the
@@ -134,6 +136,7 @@ class ServiceConfig:
 @dataclass(frozen=True, slots=True)
 class StoreConfig:
     history_per_host: int = default("store", "history_per_host")
+    past_view_max_hosts: int = default("store", "past_view_max_hosts")
 
 
 @dataclass(frozen=True, slots=True)

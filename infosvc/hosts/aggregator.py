@@ -364,14 +364,18 @@ class Aggregator:
     def tree_at(self, at: float) -> Rollup:
         """The tree as published at `at`, from the store's history (infosvc.hosts.history): blocking.
         Every host published then is in it; TooLarge (413) when they were more than a past view
-        holds, max(2 x the hosts now, PAST_VIEW_MIN_HOSTS), rather than some of them."""
-        bound = max(len(self.table) * 2, PAST_VIEW_MIN_HOSTS)
+        holds, `[store] past_view_max_hosts` or else max(2 x the hosts now, PAST_VIEW_MIN_HOSTS),
+        rather than some of them."""
+        set_bound = self.config.store.past_view_max_hosts
+        bound = set_bound or max(len(self.table) * 2, PAST_VIEW_MIN_HOSTS)
         try:
             return site_at(self.config, self.store, at, lambda h: (e.approved if (e := self.table.get(h)) else None),
                            max_hosts=bound)
         except PastViewTooLarge as exc:
+            why = "as [store] past_view_max_hosts sets" if set_bound else (
+                f"twice the hosts now, at least {PAST_VIEW_MIN_HOSTS}; [store] past_view_max_hosts sets another")
             raise TooLarge(f"{exc.hosts} hosts were published at that time, more than the {bound} a past view "
-                           f"holds (twice the hosts now, at least {PAST_VIEW_MIN_HOSTS})",
+                           f"holds ({why})",
                            "GET /v1/nodes/{id}/history gives any host's reports of that time") from None
 
     def node_history(self, host_id: str, since: float, until: float, limit: int,

@@ -185,3 +185,25 @@ def test_a_past_view_past_its_bound_is_refused_not_cut_short(serve_app: ServerFa
     refused = site.get(f"/v1/glue?at={quote(iso(all_four))}")
     assert refused.is_error(413), (refused.status, refused.body)
     assert "4 hosts" in refused.json()["error"] and "2" in refused.json()["error"]
+
+
+def test_a_site_that_shrank_sets_its_past_views_bound(serve_app: ServerFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`[store] past_view_max_hosts`: a site that had more than twice the hosts it has now reads its
+    past views up to the bound it sets (the default's 413 would keep it from them)."""
+    from infosvc.hosts import aggregator
+
+    monkeypatch.setattr(aggregator, "PAST_VIEW_MIN_HOSTS", 1)
+    site = serve_app({"store": {"past_view_max_hosts": 4}}, agents=5)
+    site.report("zz-real", site.agent_token(), processors=4)
+    for name in ("a1", "a2", "a3"):
+        site.report(name, site.agent_token(), processors=2)
+    all_four = instant()
+    site.report("a4", site.agent_token(), processors=2)
+    five = instant()
+    for name in ("a1", "a2", "a3", "a4"):
+        assert site.request("POST", f"/v1/admin/hosts/{name}/remove", b"", token=site.tokens["admin"]).status == 200
+    # one host now: the default bound would be 2
+    assert sorted(hosts_of(glue_at(site, all_four))) == ["a1", "a2", "a3", "zz-real"]  # 4: at the bound
+    refused = site.get(f"/v1/glue?at={quote(iso(five))}")  # past it: refused still, naming it
+    assert refused.is_error(413), (refused.status, refused.body)
+    assert "5 hosts" in refused.json()["error"] and "past_view_max_hosts" in refused.json()["error"]
