@@ -210,7 +210,8 @@ class Ids:
                    service_dn,
                    f"GLUE2ManagerID={manager_id},{service_dn}",
                    {ce.unique_id: f"{urn}:share:{local(ce.unique_id)}" for ce in snapshot.computing_elements},
-                   {s.unique_id: f"{urn}:ee:{local(s.unique_id)}" for s in subs})
+                   # ':' escaped (id_part): a Benchmark's id is its EE's and `:specint2000`
+                   {s.unique_id: f"{urn}:ee:{id_part(s.unique_id)}" for s in subs})
 
     def app(self, rte: str) -> str:
         return f"{self.urn}:appenv:{local(rte)}"

@@ -199,3 +199,20 @@ def test_every_pair_of_texts_has_its_own_part_id(first: str, second: str) -> Non
     # a part with no ':' and no odd character is its own id, as `local` keeps it
     if ":" not in first:
         assert id_part(first) == local(first)
+
+
+def test_a_benchmark_id_is_no_execution_environment_s() -> None:
+    # a Benchmark's id was its EE's and `:specint2000`: the EE of an upstream subcluster named
+    # `X:specint2000` had the id of subcluster X's benchmark
+    base = site_tree()
+    benched = next(s for c in base.clusters() for s in base.subclusters_of(c.unique_id) if s.benchmark is not None)
+    assert benched.benchmark is not None and benched.benchmark.si00 > 0
+    twin = f"{benched.unique_id}:specint2000"
+    names = [s.unique_id for c in base.clusters() for s in base.subclusters_of(c.unique_id)]
+    at = names.index(benched.unique_id)
+    tree = site_tree(subs=[*names[:at + 1], twin])  # the subcluster after it renamed so
+    document = json.loads(rendered(tree, "glue2-json"))
+    assert repeated(json_ids(document)) == []
+    assert {e["ID"] for e in document["ExecutionEnvironment"]}.isdisjoint(e["ID"] for e in document["Benchmark"])
+    root = xml_valid(rendered(tree, "glue2-xml"))
+    assert repeated(e.text or "" for e in root.iter(f"{NS}ID")) == []
