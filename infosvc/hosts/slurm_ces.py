@@ -22,6 +22,7 @@ per partition, built from the last good read at each rendering, in place of the 
 from __future__ import annotations
 
 import heapq
+import logging
 import math
 import time
 from dataclasses import dataclass, replace
@@ -29,13 +30,17 @@ from typing import Callable, Final, Iterable, Mapping
 
 from infosvc.config import ComputingElementConfig, SiteConfig
 from infosvc.lrms.cluster import ClusterState, SlurmJob, SlurmNode, SlurmPartition
+from infosvc.loglimit import LogLimiter
 from infosvc.model import glue
+from infosvc.model.glue import directory_key
 
 #: CE Job objects published per CE (running first, then pending); the rest are counted only
 MAX_CE_JOBS: Final = 1000
 #: what BDII's information providers publish for a response time they cannot tell
 UNKNOWN_SECONDS: Final = 2146660842
 STATUS_OF: Final = {"UP": "Production", "DRAIN": "Draining", "DOWN": "Closed", "INACTIVE": "Queueing"}
+#: a partition left out for its name (read at every rendering): once per interval, not at each
+_clashes = LogLimiter(logging.getLogger("infosvc.lrms"))
 
 
 def _config_for(config: SiteConfig) -> dict[str, ComputingElementConfig]:
@@ -162,7 +167,31 @@ def partition_ces(state: ClusterState, config: SiteConfig, host_of: Mapping[str,
         ce = configured.get(part.name)
         members = [nodes[n] for n in part.nodes if n in nodes]
         found.append(_ce(part, ce, members, jobs_of.get(part.name, []), state, config, host_of, url))
-    return found
+    return _apart(found, [configured.get(part.name) is not None for part in state.partitions])
+
+
+def _apart(found: list[PartitionCE], named: list[bool]) -> list[PartitionCE]:
+    """The CEs with ids a directory tells apart (`directory_key`: GlueCEUniqueID ignores case and
+    runs of spaces): a partition without a config entry is a CE of its own name, which may be a
+    configured CE's id (`Batch` serving another partition) or another partition's in another case;
+    the config's ids, then the partitions in Slurm's order, keep theirs, and the later one is
+    published as `slurm/NAME` (or left out, with a warning, should that be taken too)."""
+    taken = {directory_key(p.ce.unique_id) for p, own in zip(found, named) if own}
+    kept = []
+    for partition, own in zip(found, named):
+        ce = partition.ce
+        if not own:
+            for ident in (ce.unique_id, f"slurm/{ce.queue}"):
+                if directory_key(ident) not in taken:
+                    partition = replace(partition, ce=replace(ce, unique_id=ident))
+                    break
+            else:
+                _clashes.warning(ce.queue, "Slurm partition %r left out of the CEs: its name and slurm/%s are "
+                                 "other CEs' ids to a directory", ce.queue, ce.queue)
+                continue
+            taken.add(directory_key(partition.ce.unique_id))
+        kept.append(partition)
+    return kept
 
 
 def computing_elements(state: ClusterState, config: SiteConfig, host_of: Mapping[str, str],

@@ -18,6 +18,7 @@ from infosvc.hosts.slurm_hosts import SlurmWord, host_from_slurm, merged_state, 
 from infosvc.lrms.cluster import ClusterState, GpuKind, SlurmJob, SlurmPartition
 from infosvc.lrms.slurm_commands import SlurmUnavailable
 from infosvc.lrms.slurm_parse import gpus_of, jobs_of, minutes_of, node_of, nodes_of, partitions_of
+from infosvc.model.glue import directory_key
 from support import FIXTURES
 
 HERE = FIXTURES / "slurm"
@@ -84,6 +85,27 @@ def test_a_configured_ce_names_its_partition() -> None:
     assert short.access_control_rules == ("VO:dteam",) and short.policy.max_running_jobs == 7
     assert short.policy.max_wall_clock_time == 30  # Slurm's MaxTime, not the config's
     assert ces["batch"].unique_id == "batch"
+
+
+@pytest.mark.parametrize("configured", ["Batch", "batch", " BATCH "])
+def test_a_partition_named_as_another_s_configured_ce_is_published_apart(configured: str) -> None:
+    # the configured CE "Batch" serves partition short; partition batch has no entry and was a CE
+    # "batch": one entry to a directory (GlueCEUniqueID ignores case), the second refused by ldapadd
+    config = parse_config(tomllib.loads(f'[lrms]\ntype = "slurm"\n[[computing_elements]]\nid = "{configured}"\n'
+                                        'queue = "short"'))
+    ces = {ce.queue: ce for ce in computing_elements(state(), config, {}, now=NOW)}
+    assert ces["short"].unique_id == configured.strip()
+    assert ces["batch"].unique_id == "slurm/batch"
+    keys = [directory_key(ce.unique_id) for ce in ces.values()]
+    assert len(set(keys)) == len(keys)
+
+
+def test_partitions_alike_but_for_case_are_published_apart() -> None:
+    read = state()
+    twin = dataclasses.replace(next(p for p in read.partitions if p.name == "batch"), name="BATCH")
+    ces = computing_elements(dataclasses.replace(read, partitions=(*read.partitions, twin)), parse_config({}), {},
+                             now=NOW)
+    assert sorted(ce.unique_id for ce in ces) == ["batch", "short", "slurm/BATCH"]
 
 
 @pytest.mark.parametrize("slurm_state, status", sorted(STATUS_OF.items()))
