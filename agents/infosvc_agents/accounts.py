@@ -4,11 +4,14 @@ As batch systems do, the host decides, not the document: the job's owner is the 
 token is bound to (the aggregator enforces that), and this host maps it to an account:
 
 1. the site's map (`--run-as-map FILE`: `OWNER ACCOUNT` a line), which may name any account but root;
-2. the owner's own account of the same name (`--run-as-owner`), where it exists and its uid is at
-   least `--min-uid` (1000: system accounts such as daemon or bin are never an owner's own);
+2. the owner's own account of the same name (`--run-as-owner`), where it exists and its uid is
+   from `--min-uid` (1000: system accounts such as daemon or bin are never an owner's own) to
+   `--max-uid` (59999: Debian's fixed uids of packages' accounts are 60000-64999, Slurm's `slurm`
+   64030 among them, and `nobody` is 65534);
 3. the default pool account (`--run-as USER`), for every other owner;
 else the task is refused with a reason. Root, uid 0 or an account whose primary group is root, is
-never an answer, whichever rule names it. An agent not running as root runs every task as itself:
+never an answer, whichever rule names it; nor are the accounts of `never` (the batch system's
+daemons' own, SlurmUser: Slurm takes a job of that uid for an operator's). An agent not running as root runs every task as itself:
 it cannot switch, so it accepts no other account.
 """
 
@@ -82,6 +85,9 @@ class AccountPolicy:
     own_accounts: bool = False
     mapping: dict[str, str] = field(default_factory=dict)
     min_uid: int = 1000
+    max_uid: int = 59999
+    #: accounts that run no task whichever rule names them: the batch system's daemons'
+    never: frozenset[str] = frozenset()
 
     def check(self) -> None:
         """At start: every account the policy names exists and is not root; an agent that is not
@@ -101,7 +107,7 @@ class AccountPolicy:
             account = _lookup(name)
             if account is None:
                 raise AccountError(f"no local account {name}")
-            _unprivileged(account, "account")
+            self._allowed(_unprivileged(account, "account"), "account")
 
     def resolve(self, owner: str | None) -> Account | None:
         """The account for `owner`'s tasks; None where the agent is not root (tasks run as the agent)."""
@@ -111,14 +117,20 @@ class AccountPolicy:
             account = _lookup(self.mapping[owner])
             if account is None:
                 raise AccountError(f"owner {owner} is mapped to {self.mapping[owner]}, which does not exist here")
-            return _unprivileged(account, f"owner {owner}'s account")
+            return self._allowed(_unprivileged(account, f"owner {owner}'s account"), f"owner {owner}'s account")
         if owner and self.own_accounts:
             account = _lookup(owner)
-            if account is not None and account.uid >= self.min_uid and account.gid != 0:
+            if account is not None and self.min_uid <= account.uid <= self.max_uid and account.gid != 0 \
+                    and account.name not in self.never:
                 return account
         if self.default is not None:
             account = _lookup(self.default)
             if account is None:
                 raise AccountError(f"the default account {self.default} does not exist here")
-            return _unprivileged(account, "the default account")
+            return self._allowed(_unprivileged(account, "the default account"), "the default account")
         raise AccountError(f"owner {owner or '(none)'} has no account on this host")
+
+    def _allowed(self, account: Account, what: str) -> Account:
+        if account.name in self.never:
+            raise AccountError(f"{what} {account.name} is the batch system's own and runs no task")
+        return account

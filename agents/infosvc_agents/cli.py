@@ -63,10 +63,13 @@ def parser() -> argparse.ArgumentParser:
                         "never root)")
     p.add_argument("--run-as-owner", action="store_true",
                    help="run a job owner's tasks as the local account of that name, where it exists and its uid "
-                        "is at least --min-uid")
+                        "is from --min-uid to --max-uid")
     p.add_argument("--run-as-map", metavar="FILE", help="owners' accounts, 'OWNER ACCOUNT' a line (never root)")
     p.add_argument("--min-uid", type=int, default=1000, metavar="UID",
                    help="the least uid an owner's own account may have with --run-as-owner (1000)")
+    p.add_argument("--max-uid", type=int, default=59999, metavar="UID",
+                   help="the greatest uid an owner's own account may have with --run-as-owner (59999: above it, "
+                        "packages' fixed uids and nobody)")
     p.add_argument("--task-state", metavar="DIR",
                    help="where the executor records each task it takes, so that a restart adopts or reports it "
                         "and never starts it again (made 0700; default: 'tasks' beside --spool, else "
@@ -228,6 +231,7 @@ def _executor(args: argparse.Namespace) -> "Executor | None":
     state = args.task_state or default_task_state(args.spool)
     try:
         accounts = AccountPolicy(default=args.run_as, own_accounts=args.run_as_owner, min_uid=args.min_uid,
+                                 max_uid=args.max_uid,
                                  mapping=read_map(args.run_as_map) if args.run_as_map else {})
         accounts.check()
         sender = Sender(args.server, read_token(args.executor_token_file, role="executor"), ca_file=args.ca_file)

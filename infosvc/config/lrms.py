@@ -50,9 +50,11 @@ SETTINGS: Final = (
     Setting("timeout_seconds", 20.0, "the time one Slurm command may take; past it that read fails and the last "
             "good state stays published, marked stale", maximum=DAY_SECONDS),
     Setting("run_as", "", "the pool account sbatch runs as for an owner with no account of its own here (\"\": none)"),
-    Setting("run_as_owner", False, "submit as the owner's own account of the same name where its uid is at least "
-            "min_uid"),
+    Setting("run_as_owner", False, "submit as the owner's own account of the same name where its uid is from "
+            "min_uid to max_uid"),
     Setting("min_uid", 1000, "the least uid an owner's own account may have with run_as_owner", minimum=1),
+    Setting("max_uid", 59999, "the greatest uid an owner's own account may have with run_as_owner (above it: "
+            "packages' fixed uids, Slurm's own account among them, and nobody)", minimum=1),
     Setting("run_as_map", "", "a file of `OWNER ACCOUNT` lines: the account each owner submits as (\"\": none)",
             check=_absolute_or_empty),
     Setting("restd_url", "", "slurmrestd's base URL (not yet used: the commands are)", check=_http_url_or_empty),
@@ -74,6 +76,7 @@ class LrmsConfig:
     run_as: str = str(_default("run_as"))
     run_as_owner: bool = bool(_default("run_as_owner"))
     min_uid: int = int(_default("min_uid"))
+    max_uid: int = int(_default("max_uid"))
     run_as_map: str = str(_default("run_as_map"))
     restd_url: str = str(_default("restd_url"))
     restd_token_file: str = str(_default("restd_token_file"))
@@ -101,7 +104,11 @@ def parse_lrms(top: TomlTable) -> LrmsConfig:
             raise ConfigError(f"{accounts.where}.{account}: a VO name (letters, digits, . _ -), got {vo!r}")
         mapping[account] = vo
     accounts.data.clear()
-    return LrmsConfig(**t.settings(SETTINGS), accounts=mapping)
+    config = LrmsConfig(**t.settings(SETTINGS), accounts=mapping)
+    if config.min_uid > config.max_uid:
+        raise ConfigError(f"{t.where}: min_uid {config.min_uid} is above max_uid {config.max_uid}: no owner would "
+                          "have an account of its own")
+    return config
 
 
 def owner_map(config: LrmsConfig) -> dict[str, str]:

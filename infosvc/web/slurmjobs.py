@@ -23,6 +23,7 @@ from infosvc.errors import Conflict, DocumentError, Forbidden, Invalid, Unavaila
 from infosvc.hosts import Role
 from infosvc.lrms import slurm_jobs
 from infosvc.lrms.sbatch import translate
+from infosvc.lrms.slurm_daemons import daemon_accounts
 from infosvc.lrms.slurm_commands import SlurmUnavailable
 from infosvc.lrms.slurm_jobs import HELD_BY, Submitted, job_view
 from infosvc.queue import MAX_GROUP_JOBS, Filer, Listing, Prepared, check_group, owner_of, read_document
@@ -54,6 +55,8 @@ class SlurmSide:
     config: LrmsConfig
     policy: AccountPolicy
     known: dict[str, Submitted] = field(default_factory=dict)
+    #: whether the policy knows Slurm's daemons' accounts yet (read at the first submission)
+    daemons_read: bool = False
     slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(SUBMIT_SLOTS))
 
     def remember(self, job_id: str, submitted: Submitted) -> None:
@@ -73,7 +76,8 @@ class SlurmSide:
             log.warning("[lrms] run_as, run_as_owner and run_as_map need a server running as root: this one runs "
                         "as uid %d, not root, so every job is submitted to Slurm as that user, whoever owns it",
                         os.geteuid())
-        return cls(config, AccountPolicy(config.run_as or None, config.run_as_owner, mapping, config.min_uid))
+        return cls(config, AccountPolicy(config.run_as or None, config.run_as_owner, mapping, config.min_uid,
+                                         config.max_uid))
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +164,9 @@ async def post_job(request: web.Request) -> web.Response:
                                                  request.app[CONFIG].scheduler.exclusive_default)
     if not who.admin and any("System" in item.request.holds for item in prepared):
         raise Forbidden("a System hold is an administrator's to put on", "submit it with an admin token")
+    if not side.daemons_read:  # no job is submitted as SlurmUser, which Slurm takes for an operator
+        side.policy.never = await _slurm(daemon_accounts, side.config)
+        side.daemons_read = True
     accounts = [_account(side, item.request.owner) for item in prepared]
     order = _order(prepared)
     # every job translated before any is submitted (a refusal leaves nothing in Slurm), off the loop

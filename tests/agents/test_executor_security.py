@@ -618,9 +618,9 @@ def test_the_account_policy() -> None:
     daemon = pwd.getpwnam("daemon")
     nobody = pwd.getpwnam(TASK_ACCOUNT)
     policy = AccountPolicy(default="daemon", own_accounts=True, mapping={"carol": TASK_ACCOUNT, "eve": "root"},
-                           min_uid=1000)
+                           min_uid=1000, max_uid=65534)
     assert policy.resolve("carol").name == TASK_ACCOUNT  # the map first
-    assert policy.resolve(TASK_ACCOUNT).uid == nobody.pw_uid  # its own account: uid 65534 >= 1000
+    assert policy.resolve(TASK_ACCOUNT).uid == nobody.pw_uid  # its own account: uid 65534 in 1000..65534
     assert policy.resolve("bin").name == "daemon"  # uid 2 is no owner's own account: the pool's
     assert policy.resolve("root").name == "daemon"  # root is never an owner's own account
     assert policy.resolve("no-such-owner").uid == daemon.pw_uid
@@ -640,6 +640,32 @@ def test_the_account_policy() -> None:
         _unprivileged(Account("wheel-member", 4242, 0, "/"), "account")  # uid not 0, primary group root
 
 
+def test_an_owner_s_own_account_is_no_account_of_the_system_s_or_a_daemon_s() -> None:
+    # a review: with run_as_owner, a portal's token filed a job for owner `slurm` (Debian's SlurmUser,
+    # uid 64030 >= min_uid): it ran as Slurm's own account, which Slurm takes for an operator, and
+    # cancelled another user's job. Debian's system range above UID_MAX (60000-65533: packages' fixed
+    # uids, slurm's, libvirt-qemu's; 65534 nobody) is no owner's own, nor the LRMS's daemons' accounts.
+    from infosvc_agents.accounts import AccountError, AccountPolicy
+
+    policy = AccountPolicy(default="daemon", own_accounts=True)
+    assert policy.max_uid == 59999
+    assert policy.resolve(TASK_ACCOUNT).name == "daemon"  # nobody, 65534: the pool's
+    try:
+        pwd.getpwnam("slurm")
+    except KeyError:
+        pass
+    else:
+        assert policy.resolve("slurm").name == "daemon"
+    wide = AccountPolicy(default="daemon", own_accounts=True, max_uid=65534, never=frozenset({TASK_ACCOUNT}))
+    assert wide.resolve(TASK_ACCOUNT).name == "daemon"  # a daemon's account, whatever its uid
+    with pytest.raises(AccountError, match="runs no task"):
+        AccountPolicy(mapping={"carol": TASK_ACCOUNT}, never=frozenset({TASK_ACCOUNT})).resolve("carol")
+    with pytest.raises(AccountError, match="runs no task"):
+        AccountPolicy(default=TASK_ACCOUNT, never=frozenset({TASK_ACCOUNT})).check()
+    with pytest.raises(AccountError, match="runs no task"):
+        AccountPolicy(default=TASK_ACCOUNT, never=frozenset({TASK_ACCOUNT})).resolve("anyone")
+
+
 def test_an_owner_is_its_own_account_only_by_its_exact_name(monkeypatch: pytest.MonkeyPatch) -> None:
     # Where NSS finds names without regard to case (sssd, winbind), getpwnam("ALICE") answers
     # alice's entry: an owner ALICE ran as alice. The entry's own name must be the name asked.
@@ -648,7 +674,7 @@ def test_an_owner_is_its_own_account_only_by_its_exact_name(monkeypatch: pytest.
 
     real = pwd.getpwnam
     monkeypatch.setattr(accounts.pwd, "getpwnam", lambda name: real(name.lower()))  # such an NSS
-    policy = AccountPolicy(default="daemon", own_accounts=True, min_uid=1000)
+    policy = AccountPolicy(default="daemon", own_accounts=True, min_uid=1000, max_uid=65534)
     assert policy.resolve(TASK_ACCOUNT).name == TASK_ACCOUNT
     assert policy.resolve(TASK_ACCOUNT.upper()).name == "daemon"  # no own account: the pool's
 

@@ -1,0 +1,40 @@
+"""The accounts of Slurm's own daemons (`scontrol show config`'s SlurmUser, SlurmdUser), which no
+job's owner is submitted as: a review had a portal's token file a job for owner `slurm` (Debian's
+SlurmUser, uid 64030, within run_as_owner's uids then), which ran as Slurm's operator account and
+cancelled another user's job."""
+
+from __future__ import annotations
+
+import pwd
+
+import pytest
+
+from infosvc.lrms.slurm_daemons import parse_daemon_accounts
+from infosvc_agents.accounts import AccountError, AccountPolicy
+
+#: lines of a real `scontrol show config` (Slurm 22.05, Debian's packages)
+SHOWN = """Configuration data as of 2026-11-28T03:50:12
+AccountingStorageBackupHost = (null)
+SlurmctldTimeout        = 120 sec
+SlurmUser               = slurm(64030)
+SlurmdUser              = root(0)
+SlurmdTimeout           = 300 sec
+"""
+
+
+def test_the_daemons_accounts_are_read_from_scontrol() -> None:
+    assert parse_daemon_accounts(SHOWN) == {"slurm", "root"}
+    assert parse_daemon_accounts("SlurmUser=munge-slurm(990)\n") == {"munge-slurm"}
+    assert parse_daemon_accounts("Configuration data as of ...\n") == frozenset()
+
+
+def test_an_owner_named_as_a_daemon_s_account_is_submitted_as_the_pool_s() -> None:
+    try:
+        pwd.getpwnam("slurm")
+    except KeyError:
+        pytest.skip("no local account slurm here")
+    # uids wide enough to take slurm's 64030 for an owner's own: the daemons' names keep it out
+    policy = AccountPolicy("nobody", own_accounts=True, max_uid=64999, never=parse_daemon_accounts(SHOWN))
+    assert policy.resolve("slurm").name == "nobody"
+    with pytest.raises(AccountError, match="runs no task"):
+        AccountPolicy(mapping={"alice": "slurm"}, never=parse_daemon_accounts(SHOWN)).resolve("alice")
