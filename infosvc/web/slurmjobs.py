@@ -315,7 +315,12 @@ async def post_control(request: web.Request, action: str, hold: str) -> web.Resp
         raise Conflict(f"job {job_id} is {record.get('job_state')}: only a pending job is held or released")
     held = HELD_BY.get(str(record.get("state_reason")))
     if action == "hold":
-        await _slurm(slurm_jobs.hold, side.config, job_id, name)
+        if held == "System" and not who.admin:
+            # `scontrol uhold` as root turns an administrator's hold into a user's, which the owner
+            # could then release: the job is held already, and not the owner's to hold again
+            raise Forbidden(f"job {job_id} is held by an administrator (System)", "a System hold is an administrator's")
+        if held != name:
+            await _slurm(slurm_jobs.hold, side.config, job_id, name)
     elif held is None:
         raise Conflict(f"job {job_id} has no hold to release")
     elif held != name:

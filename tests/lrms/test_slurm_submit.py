@@ -207,6 +207,13 @@ def test_a_system_hold_is_an_administrators_at_submission(server: Server, slurm:
     assert squeue(slurm, reply.json()["id"])["state_reason"] == "JobHeldAdmin"
     assert server.request("POST", f"/v1/jobs/{reply.json()['id']}/release", b"",
                           token=server.tokens["alice"]).is_error(403)
+    # a review: alice's User hold on it ran `scontrol uhold` as root, which turned the administrator's
+    # hold into hers, and her release then freed the job
+    assert server.request("POST", f"/v1/jobs/{reply.json()['id']}/hold", b"",
+                          token=server.tokens["alice"]).is_error(403)
+    assert squeue(slurm, reply.json()["id"])["state_reason"] == "JobHeldAdmin"
+    assert server.request("POST", f"/v1/jobs/{reply.json()['id']}/release", b"",
+                          token=server.tokens["alice"]).is_error(403)
 
 
 def test_cancel_is_scancel_for_its_owner_and_an_admin(server: Server, slurm: SlurmCluster) -> None:
