@@ -45,9 +45,11 @@ def node(site: Server, host: str) -> Any:
     return reply.json()
 
 
-def started(site: Server, job_id: str, host: str) -> None:
-    reply = site.request("POST", f"/v1/jobs/{job_id}/tasks/0/events", b'{"event": "started"}',
-                         token=site.tokens[f"exec-{host}"])
+def started(site: Server, job_id: str, host: str, attempt: int = 1) -> None:
+    """The executor of `host` says the task began: the `attempt` its task list gives (a report of a
+    task placed again names it, as the agent's executor does)."""
+    body = json.dumps({"event": "started", "attempt": attempt}).encode()
+    reply = site.request("POST", f"/v1/jobs/{job_id}/tasks/0/events", body, token=site.tokens[f"exec-{host}"])
     assert reply.status == 200, reply.body
 
 
@@ -97,7 +99,7 @@ def test_a_task_not_started_in_time_goes_back_and_its_host_is_drained(serve_app:
     assert [e["state"] for e in events] == ["Queued", "Running", "Queued", "Running"], events
     assert "not started by an executor" in events[2]["detail"] and placed in events[2]["detail"]
     # started in time on the other host: no drain, whatever the time
-    started(site, first, other)
+    started(site, first, other, attempt=2)  # placed again: its second attempt
     time.sleep(TIMEOUT * 1.5)
     assert job(site, first)["state"] == "Running" and node(site, other)["life_cycle"] == "Ready"
     # nothing is placed on the drained host; an admin resumes it the usable way
