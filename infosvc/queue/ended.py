@@ -39,8 +39,10 @@ DAY = 86400.0
 
 
 def numbers(ids: Iterable[str]) -> list[int]:
-    """The queue's ids among `ids` (a dependency's JobId may be any text) as the store's numbers."""
-    return [int(job) for job in ids if job.isascii() and job.isdigit() and len(job) <= 18]
+    """The queue's ids among `ids` (a dependency's JobId may be any text) as the store's numbers:
+    only as the queue spells them (str of a number from 1), which is how memory knows them too, so
+    that `01` is not a second name of job 1 (read from the store while memory held its newer copy)."""
+    return [int(job) for job in ids if job.isascii() and job.isdigit() and len(job) <= 18 and job[0] != "0"]
 
 
 def depended_on(jobs: Iterable[JobRecord]) -> set[str]:
@@ -79,6 +81,12 @@ class EndedJobs:
                 raise NotFound(f"no job {excerpt(job_id)!r}")
             job = found[0]
         return job
+
+    async def count_events(self, job_id: str, details: Iterable[str]) -> int:
+        """How many of job `job_id`'s own stored events have a detail LIKE one of `details` (its
+        controls, to bound them: queue/jobcontrols.py); 0 for an id the queue never gives."""
+        number = numbers([job_id])
+        return await asyncio.to_thread(self.store.count_job_events, number[0], details) if number else 0
 
     def _let_go(self, jobs: Iterable[JobRecord]) -> None:
         pinned = depended_on(self.jobs.values())

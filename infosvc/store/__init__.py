@@ -37,8 +37,8 @@ from infosvc.store.hosts import (
     read_history_pages, read_host_events, read_hosts, read_reports_at, write_binding, write_flags, write_removal, write_report,
     write_snapshot,
 )
-from infosvc.store.jobs import (EndedQuery, count_ended, next_job_id, read_document, read_ended, read_events,
-                                read_jobs, read_jobs_by_id)
+from infosvc.store.jobs import (EndedQuery, count_ended, count_events, next_job_id, read_document, read_ended,
+                                read_events, read_jobs, read_jobs_by_id)
 from infosvc.store.schema import MIGRATIONS, migrate
 from infosvc.store.writer import GroupWriter, Operation, WriterStopped
 
@@ -231,6 +231,11 @@ class Store:
     def job_events(self, job_id: int, limit: int = 1000) -> list[Event]:
         with self._reader() as conn:
             return read_events(conn, job_id, limit)
+
+    def count_job_events(self, job_id: int, details: Iterable[str]) -> int:
+        """How many of the job's own events have a detail LIKE one of `details` (store/jobs.py)."""
+        with self._reader() as conn:
+            return count_events(conn, job_id, details)
 
     def size_bytes(self) -> int:
         total = 0

@@ -17,8 +17,8 @@ from infosvc.sched.jobs import Event, JobRecord, TaskRecord
 from infosvc.sched.request import After, JobRequest, TaskRequest
 from infosvc.store.writer import Operation
 
-__all__ = ["EndedQuery", "count_ended", "next_job_id", "prune_ended", "read_ended", "read_events", "read_jobs",
-           "read_jobs_by_id", "write_jobs"]
+__all__ = ["EndedQuery", "count_ended", "count_events", "next_job_id", "prune_ended", "read_ended", "read_events",
+           "read_jobs", "read_jobs_by_id", "write_jobs"]
 
 
 def _number(value: float) -> float | None:
@@ -161,10 +161,16 @@ class EndedQuery:
     hosts: str | None = None
 
     def where(self) -> tuple[str, list[Any]]:
-        # `ended IS NOT NULL` is what the partial indexes of migration 7 are made on: only ended jobs
-        # have an end time. Ordered by (ended, id) they are read a page at a time, newest first.
+        # `ended IS NOT NULL` is what the partial indexes of migrations 7 and 9 are made on: only
+        # ended jobs have an end time. Ordered by (ended, id) they are read a page at a time, newest
+        # first: by state, by owner, or any (tests/store/test_ended_reads.py holds every plan).
         terms, args = ["ended IS NOT NULL"], []
-        for term, value in (("state = ?", self.state), ("owner = ?", self.owner), ("ended >= ?", self.since),
+        # With an owner, the owner's index is read, never the state's (the unary + keeps SQLite from
+        # choosing it): its work is then bounded by that owner's ended jobs, the state told from the
+        # index entry, where the state's index could read every user's jobs of that state, a row
+        # each (`?user=nobody&state=Finished`).
+        state = "+state = ?" if self.owner is not None else "state = ?"
+        for term, value in ((state, self.state), ("owner = ?", self.owner), ("ended >= ?", self.since),
                             ("ended <= ?", self.until)):
             if value is not None:
                 terms.append(term)
@@ -182,8 +188,11 @@ def read_ended(conn: sqlite3.Connection, query: EndedQuery, before: tuple[float,
     `before` (an (ended, id) a previous page ended at), at most `limit`."""
     where, args = query.where()
     if before is not None:
-        where += " AND (ended < ? OR (ended = ? AND id < ?))"
-        args += [before[0], before[0], before[1]]
+        # A row value (SQLite 3.15), not `ended < ? OR (ended = ? AND id < ?)`: with `ended >= ?`
+        # (since=) SQLite read that OR as two ranges of the index and sorted every job they held,
+        # for each batch of a page (a temp B-tree); this is one range, read in the index's order.
+        where += " AND (ended, id) < (?, ?)"
+        args += [before[0], before[1]]
     return [_record(row) for row in conn.execute(
         f"SELECT {','.join(_COLUMNS)}, request FROM jobs WHERE {where} ORDER BY ended DESC, id DESC LIMIT ?",
         [*args, limit])]
@@ -225,6 +234,14 @@ def read_document(conn: sqlite3.Connection, job_id: int) -> tuple[bytes, str] | 
                        "LEFT JOIN job_documents d ON d.id = coalesce(CAST(j.grp AS INTEGER), j.id) WHERE j.id = ?",
                        [job_id]).fetchone()
     return None if row is None else (bytes(row[0]), row[1])
+
+
+def count_events(conn: sqlite3.Connection, job_id: int, details: Iterable[str]) -> int:
+    """How many of job `job_id`'s own events (not its tasks') have a detail LIKE one of `details`."""
+    likes = list(details)
+    matched = " OR ".join(["detail LIKE ?"] * len(likes)) or "0"
+    return int(conn.execute(f"SELECT count(*) FROM job_events WHERE job_id = ? AND task IS NULL AND ({matched})",
+                            [job_id, *likes]).fetchone()[0])
 
 
 def read_events(conn: sqlite3.Connection, job_id: int, limit: int = 1000) -> list[Event]:

@@ -1,10 +1,13 @@
 """A job's controls over HTTP (docs/api.md): POST /v1/jobs/{id}/hold, /release, /requeue (a submit
 token its own jobs, an admin any) and /priority (an admin). Each answers the job as JSON once the
-change is stored; what may be changed, and by whom, is infosvc/queue/jobcontrols.py's."""
+change is stored; what may be changed, and by whom, and how many times, is
+infosvc/queue/jobcontrols.py's."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import weakref
 from typing import Any, Callable, Final
 
 from aiohttp import web
@@ -12,7 +15,7 @@ from aiohttp import web
 from infosvc.errors import Invalid
 from infosvc.hosts import Role
 from infosvc.publish.jobs import job_json
-from infosvc.queue import jobcontrols as controls
+from infosvc.queue import JobQueue, jobcontrols as controls
 from infosvc.sched.jobs import JobRecord
 from infosvc.web.auth import caller_of
 from infosvc.web.bodies import read_body
@@ -24,6 +27,9 @@ __all__ = ["actor_of", "post_hold", "post_priority", "post_release", "post_reque
 
 #: A control's body is a small JSON object.
 MAX_CONTROL_BYTES: Final = 1024
+#: A queue's controls are made one at a time, from the count of the job's controls to the change
+#: stored: two at once would both count below the bound (the queue's lock is taken later, in alter).
+_one_at_a_time: weakref.WeakKeyDictionary[JobQueue, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
 def actor_of(request: web.Request) -> controls.Actor:
@@ -46,6 +52,8 @@ async def _body(request: web.Request, example: str) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(body)
+    except RecursionError:  # json.loads recurses once a level: `[` 1,000 times, under the cap, is past it
+        raise Invalid("the body nests arrays and objects too deep to be read", example) from None
     except (ValueError, UnicodeDecodeError):
         raise Invalid("the body is not JSON", example) from None
     if not isinstance(data, dict):
@@ -65,7 +73,23 @@ async def _hold_named(request: web.Request) -> str:
     return value
 
 
-def _answer(job: JobRecord) -> web.Response:
+#: a control's decision: (the job, now) -> what to store, or None
+Decide = Callable[[JobRecord, float], controls.Change | None]
+
+
+async def _alter(request: web.Request, who: controls.Actor, decide: Decide, *, bounded: bool = True) -> web.Response:
+    """Make the control `decide` gives of the job the path names, within the bound of a job's
+    controls (`bounded`; a release is not: it only undoes a hold), and answer the job."""
+    queue, job_id = request.app[JOB_QUEUE], request.match_info["id"]
+    async with _one_at_a_time.setdefault(queue, asyncio.Lock()):
+        made = 0 if who.admin or not bounded else await queue.ended.count_events(job_id, controls.CONTROL_EVENTS)
+
+        def within(job: JobRecord, now: float) -> controls.Change | None:
+            change = decide(job, now)
+            if change is not None:  # what may not be done is refused as such; what changes nothing is not counted
+                controls.within_bound(job, who, made)
+            return change
+        job = await queue.alter(job_id, within)
     return compact_json(job_json(job))
 
 
@@ -78,8 +102,7 @@ async def _change_hold(request: web.Request, verb: str, change: HoldChange) -> w
     who, name = actor_of(request), await _hold_named(request)
     if request.app[SLURM].config.slurm:
         return await slurmjobs.post_control(request, verb, name)
-    job = await request.app[JOB_QUEUE].alter(request.match_info["id"], lambda job, now: change(job, name, who, now))
-    return _answer(job)
+    return await _alter(request, who, lambda job, now: change(job, name, who, now), bounded=verb != "release")
 
 
 async def post_hold(request: web.Request) -> web.Response:
@@ -97,8 +120,7 @@ async def post_requeue(request: web.Request) -> web.Response:
     data = await _body(request, "an empty body")
     if data:
         raise Invalid(f"unknown field {sorted(data)[0][:40]!r}", "requeue takes an empty body")
-    job = await request.app[JOB_QUEUE].alter(request.match_info["id"], lambda job, now: controls.requeue(job, who, now))
-    return _answer(job)
+    return await _alter(request, who, lambda job, now: controls.requeue(job, who, now))
 
 
 async def post_priority(request: web.Request) -> web.Response:
@@ -109,6 +131,4 @@ async def post_priority(request: web.Request) -> web.Response:
     if set(data) != {"priority"}:
         raise Invalid("the body is {\"priority\": P}: a CCS priority (Lowest .. Highest) or its rank 0 to 4")
     value = data["priority"]
-    job = await request.app[JOB_QUEUE].alter(request.match_info["id"],
-                                             lambda job, now: controls.priority(job, value, who, now))
-    return _answer(job)
+    return await _alter(request, who, lambda job, now: controls.priority(job, value, who, now))

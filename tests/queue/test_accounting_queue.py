@@ -11,11 +11,12 @@ from typing import Any, Iterator
 import pytest
 
 from infosvc.config.site import parse_config
+from infosvc.errors import NotFound
 from infosvc.hosts.aggregator import Aggregator
 from infosvc.hosts.tokens import Tokens
 from infosvc.matching import Site
 from infosvc.model.ccsjob import JobState
-from infosvc.queue.ended import FORGET_SLACK, KEPT_ENDED
+from infosvc.queue.ended import FORGET_SLACK, KEPT_ENDED, numbers
 from infosvc.queue import submissions
 from infosvc.queue.jobcontrols import Actor
 from infosvc.queue.jobqueue import JobQueue
@@ -181,3 +182,14 @@ def test_jobs_stored_before_documents_were_kept_apart_read_their_own(clocked: Cl
     restarted = JobQueue(clocked.store, clocked.agg.table, site=lambda: Site.of(clocked.agg.table.rollup),
                          clock=lambda: clocked.now)
     assert restarted.load() == 3 and all(restarted.requirements[job.id] is not None for job in records)
+
+
+def test_only_the_queue_s_own_spelling_of_an_id_is_read_from_the_store(clocked: Clocked) -> None:
+    """`01` read job 1 from the store (GET /v1/jobs/01), a second name for it, and the stored copy
+    where memory held a newer one; ids are the queue's str() of a number from 1."""
+    assert numbers(["1", "12", "01", "0", "+1", "-1", " 1", "1 ", "1.0", "\u0661", "\uff11", "", "x"]) == [1, 12]
+    job_id = clocked.ended_job()
+    found = clocked.loop.run_until_complete(clocked.queue.ended.find(job_id))
+    assert found.id == job_id
+    with pytest.raises(NotFound):
+        clocked.loop.run_until_complete(clocked.queue.ended.find("0" + job_id))

@@ -6,8 +6,10 @@ reprioritise a job in which state (infosvc/queue/jobcontrols.py). The server tes
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
+from pathlib import Path
 
 import pytest
 
@@ -18,8 +20,10 @@ from infosvc.queue.cestate import CEFigures
 from infosvc.queue.jobcontrols import Actor, deadline_note, note_deadlines, submission_checks
 from infosvc.queue.submissions import Filer, prepare
 from infosvc.queue.upkeep import held_reason, upkeep, wake_at
-from infosvc.sched.jobs import JobRecord, sss_state
+from infosvc.sched.jobs import Event, JobRecord, sss_state
 from infosvc.sched.request import JobRequest, TaskRequest
+from infosvc.store import Store
+from infosvc.store.jobs import write_jobs
 
 ALICE = Actor(admin=False, submitter="alice-token", user="alice", name="alice")
 BOB = Actor(admin=False, submitter="bob-token", user="bob", name="bob")
@@ -234,3 +238,50 @@ def test_an_administrator_sets_the_priority() -> None:
     job.end(JobState.CANCELED, 1.0, "canceled")
     with pytest.raises(Conflict, match="has ended"):
         controls.priority(job, 3, ADMIN, 2.0)
+
+
+# --- how many --------------------------------------------------------------------------------------
+
+def test_a_job_takes_max_controls_then_only_an_administrator_s() -> None:
+    job = record()
+    controls.within_bound(job, ALICE, controls.MAX_CONTROLS - 1)
+    with pytest.raises(Conflict, match=f"job 7 has had {controls.MAX_CONTROLS} controls"):
+        controls.within_bound(job, ALICE, controls.MAX_CONTROLS)
+    controls.within_bound(job, ADMIN, 10 * controls.MAX_CONTROLS)
+
+
+def test_its_users_requeue_a_job_until_it_has_run_max_runs_times() -> None:
+    job = record(state=JobState.RUNNING)
+    for run in range(1, controls.MAX_RUNS):
+        assert job.tasks[0].attempts == run
+        apply(job, controls.requeue(job, ALICE, 20.0 + run))
+        job.start({"n0": 1}, True, 0.0, 30.0 + run)
+    with pytest.raises(Conflict, match=f"job 7 has run {controls.MAX_RUNS} times"):
+        controls.requeue(job, ALICE, 50.0)
+    apply(job, controls.requeue(job, ADMIN, 50.0))
+
+
+def test_the_store_counts_the_events_of_every_control_and_of_nothing_else(tmp_path: Path) -> None:
+    """The bound is counted from the job's stored events (CONTROL_EVENTS): each control's detail
+    matches, the queue's own events and the tasks' do not."""
+    job = record(state=JobState.RUNNING)
+    made = [Event(job.id, None, JobState.QUEUED, 0.0, "submitted"), Event(job.id, None, JobState.RUNNING, 0.0, "on n0")]
+    for decide in (lambda: controls.requeue(job, ALICE, 1.0), lambda: controls.hold(job, "User", ALICE, 2.0),
+                   lambda: controls.hold(job, "System", ADMIN, 2.5),
+                   lambda: controls.priority(job, "Highest", ADMIN, 3.0),
+                   lambda: controls.release(job, "User", ADMIN, 4.0)):
+        change = decide()
+        assert change is not None
+        trial = job.trial()
+        made += change(trial)
+        job.adopt(trial)
+    job.start({"n1": 1}, True, 0.0, 5.0)
+    made += job.requeue(6.0, "host n1 became unreachable") + job.end(JobState.CANCELED, 7.0, "canceled")
+    assert len([event for event in made if event.task is not None]) >= 2  # the tasks' requeue events
+    store = Store(tmp_path / "s.sqlite")
+    try:
+        asyncio.run(store.write(write_jobs([], [], made)))
+        assert store.count_job_events(7, controls.CONTROL_EVENTS) == 5
+        assert store.count_job_events(8, controls.CONTROL_EVENTS) == 0
+    finally:
+        store.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -187,3 +188,63 @@ def test_controls_are_stored_before_they_are_answered_and_survive_restarts(serve
     assert details[:5] == ["submitted", "System hold put on by an administrator",
                            "priority set to AboveNormal by an administrator",
                            "System hold released by an administrator", "User hold released by alice"]
+
+
+def test_a_body_nested_past_the_parser_s_depth_is_a_400_and_logs_no_error(site: InProcessServer) -> None:
+    """Under the 1 KiB cap, `[` 1,000 times made json.loads raise RecursionError: a 500 and a stack
+    logged at ERROR, each time."""
+    submit(site, sss("mine", "<Hold>User</Hold>"), token="alice")  # held: no pass adds an event
+    for action, token in (("hold", "alice"), ("release", "alice"), ("requeue", "alice"), ("priority", "admin")):
+        for body in (b"[" * 1000, b'{"hold": ' + b"[" * 1000):
+            reply = control(site, "1", action, body, token=token)
+            assert reply.is_error(400), (action, body[:12], reply.status, reply.body[:200])
+            assert "nests" in reply.json()["error"], reply.json()
+    assert "unhandled error" not in site.log.read_text()
+    assert job(site, "1")["holds"] == ["User"] and [e["detail"] for e in job(site, "1")["events"]] == ["submitted"]
+
+
+def test_a_job_has_one_spelling_of_its_id(site: InProcessServer) -> None:
+    """GET /v1/jobs/01 answered job 1, read from the store (not the queue's copy), while every
+    control on 01 was a 404: a job's id is the queue's decimal spelling of it, and no other."""
+    submit(site, sss("mine", "<Hold>User</Hold>"), token="alice")
+    assert job(site, "1")["id"] == "1"
+    for other in ("01", "001", "+1", "1.0", "\u0661", "\uff11", "1 ", "0", "-1", "1e0"):
+        path = "/v1/jobs/" + quote(other, safe="")
+        assert site.get(path).is_error(404), (other, site.get(path).status)
+        assert control(site, quote(other, safe=""), "release", {"hold": "User"}, token="alice").is_error(404), other
+    assert job(site, "1")["holds"] == ["User"]
+
+
+def test_a_job_takes_a_bounded_number_of_controls_from_its_users_but_an_administrator_s_always(
+        site: InProcessServer) -> None:
+    """Each hold, release, requeue or priority is an event kept with the job: 500 hold and release
+    cycles by its owner left 1,002 rows for one job (3.9 MiB of store), and requeues ran it again
+    without end. Past a bound its owner is refused (409, the bound named); an administrator is not."""
+    submit(site, sss("wide", procs=8), token="alice")  # both hosts: the next job waits
+    state_becomes(site, "1", "Running")
+    submit(site, sss("mine"), token="alice")
+    taken = 0
+    while taken < 300 and (reply := control(site, "2", ("hold", "release")[taken % 2], {"hold": "User"},
+                                            token="alice")).status == 200:
+        taken += 1
+    rows = site.sql("SELECT count(*) FROM job_events WHERE job_id = 2")[0][0]
+    assert taken < 300, f"{taken} controls taken, {rows} events kept for one job"
+    assert reply.is_error(409) and "100 controls" in reply.json()["error"], reply.body
+    assert taken == 100 and rows == 101  # submitted, then the controls taken
+    assert ok(control(site, "2", "hold", {"hold": "User"}, token="admin"))["holds"] == ["User"]
+    assert ok(control(site, "2", "release", {"hold": "User"}, token="alice"))["holds"] == []  # a release always
+    assert control(site, "2", "hold", {"hold": "User"}, token="alice").is_error(409)
+    assert ok(control(site, "2", "priority", {"priority": "Highest"}, token="admin"))["priority"] == "Highest"
+    ok(site.request("DELETE", "/v1/jobs/2", token=site.tokens["alice"]))  # Highest, it would start before job 1
+    requeues = 0
+    for _ in range(30):  # job 1: the owner requeues it until refused
+        state_becomes(site, "1", "Running")
+        reply = control(site, "1", "requeue", token="alice")
+        if reply.status != 200:
+            break
+        requeues += 1
+    attempts = job(site, "1")["tasks"][0]["attempts"]
+    assert reply.is_error(409) and "has run 10 times" in reply.json()["error"], (requeues, attempts, reply.body)
+    assert requeues == 9 and attempts == 10
+    ok(control(site, "1", "requeue", token="admin"))  # an administrator's is taken
+    assert state_becomes(site, "1", "Running")["tasks"][0]["attempts"] == 11
