@@ -35,11 +35,12 @@ from infosvc.web.gridquery import GridAnswers
 from infosvc.web.pretty import INDENTS_WAITING, readable
 from infosvc.web.turns import Turns
 from infosvc.web.keys import (
-    AGGREGATOR, CONFIG, GLUE, GRID_ANSWERS, HISTORY_WORKERS, INDENTS, JOB_LISTINGS, JOB_QUEUE, LRMS_READER, MATCH_GATE, METRICS,
-    PAST_VIEWS, SLURM,
+    AGGREGATOR, CONFIG, GLUE, GRID_ANSWERS, HISTORY_WORKERS, INDENTS, JOB_LISTINGS, JOB_QUEUE, LRMS_READER, MATCH_GATE,
+    METRICS, PAST_VIEWS, SCRAPES, SLURM, TARGET_LISTS,
 )
 from infosvc.web.jobs import LISTINGS_WAITING
 from infosvc.web.match import MatchGate
+from infosvc.web.prometheus import Shared
 from infosvc.web.opening import OPEN, OPENING
 from infosvc.web.nodes import HISTORY_THREADS
 from infosvc.web.routes import add_routes
@@ -181,6 +182,7 @@ def make_app(config: SiteConfig, *, db: str | Path | None = None, tokens: Tokens
     app[GRID_ANSWERS] = GridAnswers()
     app[INDENTS] = Turns("a large answer is being indented", INDENTS_WAITING)
     app[JOB_LISTINGS] = Turns("other job listings are being read", LISTINGS_WAITING)
+    app[SCRAPES], app[TARGET_LISTS] = Shared(), Shared()
     app[HISTORY_WORKERS] = asyncio.Semaphore(HISTORY_THREADS)
     app[SLURM] = SlurmSide.of(config.lrms)  # the job routes' Slurm mode (infosvc/web/slurmjobs.py)
     app.cleanup_ctx.append(_metrics_ctx)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from infosvc.web.federation import UnionViews
     from infosvc.web.turns import Turns
     from infosvc.web.auth import Caller
+    from infosvc.web.prometheus import Shared
 
 CONFIG = web.AppKey("config", SiteConfig)
 AGGREGATOR = web.AppKey("aggregator", Aggregator)
@@ -40,6 +41,10 @@ PAST_VIEWS = web.AppKey("past_views", asyncio.Semaphore)
 GRID_ANSWERS: web.AppKey["GridAnswers"] = web.AppKey("grid_answers")
 #: large answers indented for `?pretty=1`, one at a time (infosvc/web/pretty.py)
 INDENTS: web.AppKey["Turns"] = web.AppKey("indents")
+#: the renderings of GET /metrics and GET /v1/prometheus/targets, each shared by its readers at once
+#: (infosvc/web/prometheus.py)
+SCRAPES: web.AppKey["Shared"] = web.AppKey("scrapes")
+TARGET_LISTS: web.AppKey["Shared"] = web.AppKey("target_lists")
 #: GET /v1/jobs's listings, one at a time (infosvc/web/jobs.py)
 JOB_LISTINGS: web.AppKey["Turns"] = web.AppKey("job_listings")
 #: a top level's renderings of the union's hosts, one at a time in a worker thread (infosvc/web/federation.py)
