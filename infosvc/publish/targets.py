@@ -28,8 +28,9 @@ A name is never resolved here: the answer is served to anyone, and a resolution 
 let a client's choice of name hold the event loop on DNS; nor would it protect, since Prometheus
 resolves the name again at each scrape and the answer may have changed by then (DNS rebinding).
 Names are targets unless `prometheus.target_names` is false (a site whose hosts are ordinary names
-has no other way to be scraped), but never the loopback's names and the clouds' metadata names
-(BLOCKED_NAMES). A site that lets unknown hosts in (no `lifecycle.require_approval`, agent tokens
+has no other way to be scraped), but never the loopback's names, the clouds' metadata names and
+the public zones that lead to loopback or to the address a name spells (BLOCKED_NAMES,
+BLOCKED_ZONES). Nothing else vets a name: a site that lets unknown hosts in (no `lifecycle.require_approval`, agent tokens
 bound to no host) and wants no name it has not vetted sets `target_names = false`.
 """
 
@@ -71,8 +72,14 @@ BLOCKED: Final[tuple[Network, ...]] = tuple(ipaddress.ip_network(net) for net in
 _EMBEDDING_IPV4: Final = tuple(ipaddress.IPv6Network(net) for net in ("::ffff:0:0/96", "64:ff9b::/96", "::/96"))
 #: Names that are the scraper's own host or a metadata service wherever they are resolved.
 BLOCKED_NAMES: Final = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback",
-                                  "metadata", "metadata.google.internal", "metadata.goog", "instance-data",
-                                  "instance-data.ec2.internal"})
+                                  "localhost4", "localhost6", "localhost4.localdomain4", "localhost6.localdomain6",
+                                  "ip6-localnet", "metadata", "metadata.google.internal", "metadata.goog",
+                                  "instance-data", "instance-data.ec2.internal"})
+#: Public zones whose every name resolves to loopback (localtest.me, lvh.me) or to the address it
+#: spells (nip.io, sslip.io, xip.io: 127.0.0.1.nip.io, 169-254-169-254.sslip.io): never targets, the
+#: zone's own name nor any below it. (A name of the site's own DNS that leads home is the site's
+#: to keep out: no list here can know it, as docs/security.md says.)
+BLOCKED_ZONES: Final = ("localhost", "localtest.me", "lvh.me", "nip.io", "sslip.io", "xip.io")
 
 
 def address_of(ident: str) -> Address | None:
@@ -105,7 +112,8 @@ class TargetPolicy:
         address = address_of(ident)
         if address is None:
             name = canonical(ident)
-            return self.names and name not in BLOCKED_NAMES and not name.endswith(".localhost")
+            return self.names and name not in BLOCKED_NAMES and not any(
+                name == zone or name.endswith("." + zone) for zone in BLOCKED_ZONES)
         blocked = [net for net in BLOCKED if net.version == address.version and address in net]
         if not self.networks:
             return not blocked

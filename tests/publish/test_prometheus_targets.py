@@ -115,6 +115,13 @@ BLOCKED_IDS = {
     "localhost": "the loopback's name", "db.localhost": "the localhost zone (RFC 6761)",
     "metadata.google.internal": "GCP's metadata name", "metadata": "GCP's short name",
     "instance-data": "AWS's metadata name", "instance-data.ec2.internal": "AWS's metadata name",
+    # a review: loopback's names in the stock /etc/hosts of RHEL and Debian, and public names whose
+    # every subdomain resolves to an address it spells (nip.io) or to loopback (localtest.me)
+    "localhost4": "RHEL's /etc/hosts", "localhost6": "RHEL's /etc/hosts",
+    "localhost4.localdomain4": "RHEL's /etc/hosts", "localhost6.localdomain6": "RHEL's /etc/hosts",
+    "ip6-localnet": "Debian's /etc/hosts", "localtest.me": "resolves to loopback",
+    "x.localtest.me": "resolves to loopback", "127.0.0.1.nip.io": "resolves to the address it spells",
+    "169-254-169-254.sslip.io": "resolves to the address it spells", "lvh.me": "resolves to loopback",
 }
 PUBLISHED_IDS = ("node001", "10.1.2.3", "192.0.2.7", "172.16.0.9", "100.64.0.1", "8.8.8.8")
 
