@@ -11,19 +11,23 @@ waits rather than starting hundreds of sbatch processes. A job's id is Slurm's j
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import os
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Final, TypeVar
+from typing import Any, AsyncIterator, Callable, Final, Mapping, TypeVar
 
 from aiohttp import web
 
 from infosvc.config import LrmsConfig, owner_map
-from infosvc.errors import Conflict, DocumentError, Forbidden, Invalid, Unavailable, excerpt
+from infosvc.errors import Conflict, DocumentError, Forbidden, Invalid, NotFound, Unavailable, excerpt
 from infosvc.hosts import Role
 from infosvc.lrms import slurm_jobs
 from infosvc.lrms.sbatch import translate
-from infosvc.lrms.slurm_daemons import daemon_accounts
+from infosvc.lrms.slurm_daemons import SlurmSettings, slurm_settings
 from infosvc.lrms.slurm_commands import SlurmUnavailable
 from infosvc.lrms.slurm_jobs import HELD_BY, Submitted, job_view
 from infosvc.queue import MAX_GROUP_JOBS, Filer, Listing, Prepared, check_group, owner_of, read_document
@@ -41,6 +45,14 @@ __all__ = ["SlurmSide", "delete_job", "get_job", "get_jobs", "post_control", "po
 SUBMIT_SLOTS: Final = 4
 #: Jobs whose submitter the server remembers (a dict entry each): far more than Slurm keeps at once.
 MAX_KNOWN: Final = 200_000
+#: Slurm's submit time of a job this service submitted is within this of the service's clock then
+#: (the two clocks' skew and sbatch's time): a job of the same id submitted later is another's
+SAME_SUBMISSION_SECONDS: Final = 300.0
+#: A group of more jobs than this is a bulk submission (one sbatch each): one at a time
+BULK_JOBS: Final = 8
+#: Slurm's commands run in threads of their own: a slow controller (each command up to
+#: `timeout_seconds`) kept the loop's default pool, which reads documents and the store, busy
+SLURM_THREADS: Final = ThreadPoolExecutor(max_workers=4, thread_name_prefix="infosvc-slurm")
 #: Where a job runs that names no directory, when its account's home is not a directory.
 FALLBACK_DIRECTORY: Final = "/tmp"
 T = TypeVar("T")
@@ -54,17 +66,43 @@ class SlurmSide:
 
     config: LrmsConfig
     policy: AccountPolicy
-    known: dict[str, Submitted] = field(default_factory=dict)
-    #: whether the policy knows Slurm's daemons' accounts yet (read at the first submission)
-    daemons_read: bool = False
+    #: job id -> who submitted it, the account it was submitted as (None: the server's own) and when
+    known: dict[str, tuple[Submitted, str | None, float]] = field(default_factory=dict)
+    #: Slurm's own settings the routes heed (its daemons' accounts, PrivateData), read once
+    settings: SlurmSettings | None = None
     slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(SUBMIT_SLOTS))
+    #: groups of more than BULK_JOBS jobs go in one at a time, so that they never hold every slot
+    bulk: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
 
-    def remember(self, job_id: str, submitted: Submitted) -> None:
-        """Who submitted `job_id`, the oldest forgotten past MAX_KNOWN (its owner's token keeps its
-        rights where the job runs as the owner's own account: `_own_account`)."""
-        self.known[job_id] = submitted
+    def remember(self, job_id: str, submitted: Submitted, account: str | None, at: float) -> None:
+        """Who submitted `job_id`, as `account` at `at`, the oldest forgotten past MAX_KNOWN (its
+        owner's token keeps its rights where the job runs as the owner's own account: `_own_account`)."""
+        self.known[job_id] = (submitted, account, at)
         if len(self.known) > MAX_KNOWN:
             del self.known[next(iter(self.known))]
+
+    @contextlib.asynccontextmanager
+    async def slot(self, jobs: int) -> AsyncIterator[None]:
+        """A submission's turn: one of SUBMIT_SLOTS, and for a group of more than BULK_JOBS jobs
+        (an sbatch each) the one bulk turn first: four groups of 1,000 jobs held every slot for a
+        minute, and a one-job submission of another token waited as long."""
+        async with self.bulk if jobs > BULK_JOBS else contextlib.nullcontext(), self.slots:
+            yield
+
+    def submitted_of(self, record: Mapping[str, Any]) -> Submitted | None:
+        """Who submitted the job of Slurm's `record`, where this service did: its id alone is not
+        enough, as Slurm gives an id again (a controller started without its state, MaxJobId
+        passed), and another user's job of that id had the first submitter's rights and owner."""
+        found = self.known.get(str(record.get("job_id")))
+        if found is None:
+            return None
+        submitted, account, at = found
+        when = record.get("submit_time")
+        if account is not None and record.get("user_name") not in (None, account):
+            return None
+        if isinstance(when, (int, float)) and not isinstance(when, bool) and abs(when - at) > SAME_SUBMISSION_SECONDS:
+            return None
+        return submitted
 
     @classmethod
     def of(cls, config: LrmsConfig) -> SlurmSide:
@@ -90,15 +128,42 @@ class _Who:
 async def _slurm(call: Callable[..., T], *args: Any) -> T:
     """A blocking Slurm call in a thread; the cluster out of reach is a 503 saying why."""
     try:
-        return await asyncio.to_thread(call, *args)
+        return await asyncio.get_running_loop().run_in_executor(SLURM_THREADS, functools.partial(call, *args))
     except SlurmUnavailable as exc:
         raise Unavailable(f"Slurm cannot be reached: {exc}", "the job was not changed; try again") from None
 
 
 def _who(request: web.Request) -> _Who:
-    caller = caller_of(request)
+    caller = _reader(request)
     assert caller is not None  # the route's access requires a token
+    return caller
+
+
+def _reader(request: web.Request) -> _Who | None:
+    """Who reads: None for a reader without a token (reads may be open to anyone)."""
+    caller = caller_of(request)
+    if caller is None:
+        return None
     return _Who(caller.role is Role.ADMIN, caller.key[:16], request.app[AGGREGATOR].tokens.bound_user(caller.key))
+
+
+async def _settings(side: SlurmSide) -> SlurmSettings:
+    if side.settings is None:
+        side.settings = await _slurm(slurm_settings, side.config)
+    return side.settings
+
+
+def _shown(side: SlurmSide, settings: SlurmSettings, who: _Who | None) -> Callable[[Mapping[str, Any]], bool]:
+    """Which jobs a reader is shown: every one, unless Slurm keeps jobs private (PrivateData=jobs),
+    and then those the reader may change (`_rights`), as squeue shows a user its own alone; the
+    server reads Slurm as root, which Slurm's privacy does not filter. A reader without a token
+    is then shown none."""
+    if not settings.private_jobs or (who is not None and who.admin):
+        return lambda record: True
+    if who is None:
+        return lambda record: False
+    own = _own_account(side, who.user) if who.user is not None else None
+    return lambda record: _rights(side, record, who, own)
 
 
 def _directory(account: Account | None) -> str:
@@ -164,9 +229,7 @@ async def post_job(request: web.Request) -> web.Response:
                                                  request.app[CONFIG].scheduler.exclusive_default)
     if not who.admin and any("System" in item.request.holds for item in prepared):
         raise Forbidden("a System hold is an administrator's to put on", "submit it with an admin token")
-    if not side.daemons_read:  # no job is submitted as SlurmUser, which Slurm takes for an operator
-        side.policy.never = await _slurm(daemon_accounts, side.config)
-        side.daemons_read = True
+    side.policy.never = (await _settings(side)).daemons  # never SlurmUser, which Slurm takes for an operator
     accounts = [_account(side, item.request.owner) for item in prepared]
     order = _order(prepared)
     # every job translated before any is submitted (a refusal leaves nothing in Slurm), off the loop
@@ -174,15 +237,18 @@ async def post_job(request: web.Request) -> web.Response:
     directories = await asyncio.to_thread(_translate_all, document, prepared, accounts, vo_accounts)
     submitted: dict[int, str] = {}
     records: dict[int, dict[str, Any]] = {}
-    async with side.slots:
+    async with side.slot(len(prepared)):
         try:
             for number in order:
                 # again with the Slurm ids of the jobs it depends on, now that they are known
                 batch = await asyncio.to_thread(translate, document.needs[number], prepared[number].request,
                                                 slurm_ids=_ids(prepared, submitted), directory=directories[number],
                                                 vo_accounts=vo_accounts)
+                at = time.time()
                 submitted[number] = await _slurm(slurm_jobs.submit, side.config, batch, accounts[number])
-                side.remember(submitted[number], Submitted(prepared[number].request.owner, who.submitter))
+                account = accounts[number]
+                side.remember(submitted[number], Submitted(prepared[number].request.owner, who.submitter),
+                              account.name if account is not None else None, at)
                 records[number] = slurm_jobs.accepted(submitted[number], batch, prepared[number].request,
                                                       accounts[number])
                 if "System" in prepared[number].request.holds:  # submitted held; now the administrator's hold
@@ -193,7 +259,7 @@ async def post_job(request: web.Request) -> web.Response:
                 await asyncio.to_thread(_quietly_cancel, side.config, slurm_id)
             raise
     ids = [submitted[number] for number in range(len(prepared))]
-    views = [job_view(records[number], side.known.get(submitted[number])) for number in range(len(prepared))]
+    views = [job_view(records[number], side.submitted_of(records[number])) for number in range(len(prepared))]
     answer: dict[str, Any] = views[0] if len(views) == 1 else {"group": ids[0], "jobs": views}
     answer["warnings"] = document.warnings
     response = compact_json(answer, status=201)
@@ -233,43 +299,58 @@ async def get_jobs(request: web.Request, listing: Listing) -> web.Response:
     """Every job Slurm keeps, not ended first, filtered as GET /v1/jobs's parameters say: a state,
     an owner, a CE (the partition), ended in [since, until] (not ended: submitted by until)."""
     side = request.app[SLURM]
-    views = []
-    for record in await _slurm(slurm_jobs.read_jobs, side.config):
-        view = job_view(record, side.known.get(str(record.get("job_id"))))
-        ended = view["ended"] is not None
-        at = float(record.get("end_time" if ended else "submit_time") or 0)
-        if ((listing.state is None or view["state"] == listing.state.value)
-                and (listing.user is None or view["owner"] == listing.user)
-                and (listing.ce is None or view["slurm"]["partition"] == listing.ce)
-                and (listing.until is None or at <= listing.until)
-                and (listing.since is None or not ended or at >= listing.since)):
-            views.append(view)
-    views.sort(key=lambda view: (view["ended"] is not None, int(view["id"])))
-    limit = listing.limit
-    return compact_json({"jobs": views[:limit], "total": len(views), "truncated": len(views) > limit, "next": None})
+    shown = _shown(side, await _settings(side), _reader(request))
+
+    def listed() -> dict[str, Any]:
+        # in Slurm's threads: 100,000 jobs' views made and sorted on the loop held it ~1 s a listing
+        views = []
+        for record in slurm_jobs.read_jobs(side.config):
+            if not shown(record):
+                continue
+            view = job_view(record, side.submitted_of(record))
+            ended = view["ended"] is not None
+            at = float(record.get("end_time" if ended else "submit_time") or 0)
+            if ((listing.state is None or view["state"] == listing.state.value)
+                    and (listing.user is None or view["owner"] == listing.user)
+                    and (listing.ce is None or view["slurm"]["partition"] == listing.ce)
+                    and (listing.until is None or at <= listing.until)
+                    and (listing.since is None or not ended or at >= listing.since)):
+                views.append(view)
+        views.sort(key=lambda view: (view["ended"] is not None, int(view["id"])))
+        limit = listing.limit
+        return {"jobs": views[:limit], "total": len(views), "truncated": len(views) > limit, "next": None}
+
+    return compact_json(await _slurm(listed))
 
 
 async def get_job(request: web.Request) -> web.Response:
     side = request.app[SLURM]
+    shown = _shown(side, await _settings(side), _reader(request))
     record = await _slurm(slurm_jobs.one_job, side.config, request.match_info["id"])
-    view = job_view(record, side.known.get(request.match_info["id"]))
+    if not shown(record):  # as Slurm answers a user asking of another's job under PrivateData=jobs
+        raise NotFound(f"no job {excerpt(request.match_info['id'])!r} that this reader may see",
+                       "Slurm keeps jobs private here (PrivateData=jobs): a token shows its own")
+    view = job_view(record, side.submitted_of(record))
     view |= {"events": [], "ces": [view["slurm"]["partition"]] if view["slurm"]["partition"] else [],
              "depends_on": [view["slurm"]["dependency"]] if view["slurm"]["dependency"] else []}
     return compact_json(view)
 
 
 def _may(side: SlurmSide, record: dict[str, Any], who: _Who, what: str) -> None:
+    if not _rights(side, record, who, _own_account(side, who.user) if who.user is not None else None):
+        raise Forbidden(f"job {record.get('job_id')} is not this token's: it may not {what} it",
+                        "an admin token may change any job")
+
+
+def _rights(side: SlurmSide, record: Mapping[str, Any], who: _Who, own: str | None) -> bool:
     """An administrator any job; the token that submitted it, or one bound to its owner; a token
-    bound to a user whose own account (not a pool's) runs the job, after a restart forgot who."""
-    job_id = str(record.get("job_id"))
-    known = side.known.get(job_id)
+    bound to a user whose own account (`own`: not a pool's) runs the job, after a restart forgot who."""
+    known = side.submitted_of(record)
     if who.admin:
-        return
+        return True
     if known is not None and (known.submitter == who.submitter or who.user == known.owner):
-        return
-    if known is None and who.user is not None and _own_account(side, who.user) == record.get("user_name"):
-        return
-    raise Forbidden(f"job {job_id} is not this token's: it may not {what} it", "an admin token may change any job")
+        return True
+    return known is None and own is not None and own == record.get("user_name")
 
 
 def _own_account(side: SlurmSide, user: str) -> str | None:
@@ -282,8 +363,18 @@ def _own_account(side: SlurmSide, user: str) -> str | None:
     return account.name if account is not None and account.name == user else None
 
 
+def _may_ask(side: SlurmSide, job_id: str, who: _Who, what: str) -> None:
+    """Refused before Slurm is asked (each question a process, up to `timeout_seconds`): a token
+    bound to no user has rights only to the jobs it submitted."""
+    found = side.known.get(job_id)
+    if not who.admin and who.user is None and (found is None or found[0].submitter != who.submitter):
+        raise Forbidden(f"job {excerpt(job_id)} is not this token's: it may not {what} it",
+                        "an admin token may change any job")
+
+
 async def delete_job(request: web.Request) -> web.Response:
     side, who = request.app[SLURM], _who(request)
+    _may_ask(side, request.match_info["id"], who, "cancel")
     record = await _slurm(slurm_jobs.one_job, side.config, request.match_info["id"])
     _may(side, record, who, "cancel")
     if slurm_jobs.state_of(record) in ("Finished", "Failed", "Canceled"):
@@ -294,7 +385,7 @@ async def delete_job(request: web.Request) -> web.Response:
 
 async def _answer(side: SlurmSide, job_id: str) -> web.Response:
     record = await _slurm(slurm_jobs.one_job, side.config, job_id)
-    return compact_json(job_view(record, side.known.get(job_id)))
+    return compact_json(job_view(record, side.submitted_of(record)))
 
 
 async def post_control(request: web.Request, action: str, hold: str) -> web.Response:
@@ -308,6 +399,7 @@ async def post_control(request: web.Request, action: str, hold: str) -> web.Resp
         raise Invalid(f"{hold[:40]!r} is no hold", "one of User, System")
     if name == "System" and not who.admin:
         raise Forbidden("a System hold is an administrator's to put on and take off", "ask with an admin token")
+    _may_ask(side, request.match_info["id"], who, action)
     record = await _slurm(slurm_jobs.one_job, side.config, request.match_info["id"])
     _may(side, record, who, action)
     job_id = str(record["job_id"])

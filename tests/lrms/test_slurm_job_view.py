@@ -111,7 +111,7 @@ def test_the_server_forgets_the_oldest_submitters_past_its_bound(monkeypatch: py
     monkeypatch.setattr(slurmjobs, "MAX_KNOWN", 2)
     side = slurmjobs.SlurmSide.of(LrmsConfig(type="slurm"))
     for job_id in ("1", "2", "3"):
-        side.remember(job_id, Submitted("alice", job_id))
+        side.remember(job_id, Submitted("alice", job_id), None, 0.0)
     assert list(side.known) == ["2", "3"]
 
 

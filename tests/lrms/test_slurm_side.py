@@ -1,0 +1,101 @@
+"""What the server remembers of the jobs it submitted to Slurm, and when a job of Slurm is one of
+them: Slurm gives an id again (a controller started without its saved state, MaxJobId passed), and
+a review had another user's job of a remembered id listed as the first submitter's and cancelled
+and released by that submitter's token."""
+
+from __future__ import annotations
+
+from infosvc.config import LrmsConfig
+from infosvc.lrms.slurm_jobs import Submitted
+from infosvc.web.slurmjobs import SAME_SUBMISSION_SECONDS, SlurmSide
+
+AT = 1_795_762_960.0
+
+
+def side() -> SlurmSide:
+    found = SlurmSide.of(LrmsConfig(type="slurm"))
+    found.remember("2", Submitted("alice", "token-a"), "nobody", AT)
+    found.remember("3", Submitted("carol", "token-c"), None, AT)
+    return found
+
+
+def test_a_job_is_the_one_submitted_when_its_account_and_time_are() -> None:
+    known = side()
+    assert known.submitted_of({"job_id": 2, "user_name": "nobody", "submit_time": int(AT) + 1}) == \
+        Submitted("alice", "token-a")
+    assert known.submitted_of({"job_id": "2"}) == Submitted("alice", "token-a")  # what a record does not say
+
+
+def test_a_job_of_a_remembered_id_by_another_account_or_later_is_not() -> None:
+    known = side()
+    assert known.submitted_of({"job_id": 2, "user_name": "rvw-bob", "submit_time": int(AT)}) is None
+    later = int(AT + SAME_SUBMISSION_SECONDS) + 1
+    assert known.submitted_of({"job_id": 2, "user_name": "nobody", "submit_time": later}) is None
+    # submitted as the server's own account (not root): the time alone tells
+    assert known.submitted_of({"job_id": 3, "user_name": "anyone", "submit_time": int(AT)}) == \
+        Submitted("carol", "token-c")
+    assert known.submitted_of({"job_id": 3, "user_name": "anyone", "submit_time": later}) is None
+    assert known.submitted_of({"job_id": 4, "user_name": "nobody", "submit_time": int(AT)}) is None
+
+
+def test_a_bulk_group_waits_for_the_bulk_turn_and_leaves_the_slots_to_the_rest() -> None:
+    import asyncio
+
+    from infosvc.web.slurmjobs import BULK_JOBS, SUBMIT_SLOTS
+
+    async def run() -> list[str]:
+        known = SlurmSide.of(LrmsConfig(type="slurm"))
+        order: list[str] = []
+        release = asyncio.Event()
+
+        async def submission(name: str, jobs: int) -> None:
+            async with known.slot(jobs):
+                order.append(name)
+                await release.wait()
+
+        bulk = [asyncio.create_task(submission(f"bulk{n}", BULK_JOBS + 1)) for n in range(SUBMIT_SLOTS)]
+        await asyncio.sleep(0.05)
+        small = asyncio.create_task(submission("one", 1))
+        await asyncio.sleep(0.05)
+        taken = list(order)  # while the first bulk group is under way
+        release.set()
+        await asyncio.gather(*bulk, small)
+        return taken
+
+    taken = asyncio.run(run())
+    assert taken == ["bulk0", "one"], taken  # one bulk group at a time; the one-job submission not kept out
+
+
+def test_a_portal_s_token_asks_slurm_only_of_the_jobs_it_submitted() -> None:
+    import pytest
+
+    from infosvc.errors import Forbidden
+    from infosvc.web.slurmjobs import _may_ask, _Who
+
+    known = side()
+    _may_ask(known, "2", _Who(False, "token-a", None), "cancel")  # its own: Slurm is asked
+    _may_ask(known, "9", _Who(True, "token-x", None), "cancel")  # an admin's: any job
+    _may_ask(known, "9", _Who(False, "token-x", "bob"), "cancel")  # bound to a user: Slurm says whose
+    for job_id in ("2", "9"):
+        with pytest.raises(Forbidden):
+            _may_ask(known, job_id, _Who(False, "token-x", None), "cancel")
+
+
+def test_under_private_jobs_a_reader_is_shown_only_the_jobs_it_may_change() -> None:
+    # a review: with PrivateData=jobs a user's own squeue showed nothing of another's job, while
+    # anonymous GET /v1/jobs showed its name, owner and state: the server reads Slurm as root
+    from infosvc.lrms.slurm_daemons import SlurmSettings
+    from infosvc.web.slurmjobs import _shown, _Who
+
+    known = side()
+    alices = {"job_id": 2, "user_name": "nobody", "submit_time": int(AT)}
+    direct = {"job_id": 7, "user_name": "rvw-bob", "submit_time": int(AT)}
+    private, open_ = SlurmSettings(private=frozenset({"jobs"})), SlurmSettings()
+    assert _shown(known, open_, None)(direct) and _shown(known, open_, None)(alices)
+    assert not _shown(known, private, None)(alices) and not _shown(known, private, None)(direct)
+    portal = _Who(False, "token-a", None)
+    assert _shown(known, private, portal)(alices) and not _shown(known, private, portal)(direct)
+    bound = _Who(False, "token-z", "alice")  # bound to alice: her jobs whatever token filed them
+    assert _shown(known, private, bound)(alices) and not _shown(known, private, bound)(direct)
+    admin = _Who(True, "token-admin", None)
+    assert _shown(known, private, admin)(direct)
