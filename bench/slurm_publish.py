@@ -30,7 +30,7 @@ from infosvc.config import parse_config  # noqa: E402
 from infosvc.hosts.aggregator import Aggregator  # noqa: E402
 from infosvc.hosts.tokens import Tokens  # noqa: E402
 from infosvc.lrms.cluster import ClusterState  # noqa: E402
-from infosvc.lrms.slurm_parse import jobs_of, nodes_of, partitions_of  # noqa: E402
+from infosvc.lrms.slurm_parse import SQUEUE_JOBS, jobs_of, nodes_of, partitions_of  # noqa: E402
 from infosvc.store import Store  # noqa: E402
 
 FIXTURE = HERE.parent / "tests" / "fixtures" / "slurm"
@@ -41,7 +41,8 @@ def cluster(count: int, read_at: float) -> ClusterState:
     nodes = tuple(dataclasses.replace(saved[i % len(saved)], name=f"n{i:05d}", hostname=f"n{i:05d}")
                   for i in range(count))
     return ClusterState(nodes, partitions_of((FIXTURE / "partitions.txt").read_text(), nodes),
-                        jobs_of((FIXTURE / "squeue.txt").read_text()), "22.05.8", read_at)
+                        jobs_of((FIXTURE / "squeue.txt").read_text(), SQUEUE_JOBS.with_token("fixture")), "22.05.8",
+                        read_at)
 
 
 def on_loop(agg: Aggregator, state: ClusterState, prepare: bool) -> tuple[float, float]:

@@ -1,7 +1,8 @@
 """Reading a Slurm cluster every `[lrms] interval_seconds`, off the event loop.
 
 `read_cluster` is one read, blocking: three commands one after the other (`sinfo --json`,
-`scontrol show partition -o`, `squeue -o`, one line a job), parsed into a `ClusterState`.
+`scontrol show partition -o`, `squeue` in a format of its own, one record a job), parsed into a
+`ClusterState`.
 `ClusterReader`
 runs it in a worker thread every interval and keeps the last good state: a read that fails
 (munge not running, slurmctld not answering, a command past its time limit) leaves that state
@@ -19,7 +20,7 @@ from typing import Callable
 from infosvc.config import LrmsConfig
 from infosvc.lrms.cluster import ClusterState
 from infosvc.lrms.slurm_commands import SlurmUnavailable, diagnosis, run, run_json, version
-from infosvc.lrms.slurm_parse import SQUEUE_FORMAT, jobs_of, nodes_of, partitions_of
+from infosvc.lrms.slurm_parse import SQUEUE_JOBS, jobs_of, nodes_of, partitions_of
 
 log = logging.getLogger("infosvc.lrms")
 
@@ -32,8 +33,9 @@ def read_cluster(config: LrmsConfig, slurm_version: str = "") -> ClusterState:
     nodes = nodes_of(nodes_json)
     ran_parts = run(config, "scontrol", "show", "partition", "-o")
     partitions = partitions_of(ran_parts.stdout, nodes)
-    ran_jobs = run(config, "squeue", "-h", "-r", "-o", SQUEUE_FORMAT, env={"TZ": "UTC"})
-    jobs = jobs_of(ran_jobs.stdout)
+    marked = SQUEUE_JOBS.drawn()  # a token of this read's own: a job's texts cannot end its record
+    ran_jobs = run(config, "squeue", "-h", "-r", env=marked.environment())
+    jobs = jobs_of(ran_jobs.stdout, marked)
     commands_cpu = ran_nodes.cpu_seconds + ran_parts.cpu_seconds + ran_jobs.cpu_seconds
     return ClusterState(nodes, partitions, jobs, slurm_version, began, time.monotonic() - wall0,
                         commands_cpu + time.thread_time() - cpu0)

@@ -16,7 +16,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Mapping
 
 from infosvc.config import LrmsConfig
 
@@ -69,18 +69,25 @@ def _check_argument(argument: str) -> None:
 
 
 def run(config: LrmsConfig, name: str, *arguments: str, stdin: str | None = None,
-        timeout: float | None = None, check: bool = True, env: dict[str, str] | None = None) -> Ran:
+        timeout: float | None = None, check: bool = True, env: Mapping[str, str | None] | None = None) -> Ran:
     """Slurm's `name` run with `arguments` (each one argv entry, never through a shell); its output
     when it exits 0 (or whatever its exit, without `check`), else SlurmUnavailable with its
-    stderr. `timeout`: config.timeout_seconds; `env`: variables set beside SLURM_CONF."""
+    stderr. `timeout`: config.timeout_seconds; `env`: variables set beside SLURM_CONF (None: unset,
+    so that the server's own environment cannot choose in its place)."""
     for argument in arguments:
         _check_argument(argument)
     argv = [program(config, name), *arguments]
     limit = config.timeout_seconds if timeout is None else timeout
+    variables = environment(config)
+    for key, value in (env or {}).items():
+        if value is None:
+            variables.pop(key, None)
+        else:
+            variables[key] = value
     started, before = time.monotonic(), os.times()
     try:
         done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=limit,
-                              env={**environment(config), **(env or {})}, errors="replace")
+                              env=variables, errors="replace")
     except subprocess.TimeoutExpired:
         raise SlurmUnavailable(f"{name} did not finish within {limit:g} s ([lrms] timeout_seconds)") from None
     except OSError as exc:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import pwd
+import secrets
 import shutil
 import subprocess
 import time
@@ -24,19 +25,27 @@ from typing import Any, Final, Mapping
 from infosvc.config import LrmsConfig
 from infosvc.errors import DocumentError, NotFound, excerpt
 from infosvc.lrms.sbatch import Batch
-from infosvc.lrms.slurm_commands import SlurmUnavailable, environment, key_values, program, run
-from infosvc.lrms.slurm_parse import instant_of, minutes_of
+from infosvc.lrms.slurm_commands import SlurmUnavailable, environment, program, run
+from infosvc.lrms.slurm_parse import Marked, each_record, instant_of, minutes_of
 from infosvc.model.snapshot import iso
 from infosvc.sched.request import PRIORITIES, JobRequest
 from infosvc_agents.accounts import Account
 
-__all__ = ["SLURM_DOWN", "Submitted", "accepted", "as_account", "cancel", "hold", "job_view", "listing_records",
-           "one_job", "read_jobs", "record_of", "release", "submit"]
+__all__ = ["LISTING", "MARK", "ONE_JOB", "SLURM_DOWN", "SubmissionUnknown", "Submitted", "accepted", "as_account",
+           "cancel", "hold", "job_records", "job_view", "one_job", "read_jobs", "release", "submit", "withdraw"]
 
 #: What sbatch and scontrol say when the cluster, not the job, is the trouble (a 503, not a 400).
 SLURM_DOWN: Final = ("Unable to contact slurm controller", "Socket timed out", "Munge", "munge",
                      "Zero Bytes were transmitted", "Communication connection failure", "did not finish within",
                      "not found", "cannot run")
+#: What sbatch says when it sent the job but its answer was lost: Slurm may have taken the job.
+_ANSWER_LOST: Final = ("Socket timed out", "Zero Bytes were transmitted")
+#: The comment of every job the service submits: this, then a token drawn for that submission, by
+#: which a submission whose sbatch went unanswered is found again in Slurm (`withdraw`).
+MARK: Final = "infosvc:"
+#: A look-up of a submission's mark that found nothing looks once more after this: slurmctld serves
+#: requests in threads, so one that read the sbatch's request before the look-up's may answer after.
+SETTLE_SECONDS: Final = 1.0
 #: Slurm job states as the service's (CCS) states.
 _STATES: Final = {
     "PENDING": "Queued", "REQUEUED": "Queued", "REQUEUE_HOLD": "Queued", "REQUEUE_FED": "Queued",
@@ -62,6 +71,18 @@ class Submitted:
     submitter: str
 
 
+class SubmissionUnknown(SlurmUnavailable):
+    """sbatch went unanswered (past the time limit, or its answer lost) and Slurm could not be asked
+    afterwards what became of it: the job may be in Slurm, or come to be once slurmctld reads the
+    request, its comment `marker`, submitted as `user`. `withdraw(config, marker, user)` cancels it
+    once Slurm answers."""
+
+    def __init__(self, message: str, marker: str, user: str) -> None:
+        super().__init__(message)
+        self.marker = marker
+        self.user = user
+
+
 def _down(message: str) -> bool:
     return any(mark in message for mark in SLURM_DOWN)
 
@@ -83,7 +104,9 @@ def as_account(account: Account | None, argv: list[str]) -> tuple[list[str], dic
 def submit(config: LrmsConfig, batch: Batch, account: Account | None) -> str:
     """The Slurm job id of `batch` submitted as `account` (None: as this process). DocumentError
     (400) where Slurm refuses the job itself (an unknown partition, a node configuration no node
-    has), SlurmUnavailable (503) where the cluster cannot be reached."""
+    has), SlurmUnavailable (503) where the cluster cannot be reached and no job was made of it
+    (or the one made was cancelled), SubmissionUnknown (a SlurmUnavailable) where one may have been
+    made and still be there (`_unanswered`)."""
     argv = [program(config, "sbatch"), "--parsable", "--export=NONE", *batch.options]
     for argument in argv:
         if "\0" in argument or not argument.isprintable():
@@ -92,11 +115,15 @@ def submit(config: LrmsConfig, batch: Batch, account: Account | None) -> str:
     argv, extra = as_account(account, argv)
     if account is not None:
         env |= {"HOME": account.home, "USER": account.name, "LOGNAME": account.name}
+    user = account.name if account is not None else pwd.getpwuid(os.geteuid()).pw_name
+    marker = f"{MARK}{secrets.token_hex(16)}"
     try:
-        done = subprocess.run(argv, input=batch.script, capture_output=True, text=True, env=env, cwd="/",
-                              timeout=config.timeout_seconds, errors="replace", **extra)
+        done = subprocess.run(argv, input=_marked(batch.script, marker), capture_output=True, text=True, env=env,
+                              cwd="/", timeout=config.timeout_seconds, errors="replace", **extra)
     except subprocess.TimeoutExpired:
-        raise SlurmUnavailable(f"sbatch did not finish within {config.timeout_seconds:g} s") from None
+        # ended, sbatch may have sent the job already: slurmctld makes it whenever it reads the request
+        raise _unanswered(config, f"sbatch did not finish within {config.timeout_seconds:g} s", marker,
+                          user) from None
     except OSError as exc:
         if exc.errno == errno.E2BIG:  # past infosvc.lrms.sbatch's bounds, on a system with a smaller ARG_MAX
             raise DocumentError("the job's sbatch options are too long for one command line here "
@@ -105,92 +132,146 @@ def submit(config: LrmsConfig, batch: Batch, account: Account | None) -> str:
         raise SlurmUnavailable(f"sbatch: cannot run: {exc.strerror}") from None
     said = " ".join(done.stderr.split())[-1000:]
     if done.returncode != 0:
+        if any(words in said for words in _ANSWER_LOST):
+            raise _unanswered(config, f"sbatch failed: {said}", marker, user)
         if _down(said):
             raise SlurmUnavailable(f"sbatch failed: {said}")
         raise DocumentError(f"Slurm refused the job: {said or 'sbatch exit ' + str(done.returncode)}")
     job_id: str = done.stdout.strip().split(";")[0]
     if not job_id.isdigit():
-        raise SlurmUnavailable(f"sbatch gave no job id: {excerpt(done.stdout)!r}")
+        raise _unanswered(config, f"sbatch gave no job id ({excerpt(done.stdout)!r})", marker, user)
     return job_id
 
 
-#: squeue's line for the fields of one job a control decides by: Slurm's own words, the name last
-DECISION_FORMAT: Final = "%i|%T|%u|%r|%N|%S|%e|%j"
-#: squeue's one line a job for the listing, the fields job_view reads: Slurm's own words first,
-#: split at "|"; then the job's name and its features, the two texts a
-#: submitter chooses, apart at the line's last NAME_END: a constraint ORs features with "|" but
-#: holds no "#" (no feature's name can: slurm.conf starts a comment with it), a name may hold
-#: anything. Either may fool only the other: the fields Slurm's own words say come first.
-NAME_END: Final = "|#|"
-LISTING_FORMAT: Final = f"%i|%T|%u|%a|%C|%l|%V|%S|%e|%N|%P|%E|%y|%r|%j{NAME_END}%f"
-_LISTING_FIELDS: Final = LISTING_FORMAT.partition("%j")[0].count("|") + 1
+def _marked(script: str, marker: str) -> str:
+    """The script with the job's comment `marker` as its first directive: in the script on sbatch's
+    stdin, not on its command line, which any local user may read (and copy) while it runs."""
+    first, _, rest = script.partition("\n")
+    return f"{first}\n#SBATCH --comment={marker}\n{rest}"
+
+
+def _unanswered(config: LrmsConfig, why: str, marker: str, user: str) -> SlurmUnavailable:
+    """The error of a submission whose sbatch went unanswered (`why`): Slurm asked for the jobs
+    `marker` marks, those found cancelled (the service said it submitted none; a retry made a
+    second). SubmissionUnknown where Slurm cannot be asked, or a job of it has run to its end."""
+    deadline = time.monotonic() + config.timeout_seconds  # the look-up's own time, at most
+    try:
+        found = withdraw(config, marker, user, deadline)
+        if not found:
+            time.sleep(SETTLE_SECONDS)
+            found = withdraw(config, marker, user, deadline)
+    except SlurmUnavailable as exc:
+        return SubmissionUnknown(f"{why}; Slurm could not be asked afterwards whether it took the job ({exc}), so "
+                                 f"the job may have been submitted (its comment {marker})", marker, user)
+    if not found:
+        return SlurmUnavailable(f"{why}; Slurm holds no job of it")
+    ran = [job_id for job_id, state in found.items() if state_of({"job_state": state}) in ("Finished", "Failed")]
+    if ran:
+        return SubmissionUnknown(f"{why}; yet Slurm took the job, as job {', '.join(ran)}, which has ended: the job "
+                                 "may have been submitted and run", marker, user)
+    return SlurmUnavailable(f"{why}; Slurm took the job late, as job {', '.join(found)}, which was cancelled")
+
+
+#: squeue's record of a job by its mark (the comment `submit` gave it): id, state, user; the comment last
+BY_MARK: Final = Marked(own=(("%i", "job_id"), ("%T", "job_state"), ("%u", "user_name")), chosen=(("%k", "comment"),))
+
+
+def withdraw(config: LrmsConfig, marker: str, user: str, deadline: float | None = None) -> dict[str, str]:
+    """Every job of `user` Slurm keeps whose comment is `marker` (a submission's: `submit`), each
+    with its state as found; those not ended are cancelled. SlurmUnavailable where Slurm does not
+    answer (try again later). `deadline` (time.monotonic): when both commands must have ended."""
+    def left() -> float:
+        return config.timeout_seconds if deadline is None else max(1.0, deadline - time.monotonic())
+
+    marked = BY_MARK.drawn()
+    said = run(config, "squeue", "-h", "--states=all", f"--user={user}", env=marked.environment(), timeout=left())
+    found = {fields["job_id"]: fields["job_state"]
+             for fields in each_record(marked, said.stdout, "squeue (a submission's mark)", lambda fields: fields)
+             if fields["comment"] == marker and fields["user_name"] == user and fields["job_id"].isdigit()}
+    live = [job_id for job_id, state in found.items() if state_of({"job_state": state}) in ("Queued", "Running")]
+    if live:
+        try:
+            run(config, "scancel", *live, timeout=left())
+        except SlurmUnavailable as exc:
+            if _down(str(exc)):
+                raise
+            # else what scancel says of a job that ended since squeue listed it: nothing is left to cancel
+    return found
+
+
+#: squeue's record of a job for the listing (-h -r --states=all), under squeue --json's names, what
+#: job_view reads: Slurm's own words, then the texts a submitter chooses (`Marked`)
+LISTING: Final = Marked(
+    own=(("%i", "job_id"), ("%T", "job_state"), ("%u", "user_name"), ("%C", "cpus"), ("%l", "time_limit"),
+         ("%V", "submit_time"), ("%S", "start_time"), ("%e", "end_time"), ("%N", "nodes"), ("%P", "partition"),
+         ("%y", "nice"), ("%r", "state_reason")),
+    chosen=(("%a", "account"), ("%E", "dependency"), ("%j", "name"), ("%f", "features")))
+#: squeue's record of one job: the listing's, and what -o has no letter for (its exit code, its
+#: eligible time and deadline, whether it shares its nodes), so in -O's names
+ONE_JOB: Final = Marked(
+    own=(("JobArrayID", "job_id"), ("State", "job_state"), ("UserName", "user_name"), ("NumCPUs", "cpus"),
+         ("TimeLimit", "time_limit"), ("SubmitTime", "submit_time"), ("StartTime", "start_time"),
+         ("EndTime", "end_time"), ("NodeList", "nodes"), ("Partition", "partition"), ("Nice", "nice"),
+         ("Reason", "state_reason"), ("EligibleTime", "eligible_time"), ("Deadline", "deadline"),
+         ("exit_code", "exit_code"), ("OverSubscribe", "shared")),
+    chosen=(("Account", "account"), ("Dependency", "dependency"), ("Feature", "features"), ("Name", "name")),
+    long=True)
 
 
 def read_jobs(config: LrmsConfig) -> list[dict[str, Any]]:
     """Every job Slurm still keeps, under squeue --json's names (what job_view reads), from
-    squeue's one-line form in UTC: --json takes ten times as long at 10,000 jobs, and 22.05's
-    lists every job whatever the filter (one job is read with scontrol, `one_job`)."""
-    return listing_records(run(config, "squeue", "-h", "-r", "--states=all", "-o", LISTING_FORMAT,
-                               env={"TZ": "UTC"}).stdout)
+    squeue's records in UTC: --json takes ten times as long at 10,000 jobs, and 22.05's lists
+    every job whatever the filter (one job is read by its id, `one_job`)."""
+    marked = LISTING.drawn()
+    return job_records(run(config, "squeue", "-h", "-r", "--states=all", env=marked.environment()).stdout, marked)
 
 
-def listing_records(text: str) -> list[dict[str, Any]]:
-    """The lines of `squeue -o LISTING_FORMAT` (in UTC) as records under squeue --json's names."""
-    records = []
-    for line in text.splitlines():
-        fields = line.split("|", _LISTING_FIELDS - 1)
-        if len(fields) != _LISTING_FIELDS or not fields[0].isdigit():
-            continue  # an array's pending remainder (`12_[3-9]`) is no one job
-        (ident, state, user, account, cpus, limit, submit, start, end, nodes, partition, dependency, nice, reason,
-         texts) = fields
-        name, apart, features = texts.rpartition(NAME_END)
-        try:
-            if not apart:
-                raise ValueError(f"no {NAME_END!r} before its features")
-            records.append({
-                "job_id": int(ident), "job_state": state, "user_name": user, "account": _said(account),
-                "cpus": int(cpus), "time_limit": minutes_of(limit), "submit_time": int(instant_of(submit)),
-                "start_time": int(instant_of(start)), "end_time": int(instant_of(end)), "nodes": nodes,
-                "partition": partition, "dependency": _said(dependency), "features": _said(features),
-                "nice": int(nice) if nice.lstrip("-").isdigit() else None, "state_reason": reason, "name": name})
-        except ValueError as exc:
-            raise SlurmUnavailable(f"squeue gave a line that does not read ({exc}): {line[:80]!r}") from None
-    return records
+def job_records(text: str, marked: Marked, what: str = "squeue (the job listing)") -> list[dict[str, Any]]:
+    """squeue's records in `marked` (LISTING or ONE_JOB, with its token, in UTC) under squeue
+    --json's names; an array's pending remainder (`12_[3-9]`) or task (`12_3`) is no one job."""
+    return each_record(marked, text, what, _record)
+
+
+def _record(fields: dict[str, str]) -> dict[str, Any] | None:
+    if not fields["job_id"].isdigit():
+        return None
+    nice = fields["nice"]
+    record: dict[str, Any] = {
+        "job_id": int(fields["job_id"]), "job_state": fields["job_state"], "user_name": fields["user_name"],
+        "cpus": int(fields["cpus"]), "time_limit": minutes_of(fields["time_limit"]),
+        "submit_time": _epoch(fields["submit_time"]), "start_time": _epoch(fields["start_time"]),
+        "end_time": _epoch(fields["end_time"]), "nodes": _said(fields["nodes"]), "partition": fields["partition"],
+        "nice": int(nice) if nice.lstrip("-").isdigit() else None,
+        "state_reason": _said(fields["state_reason"]) or "None", "account": _said(fields["account"]),
+        "dependency": _said(fields["dependency"]), "name": fields["name"], "features": _said(fields["features"])}
+    if "exit_code" in fields:  # one job's (ONE_JOB): -O's exit_code is the wait status, code << 8 | signal
+        code = fields["exit_code"]
+        record |= {"eligible_time": _epoch(fields["eligible_time"]), "deadline": _epoch(fields["deadline"]),
+                   "exit_code": int(code) if code.isdigit() else None,
+                   "shared": "none" if fields["shared"] == "NO" else None}
+    return record
 
 
 def one_job(config: LrmsConfig, job_id: str) -> dict[str, Any]:
-    """Slurm job `job_id` as squeue's JSON record names its fields, read with `squeue -j` and
-    `scontrol show job -o` (one job, whatever the queue's length); NotFound when Slurm no longer
-    knows it."""
+    """Slurm job `job_id` as squeue's JSON record names its fields, read with `squeue -j` (one job,
+    whatever the queue's length); NotFound when Slurm no longer knows it. Not `scontrol show job`:
+    it prints the job's own texts (its name, comment, work dir, output paths) raw among its fields,
+    so a comment ` NumCPUs=64 Account=root` read as the job's fields, and a newline in a name hid
+    every field after it."""
     if not (job_id.isascii() and job_id.isdigit() and len(job_id) <= 10):
         raise NotFound(f"job {excerpt(job_id)!r} is no Slurm job id", "jobs run by Slurm are named by its ids")
-    # scontrol prints the job's own text (its name, StdOut, WorkDir) unescaped among its fields, so
-    # " Reason=JobHeldUser" in a path reads as a field: what a decision rests on (which job, whose,
-    # its state, its hold, where it runs) is read from squeue, whose fields here are Slurm's own
-    # words, the name last; first, so that scontrol's (its exit code) are no older than its state
-    said = _of_known_job(config, "squeue", "-h", "-j", job_id, "--states=all", "-o", DECISION_FORMAT)
-    found = [fields for line in said.splitlines()
-             if len(fields := line.split("|", DECISION_FORMAT.count("|"))) == DECISION_FORMAT.count("|") + 1
-             and fields[0] == job_id]
-    text = _of_known_job(config, "scontrol", "show", "job", "-o", job_id)
-    lines = [line for line in text.splitlines() if line.startswith(f"JobId={job_id} ")]
-    if not lines or not found:
-        raise NotFound(f"Slurm knows no job {job_id}",
-                       "Slurm keeps an ended job for MinJobAge (slurm.conf) after its end")
-    _, state, user, reason, nodes, start, end, name = found[0]
-    return record_of(key_values(lines[0])) | {
-        "job_id": int(job_id), "job_state": state, "user_name": user, "state_reason": _said(reason) or "None",
-        "nodes": _said(nodes), "start_time": _epoch(start), "end_time": _epoch(end), "name": name}
-
-
-def _of_known_job(config: LrmsConfig, *argv: str) -> str:
-    """What a Slurm command says of one job, in UTC; "" when Slurm knows no such job (any longer)."""
+    marked = ONE_JOB.drawn()
     try:
-        return run(config, *argv, env={"TZ": "UTC"}).stdout
+        said = run(config, "squeue", "-h", "-j", job_id, "--states=all", env=marked.environment()).stdout
     except SlurmUnavailable as exc:
         if "Invalid job id" not in str(exc):
             raise
-        return ""
+        said = ""
+    found = [record for record in job_records(said, marked, "squeue (one job)") if str(record["job_id"]) == job_id]
+    if not found:
+        raise NotFound(f"Slurm knows no job {job_id}",
+                       "Slurm keeps an ended job for MinJobAge (slurm.conf) after its end")
+    return found[0]
 
 
 def _said(value: str | None) -> str:
@@ -198,28 +279,9 @@ def _said(value: str | None) -> str:
 
 
 def _epoch(value: str | None) -> int:
-    """scontrol's time, run in UTC (2026-11-27T06:45:00), as seconds since the epoch; 0 for none."""
+    """squeue's time, run in UTC (2026-11-27T06:45:00), as seconds since the epoch; 0 for none."""
     text = _said(value)
     return int(instant_of(text)) if text else 0
-
-
-def record_of(fields: dict[str, str]) -> dict[str, Any]:
-    """`scontrol show job -o`'s fields under squeue --json's names (what job_view reads)."""
-    code, _, signal = fields.get("ExitCode", "0:0").partition(":")
-    user = fields.get("UserId", "")
-    return {
-        "job_id": int(fields["JobId"]), "name": fields.get("JobName", ""), "job_state": fields.get("JobState", ""),
-        "state_reason": _said(fields.get("Reason")) or "None", "cpus": int(fields.get("NumCPUs", "0") or 0),
-        "time_limit": minutes_of(fields.get("TimeLimit", "")), "submit_time": _epoch(fields.get("SubmitTime")),
-        "start_time": _epoch(fields.get("StartTime")), "end_time": _epoch(fields.get("EndTime")),
-        "eligible_time": _epoch(fields.get("EligibleTime")), "deadline": _epoch(fields.get("Deadline")),
-        "user_name": user.partition("(")[0], "partition": _said(fields.get("Partition")),
-        "account": _said(fields.get("Account")), "nodes": _said(fields.get("NodeList")),
-        "dependency": _said(fields.get("Dependency")), "features": _said(fields.get("Features")),
-        "nice": int(fields["Nice"]) if fields.get("Nice", "").lstrip("-").isdigit() else None,
-        "exit_code": (int(code) << 8 | int(signal or 0)) if code.isdigit() else None,
-        "shared": "none" if fields.get("OverSubscribe") == "NO" else None,
-    }
 
 
 def accepted(job_id: str, batch: Batch, request: JobRequest, account: Account | None) -> dict[str, Any]:

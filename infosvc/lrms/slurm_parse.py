@@ -4,24 +4,37 @@ of the text, so they are tested on Slurm's own output and fed to the reader.
 - nodes: `sinfo --json` (its `nodes`, Slurm 21.08 and later);
 - partitions: `scontrol show partition -o` (one KEY=VALUE line each: this Slurm's `sinfo --json`
   has no partitions and its scontrol no --json);
-- jobs: `squeue -h -r -o SQUEUE_FORMAT`, one line a job (array tasks each on their own):
-  ten times faster than `squeue --json` at 10,000 jobs (bench/slurm_read.py); a pending job's
-  start is Slurm's forecast, the START_TIME `squeue --start` shows.
+- jobs: `squeue -h -r` in the format SQUEUE_JOBS (a `Marked` one), one record a job (array tasks
+  each on their own): ten times faster than `squeue --json` at 10,000 jobs (bench/slurm_read.py);
+  a pending job's start is Slurm's forecast, the START_TIME `squeue --start` shows.
 
 A field of the wrong type is a SlurmUnavailable that names it: a Slurm whose output changed shape
-must say so, not publish zeros.
+must say so, not publish zeros. A job's record is the exception: a job's own texts are a user's
+(`Marked`), so one record that does not read is left out and logged, and only a read none of whose
+records reads fails.
 """
 
 from __future__ import annotations
 
 import calendar
+import dataclasses
+import logging
 import re
+import secrets
 import time
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Final, Iterable
+from typing import Any, Callable, Final, Iterable, Iterator, TypeVar
 
 from infosvc.lrms.cluster import GpuKind, SlurmJob, SlurmNode, SlurmPartition
 from infosvc.lrms.slurm_commands import SlurmUnavailable, key_values
+from infosvc.loglimit import LogLimiter
+
+T = TypeVar("T")
+log = logging.getLogger("infosvc.lrms")
+#: a job's record left out is logged at most once per interval for each command that read it: a
+#: listing runs at any anonymous request, and the job is in every one while Slurm keeps it
+_LEFT_OUT = LogLimiter(log)
 
 #: gpu[:TYPE]:COUNT, then perhaps (S:0-1) or (IDX:0,2)
 _GRES = re.compile(r"^gpu(?::(?P<type>[^:(]+))?:(?P<count>\d+)")
@@ -156,10 +169,100 @@ def partitions_of(text: str, nodes: Iterable[SlurmNode]) -> tuple[SlurmPartition
     return tuple(found)
 
 
-#: squeue's one line a job (-h -r -o): id, partition, state, user, account, CPUs, nodes, time limit,
-#: start (a pending job's: Slurm's forecast), submit time, node list, reason (last: free text)
-SQUEUE_FORMAT: Final = "%i|%P|%T|%u|%a|%C|%D|%l|%S|%V|%N|%r"
-_FIELDS: Final = SQUEUE_FORMAT.count("|") + 1
+@dataclass(frozen=True, slots=True)
+class Marked:
+    """A squeue format whose records and fields are told apart by a token drawn for the one call
+    that uses it (`drawn`). squeue prints a job's own texts (its name, account, comment, constraint,
+    dependency: what a user submitting to Slurm directly chooses) as they are, newlines and any
+    separator included: read one line a record, split at "|", a name wrote a record of its own (a
+    job of root's in GET /v1/jobs) or one that did not read (every listing failed), an account
+    `x|y` failed every read of the cluster. Each field here ends with `<TOKEN>` and each record with
+    `</TOKEN>` and the newline, which no job's text can hold: the token is passed in squeue's
+    environment (SQUEUE_FORMAT, SQUEUE_FORMAT2), which no other user can read, not on its command
+    line, which any can while it runs. Slurm's own fields come first and are split off at their
+    count, the submitter's texts last: were the token ever in a text, it could not move those.
+    `long`: -O's field names (SQUEUE_FORMAT2), else -o's letters."""
+
+    #: (squeue's field, the key it is read under): Slurm's own words, then the submitter's texts
+    own: tuple[tuple[str, str], ...]
+    chosen: tuple[tuple[str, str], ...]
+    long: bool = False
+    token: str = ""
+
+    def drawn(self) -> Marked:
+        """The format with a token of its own, for one squeue."""
+        return self.with_token(secrets.token_hex(16))
+
+    def with_token(self, token: str) -> Marked:
+        return dataclasses.replace(self, token=token)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(key for _, key in (*self.own, *self.chosen))
+
+    def environment(self) -> dict[str, str | None]:
+        """squeue's environment for this format, in UTC (its times are read as UTC); the other
+        format variable unset, which would else win (22.05 takes SQUEUE_FORMAT over SQUEUE_FORMAT2)."""
+        if not self.token or not self.chosen:
+            raise ValueError("a Marked format needs a drawn token and a field of the submitter's last")
+        sep, end = f"<{self.token}>", f"</{self.token}>"
+        fields = [field for field, _ in (*self.own, *self.chosen)]
+        if self.long:  # NAME:SIZE then the suffix: size 0 neither pads nor cuts
+            text = ",".join(f"{field}:0{sep}" for field in fields[:-1]) + f",{fields[-1]}:0{end}"
+            return {"SQUEUE_FORMAT2": text, "SQUEUE_FORMAT": None, "TZ": "UTC"}
+        return {"SQUEUE_FORMAT": sep.join(fields) + end, "SQUEUE_FORMAT2": None, "TZ": "UTC"}
+
+    def split(self, text: str) -> Iterator[tuple[str, dict[str, str] | None]]:
+        """Each record's text, and its fields by key; None where it is not as this format writes it."""
+        sep, end = f"<{self.token}>", f"</{self.token}>"
+        keys, count = self.keys, len(self.own)
+        records = text.split(end + "\n")
+        rest = records.pop()  # after the last record's end: nothing, unless squeue's output was cut
+        for record in records:
+            own = record.split(sep, count)
+            fields = [*own[:-1], *own[-1].split(sep)] if len(own) == count + 1 else own
+            yield record, (dict(zip(keys, fields)) if len(fields) == len(keys) else None)
+        if rest.strip():
+            yield rest, None
+
+    def shown(self, record: str) -> str:
+        """A record's text for a log line: its fields apart at "|", at most 200 characters, quoted."""
+        return repr(record.replace(f"<{self.token}>", "|")[:200])
+
+
+def each_record(marked: Marked, text: str, what: str, read: Callable[[dict[str, str]], T | None]) -> list[T]:
+    """`read` of each record of `text` (squeue's output in `marked`); None from it: a record passed
+    over. A record not in the format, or one `read` refuses (ValueError, SlurmUnavailable), is left
+    out, and logged, once a while for each `what`: one job's texts fail no read of the others. A
+    SlurmUnavailable when no record reads: that is a Slurm whose output is not this format's."""
+    found: list[T] = []
+    read_well = left_out = 0
+    why = ""
+    for record, fields in marked.split(text):
+        try:
+            if fields is None:
+                raise ValueError(f"not a record of {len(marked.keys)} fields and its end")
+            value = read(fields)
+        except (ValueError, SlurmUnavailable) as exc:
+            left_out += 1
+            why = f"{exc}: {marked.shown(record)}"
+            _LEFT_OUT.warning(what, "%s: a job's record left out, as it does not read (%s)", what, why)
+            continue
+        read_well += 1
+        if value is not None:
+            found.append(value)
+    if left_out and not read_well:
+        raise SlurmUnavailable(f"{what}: none of its {left_out} records reads ({why})")
+    return found
+
+
+#: squeue's record of a job for the cluster read (-h -r): id, partition, state, user, CPUs, nodes,
+#: time limit, start (a pending job's: Slurm's forecast), submit time, node list, reason; the account
+#: last (a user's text: Slurm takes any where accounting does not check it)
+SQUEUE_JOBS: Final = Marked(
+    own=(("%i", "id"), ("%P", "partition"), ("%T", "state"), ("%u", "user"), ("%C", "cpus"), ("%D", "nodes"),
+         ("%l", "limit"), ("%S", "start"), ("%V", "submit"), ("%N", "node_list"), ("%r", "reason")),
+    chosen=(("%a", "account"),))
 
 
 @lru_cache(maxsize=4096)
@@ -174,22 +277,16 @@ def instant_of(text: str) -> float:
         raise SlurmUnavailable(f"squeue gave a time that is none: {text!r}") from None
 
 
-def jobs_of(text: str) -> tuple[SlurmJob, ...]:
-    """`squeue -h -r -o SQUEUE_FORMAT`'s lines (run with TZ=UTC): one job, or array task, a line."""
-    found = []
-    for line in text.splitlines():
-        if not line:
-            continue
-        fields = line.split("|", _FIELDS - 1)
-        if len(fields) != _FIELDS:
-            raise SlurmUnavailable(f"squeue gave a line of {len(fields)} fields, not {_FIELDS}: {line[:80]!r}")
-        ident, partition, state, user, account, cpus, nodes, limit, start, submit, node_list, reason = fields
-        try:
-            found.append(SlurmJob(
-                id=ident, partition=partition.split(",")[0], state=state.upper(), user=user,
-                account="" if account == "(null)" else account, cpus=int(cpus), nodes=int(nodes),
-                time_limit=minutes_of(limit), submit_time=instant_of(submit), start_time=instant_of(start),
-                reason=reason, node_list=node_list))
-        except ValueError as exc:
-            raise SlurmUnavailable(f"squeue gave a line that does not read ({exc}): {line[:80]!r}") from None
-    return tuple(found)
+def jobs_of(text: str, marked: Marked) -> tuple[SlurmJob, ...]:
+    """`squeue -h -r`'s records in `marked` (SQUEUE_JOBS with its token, run with TZ=UTC): one job,
+    or array task, a record."""
+    return tuple(each_record(marked, text, "squeue (the cluster read)", _job))
+
+
+def _job(fields: dict[str, str]) -> SlurmJob:
+    account = fields["account"]
+    return SlurmJob(
+        id=fields["id"], partition=fields["partition"].split(",")[0], state=fields["state"].upper(),
+        user=fields["user"], account="" if account == "(null)" else account, cpus=int(fields["cpus"]),
+        nodes=int(fields["nodes"]), time_limit=minutes_of(fields["limit"]), submit_time=instant_of(fields["submit"]),
+        start_time=instant_of(fields["start"]), reason=fields["reason"], node_list=fields["node_list"])

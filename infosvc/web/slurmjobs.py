@@ -11,25 +11,22 @@ waits rather than starting hundreds of sbatch processes. A job's id is Slurm's j
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import logging
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Final, Mapping, TypeVar
+from dataclasses import dataclass
+from typing import Any, Callable, Final, Mapping, TypeVar
 
 from aiohttp import web
 
-from infosvc.config import LrmsConfig, owner_map
+from infosvc.config import LrmsConfig
 from infosvc.errors import Conflict, DocumentError, Forbidden, Invalid, NotFound, Unavailable, excerpt
 from infosvc.hosts import Role
 from infosvc.lrms import slurm_jobs
 from infosvc.lrms.sbatch import translate
 from infosvc.lrms.slurm_daemons import SlurmSettings, slurm_settings
 from infosvc.lrms.slurm_commands import SlurmUnavailable
-from infosvc.lrms.slurm_jobs import HELD_BY, Submitted, job_view
+from infosvc.lrms.slurm_jobs import HELD_BY, SubmissionUnknown, Submitted, job_view
 from infosvc.queue import MAX_GROUP_JOBS, Filer, Listing, Prepared, check_group, owner_of, read_document
 from infosvc.sched.holds import hold_name
 from infosvc.sched.request import read_request
@@ -37,85 +34,14 @@ from infosvc.web.auth import caller_of
 from infosvc.web.bodies import read_body
 from infosvc.web.pretty import compact_json
 from infosvc.web.keys import AGGREGATOR, CONFIG, SLURM
-from infosvc_agents.accounts import Account, AccountError, AccountPolicy
+from infosvc.web.slurmside import SLURM_THREADS, SlurmSide
+from infosvc_agents.accounts import Account, AccountError
 
 __all__ = ["SlurmSide", "delete_job", "get_job", "get_jobs", "post_control", "post_job"]
 
-#: sbatch processes one server runs at once.
-SUBMIT_SLOTS: Final = 4
-#: Jobs whose submitter the server remembers (a dict entry each): far more than Slurm keeps at once.
-MAX_KNOWN: Final = 200_000
-#: Slurm's submit time of a job this service submitted is within this of the service's clock then
-#: (the two clocks' skew and sbatch's time): a job of the same id submitted later is another's
-SAME_SUBMISSION_SECONDS: Final = 300.0
-#: A group of more jobs than this is a bulk submission (one sbatch each): one at a time
-BULK_JOBS: Final = 8
-#: Slurm's commands run in threads of their own: a slow controller (each command up to
-#: `timeout_seconds`) kept the loop's default pool, which reads documents and the store, busy
-SLURM_THREADS: Final = ThreadPoolExecutor(max_workers=4, thread_name_prefix="infosvc-slurm")
 #: Where a job runs that names no directory, when its account's home is not a directory.
 FALLBACK_DIRECTORY: Final = "/tmp"
 T = TypeVar("T")
-log = logging.getLogger(__name__)
-
-
-@dataclass
-class SlurmSide:
-    """What the server keeps of Slurm: the config, who submits as which account, the jobs it
-    submitted since it started (owner and token, for the token rules), and the submit slots."""
-
-    config: LrmsConfig
-    policy: AccountPolicy
-    #: job id -> who submitted it, the account it was submitted as (None: the server's own) and when
-    known: dict[str, tuple[Submitted, str | None, float]] = field(default_factory=dict)
-    #: Slurm's own settings the routes heed (its daemons' accounts, PrivateData), read once
-    settings: SlurmSettings | None = None
-    slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(SUBMIT_SLOTS))
-    #: groups of more than BULK_JOBS jobs go in one at a time, so that they never hold every slot
-    bulk: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
-
-    def remember(self, job_id: str, submitted: Submitted, account: str | None, at: float) -> None:
-        """Who submitted `job_id`, as `account` at `at`, the oldest forgotten past MAX_KNOWN (its
-        owner's token keeps its rights where the job runs as the owner's own account: `_own_account`)."""
-        self.known[job_id] = (submitted, account, at)
-        if len(self.known) > MAX_KNOWN:
-            del self.known[next(iter(self.known))]
-
-    @contextlib.asynccontextmanager
-    async def slot(self, jobs: int) -> AsyncIterator[None]:
-        """A submission's turn: one of SUBMIT_SLOTS, and for a group of more than BULK_JOBS jobs
-        (an sbatch each) the one bulk turn first: four groups of 1,000 jobs held every slot for a
-        minute, and a one-job submission of another token waited as long."""
-        async with self.bulk if jobs > BULK_JOBS else contextlib.nullcontext(), self.slots:
-            yield
-
-    def submitted_of(self, record: Mapping[str, Any]) -> Submitted | None:
-        """Who submitted the job of Slurm's `record`, where this service did: its id alone is not
-        enough, as Slurm gives an id again (a controller started without its state, MaxJobId
-        passed), and another user's job of that id had the first submitter's rights and owner."""
-        found = self.known.get(str(record.get("job_id")))
-        if found is None:
-            return None
-        submitted, account, at = found
-        when = record.get("submit_time")
-        if account is not None and record.get("user_name") not in (None, account):
-            return None
-        if isinstance(when, (int, float)) and not isinstance(when, bool) and abs(when - at) > SAME_SUBMISSION_SECONDS:
-            return None
-        return submitted
-
-    @classmethod
-    def of(cls, config: LrmsConfig) -> SlurmSide:
-        """At the server's start: the account policy of `config` (its run_as_map read: a ConfigError
-        where it cannot be, as load_config says first), and a warning where the policy names other
-        accounts but the server, not root, can submit only as itself."""
-        mapping = owner_map(config)
-        if config.slurm and (config.run_as or config.run_as_owner or config.run_as_map) and os.geteuid() != 0:
-            log.warning("[lrms] run_as, run_as_owner and run_as_map need a server running as root: this one runs "
-                        "as uid %d, not root, so every job is submitted to Slurm as that user, whoever owns it",
-                        os.geteuid())
-        return cls(config, AccountPolicy(config.run_as or None, config.run_as_owner, mapping, config.min_uid,
-                                         config.max_uid))
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +144,21 @@ def _ids(prepared: list[Prepared], submitted: dict[int, str]) -> dict[str, str]:
     return ids
 
 
+async def _submitted(side: SlurmSide, batch: Any, account: Account | None) -> str:
+    """`slurm_jobs.submit` in Slurm's threads. An sbatch left unanswered whose job Slurm could not
+    be asked about afterwards may yet be in Slurm, or come to be: it is withdrawn once Slurm
+    answers, and the reader is told it may have been submitted (a retry made a second job)."""
+    try:
+        return await asyncio.get_running_loop().run_in_executor(
+            SLURM_THREADS, functools.partial(slurm_jobs.submit, side.config, batch, account))
+    except SubmissionUnknown as exc:
+        side.withdraw_later(exc.marker, exc.user)
+        raise Unavailable(f"Slurm cannot be reached: {exc}", "the job may have been submitted: the service cancels "
+                          "it once Slurm answers; see GET /v1/jobs before submitting again") from None
+    except SlurmUnavailable as exc:
+        raise Unavailable(f"Slurm cannot be reached: {exc}", "the job was not changed; try again") from None
+
+
 async def post_job(request: web.Request) -> web.Response:
     side, who = request.app[SLURM], _who(request)
     tokens = request.app[AGGREGATOR].tokens
@@ -245,7 +186,7 @@ async def post_job(request: web.Request) -> web.Response:
                                                 slurm_ids=_ids(prepared, submitted), directory=directories[number],
                                                 vo_accounts=vo_accounts)
                 at = time.time()
-                submitted[number] = await _slurm(slurm_jobs.submit, side.config, batch, accounts[number])
+                submitted[number] = await _submitted(side, batch, accounts[number])
                 account = accounts[number]
                 side.remember(submitted[number], Submitted(prepared[number].request.owner, who.submitter),
                               account.name if account is not None else None, at)

@@ -1,6 +1,6 @@
 """Slurm's records of a job as the service's job JSON (infosvc/lrms/slurm_jobs.py): states,
-reasons and holds, exit codes, priorities from nice, scontrol's fields under squeue's names, and
-the answer made from what sbatch accepted; the ids and groups sbatch runs with. No Slurm needed."""
+reasons and holds, exit codes, priorities from nice, squeue's records of one job and of the listing
+under squeue --json's names, and the answer made from what sbatch accepted; the ids and groups sbatch runs with. No Slurm needed."""
 
 from __future__ import annotations
 
@@ -13,25 +13,25 @@ import pytest
 from infosvc.lrms.sbatch import Batch
 from infosvc.lrms import slurm_jobs
 from infosvc.lrms.slurm_commands import SlurmUnavailable
-from infosvc.lrms.slurm_jobs import Submitted, accepted, as_account, job_view, listing_records, record_of
+from infosvc.lrms.slurm_jobs import LISTING, ONE_JOB, Submitted, accepted, as_account, job_records, job_view
 from infosvc.sched.request import JobRequest
 from infosvc_agents.accounts import Account
 
-SCONTROL = ("JobId=42 JobName=nightly build UserId=nobody(65534) GroupId=nogroup(65534) Priority=1 Nice=200 "
-            "Account=tools QOS=(null) JobState=FAILED Reason=NonZeroExitCode Dependency=(null) ExitCode=3:0 "
-            "TimeLimit=1-00:30:00 SubmitTime=2026-11-27T06:45:00 EligibleTime=2026-11-27T06:45:00 "
-            "StartTime=2026-11-27T06:46:00 EndTime=2026-11-27T06:47:00 Deadline=N/A Partition=batch NodeList=c[1-2] "
-            "NumCPUs=4 Features=(null) OverSubscribe=NO")
+#: Slurm 22.05's `squeue -h -j 9 --states=all` in ONE_JOB's format (TZ=UTC), its token `t`: a job
+#: that failed with exit code 3 (the wait status 768), nice 200, exclusive, its name of two words
+ONE = ("9<t>FAILED<t>root<t>2<t>1-00:30:00<t>2026-11-28T03:36:47<t>2026-11-28T03:36:48<t>2026-11-28T03:36:48<t>c1"
+       "<t>batch<t>200<t>NonZeroExitCode<t>2026-11-28T03:36:47<t>N/A<t>768<t>NO<t>tools<t>(null)<t>(null)<t>"
+       "nightly build</t>\n")
 
 
-def test_scontrols_fields_read_as_squeues() -> None:
-    record = record_of(dict(word.partition("=")[::2] for word in SCONTROL.replace("nightly build", "nightly").split()))
+def test_one_jobs_record_reads_as_squeues_json() -> None:
+    (record,) = job_records(ONE, ONE_JOB.with_token("t"))
     view = job_view(record, None)
-    assert (view["id"], view["state"], view["exit_code"], view["owner"], view["priority"], view["hosts"],
-            view["run_time_limit_seconds"], view["exclusive"], view["reason"], view["glue_status"]) == (
-        "42", "Failed", 3, "nobody", "Lowest", "c[1-2]", 88200, True, "NonZeroExitCode", "ABORTED")
-    assert view["ended"] == "2026-11-27T06:47:00Z"  # scontrol is run in UTC
-    assert view["slurm"]["account"] == "tools" and view["slurm"]["dependency"] is None
+    assert (view["id"], view["name"], view["state"], view["exit_code"], view["owner"], view["priority"],
+            view["hosts"], view["run_time_limit_seconds"], view["exclusive"], view["reason"], view["glue_status"]) == (
+        "9", "nightly build", "Failed", 3, "root", "Lowest", "c1", 88200, True, "NonZeroExitCode", "ABORTED")
+    assert view["ended"] == "2026-11-28T03:36:48Z"  # squeue is run in UTC
+    assert view["slurm"]["account"] == "tools" and view["slurm"]["dependency"] is None and view["deadline"] is None
 
 
 @pytest.mark.parametrize(("state", "reason", "ours", "sss", "holds"), [
@@ -86,30 +86,36 @@ def test_sbatch_runs_with_the_accounts_ids_and_groups_and_no_privilege(setpriv: 
     assert int(status["CapPrm"], 16) == int(status["CapEff"], 16) == int(status["CapAmb"], 16) == 0
 
 
-def test_the_listing_reads_squeues_lines() -> None:
-    """Lines a real Slurm 22.05 wrote (`squeue -h -r --states=all -o LISTING_FORMAT`, TZ=UTC); a
-    name may hold anything, a constraint the separator (Slurm's OR)."""
-    text = ("3|FAILED|root|(null)|1|365-00:00:00|2026-11-27T07:11:28|2026-11-27T07:11:29|2026-11-27T07:11:29|g1|batch|"
-            "(null)|0|NonZeroExitCode|fail|#|(null)\n"
-            "1|PENDING|root|(null)|1|UNLIMITED|2026-11-27T07:11:28|N/A|N/A||batch|(null)|100|JobHeldUser|a|#|b c|#|"
-            "intel|gpu\n"
-            "12_[3-9]|PENDING|root|(null)|1|UNLIMITED|2026-11-27T07:11:28|N/A|N/A||batch|(null)|0|None|arr|#|(null)\n")
-    failed, held = (job_view(record, None) for record in listing_records(text))
+def test_the_listing_reads_squeues_records() -> None:
+    """Records a real Slurm 22.05 wrote (`squeue -h -r --states=all` in LISTING's format, TZ=UTC, its
+    token `t`): a record ends at its token, not at a newline; a name, an account, a constraint may
+    hold a newline and any separator (the account's line was a job of root's, running)."""
+    text = ("8<t>CANCELLED<t>root<t>1<t>UNLIMITED<t>2026-11-28T03:33:01<t>2026-11-28T03:36:47<t>2026-11-28T03:36:47"
+            "<t><t>batch<t>0<t>JobHeldUser<t>atlas|1|1\n424243|batch|running|root|root<t>(null)<t>wrap<t>(null)</t>\n"
+            "9<t>FAILED<t>root<t>2<t>1-00:30:00<t>2026-11-28T03:36:47<t>2026-11-28T03:36:48<t>2026-11-28T03:36:48<t>c1"
+            "<t>batch<t>200<t>NonZeroExitCode<t>tools<t>(null)<t>nightly build<t>(null)</t>\n"
+            "10<t>PENDING<t>root<t>1<t>UNLIMITED<t>2026-11-28T03:36:47<t>N/A<t>N/A<t><t>batch<t>100<t>JobHeldUser<t>"
+            "(null)<t>afterok:9(unfulfilled)<t>a|#|b\nc<t>intel|ib</t>\n"
+            "12_[3-9]<t>PENDING<t>root<t>1<t>UNLIMITED<t>2026-11-28T03:36:47<t>N/A<t>N/A<t><t>batch<t>0<t>None<t>"
+            "(null)<t>(null)<t>arr<t>(null)</t>\n")
+    canceled, failed, held = (job_view(record, None) for record in job_records(text, LISTING.with_token("t")))
+    assert (canceled["id"], canceled["state"], canceled["slurm"]["account"]) == (
+        "8", "Canceled", "atlas|1|1\n424243|batch|running|root|root")
     assert (failed["id"], failed["state"], failed["ended"], failed["hosts"], failed["reason"],
-            failed["slurm"]["features"]) == ("3", "Failed", "2026-11-27T07:11:29Z", "g1", "NonZeroExitCode", None)
+            failed["slurm"]["features"]) == ("9", "Failed", "2026-11-28T03:36:48Z", "c1", "NonZeroExitCode", None)
     assert (held["id"], held["name"], held["holds"], held["priority"], held["run_time_limit_seconds"],
-            held["slurm"]["features"], held["started"]) == ("1", "a|#|b c", ["User"], "BelowNormal", None,
-                                                             "intel|gpu", None)
-    with pytest.raises(SlurmUnavailable):  # a line without NAME_END is not one this format wrote
-        listing_records(text.replace("fail|#|(null)", "fail"))
+            held["slurm"]["features"], held["slurm"]["dependency"], held["started"]) == (
+        "10", "a|#|b\nc", ["User"], "BelowNormal", None, "intel|ib", "afterok:9(unfulfilled)", None)
+    with pytest.raises(SlurmUnavailable, match="none of its 1 records reads"):  # another read's token
+        job_records(text, LISTING.with_token("u"))
 
 
 def test_the_server_forgets_the_oldest_submitters_past_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     from infosvc.config import LrmsConfig
-    from infosvc.web import slurmjobs
+    from infosvc.web import slurmside
 
-    monkeypatch.setattr(slurmjobs, "MAX_KNOWN", 2)
-    side = slurmjobs.SlurmSide.of(LrmsConfig(type="slurm"))
+    monkeypatch.setattr(slurmside, "MAX_KNOWN", 2)
+    side = slurmside.SlurmSide.of(LrmsConfig(type="slurm"))
     for job_id in ("1", "2", "3"):
         side.remember(job_id, Submitted("alice", job_id), None, 0.0)
     assert list(side.known) == ["2", "3"]
@@ -123,22 +129,22 @@ def test_a_server_not_root_says_at_start_that_jobs_go_as_itself(monkeypatch: pyt
     import logging
 
     from infosvc.config import LrmsConfig
-    from infosvc.web import slurmjobs
+    from infosvc.web import slurmside
 
     me = pwd.getpwuid(os.geteuid()).pw_name
     monkeypatch.setattr(os, "geteuid", lambda: 4321)
     with caplog.at_level(logging.WARNING, logger="infosvc.web.slurmjobs"):
-        side = slurmjobs.SlurmSide.of(LrmsConfig(type="slurm", run_as=me, run_as_owner=True))
+        side = slurmside.SlurmSide.of(LrmsConfig(type="slurm", run_as=me, run_as_owner=True))
     assert side.policy.resolve("alice") is None  # as the server's own user
     (record,) = [r for r in caplog.records if r.name == "infosvc.web.slurmjobs"]
     assert record.levelno == logging.WARNING and "not root" in record.getMessage(), record.getMessage()
     assert "run_as, run_as_owner" in record.getMessage()
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="infosvc.web.slurmjobs"):
-        slurmjobs.SlurmSide.of(LrmsConfig(type="slurm"))
-        slurmjobs.SlurmSide.of(LrmsConfig(type="", run_as=me))
+        slurmside.SlurmSide.of(LrmsConfig(type="slurm"))
+        slurmside.SlurmSide.of(LrmsConfig(type="", run_as=me))
     assert not caplog.records
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     with caplog.at_level(logging.WARNING, logger="infosvc.web.slurmjobs"):
-        slurmjobs.SlurmSide.of(LrmsConfig(type="slurm", run_as=me))
+        slurmside.SlurmSide.of(LrmsConfig(type="slurm", run_as=me))
     assert not caplog.records

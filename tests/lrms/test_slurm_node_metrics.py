@@ -21,7 +21,7 @@ from infosvc.hosts.aggregator import Aggregator
 from infosvc.hosts.tokens import Tokens
 from infosvc.lrms.cluster import ClusterState
 from infosvc.model.node import Consumable
-from infosvc.lrms.slurm_parse import jobs_of, nodes_of, partitions_of
+from infosvc.lrms.slurm_parse import SQUEUE_JOBS, jobs_of, nodes_of, partitions_of
 from infosvc.publish.prometheus import INGEST_BUCKETS, AggregatorCollector, Metrics
 from infosvc.store import Store
 from support import FIXTURES
@@ -35,7 +35,8 @@ MB = 2.0**20
 def read() -> ClusterState:
     nodes = nodes_of(json.loads((HERE / "sinfo.json").read_text())["nodes"])
     return ClusterState(nodes, partitions_of((HERE / "partitions.txt").read_text(), nodes),
-                        jobs_of((HERE / "squeue.txt").read_text()), "22.05.8", READ_AT)
+                        jobs_of((HERE / "squeue.txt").read_text(), SQUEUE_JOBS.with_token("fixture")),
+                        "22.05.8", READ_AT)
 
 
 def values(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from infosvc.config import LrmsConfig
 from infosvc.lrms.slurm_jobs import Submitted
-from infosvc.web.slurmjobs import SAME_SUBMISSION_SECONDS, SlurmSide
+from infosvc.web.slurmside import SAME_SUBMISSION_SECONDS, SlurmSide
 
 AT = 1_795_762_960.0
 
@@ -41,7 +41,7 @@ def test_a_job_of_a_remembered_id_by_another_account_or_later_is_not() -> None:
 def test_a_bulk_group_waits_for_the_bulk_turn_and_leaves_the_slots_to_the_rest() -> None:
     import asyncio
 
-    from infosvc.web.slurmjobs import BULK_JOBS, SUBMIT_SLOTS
+    from infosvc.web.slurmside import BULK_JOBS, SUBMIT_SLOTS
 
     async def run() -> list[str]:
         known = SlurmSide.of(LrmsConfig(type="slurm"))
@@ -99,3 +99,47 @@ def test_under_private_jobs_a_reader_is_shown_only_the_jobs_it_may_change() -> N
     assert _shown(known, private, bound)(alices) and not _shown(known, private, bound)(direct)
     admin = _Who(True, "token-admin", None)
     assert _shown(known, private, admin)(direct)
+
+
+def test_an_unanswered_submission_is_said_to_be_maybe_in_slurm_and_withdrawn_once_slurm_answers(
+        monkeypatch: "pytest.MonkeyPatch", caplog: "pytest.LogCaptureFixture") -> None:
+    import asyncio
+    import logging
+
+    import pytest
+
+    from infosvc.errors import Unavailable
+    from infosvc.lrms import slurm_jobs
+    from infosvc.lrms.slurm_commands import SlurmUnavailable
+    from infosvc.lrms.slurm_jobs import SubmissionUnknown
+    from infosvc.web import slurmside
+    from infosvc.web.slurmjobs import _submitted
+
+    asked: list[tuple[str, str]] = []
+
+    def submit(config: object, batch: object, account: object) -> str:
+        raise SubmissionUnknown("sbatch did not finish within 2 s, and Slurm cannot be asked", "infosvc:ab", "nobody")
+
+    def withdraw(config: object, marker: str, user: str) -> dict[str, str]:
+        asked.append((marker, user))
+        if len(asked) == 1:
+            raise SlurmUnavailable("still not answering")
+        return {"7": "PENDING"} if len(asked) == 2 else {"7": "CANCELLED"}
+
+    monkeypatch.setattr(slurm_jobs, "submit", submit)
+    monkeypatch.setattr(slurm_jobs, "withdraw", withdraw)
+    monkeypatch.setattr(slurmside, "WITHDRAW_SECONDS", 0.5)
+
+    async def run() -> Unavailable:
+        known = SlurmSide.of(LrmsConfig(type="slurm", interval_seconds=1.0))
+        with pytest.raises(Unavailable) as caught:
+            await _submitted(known, object(), None)
+        assert known.withdrawing
+        await asyncio.wait_for(asyncio.gather(*known.withdrawing), 20)
+        return caught.value
+
+    with caplog.at_level(logging.WARNING, logger="infosvc.web.slurmjobs"):
+        refused = asyncio.run(run())
+    assert "may have been submitted" in (refused.detail or ""), refused.detail
+    assert asked[:2] == [("infosvc:ab", "nobody")] * 2 and len(asked) >= 2  # again until Slurm answered, and after
+    assert any("Slurm took job 7" in r.getMessage() for r in caplog.records)

@@ -10,15 +10,22 @@ import json
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
+from infosvc.config import LrmsConfig
+from infosvc.lrms import slurm_jobs
+from infosvc.lrms.reader import read_cluster
+from infosvc.lrms.sbatch import Batch
+from infosvc.lrms.slurm_commands import SlurmUnavailable
 from support.server import Reply, Server, ServerFactory, wait_for
 from support.slurm import SlurmCluster, running
 from support.accounts import local_account
@@ -435,3 +442,119 @@ def test_a_listing_reads_a_job_whose_constraint_and_name_hold_the_separator(serv
     for key in ("name", "reason", "holds", "priority", "state", "owner"):
         assert view[key] == one[key], key
     assert one["slurm"]["features"] == "intel|gpu"
+
+
+# --- a job's own texts, printed raw by squeue ----------------------------------------------------
+
+#: a name whose newline wrote a listing line of its own: a job 424242 of root's, running on 64 CPUs
+FORGING_NAME = ("innocent|#|(null)\n424242|RUNNING|root|root|64|UNLIMITED|2026-11-27T07:02:35|2026-11-27T07:02:37|"
+                "N/A|c1|batch|(null)|0|None|root-maintenance")
+#: a name whose second line did not read (NaN CPUs): every GET /v1/jobs a 503
+BREAKING_NAME = "x|#|(null)\n424244|RUNNING|u|a|NaN|UNLIMITED|N/A|N/A|N/A||batch|(null)|0|None|y"
+#: an account (Slurm writes it in lower case) completing the cluster read's line, then one of a job
+#: running in batch: counted in the CE's RunningJobs
+FORGING_ACCOUNT = "atlas|1|1|unlimited|||c1|none\n424243|batch|running|root|root"
+#: scontrol's fields after the comment are read last: these were the job's CPUs, account, partition
+FORGING_COMMENT = "x NumCPUs=64 Account=root Partition=root-only ExitCode=0:0"
+
+
+def test_a_jobs_own_texts_forge_no_job_and_fail_no_read(server: Server, slurm: SlurmCluster) -> None:
+    """What a user submitting to Slurm directly may choose (name, account, comment), newlines and
+    separators in it, as the listing (anonymous GET /v1/jobs), one job's read and the cluster read
+    (the published CEs) see it. The account `x|y` failed every read of the cluster: /healthz said
+    "stale" and the published state stayed as it was."""
+    asked = {"forging name": ("-J", FORGING_NAME), "breaking name": ("-J", BREAKING_NAME),
+             "account with a separator": ("--account=x|y",), "forging account": (f"--account={FORGING_ACCOUNT}",),
+             "forging comment": (f"--comment={FORGING_COMMENT}",)}
+    ids = {what: str(slurm.sbatch("-H", "--output=/dev/null", *options, "--wrap", "sleep 300"))
+           for what, options in asked.items()}
+    listing = server.get("/v1/jobs")
+    assert listing.status == 200, listing.body[:300]
+    views = {view["id"]: view for view in listing.json()["jobs"]}
+    assert not {"424242", "424243", "424244"} & set(views), sorted(views)
+    assert set(ids.values()) <= set(views), sorted(views)
+    assert views[ids["forging name"]]["name"] == FORGING_NAME and views[ids["breaking name"]]["name"] == BREAKING_NAME
+    assert views[ids["account with a separator"]]["slurm"]["account"] == "x|y"
+    assert views[ids["forging account"]]["slurm"]["account"] == FORGING_ACCOUNT
+    assert all((views[job_id]["owner"], views[job_id]["state"]) == ("root", "Queued") for job_id in ids.values())
+    one = job(server, ids["forging name"])
+    assert (one["id"], one["name"], one["state"]) == (ids["forging name"], FORGING_NAME, "Queued")
+    commented = job(server, ids["forging comment"])
+    assert (commented["processors"]["min"], commented["slurm"]["account"], commented["slurm"]["partition"]) == (
+        1, None, "batch"), commented
+    read = {job.id: job for job in read_cluster(LrmsConfig(type="slurm", slurm_conf=str(slurm.conf),
+                                                            bin_dir=slurm.bin_dir)).jobs}
+    assert set(read) == set(ids.values()), sorted(read)
+    assert {read[ids["account with a separator"]].account, read[ids["forging account"]].account} == {
+        "x|y", FORGING_ACCOUNT}
+    assert all(job.state == "PENDING" and job.cpus == 1 for job in read.values())
+
+
+# --- an sbatch that goes unanswered --------------------------------------------------------------
+
+def late_config(slurm: SlurmCluster, timeout: float) -> LrmsConfig:
+    return LrmsConfig(type="slurm", slurm_conf=str(slurm.conf), bin_dir=slurm.bin_dir, timeout_seconds=timeout)
+
+
+LATE = Batch(("--job-name=late", "--hold", "--output=/dev/null"), "#!/bin/sh\nsleep 300\n")
+
+
+def named_late(slurm: SlurmCluster) -> dict[str, str]:
+    """The jobs named `late` Slurm keeps, and their states."""
+    lines = slurm.run("squeue", "-h", "--states=all", "--name=late", "-o", "%i %T").split("\n")
+    return dict(line.split() for line in lines if line)
+
+
+def test_a_job_slurm_takes_after_sbatch_timed_out_is_cancelled(slurm: SlurmCluster) -> None:
+    """slurmctld stopped past the time limit: sbatch is ended, yet slurmctld, once it goes on, reads
+    the request and makes the job: one the service said it had not submitted (a retry made a second),
+    and that its owner could not cancel. Slurm asked again, the job is found by its mark, cancelled."""
+    assert slurm.controller is not None
+    before = set(named_late(slurm))  # another test's, still kept (MinJobAge)
+    said: list[BaseException | str] = []
+
+    def submit() -> None:
+        try:
+            said.append(slurm_jobs.submit(late_config(slurm, 3.0), LATE, None))
+        except SlurmUnavailable as exc:
+            said.append(exc)
+
+    os.kill(slurm.controller.pid, signal.SIGSTOP)
+    try:
+        thread = threading.Thread(target=submit)
+        thread.start()
+        time.sleep(4.5)  # past sbatch's 3 s: the service is asking Slurm what came of it
+    finally:
+        os.kill(slurm.controller.pid, signal.SIGCONT)
+    thread.join(60)
+    (error,) = said
+    assert isinstance(error, SlurmUnavailable) and "did not finish within 3 s" in str(error), error
+    made = wait_for(lambda: {job_id: state for job_id, state in named_late(slurm).items() if job_id not in before},
+                    timeout=20, message="the job slurmctld made of the request")
+    assert list(made.values()) == ["CANCELLED"], made
+    assert f"as job {next(iter(made))}, which was cancelled" in str(error), error
+
+
+def test_a_submission_slurm_cannot_be_asked_about_says_it_may_be_in_slurm(slurm: SlurmCluster) -> None:
+    """slurmctld stopped through the whole submission: what came of it cannot be told. The error says
+    the job may have been submitted, with its mark, by which it is withdrawn once Slurm answers."""
+    assert slurm.controller is not None
+    before = set(named_late(slurm))  # another test's, still kept (MinJobAge)
+    os.kill(slurm.controller.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(SlurmUnavailable) as caught:
+            slurm_jobs.submit(late_config(slurm, 2.0), LATE, None)
+    finally:
+        os.kill(slurm.controller.pid, signal.SIGCONT)
+    error = caught.value
+    assert "may have been submitted" in str(error), error
+    marker, user = getattr(error, "marker", None), getattr(error, "user", None)
+    assert marker and str(marker).startswith("infosvc:") and user == "root", (marker, user)
+    made = wait_for(lambda: {job_id: state for job_id, state in named_late(slurm).items() if job_id not in before},
+                    timeout=20, message="the job slurmctld made of the request")
+    assert set(made.values()) == {"PENDING"}, made
+    withdrawn = slurm_jobs.withdraw(late_config(slurm, 30.0), str(marker), str(user))
+    assert withdrawn == {job_id: "PENDING" for job_id in made}, withdrawn
+    assert {named_late(slurm)[job_id] for job_id in made} == {"CANCELLED"}
+    again = slurm_jobs.withdraw(late_config(slurm, 30.0), str(marker), str(user))  # nothing left to cancel
+    assert again == {job_id: "CANCELLED" for job_id in made}, again
