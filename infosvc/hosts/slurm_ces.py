@@ -115,9 +115,15 @@ def response_times(partition: SlurmPartition, jobs: list[SlurmJob], free_cpus: i
     return seconds_from(est, now), seconds_from(worst, now)
 
 
-def _jobs(jobs: list[SlurmJob]) -> tuple[glue.CEJob, ...]:
+def _jobs(jobs: list[SlurmJob], private: frozenset[str]) -> tuple[glue.CEJob, ...]:
+    """The CE's Job entries: none where Slurm keeps jobs private (PrivateData=jobs or all: a user's
+    squeue shows no job of another's, and the counts stay published), no owner where it keeps users
+    private; the reads are root's, which Slurm's privacy does not filter."""
+    if private & {"jobs", "all"}:
+        return ()
+    owners = "users" not in private
     shown = sorted(jobs, key=lambda j: not j.running)[:MAX_CE_JOBS]
-    return tuple(glue.CEJob(j.id, "RUNNING" if j.running else "WAITING", j.user or None,
+    return tuple(glue.CEJob(j.id, "RUNNING" if j.running else "WAITING", (j.user or None) if owners else None,
                             scheduler_specific=j.reason if j.pending and j.reason and j.reason != "None" else None)
                  for j in shown if j.running or j.pending)
 
@@ -227,7 +233,7 @@ def _ce(part: SlurmPartition, ce: ComputingElementConfig | None, members: list[S
                          (ce.host_name or None) if ce else None, (ce.gatekeeper_port or None) if ce else None, total),
         policy=policy, state=glue.CEState(status, running, waiting, 0, 0, free),
         access_control_rules=ce.access_control if ce is not None and ce.access_control else _vo_rules(part, config),
-        jobs=_jobs(jobs), clusters=clusters,
+        jobs=_jobs(jobs, read.private), clusters=clusters,
         information_service_url=url, by_vo=_by_vo(jobs, config.lrms.vo_of),
         accelerators=glue.AcceleratorFigures(gpus, used, free_gpus) if gpus else None,
         max_slots_per_job=part.max_nodes * widest if part.max_nodes is not None and widest else None),

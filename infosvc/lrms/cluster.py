@@ -120,6 +120,9 @@ class ClusterState:
     read_at: float  # POSIX time the read began
     read_seconds: float = 0.0  # wall time of the read, commands and parsing
     cpu_seconds: float = 0.0  # CPU time of the commands and of the parsing
+    #: what Slurm keeps private (PrivateData's words, lower case: jobs, users ...), which the
+    #: published CEs heed (hosts/slurm_ces.py): the reads are root's, which Slurm does not filter
+    private: frozenset[str] = frozenset()
 
     def node(self, name: str) -> SlurmNode | None:
         return next((n for n in self.nodes if n.name == name), None)

@@ -20,12 +20,13 @@ from typing import Callable
 from infosvc.config import LrmsConfig
 from infosvc.lrms.cluster import ClusterState
 from infosvc.lrms.slurm_commands import SlurmUnavailable, diagnosis, run, run_json, version
+from infosvc.lrms.slurm_daemons import slurm_settings
 from infosvc.lrms.slurm_parse import SQUEUE_JOBS, jobs_of, nodes_of, partitions_of
 
 log = logging.getLogger("infosvc.lrms")
 
 
-def read_cluster(config: LrmsConfig, slurm_version: str = "") -> ClusterState:
+def read_cluster(config: LrmsConfig, slurm_version: str = "", private: frozenset[str] = frozenset()) -> ClusterState:
     """The cluster now (blocking): SlurmUnavailable when a command fails or its output is not
     what this Slurm writes. The CPU time counts the commands' and this thread's parsing."""
     began, wall0, cpu0 = time.time(), time.monotonic(), time.thread_time()
@@ -38,7 +39,7 @@ def read_cluster(config: LrmsConfig, slurm_version: str = "") -> ClusterState:
     jobs = jobs_of(ran_jobs.stdout, marked)
     commands_cpu = ran_nodes.cpu_seconds + ran_parts.cpu_seconds + ran_jobs.cpu_seconds
     return ClusterState(nodes, partitions, jobs, slurm_version, began, time.monotonic() - wall0,
-                        commands_cpu + time.thread_time() - cpu0)
+                        commands_cpu + time.thread_time() - cpu0, private)
 
 
 class ClusterReader:
@@ -60,6 +61,7 @@ class ClusterReader:
         self.reads = 0
         self.failures = 0
         self._version = ""
+        self._private: frozenset[str] = frozenset()
 
     @property
     def stale(self) -> bool:
@@ -70,8 +72,10 @@ class ClusterReader:
         """One read (blocking), its result kept and told: for a thread, or a test."""
         try:
             if not self._version:
-                self._version = version(self.config)
-            state = read_cluster(self.config, self._version)
+                found = version(self.config)
+                self._private = slurm_settings(self.config).private  # read with the version, once
+                self._version = found
+            state = read_cluster(self.config, self._version, self._private)
         except SlurmUnavailable as exc:
             self.failures += 1
             why = str(exc)
