@@ -72,9 +72,9 @@ class ClusterReader:
         """One read (blocking), its result kept and told: for a thread, or a test."""
         try:
             if not self._version:
-                found = version(self.config)
+                said = version(self.config)
                 self._private = slurm_settings(self.config).private  # read with the version, once
-                self._version = found
+                self._version = said
             state = read_cluster(self.config, self._version, self._private)
         except SlurmUnavailable as exc:
             self.failures += 1
