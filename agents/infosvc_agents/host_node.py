@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final, Mapping
 
+from infosvc.codec.xmltext import attr, text
 from infosvc.model.durations import format_seconds
 from infosvc.model.node import Consumable, Extension, Node, PartTable, consumable_key
 
@@ -181,6 +182,27 @@ def _filesystems(node: Node, filesystems: Any) -> None:
     node.configured.add(_con("Disk", size / MB, units="MB"))
     node.available.add(_con("Disk", available / MB, units="MB"))
     node.utilized.add(_con("Disk", max(used, 0) / MB, units="MB"))
+
+
+#: the longest a size of _filesystems' Resources is written (format_amount: a float's repr,
+#: 1.2345678901234567e+18)
+_AMOUNT_CHARS: Final = 24
+
+
+def file_system_bytes(mount_point: str, device: str, fstype: str) -> int:
+    """The bytes one file system's elements (_filesystems: four Extensions, two Resources) take in the
+    report, at most: its names as written (made XML-safe, then escaped), its flags and sizes the
+    longest they can be. Never less than the characters the aggregator counts of them ([reports]
+    max_file_system_chars, max_extension_chars, max_resource_chars count names unescaped and no
+    markup), so that a budget of these bytes (collectors/filesystems.py) bounds those too, and the
+    report's body. Kept beside _filesystems so that the two change together."""
+    context = attr(f"FileSystem:{xml_safe(mount_point)}")
+    extensions = "".join(f'<Extension name="{name}" type="{context}">{text(value)}</Extension>'
+                         for name, value in (("Type", xml_safe(fstype)), ("ReadOnly", "false"), ("Kind", "remote"),
+                                             ("Device", xml_safe(device))))
+    resource = (f'<Resource name="FileSystem" type="{attr(xml_safe(mount_point))}" units="MB">'
+                f'{"0" * _AMOUNT_CHARS}</Resource>')
+    return len(extensions.encode()) + 2 * len(resource.encode())
 
 
 def _network(node: Node, adapters: Any) -> None:

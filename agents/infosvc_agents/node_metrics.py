@@ -12,17 +12,21 @@ The values are those of the newest sample, not read at scrape time: a scrape cos
 and sees exactly what the agent last sent to the aggregator. Served by prometheus_client's own
 HTTP server in a thread, so the agent stays free of any web framework: a thread a connection, each
 connection's exchange within METRICS_TIMEOUT seconds and at most METRICS_CONNECTIONS of them at once
-(clients that open connections and never finish a request cannot take the agent's descriptors).
+(clients that open connections and never finish a request cannot take the agent's descriptors), each
+request's line and headers read up to METRICS_HEAD_BYTES (nor its memory).
 """
 
 from __future__ import annotations
 
+import http.client
+import io
 import socket
 import sys
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Final, Iterator
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Final, Iterator, cast
+from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -239,8 +243,61 @@ METRICS_TIMEOUT: Final = 10.0
 METRICS_CONNECTIONS: Final = 16
 
 
+#: a request's line and headers, the blank line ending them included, are read up to this many
+#: bytes; past it the answer is 431 (414 for the request line alone) and the connection is closed.
+#: http.server's own limits are 100 header lines of 64 KiB each, kept until the request ends: 16
+#: connections that never finished theirs held 100 MB of the agent's memory until their deadline.
+#: A scrape's head (Prometheus') is a few hundred bytes.
+METRICS_HEAD_BYTES: Final = 8 * 1024
+
+
+class _Head(io.BufferedIOBase):
+    """The connection's rfile while a request's head is read: lines within what is left of `limit`
+    bytes, and http.client.LineTooLong past it (which http.server's parse_request answers with 431,
+    Request Header Fields Too Large). Never reads more than one byte past the limit."""
+
+    def __init__(self, rfile: io.BufferedIOBase, limit: int) -> None:
+        super().__init__()
+        self.rfile = rfile
+        self.left = limit
+
+    def readline(self, size: int | None = -1, /) -> bytes:
+        want = self.left + 1 if size is None or size < 0 else min(size, self.left + 1)
+        line = self.rfile.readline(want)
+        self.left -= len(line)
+        if self.left < 0:
+            raise http.client.LineTooLong(f"a request's line and headers past {METRICS_HEAD_BYTES} bytes")
+        return line
+
+
 class _QuietHandler(WSGIRequestHandler):
-    """One request a connection, as wsgiref serves them, and no log line for each."""
+    """One request a connection, as wsgiref serves them, its head within METRICS_HEAD_BYTES, and no
+    log line for each."""
+
+    def handle(self) -> None:
+        # wsgiref's handle, the request line and the headers read through _Head: its own reads up to
+        # 64 KiB of request line, and parse_request up to 100 header lines of 64 KiB.
+        rfile = self.rfile
+        head = _Head(rfile, METRICS_HEAD_BYTES)
+        self.rfile = head
+        try:
+            try:
+                self.raw_requestline = head.readline()
+            except http.client.LineTooLong:
+                self.requestline = self.request_version = self.command = ""
+                self.send_error(HTTPStatus.REQUEST_URI_TOO_LONG)
+                return
+            if not self.parse_request():  # it answered (431 past the limit)
+                return
+        finally:
+            self.rfile = rfile  # the body, if any, is the application's to read (/metrics reads none)
+        # the files as wsgiref passes them (typeshed has them BufferedIOBase here, IO[bytes] there)
+        handler = ServerHandler(cast(BinaryIO, rfile), cast(BinaryIO, self.wfile), self.get_stderr(),
+                                self.get_environ(), multithread=False)
+        handler.request_handler = self  # type: ignore[attr-defined]  # as wsgiref's own handle: for its log
+        app = cast(WSGIServer, self.server).get_app()
+        assert app is not None  # serve_metrics sets it before serving
+        handler.run(app)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass

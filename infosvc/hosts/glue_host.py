@@ -158,7 +158,8 @@ def _consumables(items: Iterable[Consumable]) -> tuple[dict[str, Consumable], di
 def gpu_count(item: Consumable) -> int:
     """A `Resource name="GPU"`'s count; 0 for one that is no count of a real host's (a report of
     1e19 GPUs overflowed the scheduler's columns: every submission and match failed after it).
-    /metrics takes a host's GPU models by the same rule (publish/gpu_series.py)."""
+    /metrics counts a host's GPUs by the same rule, and leaves out besides the models too long or
+    not printable to be a label (publish/gpu_series.py)."""
     try:
         value = float(item.value)
     except (ValueError, OverflowError):

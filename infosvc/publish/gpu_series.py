@@ -11,7 +11,8 @@ from infosvc.hosts import gpu_count
 from infosvc.loglimit import LogLimiter
 from infosvc.model.node import Consumable
 
-__all__ = ["GPU_FAMILIES", "MAX_GPU_DEVICES", "MAX_GPU_MODELS", "MIB", "bytes_of", "gpu_values"]
+__all__ = ["GPU_FAMILIES", "MAX_GPU_DEVICES", "MAX_GPU_MODELS", "MAX_GPU_MODEL_CHARS", "MIB", "bytes_of",
+           "gpu_values"]
 
 log = logging.getLogger("infosvc.publish.prometheus")  # the /metrics log, as before
 MIB = 1 << 20
@@ -28,6 +29,13 @@ GPU_FAMILIES: Final = (("infosvc_host_gpus", "model"), ("infosvc_host_gpus_avail
 #: report made 2,000 series at each scrape and new ones at each report (docs/security.md)
 MAX_GPU_MODELS: Final = 8
 MAX_GPU_DEVICES: Final = 64
+#: A model longer than this, or with a character that is not printable (str.isprintable: no line
+#: break of any kind, tab, control or format character), has no series: a 15,000-character model
+#: went through to a real Prometheus, where every sample of a series repeats its labels, and a host
+#: renaming long models at each report made series of them anew each time. The longest real ones
+#: (a MIG profile's: "NVIDIA H100 80GB HBM3 MIG 1g.10gb") are under 64. Left out rather than cut
+#: short: two models cut alike would be summed as one.
+MAX_GPU_MODEL_CHARS: Final = 128
 #: A GPU's id as agents write it (docs/node-mapping.md): its PCI address, domain:bus:device.function
 #: (the kernel's 0000:3b:00.0, NVML's 00000000:3B:00.0), or a MIG instance's, <PCI address>/gi<G>/ci<C>
 _GPU_ID: Final = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?:/gi[0-9]{1,4}/ci[0-9]{1,4})?")
@@ -40,9 +48,10 @@ def gpu_values(categories: tuple[list[Consumable], ...], host: str) -> tuple[lis
     Configured, Available and Utilized categories (_first's; docs/node-mapping.md, GPUs): per
     model the GPUs of each category; per GPU its memory, memory used, utilisation. Bounded
     whatever the report says: per model, the models the host has GPUs of (a Configured count of
-    one or more, as the roll-up counts its accelerators), the first MAX_GPU_MODELS by name; per
-    GPU, the ids of a GPU's form (_GPU_ID), the first MAX_GPU_DEVICES. A model's GPUs listed
-    twice are summed (as the roll-up does), a GPU's value listed twice is its first."""
+    one or more, as the roll-up counts its accelerators) named fit for a label (_fit_model), the
+    first MAX_GPU_MODELS by name; per GPU, the ids of a GPU's form (_GPU_ID), the first
+    MAX_GPU_DEVICES. A model's GPUs listed twice are summed (as the roll-up does), a GPU's value
+    listed twice is its first."""
     models: set[str] = set()  # those it has GPUs of
     devices: set[str] = set()  # those of a GPU's form
     model_keys: set[str] = set()  # every per-model label value of the report, kept or not
@@ -53,7 +62,7 @@ def gpu_values(categories: tuple[list[Consumable], ...], host: str) -> tuple[lis
             assert key is not None  # _first keeps only typed ones
             if name == "GPU":
                 model_keys.add(key)
-                if category == 0 and key not in models and gpu_count(item) >= 1:
+                if category == 0 and key not in models and _fit_model(key) and gpu_count(item) >= 1:
                     models.add(key)  # as the roll-up counts the host's accelerators
             elif (name == "GPUMemory" and category != 1) or (name == "GPUUtilization" and category == 2):
                 if key not in device_keys:
@@ -66,9 +75,10 @@ def gpu_values(categories: tuple[list[Consumable], ...], host: str) -> tuple[lis
         devices = set(sorted(devices)[:MAX_GPU_DEVICES])
     if len(model_keys) > len(models) or len(device_keys) > len(devices):
         _cut_log.warning("gpu-series-cut", "host %r: %d GPU models and %d GPU ids of its report are left off /metrics "
-                         "(per-model series: at most %d models it has GPUs of; per-GPU series: at most %d PCI "
-                         "addresses or MIG instances)", host, len(model_keys) - len(models),
-                         len(device_keys) - len(devices), MAX_GPU_MODELS, MAX_GPU_DEVICES)
+                         "(per-model series: at most %d models it has GPUs of, named in at most %d printable "
+                         "characters; per-GPU series: at most %d PCI addresses or MIG instances)", host,
+                         len(model_keys) - len(models), len(device_keys) - len(devices), MAX_GPU_MODELS,
+                         MAX_GPU_MODEL_CHARS, MAX_GPU_DEVICES)
     out: tuple[dict[str, float], ...] = ({}, {}, {}, {}, {}, {})
     for category, items in enumerate(categories):
         for item in items:
@@ -90,6 +100,10 @@ def gpu_values(categories: tuple[list[Consumable], ...], host: str) -> tuple[lis
             except (ValueError, OverflowError):  # not a number: not exported rather than failing the scrape
                 continue
     return tuple(list(values.items()) for values in out)
+
+
+def _fit_model(model: str) -> bool:
+    return len(model) <= MAX_GPU_MODEL_CHARS and model.isprintable()
 
 
 def bytes_of(item: Consumable | None) -> float | None:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -45,16 +46,19 @@ class FakeStatvfs:
         return os.statvfs_result((4096, 4096, blocks, blocks // 2, blocks // 4, 0, 0, 0, 0, 255))
 
 
-def fixture_agent(**kwargs: object) -> HostAgent:
+def fixture_agent(root: Path | None = None, statvfs: Callable[[str], Any] | None = None,
+                  **kwargs: object) -> HostAgent:
+    """The agent of the host1 fixture (or of `root`, a tree like it), its statvfs FakeStatvfs's or `statvfs`."""
+    root = root or HOST1
     registry = CollectorRegistry()
     registry.extend([
-        ProcessorCollector(proc_root=str(HOST1 / "proc"), sys_root=str(HOST1 / "sys"), cpuinfo=lambda: {}),
-        MemoryCollector(proc_root=str(HOST1 / "proc")),
-        LoadCollector(proc_root=str(HOST1 / "proc")),
-        FileSystemCollector(proc_root=str(HOST1 / "proc"), statvfs=FakeStatvfs()),
-        NetworkCollector(proc_root=str(HOST1 / "proc"), sys_root=str(HOST1 / "sys"),
+        ProcessorCollector(proc_root=str(root / "proc"), sys_root=str(root / "sys"), cpuinfo=lambda: {}),
+        MemoryCollector(proc_root=str(root / "proc")),
+        LoadCollector(proc_root=str(root / "proc")),
+        FileSystemCollector(proc_root=str(root / "proc"), statvfs=statvfs or FakeStatvfs()),
+        NetworkCollector(proc_root=str(root / "proc"), sys_root=str(root / "sys"),
                          addresses=lambda: {"eth0": ["10.0.0.21", "fe80::1"], "lo": ["127.0.0.1"]}),
-        SystemCollector(etc_root=str(HOST1 / "etc"), proc_root=str(HOST1 / "proc"),
+        SystemCollector(etc_root=str(root / "etc"), proc_root=str(root / "proc"),
                         uname=lambda: os.uname_result(("Linux", "cn017.example.org", "5.14.0-362", "#1 SMP", "x86_64"))),
     ])
     return HostAgent(registry, **kwargs)  # type: ignore[arg-type]

@@ -165,3 +165,97 @@ def test_a_flood_of_half_sent_requests_leaves_the_agent_its_descriptors_and_its_
         for sock in held:
             sock.close()
         stop_process(agent)
+
+
+# --- a request's head: at most METRICS_HEAD_BYTES ------------------------------------------------
+# A review's finding: the server read up to 100 header lines of 64 KiB each on a connection (the
+# http.server's own limits) and kept them until the request ended or its deadline: 16 unfinished
+# requests raised the agent's resident memory from 56 to 156 MB. The request line and headers
+# together are now read up to 8 KiB: past it the answer is 431 (414 for the request line alone)
+# and the connection is closed.
+
+def exchange(port: int, request: bytes, within: float = 5.0) -> tuple[bytes, float]:
+    """What the server answers to `request` (finished or not) before it closes, and how long it took."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=within)
+    started = time.monotonic()
+    answer = b""
+    try:
+        try:
+            sock.sendall(request)
+        except (ConnectionResetError, BrokenPipeError):
+            pass  # closed before all was sent: what it answered may still be there to read
+        while chunk := sock.recv(65536):
+            answer += chunk
+    except (TimeoutError, ConnectionResetError):
+        pass
+    finally:
+        sock.close()
+    return answer, time.monotonic() - started
+
+
+def headers_of(total: int) -> bytes:
+    """Header lines of 1,000 bytes (the last shorter) making `total` bytes."""
+    line = b"X-Pad: " + b"a" * 991 + b"\r\n"
+    return line * (total // len(line)) + (b"X-End: " + b"b" * (total % len(line) - 9) + b"\r\n" if total % len(line) else b"")
+
+
+def test_a_request_head_past_8_kib_is_refused_at_once_and_one_within_it_served() -> None:
+    head = 8 * 1024  # METRICS_HEAD_BYTES
+    collector = metrics_of_an_agent()
+    port = free_port()
+    # a deadline far past the test's waits: what is answered is answered at once, not cut at the deadline
+    server = serve_metrics(f"127.0.0.1:{port}", collector, timeout=30.0, max_connections=4)
+    try:
+        start = b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        # within: Prometheus' scrape sends a few hundred bytes
+        answer, _ = exchange(port, start + headers_of(head - len(start) - 2) + b"\r\n")
+        assert answer.startswith(b"HTTP/1.0 200 ") and b"infosvc_node_processors" in answer, answer[:200]
+        # one byte past it, the request finished
+        answer, _ = exchange(port, start + headers_of(head - len(start) - 1) + b"\r\n")
+        assert answer.startswith(b"HTTP/1.0 431 "), answer[:200]
+        # unfinished: 100 header lines of 64 KiB were read and kept until the deadline; refused once past 8 KiB
+        answer, took = exchange(port, start + (b"X: " + b"a" * 65000 + b"\r\n") * 2)
+        assert answer.startswith(b"HTTP/1.0 431 ") and took < 3.0, (answer[:200], took)
+        answer, took = exchange(port, start + headers_of(head))  # no blank line: never finished
+        assert answer.startswith(b"HTTP/1.0 431 ") and took < 3.0, (answer[:200], took)
+        # a request line past it alone
+        answer, _ = exchange(port, b"GET /metrics?" + b"q" * head + b" HTTP/1.1\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.0 414 "), answer[:200]
+        assert scrape(port) is not None
+    finally:
+        server.shutdown()
+        server.server_close()
+    from infosvc_agents.node_metrics import METRICS_HEAD_BYTES
+    assert METRICS_HEAD_BYTES == head
+
+
+def rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads the agent's memory in /proc")
+def test_unfinished_requests_of_large_heads_leave_the_agent_its_memory() -> None:
+    port = free_port()
+    agent = subprocess.Popen([sys.executable, "-m", "infosvc_agents", "--interval", "1", "--metrics-listen",
+                              f"127.0.0.1:{port}"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    held: list[socket.socket] = []
+    try:
+        wait_for(lambda: scrape(port), timeout=30, message="the agent's /metrics")
+        before = rss_mib(agent.pid)
+        # the review's: as many as are served at once, each 100 header lines of 64 KiB and never finished
+        for _ in range(METRICS_CONNECTIONS):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            held.append(sock)
+            try:
+                sock.sendall(b"GET /metrics HTTP/1.1\r\n" + (b"X: " + b"a" * 65000 + b"\r\n") * 100)
+            except OSError:
+                pass  # refused and closed past the cap, before all was sent
+        time.sleep(1.0)
+        grown = rss_mib(agent.pid) - before
+        assert grown < 16, f"the agent's resident memory grew {grown:.0f} MiB"  # it grew 100
+        assert scrape(port) is not None and agent.poll() is None
+    finally:
+        for sock in held:
+            sock.close()
+        stop_process(agent)

@@ -176,3 +176,33 @@ def test_a_flooding_host_s_exposition_passes_promtool(tmp_path: Path) -> None:
     checked = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, timeout=60)
     assert checked.returncode == 0 and not checked.stdout.strip() and not checked.stderr.strip(), (
         checked.stdout.decode() + checked.stderr.decode())
+
+
+def test_a_model_too_long_or_not_printable_makes_no_series(caplog: pytest.LogCaptureFixture,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A review's findings: a 15,000-character model went through /metrics to a real Prometheus, and a
+    host that renamed its 8 models of 1,880 characters at each report made 24 new series of them at
+    each. A model of more than MAX_GPU_MODEL_CHARS characters, or holding one that is not printable
+    (a line break of any kind, a tab, a control or format character), has no series; the host's
+    other models keep theirs."""
+    fit = ["M" * 128, "Ünïcode GPU 中文 MIG 1g.10gb"]
+    unfit = ["L" * 129, "L" * 15000, 'A\nfake{x="y"} 42', "A\tB", "A\rB", "A\u2028B", "A\x85B", "A\x00B",
+             "A\u200bB", "A\x1b[31mB"]
+    caplog.set_level(logging.WARNING, logger="infosvc.publish.prometheus")
+    monkeypatch.setattr(gpu_series, "_cut_log", LogLimiter(gpu_series.log))
+    seen = set()
+    for round_ in range(3):  # renamed at each report, as the review's host did
+        node = make_node("g01", gpus=GPUs(count=2, busy=1))
+        for model in [*fit, *(f"{model}{round_}" for model in unfit)]:
+            GPUs(model=model, count=1).add_to(node)
+        lines = gpu_lines(node)
+        models = {s.labels["model"] for family in text_string_to_metric_families(lines) for s in family.samples
+                  if "model" in s.labels}
+        assert models == {H100, *fit}, models
+        assert max(map(len, lines.splitlines())) < 300
+        seen |= {line for line in lines.splitlines() if "model=" in line}
+    assert len(seen) == 3 * 3  # the same 9 series at each report: none new
+    (record, *_) = [r for r in caplog.records if "g01" in r.getMessage()]
+    assert f"{len(unfit)} GPU models" in record.getMessage(), record.getMessage()
+    from infosvc.publish.gpu_series import MAX_GPU_MODEL_CHARS
+    assert MAX_GPU_MODEL_CHARS == len(fit[0])

@@ -1,8 +1,11 @@
 """File systems: the host's real (block-backed or network/cluster) mounts with their space.
 
-Mounts come from /proc/self/mountinfo; pseudo file systems, container plumbing and bind-mount
-duplicates are left out. statvfs runs on a worker thread and every answer is awaited for at
-most `timeout` seconds, so a hung NFS server costs one sample one timeout, never the agent.
+Mounts come from /proc/self/mountinfo; pseudo file systems, container plumbing, bind-mount
+duplicates and FUSE mounts made by users other than root are left out, and of the rest at most
+MAX_FILE_SYSTEMS, described in at most MAX_FILE_SYSTEM_BYTES, are kept (within_bounds): what the
+host mounts never takes its report past what the aggregator takes. statvfs runs on a worker
+thread and every answer is awaited for at most `timeout` seconds, so a hung NFS server costs one
+sample one timeout, never the agent.
 A mountinfo line that cannot be parsed is skipped with a warning; the other mounts stay.
 The collector serves one sample at a time (the registry runs collectors in turn).
 """
@@ -11,14 +14,19 @@ from __future__ import annotations
 
 import logging
 import os
+import posixpath
 import queue
 import re
 import select
 import threading
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Final
 
+from infosvc.loglimit import LogLimiter
+
 from infosvc_agents.collectors._files import ProcFile, read_text
+from infosvc_agents.host_node import file_system_bytes, xml_safe
 
 log = logging.getLogger("infosvc_agents.collectors.filesystems")
 
@@ -50,6 +58,24 @@ EXCLUDED_AT: Final = frozenset({"/etc/hosts", "/etc/hostname", "/etc/resolv.conf
 
 _OCTAL: Final = re.compile(rb"\\([0-7]{3})")
 
+#: At most this many file systems are reported (and are on the agent's /metrics), and their part
+#: of the report (host_node.file_system_bytes) at most this many bytes: whatever the host mounts,
+#: a report stays within the aggregator's default [reports] caps (infosvc/config/site.py:
+#: max_file_systems 256, max_file_system_chars 80 KiB, and the file systems' share of
+#: max_extension_chars 96 KiB, max_resource_chars 48 KiB and max_body_bytes 256 KiB, which the
+#: rest of the report shares). A report past one is refused whole (413), every one of them, and
+#: the host goes Unreachable: 300 mounts did it. A large real host has 64 on long paths (~45 KB).
+MAX_FILE_SYSTEMS: Final = 128
+MAX_FILE_SYSTEM_BYTES: Final = 64 * 1024
+#: A file system whose mount point (as reported: made XML-safe) is longer, or its device or type,
+#: is left out, not cut short: its mount point names it in the report, its device and type label
+#: its series, and a name cut short could be another's. PATH_MAX is 4,096; no real one nears these.
+MAX_MOUNT_POINT_CHARS: Final = 1024
+MAX_NAME_CHARS: Final = 256
+#: The log says which file systems were left out at most once per this many seconds per collector
+#: (the selection is made again at each change of the mount table, which users can make at will).
+LEFT_OUT_LOG_SECONDS: Final = 600.0
+
 
 @dataclass(frozen=True, slots=True)
 class FileSystem:
@@ -73,6 +99,8 @@ class Mount:
     fstype: str
     source: str
     read_only: bool
+    #: the super options' user_id=N, which FUSE writes (the user who made the mount); None when absent
+    user_id: int | None = None
 
 
 def unescape(field: str) -> str:
@@ -99,8 +127,18 @@ def parse_mountinfo(text: str, where: str = "mountinfo") -> list[Mount]:
                 log.warning("skipping malformed %s line: %r", where, line[:200])
             continue
         mounts.append(Mount(dev, unescape(root), unescape(mount_point), fstype, unescape(source),
-                            "ro" in options.split(",")))
+                            "ro" in options.split(","), _user_id(fields[sep + 3] if len(fields) > sep + 3 else "")))
     return mounts
+
+
+def _user_id(super_options: str) -> int | None:
+    for option in super_options.split(","):
+        if option.startswith("user_id="):
+            try:
+                return int(option[8:])
+            except ValueError:
+                return None
+    return None
 
 
 def parse_filesystems(text: str) -> dict[str, bool]:
@@ -115,6 +153,23 @@ def parse_filesystems(text: str) -> dict[str, bool]:
 
 def is_remote(fstype: str) -> bool:
     return fstype in REMOTE_TYPES
+
+
+def is_fuse(fstype: str) -> bool:
+    """FUSE's types: fuse and fuseblk, fuse.<subtype> and fuseblk.<subtype> (the subtype is the
+    mounter's to name)."""
+    return fstype in ("fuse", "fuseblk") or fstype.startswith(("fuse.", "fuseblk."))
+
+
+def made_by_a_user(mount: Mount) -> bool:
+    """Whether a mount is a FUSE one that root did not make. Any user may mount FUSE file systems
+    with the setuid fusermount, as many as they like, of a type they name (fuse.sshfs, in
+    REMOTE_TYPES), with paths of any length: they are theirs, not the host's (300 of them had every
+    report of the host refused), and their statvfs waits on whatever server they name. The kernel
+    writes user_id= (the mounter's uid) in every FUSE mount's super options, allow_other or not (a
+    user may ask for allow_other too, where fuse.conf has user_allow_other): only user_id=0 is
+    root's. One without user_id is not the kernel's FUSE as we know it, so not trusted either."""
+    return is_fuse(mount.fstype) and mount.user_id != 0
 
 
 def is_real(mount: Mount, nodev: Callable[[str], bool | None]) -> bool:
@@ -147,7 +202,7 @@ def select_mounts(mounts: list[Mount], nodev: Callable[[str], bool | None]) -> l
     visible = {m.mount_point: m for m in mounts}
     best: dict[str, Mount] = {}
     for mount in visible.values():
-        if _excluded(mount.mount_point) or not is_real(mount, nodev):
+        if _excluded(mount.mount_point) or made_by_a_user(mount) or not is_real(mount, nodev):
             continue
         kept = best.get(mount.dev)
         # Bind mounts share the device: prefer the one showing the file system's own root,
@@ -159,6 +214,32 @@ def select_mounts(mounts: list[Mount], nodev: Callable[[str], bool | None]) -> l
 
 def _rank(mount: Mount) -> tuple[bool, int, str]:
     return (mount.root != "/", len(mount.mount_point), mount.mount_point)
+
+
+def within_bounds(mounts: list[Mount]) -> tuple[list[Mount], list[Mount]]:
+    """(the mounts to report, sorted by mount point; those left out): at most MAX_FILE_SYSTEMS,
+    their part of the report at most MAX_FILE_SYSTEM_BYTES, none of a name past MAX_MOUNT_POINT_CHARS
+    or MAX_NAME_CHARS. The most useful are kept: local file systems first (the node's Disk), then
+    network and cluster ones; within each, those that stand alone or nearly (the site's /home,
+    /lustre/work, /cvmfs/<repository>) before a crowd of them in one directory (per-user
+    automounted homes), then by mount point. The order depends on the set of mounts alone, not on
+    mountinfo's order, so the same mounts give the same selection; one that does not fit what is
+    left of the bytes is skipped and a smaller one after it may still be kept."""
+    crowd = Counter(posixpath.dirname(mount.mount_point) for mount in mounts)
+    kept: list[Mount] = []
+    left_out: list[Mount] = []
+    budget = MAX_FILE_SYSTEM_BYTES
+    for mount in sorted(mounts, key=lambda m: (is_remote(m.fstype), crowd[posixpath.dirname(m.mount_point)],
+                                               m.mount_point)):
+        if (len(kept) >= MAX_FILE_SYSTEMS or len(xml_safe(mount.mount_point)) > MAX_MOUNT_POINT_CHARS
+                or len(xml_safe(mount.source)) > MAX_NAME_CHARS or len(xml_safe(mount.fstype)) > MAX_NAME_CHARS
+                or (cost := file_system_bytes(mount.mount_point, mount.source, mount.fstype)) > budget):
+            left_out.append(mount)
+            continue
+        budget -= cost
+        kept.append(mount)
+    kept.sort(key=lambda m: m.mount_point)
+    return kept, left_out
 
 
 class _StatWorker:
@@ -216,6 +297,7 @@ class FileSystemCollector:
         self._mountinfo: str | None = None
         self._mounts: list[Mount] = []
         self._order: list[str] = []
+        self._left_out_log = LogLimiter(log, interval=LEFT_OUT_LOG_SECONDS)
 
     @property
     def hung(self) -> frozenset[str]:
@@ -236,8 +318,13 @@ class FileSystemCollector:
     def collect(self) -> tuple[FileSystem, ...]:
         text = self._read_mountinfo()
         if text is not None and text != self._mountinfo:
-            # Mount tables rarely change; re-parse only when the text does.
-            self._mounts = select_mounts(parse_mountinfo(text, self._mountinfo_file.path), self._nodev_table())
+            # Mount tables rarely change; re-parse only when the text does. Bounded here, before any
+            # statvfs, so that the report and /metrics (both made of what collect returns) have
+            # the same file systems, and one left out costs nothing.
+            self._mounts, left_out = within_bounds(
+                select_mounts(parse_mountinfo(text, self._mountinfo_file.path), self._nodev_table()))
+            if left_out:
+                self._say_left_out(left_out)
             # Local file systems first: if a network one hangs, the calls still queued behind
             # it are lost for this sample, and those should be the other network ones.
             self._order = [m.mount_point for m in sorted(self._mounts, key=lambda m: is_remote(m.fstype))]
@@ -255,6 +342,17 @@ class FileSystemCollector:
                 read_only=mount.read_only, remote=is_remote(mount.fstype),
             ))
         return tuple(out)
+
+    def _say_left_out(self, left_out: list[Mount]) -> None:
+        # The names are the mounter's, of any length: the first few, each cut short, make the line.
+        named = ", ".join(xml_safe(m.mount_point if len(m.mount_point) <= 80 else m.mount_point[:77] + "...")
+                          for m in left_out[:5])
+        self._left_out_log.warning(
+            "left-out", "left out %d of the host's %d file systems from its reports and /metrics, so that a report "
+            "stays within what the aggregator takes (at most %d file systems in %d bytes, mount points of at most "
+            "%d characters, devices and types of %d; local ones first, then those alone in their directory before "
+            "crowds): %s%s", len(left_out), len(left_out) + len(self._mounts), MAX_FILE_SYSTEMS,
+            MAX_FILE_SYSTEM_BYTES, MAX_MOUNT_POINT_CHARS, MAX_NAME_CHARS, named, ", ..." if len(left_out) > 5 else "")
 
     def _read_mountinfo(self) -> str | None:
         """mountinfo's text, or None when the kernel says it has not changed since the last read.
