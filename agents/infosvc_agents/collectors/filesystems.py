@@ -19,11 +19,11 @@ import queue
 import re
 import select
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Final
 
-from infosvc.loglimit import LogLimiter
 
 from infosvc_agents.collectors._files import ProcFile, read_text
 from infosvc_agents.host_node import file_system_bytes, xml_safe
@@ -297,7 +297,7 @@ class FileSystemCollector:
         self._mountinfo: str | None = None
         self._mounts: list[Mount] = []
         self._order: list[str] = []
-        self._left_out_log = LogLimiter(log, interval=LEFT_OUT_LOG_SECONDS)
+        self._left_out_said = -LEFT_OUT_LOG_SECONDS  # when the last left-out line was written (monotonic)
 
     @property
     def hung(self) -> frozenset[str]:
@@ -347,8 +347,12 @@ class FileSystemCollector:
         # The names are the mounter's, of any length: the first few, each cut short, make the line.
         named = ", ".join(xml_safe(m.mount_point if len(m.mount_point) <= 80 else m.mount_point[:77] + "...")
                           for m in left_out[:5])
-        self._left_out_log.warning(
-            "left-out", "left out %d of the host's %d file systems from its reports and /metrics, so that a report "
+        now = time.monotonic()
+        if now - self._left_out_said < LEFT_OUT_LOG_SECONDS:
+            return  # said already in this interval (the agent imports no module of the service's)
+        self._left_out_said = now
+        log.warning(
+            "left out %d of the host's %d file systems from its reports and /metrics, so that a report "
             "stays within what the aggregator takes (at most %d file systems in %d bytes, mount points of at most "
             "%d characters, devices and types of %d; local ones first, then those alone in their directory before "
             "crowds): %s%s", len(left_out), len(left_out) + len(self._mounts), MAX_FILE_SYSTEMS,
