@@ -7,7 +7,7 @@ token is bound to (the aggregator enforces that), and this host maps it to an ac
 2. the owner's own account of the same name (`--run-as-owner`), where it exists and its uid is
    from `--min-uid` (1000: system accounts such as daemon or bin are never an owner's own) to
    `--max-uid` (59999: Debian's fixed uids of packages' accounts are 60000-64999, Slurm's `slurm`
-   64030 among them, and `nobody` is 65534);
+   64030 among them, and `nobody` is 65534), or past 65535 (a directory's users: sssd, FreeIPA);
 3. the default pool account (`--run-as USER`), for every other owner;
 else the task is refused with a reason. Root, uid 0 or an account whose primary group is root, is
 never an answer, whichever rule names it; nor are the accounts of `never` (the batch system's
@@ -23,6 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["Account", "AccountError", "AccountPolicy", "read_map"]
+
+#: The last uid of the block above UID_MAX that packages and the system take (Debian: 60000-64999
+#: fixed uids, 65000-65533 dynamic, 65534 nobody); uids past it are users' again (directories')
+SYSTEM_BLOCK_END = 65535
 
 
 class AccountError(ValueError):
@@ -86,8 +90,9 @@ class AccountPolicy:
     mapping: dict[str, str] = field(default_factory=dict)
     min_uid: int = 1000
     max_uid: int = 59999
-    #: accounts that run no task whichever rule names them: the batch system's daemons'
+    #: accounts that run no task whichever rule names them, by name or uid: the batch system's daemons'
     never: frozenset[str] = frozenset()
+    never_uids: frozenset[int] = frozenset()
 
     def check(self) -> None:
         """At start: every account the policy names exists and is not root; an agent that is not
@@ -120,8 +125,7 @@ class AccountPolicy:
             return self._allowed(_unprivileged(account, f"owner {owner}'s account"), f"owner {owner}'s account")
         if owner and self.own_accounts:
             account = _lookup(owner)
-            if account is not None and self.min_uid <= account.uid <= self.max_uid and account.gid != 0 \
-                    and account.name not in self.never:
+            if account is not None and self._owners_uid(account.uid) and account.gid != 0 and not self._never(account):
                 return account
         if self.default is not None:
             account = _lookup(self.default)
@@ -130,7 +134,15 @@ class AccountPolicy:
             return self._allowed(_unprivileged(account, "the default account"), "the default account")
         raise AccountError(f"owner {owner or '(none)'} has no account on this host")
 
+    def _owners_uid(self, uid: int) -> bool:
+        """From min_uid to max_uid, or past 65535 (the uids directory services give users: sssd's and
+        FreeIPA's ranges, Active Directory's mapped ones); between them, packages' fixed uids and nobody."""
+        return self.min_uid <= uid and (uid <= self.max_uid or uid > SYSTEM_BLOCK_END)
+
+    def _never(self, account: Account) -> bool:
+        return account.name in self.never or account.uid in self.never_uids
+
     def _allowed(self, account: Account, what: str) -> Account:
-        if account.name in self.never:
+        if self._never(account):
             raise AccountError(f"{what} {account.name} is the batch system's own and runs no task")
         return account

@@ -117,13 +117,12 @@ def response_times(partition: SlurmPartition, jobs: list[SlurmJob], free_cpus: i
 
 def _jobs(jobs: list[SlurmJob], private: frozenset[str]) -> tuple[glue.CEJob, ...]:
     """The CE's Job entries: none where Slurm keeps jobs private (PrivateData=jobs or all: a user's
-    squeue shows no job of another's, and the counts stay published), no owner where it keeps users
-    private; the reads are root's, which Slurm's privacy does not filter."""
+    squeue shows no job of another's, and the counts stay published); the reads are root's, which
+    Slurm's privacy does not filter. (PrivateData=users leaves squeue's user names shown.)"""
     if private & {"jobs", "all"}:
         return ()
-    owners = "users" not in private
     shown = sorted(jobs, key=lambda j: not j.running)[:MAX_CE_JOBS]
-    return tuple(glue.CEJob(j.id, "RUNNING" if j.running else "WAITING", (j.user or None) if owners else None,
+    return tuple(glue.CEJob(j.id, "RUNNING" if j.running else "WAITING", j.user or None,
                             scheduler_specific=j.reason if j.pending and j.reason and j.reason != "None" else None)
                  for j in shown if j.running or j.pending)
 

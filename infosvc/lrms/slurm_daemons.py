@@ -17,16 +17,17 @@ from typing import Final
 from infosvc.config import LrmsConfig
 from infosvc.lrms.slurm_commands import run
 
-#: `SlurmUser               = slurm(64030)`: the key, and the name before the uid
-_USER: Final = re.compile(r"(SlurmUser|SlurmdUser)\s*=\s*([^\s(]+)")
+#: `SlurmUser               = slurm(64030)`: the key, the name, and the uid
+_USER: Final = re.compile(r"(SlurmUser|SlurmdUser)\s*=\s*([^\s(]+)(?:\((\d+)\))?")
 #: `PrivateData             = jobs,usage,users`
 _PRIVATE: Final = re.compile(r"PrivateData\s*=\s*(\S+)")
 
 
 @dataclass(frozen=True, slots=True)
 class SlurmSettings:
-    #: the names of SlurmUser and SlurmdUser
+    #: the names of SlurmUser and SlurmdUser, and their uids (an alias of another name has the uid)
     daemons: frozenset[str] = frozenset()
+    daemon_uids: frozenset[int] = frozenset()
     #: PrivateData's words, lower case (none: `none`, or not said)
     private: frozenset[str] = frozenset()
 
@@ -43,11 +44,13 @@ def slurm_settings(config: LrmsConfig) -> SlurmSettings:
 
 def parse_settings(text: str) -> SlurmSettings:
     """What `scontrol show config` says of SlurmUser, SlurmdUser and PrivateData."""
-    daemons, private = set(), set()
+    daemons, uids, private = set(), set(), set()
     for line in text.splitlines():
         line = line.strip()
         if found := _USER.match(line):
             daemons.add(found.group(2))
+            if found.group(3):
+                uids.add(int(found.group(3)))
         elif found := _PRIVATE.match(line):
             private |= {word.lower() for word in found.group(1).split(",") if word and word.lower() != "none"}
-    return SlurmSettings(frozenset(daemons), frozenset(private))
+    return SlurmSettings(frozenset(daemons), frozenset(uids), frozenset(private))

@@ -147,17 +147,21 @@ async def listing_page(queue: JobQueue, listing: Listing, render: Callable[[JobR
     cursor = listing.cursor
     page = _Filling(render, listing.limit, budget)
     store = queue.store
+    rendered: set[int] = set()  # a job that ends between two slices is not read again as ended
     if not cursor.ended:
         last = cursor.active_after
         for job in active:
             if int(job.id) <= cursor.active_after:
                 continue
+            if job.state not in ACTIVE_STATES or (listing.state is not None and job.state is not listing.state):
+                continue  # it changed between two slices: no longer what the listing asks
             if not page.take(job):
                 counted = 0 if query is None else await asyncio.to_thread(store.count_ended, query)
                 return Page(page.parts, Cursor(active_after=last), len(active) + counted)
             last = int(job.id)
+            rendered.add(last)
             if len(page.parts) % RENDER_SLICE == 0:
-                await asyncio.sleep(0)  # a job that ends meanwhile is rendered as it is then
+                await asyncio.sleep(0)  # the loop's turn: a job may change meanwhile (above)
     if query is None:
         return Page(page.parts, None, len(active))
     ended_query = query
@@ -168,6 +172,9 @@ async def listing_page(queue: JobQueue, listing: Listing, render: Callable[[JobR
             asked = min(ENDED_BATCH, page.room + 1)  # one more than the room: is there a next page?
             batch = store.ended_jobs(ended_query, before, asked)
             for job in batch:
+                if int(job.id) in rendered:
+                    before = (job.ended or 0.0, int(job.id))
+                    continue
                 if not page.take(job):
                     return Cursor(ended=True, before=before), store.count_ended(ended_query)
                 before = (job.ended or 0.0, int(job.id))

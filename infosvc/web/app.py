@@ -44,7 +44,7 @@ from infosvc.web.prometheus import Shared
 from infosvc.web.opening import OPEN, OPENING
 from infosvc.web.nodes import HISTORY_THREADS
 from infosvc.web.routes import add_routes
-from infosvc.web.slurmjobs import SlurmSide
+from infosvc.web.slurmside import SlurmSide
 
 log = logging.getLogger("infosvc.web")
 
@@ -185,9 +185,14 @@ def make_app(config: SiteConfig, *, db: str | Path | None = None, tokens: Tokens
     app[SCRAPES], app[TARGET_LISTS] = Shared(), Shared()
     app[HISTORY_WORKERS] = asyncio.Semaphore(HISTORY_THREADS)
     app[SLURM] = SlurmSide.of(config.lrms)  # the job routes' Slurm mode (infosvc/web/slurmjobs.py)
+    app.on_cleanup.append(lambda app: _stopped(app[SLURM]))
     app.cleanup_ctx.append(_metrics_ctx)
     if config.federation.upstreams:  # a top level over site aggregators (docs/grid.md)
         federate(app)
     else:
         add_routes(app)
     return app
+
+
+async def _stopped(side: SlurmSide) -> None:
+    side.stop()

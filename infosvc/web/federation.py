@@ -73,6 +73,12 @@ class UnionViews:
         thread in its turn (`known`: asked with a valid token, in the places kept for those);
         `before()` on the event loop as the union is taken (what the answer reads of the
         federation besides, of the same moment)."""
+        return await asyncio.shield(self._start(fmt, work, before, known))
+
+    def _start(self, fmt: str, work: Callable[[Rendering, UnionTree], T], before: Callable[[], None] | None,
+               known: bool) -> asyncio.Task[T]:
+        """`build`'s task, admitted (or refused: HttpError 503) now, not at its first step: a reader
+        joining it must not be handed a refusal its own places would not have made."""
         rendering = self._renderings[fmt]
 
         def prepare() -> Callable[[], T]:
@@ -87,7 +93,7 @@ class UnionViews:
 
             return run
 
-        return await asyncio.shield(self.turns.start(prepare, known=known))
+        return self.turns.start(prepare, known=known)
 
     async def shared(self, key: tuple[str, ...], fmt: str, work: Callable[[Rendering, UnionTree], T], *,
                      known: bool = False) -> T:
@@ -110,7 +116,13 @@ class UnionViews:
                 made.append(now)
                 return work(rendering, now)
 
-            task = asyncio.ensure_future(self.build(fmt, run, known=known))
+            try:
+                task = self._start(fmt, run, None, known)
+            except HttpError:
+                if kept is None:
+                    raise
+                refused: T = kept[1]  # the queue is full: the answer of an earlier union
+                return refused
             flight = (union, task)
             self._flights[key] = flight
             task.add_done_callback(lambda done: self._landed(key, flight, made, done))

@@ -79,7 +79,7 @@ class GridAnswers:
     document that is being rendered from the tree they see, or waits to be, wait for that one
     rendering (a document waiting for its turn is rendered from the newest copy given it). The
     renderings take turns in a worker thread, one at a time, with at most WAITING others waiting
-    (`Turns`, as many again for readers with a valid token): past that, the document as it was last
+    (`Turns`, as many again for readers with a read or admin token): past that, the document as it was last
     rendered where one is kept for the key (a reader of a site whose figures change every second
     is answered rather than refused while another client fills the queue), else a 503 with
     Retry-After: a document nothing is kept for yet (the first read after a start) is rendered for

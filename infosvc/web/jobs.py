@@ -25,7 +25,7 @@ from infosvc.web.bodies import read_body
 from infosvc.web.jobcontrols import actor_of
 from infosvc.web.pretty import compact_json
 from infosvc.web import slurmjobs
-from infosvc.web.keys import AGGREGATOR, JOB_LISTINGS, JOB_QUEUE, SLURM, known
+from infosvc.web.keys import AGGREGATOR, JOB_LISTINGS, JOB_QUEUE, JOB_READERS, SLURM, known
 
 #: A page of GET /v1/jobs holds at most this many jobs (`limit`), DEFAULT_LISTED unless it says.
 MAX_LISTED: Final = 10_000
@@ -83,7 +83,7 @@ async def get_jobs(request: web.Request) -> web.Response:
     # one listing at a time, a few waiting (and as many for callers with a token): each reads the
     # store in a worker thread and renders on the loop, and 24 anonymous ones at once took every
     # worker thread for 15 s; under Slurm each is a squeue of every job
-    async with request.app[JOB_LISTINGS].taken(known=known(request)):
+    async with request.app[JOB_LISTINGS].taken(known=known(request, JOB_READERS)):
         if _by_slurm(request):
             return await slurmjobs.get_jobs(request, listing)
         page = await listing_page(request.app[JOB_QUEUE], listing, _job_text, JOBS_PAGE_BYTES)
@@ -126,7 +126,7 @@ def listing_of(query: Mapping[str, str]) -> Listing:
 
 async def get_job(request: web.Request) -> web.Response:
     if _by_slurm(request):  # a process (scontrol) a read: in the listings' turns
-        async with request.app[JOB_LISTINGS].taken(known=known(request)):
+        async with request.app[JOB_LISTINGS].taken(known=known(request, JOB_READERS)):
             return await slurmjobs.get_job(request)
     queue = request.app[JOB_QUEUE]
     job = await queue.ended.find(request.match_info["id"])  # an ended one may be in the store only

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Final
 
 from aiohttp import web
 
 from infosvc.publish.glue import Glue
 from infosvc.publish.prometheus import Metrics
-from infosvc.hosts import Aggregator
+from infosvc.hosts import Aggregator, Role
 from infosvc.config import SiteConfig
 from infosvc.queue import JobQueue
 from infosvc.lrms.reader import ClusterReader
@@ -59,7 +59,16 @@ ROUTE_TABLE: web.AppKey[dict[Callable[..., Any], "Route"]] = web.AppKey("route_t
 CALLER: web.RequestKey["Caller | None"] = web.RequestKey("caller")
 
 
-def known(request: web.BaseRequest) -> bool:
-    """Whether the request came with a valid token: what it asks of work done in turns has places
-    of its own (infosvc/web/turns.py)."""
-    return request.get(CALLER) is not None
+#: the roles whose readers have places of their own in the render queues: a BDII's provider reads
+#: with a read token; agent and submit tokens are on every host and with every user, and a flood
+#: with one of them filled the places meant for the provider
+READERS: Final = frozenset({Role.READ, Role.ADMIN})
+#: and in the job listings' queue, where users read their own jobs with their submit tokens
+JOB_READERS: Final = READERS | {Role.SUBMIT}
+
+
+def known(request: web.BaseRequest, roles: frozenset[Role] = READERS) -> bool:
+    """Whether the request came with a valid token of one of `roles`: what it asks of work done in
+    turns has places of its own (infosvc/web/turns.py)."""
+    caller = request.get(CALLER)
+    return caller is not None and caller.role in roles

@@ -74,8 +74,12 @@ def _reader(request: web.Request) -> _Who | None:
 
 
 async def _settings(side: SlurmSide) -> SlurmSettings:
+    """Slurm's settings, read at the first route that needs them; the account policy then never
+    answers SlurmUser or SlurmdUser, by name or uid (Slurm takes a job of SlurmUser's for an
+    operator's), whichever route asks it first (a submission, or `_own_account` for a control)."""
     if side.settings is None:
         side.settings = await _slurm(slurm_settings, side.config)
+        side.policy.never, side.policy.never_uids = side.settings.daemons, side.settings.daemon_uids
     return side.settings
 
 
@@ -152,9 +156,10 @@ async def _submitted(side: SlurmSide, batch: Any, account: Account | None) -> st
         return await asyncio.get_running_loop().run_in_executor(
             SLURM_THREADS, functools.partial(slurm_jobs.submit, side.config, batch, account))
     except SubmissionUnknown as exc:
-        side.withdraw_later(exc.marker, exc.user)
-        raise Unavailable(f"Slurm cannot be reached: {exc}", "the job may have been submitted: the service cancels "
-                          "it once Slurm answers; see GET /v1/jobs before submitting again") from None
+        later = ("the service cancels it once Slurm answers" if side.withdraw_later(exc.marker, exc.user)
+                 else f"too many are being withdrawn: cancel the job whose comment is {exc.marker} should it appear")
+        raise Unavailable(f"Slurm cannot be reached: {exc}", f"the job may have been submitted: {later}; see GET "
+                          "/v1/jobs before submitting again") from None
     except SlurmUnavailable as exc:
         raise Unavailable(f"Slurm cannot be reached: {exc}", "the job was not changed; try again") from None
 
@@ -170,7 +175,7 @@ async def post_job(request: web.Request) -> web.Response:
                                                  request.app[CONFIG].scheduler.exclusive_default)
     if not who.admin and any("System" in item.request.holds for item in prepared):
         raise Forbidden("a System hold is an administrator's to put on", "submit it with an admin token")
-    side.policy.never = (await _settings(side)).daemons  # never SlurmUser, which Slurm takes for an operator
+    await _settings(side)  # the policy then knows Slurm's daemons' accounts: no job runs as one
     accounts = [_account(side, item.request.owner) for item in prepared]
     order = _order(prepared)
     # every job translated before any is submitted (a refusal leaves nothing in Slurm), off the loop
@@ -316,6 +321,7 @@ def _may_ask(side: SlurmSide, job_id: str, who: _Who, what: str) -> None:
 async def delete_job(request: web.Request) -> web.Response:
     side, who = request.app[SLURM], _who(request)
     _may_ask(side, request.match_info["id"], who, "cancel")
+    await _settings(side)  # the daemons' accounts are no one's own (`_may`)
     record = await _slurm(slurm_jobs.one_job, side.config, request.match_info["id"])
     _may(side, record, who, "cancel")
     if slurm_jobs.state_of(record) in ("Finished", "Failed", "Canceled"):
@@ -341,6 +347,7 @@ async def post_control(request: web.Request, action: str, hold: str) -> web.Resp
     if name == "System" and not who.admin:
         raise Forbidden("a System hold is an administrator's to put on and take off", "ask with an admin token")
     _may_ask(side, request.match_info["id"], who, action)
+    await _settings(side)  # the daemons' accounts are no one's own (`_may`)
     record = await _slurm(slurm_jobs.one_job, side.config, request.match_info["id"])
     _may(side, record, who, action)
     job_id = str(record["job_id"])

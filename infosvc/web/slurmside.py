@@ -35,6 +35,10 @@ MAX_KNOWN: Final = 200_000
 SAME_SUBMISSION_SECONDS: Final = 300.0
 #: How long after Slurm answers again the job of an unanswered submission is still looked for
 WITHDRAW_SECONDS: Final = 180.0
+#: Withdrawals under way at most (each a squeue every interval while Slurm does not answer), and
+#: the one thread they run in
+MAX_WITHDRAWING: Final = 16
+WITHDRAW_THREAD: Final = ThreadPoolExecutor(max_workers=1, thread_name_prefix="infosvc-slurm-withdraw")
 #: A group of more jobs than this is a bulk submission (one sbatch each): one at a time
 BULK_JOBS: Final = 8
 #: Slurm's commands run in threads of their own: a slow controller (each command up to
@@ -53,8 +57,8 @@ class SlurmSide:
     #: Slurm's own settings the routes heed (its daemons' accounts, PrivateData), read once
     settings: SlurmSettings | None = None
     slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(SUBMIT_SLOTS))
-    #: the jobs of unanswered submissions being withdrawn in the background
-    withdrawing: set[asyncio.Task[None]] = field(default_factory=set)
+    #: the jobs of unanswered submissions being withdrawn in the background, and their markers
+    withdrawing: dict[asyncio.Task[None], str] = field(default_factory=dict)
     #: groups of more than BULK_JOBS jobs go in one at a time, so that they never hold every slot
     bulk: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
 
@@ -73,13 +77,28 @@ class SlurmSide:
         async with self.bulk if jobs > BULK_JOBS else contextlib.nullcontext(), self.slots:
             yield
 
-    def withdraw_later(self, marker: str, user: str) -> None:
+    def withdraw_later(self, marker: str, user: str) -> bool:
         """Withdraw the job of `marker`, should Slurm have it or take it late, in the background:
         tried each `interval_seconds` while Slurm does not answer, and for WITHDRAW_SECONDS after
-        its first answer (a request slurmctld queued may still become a job)."""
+        its first answer (a request slurmctld queued may still become a job), in a thread of its
+        own (the routes' Slurm threads stay theirs). False, and a warning naming it, past
+        MAX_WITHDRAWING under way: each is a squeue every interval while Slurm is down."""
+        if len(self.withdrawing) >= MAX_WITHDRAWING:
+            log.warning("the job of an unanswered sbatch (%s, as %s) is not withdrawn: %d withdrawals are under "
+                        "way; cancel it should it appear (squeue --format=%%k)", marker, user, len(self.withdrawing))
+            return False
         task = asyncio.get_running_loop().create_task(self._withdraw(marker, user))
-        self.withdrawing.add(task)
-        task.add_done_callback(self.withdrawing.discard)
+        self.withdrawing[task] = marker
+        task.add_done_callback(lambda done: self.withdrawing.pop(done, None))
+        return True
+
+    def stop(self) -> None:
+        """At the server's stop: the withdrawals under way end, each named in the log (the job of
+        an unanswered sbatch may be in Slurm: its comment is the marker)."""
+        for task, marker in list(self.withdrawing.items()):
+            task.cancel()
+            log.warning("stopping with the job of an unanswered sbatch not yet withdrawn: cancel the job whose "
+                        "comment is %s, should Slurm have it", marker)
 
     async def _withdraw(self, marker: str, user: str) -> None:
         answered: float | None = None
@@ -87,7 +106,7 @@ class SlurmSide:
         while answered is None or time.monotonic() - answered < WITHDRAW_SECONDS:
             try:
                 found = await asyncio.get_running_loop().run_in_executor(
-                    SLURM_THREADS, functools.partial(slurm_jobs.withdraw, self.config, marker, user))
+                    WITHDRAW_THREAD, functools.partial(slurm_jobs.withdraw, self.config, marker, user))
             except SlurmUnavailable:
                 found = None
             if found is not None:

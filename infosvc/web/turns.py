@@ -16,9 +16,9 @@ T = TypeVar("T")
 class Turns:
     """Big work for worker threads (an answer to render or indent) done one at a time, with at most
     `waiting` more waiting for their turn; past that a refusal (503, Retry-After) before any work.
-    Work asked with a valid token (`known`) has places of its own, as many: anonymous readers who
-    fill theirs refuse no one with a token (a site BDII's provider reads with one), and the turns
-    are still one at a time, in the order asked.
+    Work asked with a token of the roles the caller names (`known`: web/keys.py) has places of
+    its own, as many: other readers who fill theirs refuse no one with such a token (a site BDII's
+    provider reads with a read token), and the turns are still one at a time, in the order asked.
     Each piece runs in a worker thread of its own, and threads at once are what hold the event
     loop: eight renderings of a 17.6 MB LDIF at once held /healthz 0.9-1.2 s, one 40 ms. A turn
     lasts until its thread is done, whoever still waits for it: a reader that hangs up frees no
@@ -37,8 +37,11 @@ class Turns:
         returns run in a worker thread. Await it through asyncio.shield: it is not the reader's
         to cancel. HttpError 503 when the queue of its kind (`known`: asked with a valid token) is full."""
         self._admit(known)
-        task = asyncio.ensure_future(self._in_turn(prepare, known))
+        task = asyncio.ensure_future(self._in_turn(prepare))
         task.add_done_callback(_seen)
+        # the place is given back when the task is done, however: one cancelled before its first
+        # step never runs a `finally` of its own
+        task.add_done_callback(lambda _: self._release(known))
         return task
 
     async def run(self, work: Callable[[], T], *, known: bool = False) -> T:
@@ -61,12 +64,12 @@ class Turns:
             raise HttpError(503, self.busy, "try again after Retry-After")
         self._taken[known] += 1
 
-    async def _in_turn(self, prepare: Callable[[], Callable[[], T]], known: bool) -> T:
-        try:
-            async with self._turn:
-                return await asyncio.to_thread(prepare())
-        finally:
-            self._taken[known] -= 1
+    def _release(self, known: bool) -> None:
+        self._taken[known] -= 1
+
+    async def _in_turn(self, prepare: Callable[[], Callable[[], T]]) -> T:
+        async with self._turn:
+            return await asyncio.to_thread(prepare())
 
 
 def _seen(task: asyncio.Task[Any]) -> None:

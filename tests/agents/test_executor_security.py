@@ -666,6 +666,24 @@ def test_an_owner_s_own_account_is_no_account_of_the_system_s_or_a_daemon_s() ->
         AccountPolicy(default=TASK_ACCOUNT, never=frozenset({TASK_ACCOUNT})).resolve("anyone")
 
 
+def test_an_owner_of_a_directory_s_uid_past_the_system_block_is_its_own_account(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a review: max_uid 59999 alone sent owners of sssd's, FreeIPA's or AD's uids (1,234,567) to the pool
+    from infosvc_agents import accounts
+    from infosvc_agents.accounts import AccountPolicy
+
+    real = pwd.getpwnam
+    fake = {"dirk": pwd.struct_passwd(("dirk", "x", 1_234_567, 1_234_567, "", "/home/dirk", "/bin/sh")),
+            "pkg": pwd.struct_passwd(("pkg", "x", 64_055, 64_055, "", "/", "/usr/sbin/nologin")),
+            "edge": pwd.struct_passwd(("edge", "x", 65_536, 65_536, "", "/", "/bin/sh"))}
+    monkeypatch.setattr(accounts.pwd, "getpwnam", lambda name: fake[name] if name in fake else real(name))
+    policy = AccountPolicy(default="daemon", own_accounts=True)
+    assert policy.resolve("dirk").uid == 1_234_567
+    assert policy.resolve("edge").uid == 65_536  # the first uid past the block
+    assert policy.resolve("pkg").name == "daemon"  # a package's fixed uid: the pool's
+    assert AccountPolicy(default="daemon", own_accounts=True, never_uids=frozenset({1_234_567})).resolve("dirk").name \
+        == "daemon"  # a daemon's uid, whatever the name
+
+
 def test_an_owner_is_its_own_account_only_by_its_exact_name(monkeypatch: pytest.MonkeyPatch) -> None:
     # Where NSS finds names without regard to case (sssd, winbind), getpwnam("ALICE") answers
     # alice's entry: an owner ALICE ran as alice. The entry's own name must be the name asked.

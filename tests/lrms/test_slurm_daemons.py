@@ -26,6 +26,7 @@ SlurmdTimeout           = 300 sec
 def test_the_daemons_accounts_and_what_slurm_keeps_private_are_read_from_scontrol() -> None:
     shown = parse_settings(SHOWN)
     assert shown.daemons == {"slurm", "root"} and shown.private == {"jobs", "usage", "users"} and shown.private_jobs
+    assert shown.daemon_uids == {64030, 0}
     assert parse_settings("SlurmUser=munge-slurm(990)\n").daemons == {"munge-slurm"}
     bare = parse_settings("Configuration data as of ...\nPrivateData             = none\n")
     assert bare.daemons == frozenset() and bare.private == frozenset() and not bare.private_jobs

@@ -143,3 +143,37 @@ def test_an_unanswered_submission_is_said_to_be_maybe_in_slurm_and_withdrawn_onc
     assert "may have been submitted" in (refused.detail or ""), refused.detail
     assert asked[:2] == [("infosvc:ab", "nobody")] * 2 and len(asked) >= 2  # again until Slurm answered, and after
     assert any("Slurm took job 7" in r.getMessage() for r in caplog.records)
+
+
+def test_withdrawals_are_bounded_and_named_at_the_stop(monkeypatch: "pytest.MonkeyPatch",
+                                                      caplog: "pytest.LogCaptureFixture") -> None:
+    # a review: one task per unanswered POST, for as long as Slurm stays down, in the routes' own
+    # Slurm threads; and at the server's stop they ended without a word
+    import asyncio
+    import logging
+
+    from infosvc.lrms import slurm_jobs
+    from infosvc.lrms.slurm_commands import SlurmUnavailable
+    from infosvc.web import slurmside
+
+    def withdraw(config: object, marker: str, user: str) -> dict[str, str]:
+        raise SlurmUnavailable("still not answering")
+
+    monkeypatch.setattr(slurm_jobs, "withdraw", withdraw)
+    monkeypatch.setattr(slurmside, "MAX_WITHDRAWING", 2)
+
+    async def run() -> list[bool]:
+        known = SlurmSide.of(LrmsConfig(type="slurm", interval_seconds=1.0))
+        taken = [known.withdraw_later(f"infosvc:{n}", "nobody") for n in range(3)]
+        await asyncio.sleep(0.1)
+        tasks = list(known.withdrawing)
+        known.stop()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        assert all(task.cancelled() for task in tasks) and not known.withdrawing
+        return taken
+
+    with caplog.at_level(logging.WARNING, logger="infosvc.web.slurmjobs"):
+        assert asyncio.run(run()) == [True, True, False]
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "infosvc:2" in said and "not withdrawn" in said  # past the bound
+    assert "infosvc:0" in said and "infosvc:1" in said and "stopping" in said  # named at the stop

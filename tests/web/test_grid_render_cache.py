@@ -232,11 +232,14 @@ def test_a_reader_with_a_token_is_rendered_its_first_document_while_anonymous_re
     token, bdii_path = site.tokens["admin"], "/v1/glue?format=ldif&site=EXAMPLE-SITE"
     flood = [f"/v1/glue?format=glue2-json&site=X{n:02d}" for n in range(8)]
     flood += [f"/v1/glue?format=glue2-json&state=Ready&site=Y{n:02d}" for n in range(8)]
-    statuses, (anonymous, bdii, filtered) = counted.during_flood(site.get, flood, lambda: (
-        site.get(bdii_path, timeout=60), site.get(bdii_path, token=token, timeout=60),
+    statuses, (anonymous, agent, bdii, filtered) = counted.during_flood(site.get, flood, lambda: (
+        site.get(bdii_path, timeout=60), site.get(bdii_path, token=site.tokens["agent0"], timeout=60),
+        site.get(bdii_path, token=token, timeout=60),
         site.get("/v1/glue?format=glue2-json&state=Ready", token=token, timeout=60)))
     assert 503 in statuses, statuses  # the flood did fill the queue
     assert anonymous.status == 503, anonymous.status  # an anonymous reader is still refused past it
+    # an agent's token (on every host) is no reader's: it takes the anonymous places, not the BDII's
+    assert agent.status == 503, agent.status
     assert bdii.status == 200, bdii.body[:200]
     assert b"GlueSiteUniqueID=EXAMPLE-SITE" in bdii.body
     assert filtered.status == 200, filtered.body[:200]

@@ -202,3 +202,38 @@ def test_a_reader_with_a_token_is_answered_while_anonymous_readers_fill_the_unio
     assert known.status == 200, known.body[:200]
     assert [h["unique_id"] for h in known.json()["hosts"]] == ["h000100"]
     assert overlap.most == 1, f"{overlap.most} host lists rendered at once"
+
+
+def test_a_reader_with_a_token_joining_at_the_moment_an_anonymous_one_is_refused_is_not() -> None:
+    # a review: the union's shared rendering was admitted at its task's first step, after its
+    # reader let the loop go: a reader with a token arriving meanwhile joined it, and was handed
+    # the anonymous places' refusal though its own were empty
+    import asyncio
+    import types
+    from collections import OrderedDict
+
+    from infosvc.web.errors import HttpError
+    from infosvc.web.federation import UnionViews
+    from infosvc.web.turns import Turns
+
+    async def run() -> tuple[int, int]:
+        views = object.__new__(UnionViews)
+        views.federation = types.SimpleNamespace(union=object())
+        views._json, views._xml = types.SimpleNamespace(fixed=None), types.SimpleNamespace(fixed=None)
+        views._renderings = {"json": types.SimpleNamespace(source=None)}
+        views.turns = Turns("busy", 1)
+        views._kept, views._flights = OrderedDict(), {}
+        blockers = [views.turns.start(lambda: (lambda: time.sleep(0.2))) for _ in range(2)]  # the anonymous places
+
+        async def read(known: bool) -> int:
+            try:
+                await views.shared(("hosts", "json"), "json", lambda rendering, union: b"x", known=known)
+                return 200
+            except HttpError as exc:
+                return exc.status
+
+        anonymous, with_token = await asyncio.gather(read(False), read(True))
+        await asyncio.gather(*blockers)
+        return anonymous, with_token
+
+    assert asyncio.run(run()) == (503, 200)
