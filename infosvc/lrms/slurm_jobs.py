@@ -101,7 +101,12 @@ def as_account(account: Account | None, argv: list[str]) -> tuple[list[str], dic
                   "extra_groups": os.getgrouplist(account.name, account.gid)}
 
 
-def submit(config: LrmsConfig, batch: Batch, account: Account | None) -> str:
+def new_marker() -> str:
+    """A submission's mark (the job's comment): MARK and a token of its own."""
+    return f"{MARK}{secrets.token_hex(16)}"
+
+
+def submit(config: LrmsConfig, batch: Batch, account: Account | None, marker: str | None = None) -> str:
     """The Slurm job id of `batch` submitted as `account` (None: as this process). DocumentError
     (400) where Slurm refuses the job itself (an unknown partition, a node configuration no node
     has), SlurmUnavailable (503) where the cluster cannot be reached and no job was made of it
@@ -116,7 +121,7 @@ def submit(config: LrmsConfig, batch: Batch, account: Account | None) -> str:
     if account is not None:
         env |= {"HOME": account.home, "USER": account.name, "LOGNAME": account.name}
     user = account.name if account is not None else pwd.getpwuid(os.geteuid()).pw_name
-    marker = f"{MARK}{secrets.token_hex(16)}"
+    marker = marker or new_marker()
     try:
         done = subprocess.run(argv, input=_marked(batch.script, marker), capture_output=True, text=True, env=env,
                               cwd="/", timeout=config.timeout_seconds, errors="replace", **extra)
@@ -205,7 +210,7 @@ LISTING: Final = Marked(
     own=(("%i", "job_id"), ("%T", "job_state"), ("%u", "user_name"), ("%C", "cpus"), ("%l", "time_limit"),
          ("%V", "submit_time"), ("%S", "start_time"), ("%e", "end_time"), ("%N", "nodes"), ("%P", "partition"),
          ("%y", "nice"), ("%r", "state_reason")),
-    chosen=(("%a", "account"), ("%E", "dependency"), ("%j", "name"), ("%f", "features")))
+    chosen=(("%a", "account"), ("%E", "dependency"), ("%j", "name"), ("%f", "features"), ("%k", "comment")))
 #: squeue's record of one job: the listing's, and what -o has no letter for (its exit code, its
 #: eligible time and deadline, whether it shares its nodes), so in -O's names
 ONE_JOB: Final = Marked(
@@ -214,7 +219,8 @@ ONE_JOB: Final = Marked(
          ("EndTime", "end_time"), ("NodeList", "nodes"), ("Partition", "partition"), ("Nice", "nice"),
          ("Reason", "state_reason"), ("EligibleTime", "eligible_time"), ("Deadline", "deadline"),
          ("exit_code", "exit_code"), ("OverSubscribe", "shared")),
-    chosen=(("Account", "account"), ("Dependency", "dependency"), ("Feature", "features"), ("Name", "name")),
+    chosen=(("Account", "account"), ("Dependency", "dependency"), ("Feature", "features"), ("Name", "name"),
+            ("Comment", "comment")),
     long=True)
 
 

@@ -148,13 +148,13 @@ def _ids(prepared: list[Prepared], submitted: dict[int, str]) -> dict[str, str]:
     return ids
 
 
-async def _submitted(side: SlurmSide, batch: Any, account: Account | None) -> str:
+async def _submitted(side: SlurmSide, batch: Any, account: Account | None, marker: str) -> str:
     """`slurm_jobs.submit` in Slurm's threads. An sbatch left unanswered whose job Slurm could not
     be asked about afterwards may yet be in Slurm, or come to be: it is withdrawn once Slurm
     answers, and the reader is told it may have been submitted (a retry made a second job)."""
     try:
         return await asyncio.get_running_loop().run_in_executor(
-            SLURM_THREADS, functools.partial(slurm_jobs.submit, side.config, batch, account))
+            SLURM_THREADS, functools.partial(slurm_jobs.submit, side.config, batch, account, marker))
     except SubmissionUnknown as exc:
         later = ("the service cancels it once Slurm answers" if side.withdraw_later(exc.marker, exc.user)
                  else f"too many are being withdrawn: cancel the job whose comment is {exc.marker} should it appear")
@@ -190,11 +190,11 @@ async def post_job(request: web.Request) -> web.Response:
                 batch = await asyncio.to_thread(translate, document.needs[number], prepared[number].request,
                                                 slurm_ids=_ids(prepared, submitted), directory=directories[number],
                                                 vo_accounts=vo_accounts)
-                at = time.time()
-                submitted[number] = await _submitted(side, batch, accounts[number])
+                at, marker = time.time(), slurm_jobs.new_marker()
+                submitted[number] = await _submitted(side, batch, accounts[number], marker)
                 account = accounts[number]
                 side.remember(submitted[number], Submitted(prepared[number].request.owner, who.submitter),
-                              account.name if account is not None else None, at)
+                              account.name if account is not None else None, at, marker)
                 records[number] = slurm_jobs.accepted(submitted[number], batch, prepared[number].request,
                                                       accounts[number])
                 if "System" in prepared[number].request.holds:  # submitted held; now the administrator's hold

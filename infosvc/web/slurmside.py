@@ -52,8 +52,9 @@ class SlurmSide:
 
     config: LrmsConfig
     policy: AccountPolicy
-    #: job id -> who submitted it, the account it was submitted as (None: the server's own) and when
-    known: dict[str, tuple[Submitted, str | None, float]] = field(default_factory=dict)
+    #: job id -> who submitted it, the account it was submitted as (None: the server's own), when,
+    #: and its mark (the job's comment)
+    known: dict[str, tuple[Submitted, str | None, float, str | None]] = field(default_factory=dict)
     #: Slurm's own settings the routes heed (its daemons' accounts, PrivateData), read once
     settings: SlurmSettings | None = None
     slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(SUBMIT_SLOTS))
@@ -62,10 +63,11 @@ class SlurmSide:
     #: groups of more than BULK_JOBS jobs go in one at a time, so that they never hold every slot
     bulk: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
 
-    def remember(self, job_id: str, submitted: Submitted, account: str | None, at: float) -> None:
+    def remember(self, job_id: str, submitted: Submitted, account: str | None, at: float,
+                 marker: str | None = None) -> None:
         """Who submitted `job_id`, as `account` at `at`, the oldest forgotten past MAX_KNOWN (its
         owner's token keeps its rights where the job runs as the owner's own account: `_own_account`)."""
-        self.known[job_id] = (submitted, account, at)
+        self.known[job_id] = (submitted, account, at, marker)
         if len(self.known) > MAX_KNOWN:
             del self.known[next(iter(self.known))]
 
@@ -122,14 +124,20 @@ class SlurmSide:
     def submitted_of(self, record: Mapping[str, Any]) -> Submitted | None:
         """Who submitted the job of Slurm's `record`, where this service did: its id alone is not
         enough, as Slurm gives an id again (a controller started without its state, MaxJobId
-        passed), and another user's job of that id had the first submitter's rights and owner."""
+        passed), and another user's job of that id had the first submitter's rights and owner. It
+        is the job submitted while Slurm says the same account and the submission's mark (its
+        comment); where the record has no comment, a submit time near the submission's (a requeue
+        moves Slurm's submit time, never the comment)."""
         found = self.known.get(str(record.get("job_id")))
         if found is None:
             return None
-        submitted, account, at = found
-        when = record.get("submit_time")
+        submitted, account, at, marker = found
         if account is not None and record.get("user_name") not in (None, account):
             return None
+        comment = record.get("comment")
+        if marker is not None and comment is not None:
+            return submitted if comment == marker else None
+        when = record.get("submit_time")
         if isinstance(when, (int, float)) and not isinstance(when, bool) and abs(when - at) > SAME_SUBMISSION_SECONDS:
             return None
         return submitted

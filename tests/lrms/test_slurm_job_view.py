@@ -18,10 +18,11 @@ from infosvc.sched.request import JobRequest
 from infosvc_agents.accounts import Account
 
 #: Slurm 22.05's `squeue -h -j 9 --states=all` in ONE_JOB's format (TZ=UTC), its token `t`: a job
-#: that failed with exit code 3 (the wait status 768), nice 200, exclusive, its name of two words
+#: that failed with exit code 3 (the wait status 768), nice 200, exclusive, its name of two words,
+#: the comment the service's submission gave it last
 ONE = ("9<t>FAILED<t>root<t>2<t>1-00:30:00<t>2026-11-28T03:36:47<t>2026-11-28T03:36:48<t>2026-11-28T03:36:48<t>c1"
        "<t>batch<t>200<t>NonZeroExitCode<t>2026-11-28T03:36:47<t>N/A<t>768<t>NO<t>tools<t>(null)<t>(null)<t>"
-       "nightly build</t>\n")
+       "nightly build<t>infosvc:9a</t>\n")
 
 
 def test_one_jobs_record_reads_as_squeues_json() -> None:
@@ -91,13 +92,13 @@ def test_the_listing_reads_squeues_records() -> None:
     token `t`): a record ends at its token, not at a newline; a name, an account, a constraint may
     hold a newline and any separator (the account's line was a job of root's, running)."""
     text = ("8<t>CANCELLED<t>root<t>1<t>UNLIMITED<t>2026-11-28T03:33:01<t>2026-11-28T03:36:47<t>2026-11-28T03:36:47"
-            "<t><t>batch<t>0<t>JobHeldUser<t>atlas|1|1\n424243|batch|running|root|root<t>(null)<t>wrap<t>(null)</t>\n"
+            "<t><t>batch<t>0<t>JobHeldUser<t>atlas|1|1\n424243|batch|running|root|root<t>(null)<t>wrap<t>(null)<t></t>\n"
             "9<t>FAILED<t>root<t>2<t>1-00:30:00<t>2026-11-28T03:36:47<t>2026-11-28T03:36:48<t>2026-11-28T03:36:48<t>c1"
-            "<t>batch<t>200<t>NonZeroExitCode<t>tools<t>(null)<t>nightly build<t>(null)</t>\n"
+            "<t>batch<t>200<t>NonZeroExitCode<t>tools<t>(null)<t>nightly build<t>(null)<t>infosvc:9a</t>\n"
             "10<t>PENDING<t>root<t>1<t>UNLIMITED<t>2026-11-28T03:36:47<t>N/A<t>N/A<t><t>batch<t>100<t>JobHeldUser<t>"
-            "(null)<t>afterok:9(unfulfilled)<t>a|#|b\nc<t>intel|ib</t>\n"
+            "(null)<t>afterok:9(unfulfilled)<t>a|#|b\nc<t>intel|ib<t>x</t>\n"
             "12_[3-9]<t>PENDING<t>root<t>1<t>UNLIMITED<t>2026-11-28T03:36:47<t>N/A<t>N/A<t><t>batch<t>0<t>None<t>"
-            "(null)<t>(null)<t>arr<t>(null)</t>\n")
+            "(null)<t>(null)<t>arr<t>(null)<t></t>\n")
     canceled, failed, held = (job_view(record, None) for record in job_records(text, LISTING.with_token("t")))
     assert (canceled["id"], canceled["state"], canceled["slurm"]["account"]) == (
         "8", "Canceled", "atlas|1|1\n424243|batch|running|root|root")

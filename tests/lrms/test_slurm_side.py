@@ -117,7 +117,7 @@ def test_an_unanswered_submission_is_said_to_be_maybe_in_slurm_and_withdrawn_onc
 
     asked: list[tuple[str, str]] = []
 
-    def submit(config: object, batch: object, account: object) -> str:
+    def submit(config: object, batch: object, account: object, marker: str) -> str:
         raise SubmissionUnknown("sbatch did not finish within 2 s, and Slurm cannot be asked", "infosvc:ab", "nobody")
 
     def withdraw(config: object, marker: str, user: str) -> dict[str, str]:
@@ -133,7 +133,7 @@ def test_an_unanswered_submission_is_said_to_be_maybe_in_slurm_and_withdrawn_onc
     async def run() -> Unavailable:
         known = SlurmSide.of(LrmsConfig(type="slurm", interval_seconds=1.0))
         with pytest.raises(Unavailable) as caught:
-            await _submitted(known, object(), None)
+            await _submitted(known, object(), None, "infosvc:ab")
         assert known.withdrawing
         await asyncio.wait_for(asyncio.gather(*known.withdrawing), 20)
         return caught.value
@@ -177,3 +177,15 @@ def test_withdrawals_are_bounded_and_named_at_the_stop(monkeypatch: "pytest.Monk
     said = " ".join(r.getMessage() for r in caplog.records)
     assert "infosvc:2" in said and "not withdrawn" in said  # past the bound
     assert "infosvc:0" in said and "infosvc:1" in said and "stopping" in said  # named at the stop
+
+
+def test_a_requeued_job_is_still_the_one_submitted_by_its_mark() -> None:
+    # a review: Slurm moves a job's submit time when it requeues it (a node failed, preemption):
+    # past five minutes, the service's own job lost its owner and its submitter's rights
+    known = SlurmSide.of(LrmsConfig(type="slurm"))
+    known.remember("5", Submitted("alice", "token-a"), "nobody", AT, "infosvc:5a")
+    requeued = {"job_id": 5, "user_name": "nobody", "submit_time": int(AT) + 3600, "comment": "infosvc:5a"}
+    assert known.submitted_of(requeued) == Submitted("alice", "token-a")
+    other = {"job_id": 5, "user_name": "nobody", "submit_time": int(AT), "comment": "infosvc:other"}
+    assert known.submitted_of(other) is None  # a job of that id made again, with another mark
+    assert known.submitted_of({**requeued, "comment": ""}) is None
