@@ -40,6 +40,7 @@ from infosvc.store.hosts import (
 from infosvc.store.jobs import (EndedQuery, count_ended, count_events, next_job_id, read_document, read_ended,
                                 read_events, read_jobs, read_jobs_by_id)
 from infosvc.store.schema import MIGRATIONS, migrate
+from infosvc.store.withdrawals import drop_withdrawal, keep_withdrawal, read_withdrawals
 from infosvc.store.writer import GroupWriter, Operation, WriterStopped
 
 __all__ = ["BUSY_TIMEOUT_MS", "MIGRATIONS", "HostEvent", "HostRecord", "PastViewTooLarge", "Report", "SnapshotRow",
@@ -287,6 +288,18 @@ class Store:
 
     async def bind_token(self, token_hash: str, host_id: str) -> None:
         await self.write(write_binding(token_hash, host_id))
+
+    async def keep_withdrawal(self, marker: str, account: str, since: float) -> None:
+        """A Slurm submission to withdraw once Slurm answers (store/withdrawals.py)."""
+        await self.write(keep_withdrawal(marker, account, since))
+
+    async def drop_withdrawal(self, marker: str) -> None:
+        await self.write(drop_withdrawal(marker))
+
+    def withdrawals(self) -> list[tuple[str, str, float]]:
+        """(marker, account, since) of the Slurm submissions still to withdraw (blocking)."""
+        with self._reader() as conn:
+            return read_withdrawals(conn)
 
     async def forget_binding(self, token_hash: str) -> None:
         """Drop a stored token binding (one the tokens file now overrides)."""

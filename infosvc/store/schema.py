@@ -113,10 +113,17 @@ def _migration_9(db: sqlite_utils.Database) -> None:
     db.conn.execute("CREATE INDEX jobs_owner_ended ON jobs (owner, ended, id, state) WHERE ended IS NOT NULL")
 
 
+def _migration_10(db: sqlite_utils.Database) -> None:
+    """Slurm submissions whose sbatch went unanswered, each by its mark (the job's comment) and the
+    account it went as: the job may be in Slurm, or come to be, and is withdrawn once Slurm answers,
+    after a restart too (web/slurmside.py)."""
+    db.conn.execute("CREATE TABLE slurm_withdrawals (marker TEXT PRIMARY KEY, account TEXT NOT NULL, since REAL NOT NULL)")
+
+
 #: Schema migrations, applied in order; the database records how many it has had.
 MIGRATIONS: Final[list[Callable[[sqlite_utils.Database], None]]] = [
     _migration_1, _migration_2, _migration_3, _migration_4, _migration_5, _migration_6,
-    _migration_7, _migration_8, _migration_9]
+    _migration_7, _migration_8, _migration_9, _migration_10]
 
 def migrate(db: sqlite_utils.Database) -> int:
     """Bring the schema up to date; returns the schema version."""

@@ -67,6 +67,8 @@ async def _aggregator_ctx(app: web.Application, store_path: str, tokens: Tokens)
     the next start reads instead of parsing every report again."""
     config = app[CONFIG]
     store = await asyncio.to_thread(Store, store_path, history_per_host=config.store.history_per_host)
+    if config.lrms.slurm:  # the Slurm submissions a stop left to withdraw go on (infosvc/web/slurmside.py)
+        await app[SLURM].keep_in(store)
     agg = app[AGGREGATOR] = await asyncio.to_thread(Aggregator, config, store, tokens, load=False)
     app[GLUE] = Glue(agg.tree)
     app[JOB_QUEUE] = JobQueue(store, agg.table, site=lambda: Site.of(agg.tree), clock=agg.clock,

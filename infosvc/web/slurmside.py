@@ -20,6 +20,7 @@ from infosvc.lrms import slurm_jobs
 from infosvc.lrms.slurm_commands import SlurmUnavailable
 from infosvc.lrms.slurm_daemons import SlurmSettings
 from infosvc.lrms.slurm_jobs import Submitted
+from infosvc.store import Store, StoreError
 from infosvc_agents.accounts import AccountPolicy
 
 __all__ = ["BULK_JOBS", "SLURM_THREADS", "SUBMIT_SLOTS", "SlurmSide"]
@@ -62,6 +63,8 @@ class SlurmSide:
     withdrawing: dict[asyncio.Task[None], str] = field(default_factory=dict)
     #: groups of more than BULK_JOBS jobs go in one at a time, so that they never hold every slot
     bulk: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
+    #: where the withdrawals under way are kept, so that a restart goes on with them (None: nowhere)
+    store: Store | None = None
 
     def remember(self, job_id: str, submitted: Submitted, account: str | None, at: float,
                  marker: str | None = None) -> None:
@@ -89,20 +92,44 @@ class SlurmSide:
             log.warning("the job of an unanswered sbatch (%s, as %s) is not withdrawn: %d withdrawals are under "
                         "way; cancel it should it appear (squeue --format=%%k)", marker, user, len(self.withdrawing))
             return False
-        task = asyncio.get_running_loop().create_task(self._withdraw(marker, user))
+        self._start_withdrawal(marker, user, keep=True)
+        return True
+
+    async def keep_in(self, store: Store) -> None:
+        """At the server's start: the withdrawals under way are kept in `store` from now on, and
+        those a stop (or a crash) left there go on."""
+        self.store = store
+        self.resume(await asyncio.to_thread(store.withdrawals))
+
+    def resume(self, kept: list[tuple[str, str, float]]) -> None:
+        """At the server's start: the withdrawals a stop (or a crash) left, from the store, go on."""
+        for marker, user, _ in kept[:MAX_WITHDRAWING]:
+            log.warning("withdrawing, should Slurm have it, the job of an sbatch left unanswered before the "
+                        "restart (its comment %s, as %s)", marker, user)
+            self._start_withdrawal(marker, user, keep=False)
+        for marker, user, _ in kept[MAX_WITHDRAWING:]:
+            log.warning("the job of an unanswered sbatch (%s, as %s) is not withdrawn: more are kept than are "
+                        "withdrawn at once; cancel it should it appear (squeue --format=%%k)", marker, user)
+
+    def _start_withdrawal(self, marker: str, user: str, *, keep: bool) -> None:
+        task = asyncio.get_running_loop().create_task(self._withdraw(marker, user, keep))
         self.withdrawing[task] = marker
         task.add_done_callback(lambda done: self.withdrawing.pop(done, None))
-        return True
 
     def stop(self) -> None:
         """At the server's stop: the withdrawals under way end, each named in the log (the job of
         an unanswered sbatch may be in Slurm: its comment is the marker)."""
         for task, marker in list(self.withdrawing.items()):
             task.cancel()
-            log.warning("stopping with the job of an unanswered sbatch not yet withdrawn: cancel the job whose "
-                        "comment is %s, should Slurm have it", marker)
+            log.warning("stopping with the job of an unanswered sbatch not yet withdrawn (its comment %s): %s",
+                        marker, "the next start goes on" if self.store is not None else "cancel it should Slurm have it")
 
-    async def _withdraw(self, marker: str, user: str) -> None:
+    async def _withdraw(self, marker: str, user: str, keep: bool) -> None:
+        if keep and self.store is not None:
+            try:
+                await self.store.keep_withdrawal(marker, user, time.time())
+            except StoreError as exc:  # withdrawn all the same, while this server runs
+                log.warning("the withdrawal of %s is not kept for a restart: %s", marker, exc)
         answered: float | None = None
         told: set[str] = set()
         while answered is None or time.monotonic() - answered < WITHDRAW_SECONDS:
@@ -120,6 +147,11 @@ class SlurmSide:
                     log.warning("Slurm took job %s (%s) after its sbatch went unanswered; it was withdrawn (%s)",
                                 job_id, marker, state)
             await asyncio.sleep(max(1.0, self.config.interval_seconds))
+        if self.store is not None:
+            try:
+                await self.store.drop_withdrawal(marker)
+            except StoreError as exc:
+                log.warning("the withdrawal of %s, done, stays kept: %s", marker, exc)
 
     def submitted_of(self, record: Mapping[str, Any]) -> Submitted | None:
         """Who submitted the job of Slurm's `record`, where this service did: its id alone is not

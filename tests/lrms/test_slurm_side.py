@@ -5,6 +5,10 @@ and released by that submitter's token."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from infosvc.config import LrmsConfig
 from infosvc.lrms.slurm_jobs import Submitted
 from infosvc.web.slurmside import SAME_SUBMISSION_SECONDS, SlurmSide
@@ -189,3 +193,57 @@ def test_a_requeued_job_is_still_the_one_submitted_by_its_mark() -> None:
     other = {"job_id": 5, "user_name": "nobody", "submit_time": int(AT), "comment": "infosvc:other"}
     assert known.submitted_of(other) is None  # a job of that id made again, with another mark
     assert known.submitted_of({**requeued, "comment": ""}) is None
+
+
+def test_a_withdrawal_a_stop_left_goes_on_at_the_next_start(tmp_path: "Path", monkeypatch: "pytest.MonkeyPatch") -> None:
+    # the job of an unanswered sbatch may come to be in Slurm while the server is down: the
+    # withdrawal is kept in the store, and the next start goes on with it until Slurm answers
+    import asyncio
+
+    from infosvc.lrms import slurm_jobs
+    from infosvc.lrms.slurm_commands import SlurmUnavailable
+    from infosvc.store import Store
+    from infosvc.web import slurmside
+
+    answering = [False]
+    asked: list[str] = []
+
+    def withdraw(config: object, marker: str, user: str) -> dict[str, str]:
+        asked.append(marker)
+        if not answering[0]:
+            raise SlurmUnavailable("still not answering")
+        return {"8": "PENDING"}
+
+    monkeypatch.setattr(slurm_jobs, "withdraw", withdraw)
+    monkeypatch.setattr(slurmside, "WITHDRAW_SECONDS", 0.5)
+    store = Store(tmp_path / "infosvc.sqlite")
+    try:
+        async def before_the_stop() -> list[tuple[str, str, float]]:
+            known = SlurmSide.of(LrmsConfig(type="slurm", interval_seconds=1.0))
+            known.store = store
+            assert known.withdraw_later("infosvc:kept", "nobody")
+            for _ in range(100):
+                if store.withdrawals():
+                    break
+                await asyncio.sleep(0.02)
+            tasks = list(known.withdrawing)
+            known.stop()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            return store.withdrawals()
+
+        kept = asyncio.run(before_the_stop())
+        assert [(marker, user) for marker, user, _ in kept] == [("infosvc:kept", "nobody")]
+        answering[0] = True
+        asked.clear()
+
+        async def after_the_start() -> list[tuple[str, str, float]]:
+            known = SlurmSide.of(LrmsConfig(type="slurm", interval_seconds=1.0))
+            known.store = store
+            known.resume(store.withdrawals())
+            await asyncio.wait_for(asyncio.gather(*known.withdrawing), 20)
+            return store.withdrawals()
+
+        assert asyncio.run(after_the_start()) == []  # withdrawn, and no longer kept
+        assert asked and set(asked) == {"infosvc:kept"}
+    finally:
+        store.close()
