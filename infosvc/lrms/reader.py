@@ -20,7 +20,7 @@ from typing import Callable
 from infosvc.config import LrmsConfig
 from infosvc.lrms.cluster import ClusterState
 from infosvc.lrms.slurm_commands import SlurmUnavailable, diagnosis, run, run_json, version
-from infosvc.lrms.slurm_daemons import slurm_settings
+from infosvc.lrms.slurm_settings import slurm_settings
 from infosvc.lrms.slurm_parse import SQUEUE_JOBS, jobs_of, nodes_of, partitions_of
 
 log = logging.getLogger("infosvc.lrms")

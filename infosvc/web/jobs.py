@@ -125,7 +125,7 @@ def listing_of(query: Mapping[str, str]) -> Listing:
 
 
 async def get_job(request: web.Request) -> web.Response:
-    if _by_slurm(request):  # a process (scontrol) a read: in the listings' turns
+    if _by_slurm(request):  # a process (squeue) a read: in the listings' turns
         async with request.app[JOB_LISTINGS].taken(known=known(request, JOB_READERS)):
             return await slurmjobs.get_job(request)
     queue = request.app[JOB_QUEUE]

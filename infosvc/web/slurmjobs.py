@@ -24,7 +24,7 @@ from infosvc.errors import Conflict, DocumentError, Forbidden, Invalid, NotFound
 from infosvc.hosts import Role
 from infosvc.lrms import slurm_jobs
 from infosvc.lrms.sbatch import translate
-from infosvc.lrms.slurm_daemons import SlurmSettings, slurm_settings
+from infosvc.lrms.slurm_settings import SlurmSettings, slurm_settings
 from infosvc.lrms.slurm_commands import SlurmUnavailable
 from infosvc.lrms.slurm_jobs import HELD_BY, SubmissionUnknown, Submitted, job_view
 from infosvc.queue import MAX_GROUP_JOBS, Filer, Listing, Prepared, check_group, owner_of, read_document
@@ -55,6 +55,8 @@ async def _slurm(call: Callable[..., T], *args: Any) -> T:
     """A blocking Slurm call in a thread; the cluster out of reach is a 503 saying why."""
     try:
         return await asyncio.get_running_loop().run_in_executor(SLURM_THREADS, functools.partial(call, *args))
+    except SubmissionUnknown:
+        raise  # the submission's to answer (`_submitted`): the job may be in Slurm
     except SlurmUnavailable as exc:
         raise Unavailable(f"Slurm cannot be reached: {exc}", "the job was not changed; try again") from None
 
@@ -153,15 +155,12 @@ async def _submitted(side: SlurmSide, batch: Any, account: Account | None, marke
     be asked about afterwards may yet be in Slurm, or come to be: it is withdrawn once Slurm
     answers, and the reader is told it may have been submitted (a retry made a second job)."""
     try:
-        return await asyncio.get_running_loop().run_in_executor(
-            SLURM_THREADS, functools.partial(slurm_jobs.submit, side.config, batch, account, marker))
+        return await _slurm(slurm_jobs.submit, side.config, batch, account, marker)
     except SubmissionUnknown as exc:
         later = ("the service cancels it once Slurm answers" if side.withdraw_later(exc.marker, exc.user)
                  else f"too many are being withdrawn: cancel the job whose comment is {exc.marker} should it appear")
         raise Unavailable(f"Slurm cannot be reached: {exc}", f"the job may have been submitted: {later}; see GET "
                           "/v1/jobs before submitting again") from None
-    except SlurmUnavailable as exc:
-        raise Unavailable(f"Slurm cannot be reached: {exc}", "the job was not changed; try again") from None
 
 
 async def post_job(request: web.Request) -> web.Response:

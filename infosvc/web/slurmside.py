@@ -18,7 +18,7 @@ from typing import Any, AsyncIterator, Final, Mapping
 from infosvc.config import LrmsConfig, owner_map
 from infosvc.lrms import slurm_jobs
 from infosvc.lrms.slurm_commands import SlurmUnavailable
-from infosvc.lrms.slurm_daemons import SlurmSettings
+from infosvc.lrms.slurm_settings import SlurmSettings
 from infosvc.lrms.slurm_jobs import Submitted
 from infosvc.store import Store, StoreError
 from infosvc_agents.accounts import AccountPolicy

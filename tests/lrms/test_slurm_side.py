@@ -88,7 +88,7 @@ def test_a_portal_s_token_asks_slurm_only_of_the_jobs_it_submitted() -> None:
 def test_under_private_jobs_a_reader_is_shown_only_the_jobs_it_may_change() -> None:
     # a review: with PrivateData=jobs a user's own squeue showed nothing of another's job, while
     # anonymous GET /v1/jobs showed its name, owner and state: the server reads Slurm as root
-    from infosvc.lrms.slurm_daemons import SlurmSettings
+    from infosvc.lrms.slurm_settings import SlurmSettings
     from infosvc.web.slurmjobs import _shown, _Who
 
     known = side()

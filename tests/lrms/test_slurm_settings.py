@@ -9,7 +9,7 @@ import pwd
 
 import pytest
 
-from infosvc.lrms.slurm_daemons import parse_settings
+from infosvc.lrms.slurm_settings import parse_settings
 from infosvc_agents.accounts import AccountError, AccountPolicy
 
 #: lines of a real `scontrol show config` (Slurm 22.05, Debian's packages)
