@@ -65,7 +65,7 @@ class SlackQueue:
 
     def arrive(self, job: SimJob, now: float) -> None:
         options = self.options
-        guess = self.history.predict(job.user, job.estimate) if options.predictions else job.estimate
+        guess = self.predicted(job) if options.predictions else job.estimate
         waiting = Waiting(job.id, job.priority, job.submitted, job.estimate, job.processors, guess, job)
         key = order_key(options.order, waiting, now, options.slack_factor, options.max_slack)
         at = bisect.bisect(self.keys, key)
@@ -79,6 +79,10 @@ class SlackQueue:
         else:
             bisect.insort(self.ages, age)
         self.fresh.append(waiting)
+
+    def predicted(self, job: SimJob) -> float:
+        """`job`'s run time as predicted at its submission (bench/predictor_bound.py puts bounds here)."""
+        return self.history.predict(job.user, job.estimate)
 
     def ended(self, user: int, run: float, estimate: float) -> None:
         self.history.record(user, run, estimate)
