@@ -290,19 +290,27 @@ class XmlDocuments:
     def host_document(self, fragment: bytes) -> bytes:
         return b"".join((_DECLARATION, f"<Host{self._xmlns}>".encode(), fragment[len(b"<Host>"):], b"\n"))
 
-    def subcluster_document(self, tree: GlueTree, sub: SubCluster, fragment: Fragment) -> bytes:
-        """A subcluster as a document of its own, holding its hosts as in the tree."""
+    def subcluster_parts(self, tree: GlueTree, sub: SubCluster, fragment: Fragment) -> list[bytes]:
+        """A subcluster as a document of its own, holding its hosts as in the tree, as parts to
+        write in turn (each host's fragment one of them, as given)."""
         out = [_DECLARATION]
         self._subcluster(tree, sub, fragment, out, self._xmlns)
         out.append(b"\n")
-        return b"".join(out)
+        return out
 
-    def cluster_document(self, tree: GlueTree, cluster: glue.Cluster, fragment: Fragment) -> bytes:
-        """A cluster as a document of its own, holding its subclusters and hosts as in the tree."""
+    def cluster_parts(self, tree: GlueTree, cluster: glue.Cluster, fragment: Fragment) -> list[bytes]:
+        """A cluster as a document of its own, holding its subclusters and hosts as in the tree,
+        as parts to write in turn."""
         out = [_DECLARATION]
         self._cluster(tree, cluster, fragment, out, self._xmlns)
         out.append(b"\n")
-        return b"".join(out)
+        return out
+
+    def subcluster_document(self, tree: GlueTree, sub: SubCluster, fragment: Fragment) -> bytes:
+        return b"".join(self.subcluster_parts(tree, sub, fragment))
+
+    def cluster_document(self, tree: GlueTree, cluster: glue.Cluster, fragment: Fragment) -> bytes:
+        return b"".join(self.cluster_parts(tree, cluster, fragment))
 
     def computing_element_document(self, tree: GlueTree, ce: glue.ComputingElement) -> bytes:
         """A computing element as a document of its own: it names its clusters by ClusterRef."""

@@ -95,7 +95,11 @@ class SnapshotView:
 class FrozenTree:
     """A copy of what the grid's renderings read of a tree (its clusters, its subclusters in order,
     their totals, its CEs), taken on the event loop in O(subclusters), so that a worker thread can
-    render it while the live tree changes. It holds no hosts: those formats publish none.
+    render it while the live tree changes. It holds no hosts (those formats publish none) unless
+    asked (`hosts`): then the tree's hosts (a copy of its map of Host objects, which are frozen)
+    and each subcluster's host ids in order, for the GLUE 1.1 JSON and XML of the whole tree
+    (0.11 ms at 10,000 hosts, 1.1 ms at 50,000: copies made in C, where a list of each
+    subcluster's Host objects took 0.7 and 9 ms).
 
     Given the snapshot the rendering publishes, its CEs are the snapshot's. Two copies are equal
     when a rendering reads the same of both, so a document rendered from one is that of the
@@ -104,12 +108,16 @@ class FrozenTree:
 
     __hash__ = None  # type: ignore[assignment]  # equal copies are compared, never looked up
 
-    def __init__(self, tree: GlueTree, snapshot: Snapshot | None = None) -> None:
+    def __init__(self, tree: GlueTree, snapshot: Snapshot | None = None, hosts: bool = False) -> None:
         self._clusters = list(tree.clusters())
         self._subs = {c.unique_id: [replace(s, states=dict(s.states)) for s in tree.subclusters_of(c.unique_id)]
                       for c in self._clusters}
         self.subclusters: dict[str, SubCluster] = {s.unique_id: s for subs in self._subs.values() for s in subs}
+        self._members: dict[str, list[str]] | None = None
         self.hosts: dict[str, Host] = {}
+        if hosts:
+            self.hosts = dict(tree.hosts)
+            self._members = {sub_id: _member_ids(tree, sub_id) for sub_id in self.subclusters}
         self.information_service_url = tree.information_service_url
         self.snapshot = snapshot
         self._ces = list(tree.computing_elements() if snapshot is None else snapshot.computing_elements)
@@ -120,7 +128,8 @@ class FrozenTree:
         # A keeper of snapshots hands back the same one while the figures stand (`take`): then the
         # CEs compare by identity, and the subclusters, few, field by field.
         return (self.snapshot == other.snapshot and self.information_service_url == other.information_service_url
-                and self._clusters == other._clusters and self._subs == other._subs and self._ces == other._ces)
+                and self._clusters == other._clusters and self._subs == other._subs and self._ces == other._ces
+                and self._members == other._members and self.hosts == other.hosts)
 
     def matches(self, tree: GlueTree, snapshot: Snapshot | None = None) -> bool:
         """Whether a copy of `tree` now (with `snapshot`) would equal this one, without making it:
@@ -131,6 +140,9 @@ class FrozenTree:
         if list(tree.clusters()) != self._clusters:
             return False
         if any(list(tree.subclusters_of(cid)) != subs for cid, subs in self._subs.items()):
+            return False
+        if self._members is not None and (tree.hosts != self.hosts or any(
+                _member_ids(tree, sub_id) != members for sub_id, members in self._members.items())):
             return False
         return list(tree.computing_elements() if snapshot is None else snapshot.computing_elements) == self._ces
 
@@ -144,7 +156,7 @@ class FrozenTree:
         return self._subs.get(cluster_id, [])
 
     def hosts_of(self, sub_id: str) -> Iterable[Host]:
-        return ()
+        return () if self._members is None else map(self.hosts.__getitem__, self._members.get(sub_id, ()))
 
     def subcluster_of(self, host_id: str) -> SubCluster | None:
         return None
@@ -154,6 +166,14 @@ class FrozenTree:
 
     def computing_element(self, ce_id: str) -> ComputingElement | None:
         return next((ce for ce in self._ces if ce.unique_id == ce_id), None)
+
+
+def _member_ids(tree: GlueTree, sub_id: str) -> list[str]:
+    """A subcluster's host ids in order: from the roll-up's own index where it has one (a copy in C)."""
+    member_ids = getattr(tree, "member_ids", None)
+    if member_ids is not None:
+        return list(member_ids(sub_id))
+    return [host.unique_id for host in tree.hosts_of(sub_id)]
 
 
 def snapshot_of(tree: GlueTree) -> Snapshot:

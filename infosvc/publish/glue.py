@@ -24,7 +24,7 @@ from infosvc.codec.glue_xml import Fragment, XmlDocuments
 from infosvc.codec.gridformat import GridOptions
 from infosvc.model import glue
 from infosvc.model.glue import GlueTree, Host, SubCluster
-from infosvc.model.snapshot import Snapshot, SnapshotView, take
+from infosvc.model.snapshot import FrozenTree, Snapshot, SnapshotView, take
 
 #: The kinds of GET /v1/glue/{kind}/{id}.
 KINDS = ("computing-elements", "clusters", "subclusters", "hosts")
@@ -132,11 +132,18 @@ class Rendering:
         sub = self.source.subcluster_of(host.unique_id) if self.source.hosts.get(host.unique_id) is host else None
         return self.fragment(host, sub.unique_id if sub is not None else None)
 
+    def prune(self) -> None:
+        """Drop the fragments of hosts the tree no longer holds (on the event loop: `parts_of` and
+        `entity_parts_of`, in a worker thread, leave it to their caller)."""
+        self._prune()
+
     def _prune(self) -> None:
         hosts, cache = self.source.hosts, self._cache
         if len(cache) > len(hosts):
-            for host_id in [h for h in cache if h not in hosts]:
-                del cache[host_id]
+            # list(): one step under the GIL, as a worker thread may add to the cache meanwhile
+            # (`parts_of`)
+            for host_id in [h for h in list(cache) if h not in hosts]:
+                cache.pop(host_id, None)
 
     def tree(self) -> bytes:
         """The whole tree."""
@@ -150,6 +157,33 @@ class Rendering:
         parts = self.documents.tree_parts(self._view(), self.fragment)
         self._prune()
         return parts
+
+    def parts_of(self, frozen: FrozenTree) -> Parts:
+        """The whole tree as `frozen` (a copy of this rendering's tree taken with its hosts) holds
+        it, as parts, each host's fragment from this rendering's cache (rendered, and kept while
+        the tree holds that host, where it is not there yet): for a worker thread, while the live
+        tree changes on the event loop (the cache's reads and writes are each one step; the
+        pruning is the loop's, at its next read of the live tree)."""
+        snapshot = frozen.snapshot
+        view = frozen if snapshot is None else SnapshotView(frozen, snapshot)
+        return Parts(self.documents.tree_parts(view, self.fragment))
+
+    def entity_parts_of(self, frozen: FrozenTree, kind: str, ident: str) -> Parts | None:
+        """A cluster or subcluster as `frozen` (taken with its hosts) holds it, as `parts_of` makes
+        the whole tree: in XML its hosts' fragments are parts of their own, never joined (a
+        cluster of 10,000 hosts was a 21 MB body a read, held until its client read it); None
+        when there is no such one."""
+        found = find(frozen, kind, ident)
+        documents = self.documents
+        if isinstance(found, SubCluster):
+            if isinstance(documents, XmlDocuments):
+                return Parts(documents.subcluster_parts(frozen, found, self.fragment))
+            return Parts([documents.subcluster_document(frozen, found, self.fragment)])
+        if isinstance(found, glue.Cluster):
+            if isinstance(documents, XmlDocuments):
+                return Parts(documents.cluster_parts(frozen, found, self.fragment))
+            return Parts([documents.cluster_document(frozen, found, self.fragment)])
+        return None
 
     def entity(self, kind: str, ident: str) -> bytes | None:
         """One entity as a document of its own, or None when there is no such kind or id."""

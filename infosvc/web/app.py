@@ -31,12 +31,12 @@ from infosvc.web.cors import cors
 from infosvc.web.errors import errors_as_json
 from infosvc.web.federation import federate
 from infosvc.web.garbage import scheduled_collection
-from infosvc.web.gridquery import GridAnswers
+from infosvc.web.gridquery import GridAnswers, WholeTrees
 from infosvc.web.pretty import INDENTS_WAITING, readable
 from infosvc.web.turns import Turns
 from infosvc.web.keys import (
     AGGREGATOR, CONFIG, GLUE, GRID_ANSWERS, HISTORY_WORKERS, INDENTS, JOB_LISTINGS, JOB_QUEUE, LRMS_READER, MATCH_GATE,
-    METRICS, PAST_VIEWS, SCRAPES, SLURM, TARGET_LISTS,
+    METRICS, PAST_VIEWS, SCRAPES, SLURM, TARGET_LISTS, WHOLE_TREES,
 )
 from infosvc.web.jobs import LISTINGS_WAITING
 from infosvc.web.match import MatchGate
@@ -181,7 +181,7 @@ def make_app(config: SiteConfig, *, db: str | Path | None = None, tokens: Tokens
     app[METRICS] = Metrics()
     app[MATCH_GATE] = MatchGate()
     app[PAST_VIEWS] = asyncio.Semaphore(1)
-    app[GRID_ANSWERS] = GridAnswers()
+    app[GRID_ANSWERS], app[WHOLE_TREES] = GridAnswers(), WholeTrees()
     app[INDENTS] = Turns("a large answer is being indented", INDENTS_WAITING)
     app[JOB_LISTINGS] = Turns("other job listings are being read", LISTINGS_WAITING)
     app[SCRAPES], app[TARGET_LISTS] = Shared(), Shared()

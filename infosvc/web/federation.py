@@ -35,6 +35,7 @@ from infosvc.config import LOCAL_SITE
 from infosvc.hosts import PARAMETERS, HostFilter, QueryError, nodeset_order
 from infosvc.web import glue, meta, prometheus
 from infosvc.web.keys import AGGREGATOR, CONFIG, FEDERATION, GLUE, UNION_VIEWS, known
+from infosvc.web.gridquery import glue_format
 from infosvc.web.negotiate import format_of
 from infosvc.web.errors import HttpError
 from infosvc.web.pretty import Joined, filters_of
@@ -211,7 +212,11 @@ async def get_glue(request: web.Request) -> web.Response:
         raise QueryError("at", "a top level keeps no history of its upstream sites: ask the site")
     chosen = _chosen(request)
     if chosen is None:
-        return await glue.get_glue(request)  # the union, through the site's own handler
+        fmt, _ = glue_format(request)
+        if fmt in ("json", "xml"):  # the publisher's parts, made in its thread after each change
+            rendering = request.app[GLUE].formats[fmt]
+            return web.Response(body=Joined(rendering.tree_parts(), rendering.media_type))
+        return await glue.get_glue(request)  # the grid formats, through the site's own handler
     federation, fmt = request.app[FEDERATION], format_of(request)
     if fmt not in ("json", "xml"):
         raise QueryError("format", "a top level filters hosts in json and xml; the grid formats publish the whole union")

@@ -15,7 +15,7 @@ from infosvc.hosts import parse_time
 from infosvc.web.errors import HttpError
 from infosvc.web.gridquery import GRID_PARAMETERS, glue_format
 from infosvc.hosts import HostFilter, QueryError
-from infosvc.web.keys import AGGREGATOR, GLUE, GRID_ANSWERS, PAST_VIEWS, known
+from infosvc.web.keys import AGGREGATOR, GLUE, GRID_ANSWERS, PAST_VIEWS, WHOLE_TREES, known
 from infosvc.web.negotiate import format_of
 from infosvc.web.pretty import PRETTY, Joined, filters_of
 
@@ -32,8 +32,10 @@ async def get_glue(request: web.Request) -> web.Response:
         if fmt in GRID_FORMATS:
             body = await request.app[GRID_ANSWERS].body(request.app[GLUE], fmt, options, known=known(request))
             return web.Response(body=body, content_type=rendering.media_type)
-        # the hosts' cached fragments as they are, written in turn (web.pretty.Joined)
-        return web.Response(body=Joined(rendering.tree_parts(), rendering.media_type))
+        # assembled in a worker thread from the hosts' cached fragments, and shared by readers at
+        # once (web.gridquery.WholeTrees); written in turn (web.pretty.Joined)
+        parts = await request.app[WHOLE_TREES].parts(request.app[GLUE], fmt, known=known(request))
+        return web.Response(body=Joined(parts, rendering.media_type))
     # The tree of the chosen hosts alone: rolled up afresh (subclusters, totals, CEs of them), off
     # the loop, as a past view is: a site's worth of hosts is work for a thread. It takes its turn
     # with the whole tree's renderings: a filter that chooses every host is the whole tree again,
@@ -91,5 +93,11 @@ def entity_answer(kind: str, ident: str, body: bytes | None, media_type: str) ->
 
 async def get_glue_entity(request: web.Request) -> web.Response:
     kind, ident = entity_asked(request)
-    rendering = request.app[GLUE].formats[format_of(request)]
+    fmt = format_of(request)
+    rendering = request.app[GLUE].formats[fmt]
+    if kind in ("clusters", "subclusters"):  # with their hosts: as the whole tree is
+        parts = await request.app[WHOLE_TREES].parts(request.app[GLUE], fmt, kind, ident, known=known(request))
+        if not parts:
+            raise NotFound(f"no {kind[:-1]} {ident!r}")
+        return web.Response(body=Joined(parts, rendering.media_type))
     return entity_answer(kind, ident, rendering.entity(kind, ident), rendering.media_type)

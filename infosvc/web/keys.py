@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from infosvc.web.slurmjobs import SlurmSide
     from infosvc.web.match import MatchGate
     from infosvc.web.routes import Route
-    from infosvc.web.gridquery import GridAnswers
+    from infosvc.web.gridquery import GridAnswers, WholeTrees
     from infosvc.web.federation import UnionViews
     from infosvc.web.turns import Turns
     from infosvc.web.auth import Caller
@@ -39,6 +39,9 @@ FEDERATION: web.AppKey["Federation"] = web.AppKey("federation")
 PAST_VIEWS = web.AppKey("past_views", asyncio.Semaphore)
 #: the grid formats' documents as last rendered, and their renderings, one at a time (infosvc/web/gridquery.py)
 GRID_ANSWERS: web.AppKey["GridAnswers"] = web.AppKey("grid_answers")
+#: the site's whole tree in JSON and XML, and its clusters and subclusters, kept and shared the same
+#: way (infosvc/web/gridquery.py)
+WHOLE_TREES: web.AppKey["WholeTrees"] = web.AppKey("whole_trees")
 #: large answers indented for `?pretty=1`, one at a time (infosvc/web/pretty.py)
 INDENTS: web.AppKey["Turns"] = web.AppKey("indents")
 #: the renderings of GET /metrics and GET /v1/prometheus/targets, each shared by its readers at once

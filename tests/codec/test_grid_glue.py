@@ -249,6 +249,49 @@ def test_a_frozen_copy_matches_the_live_tree_exactly_when_a_copy_of_it_would_equ
     assert not moved.matches(rollup, None)  # another snapshot (none), another document
 
 
+def test_a_frozen_copy_with_its_hosts_renders_the_whole_json_and_xml_as_the_live_tree(rollup: Rollup) -> None:
+    """What GET /v1/glue in JSON and XML assembles in a worker thread (web.gridquery.WholeTrees):
+    the copy's parts are the live rendering's cached fragments, and the copy stays put."""
+    import dataclasses
+
+    glue = Glue(rollup)
+    snapshot = glue.snapshot()
+    frozen = FrozenTree(rollup, snapshot, hosts=True)
+    assert frozen.matches(rollup, snapshot) and frozen == FrozenTree(rollup, snapshot, hosts=True)
+    assert frozen != FrozenTree(rollup, snapshot)  # the same tree, without its hosts: another copy
+    for fmt in ("json", "xml"):
+        rendering = glue.formats[fmt]
+        assert b"".join(rendering.parts_of(frozen)) == b"".join(rendering.tree_parts()), fmt
+    host = rollup.hosts[next(h for h in rollup.hosts if h.startswith("a0"))]
+    fragment = glue.xml.fragment(host, rollup.subcluster_of(host.unique_id).unique_id)  # type: ignore[union-attr]
+    assert any(part is fragment for part in glue.xml.parts_of(frozen)), "a host's fragment copied, not referred to"
+    before = b"".join(glue.json.parts_of(frozen))
+    rollup.update(dataclasses.replace(host, last_report="2031-01-01T00:00:00Z"))  # a report: a new Host, same place
+    assert not frozen.matches(rollup, snapshot)  # whatever the subclusters' totals say
+    assert b"".join(glue.json.parts_of(frozen)) == before  # the copy did not move
+    assert b"".join(glue.json.parts_of(FrozenTree(rollup, snapshot, hosts=True))) != before
+    rollup.remove(host.unique_id)  # gone: its fragment is dropped at the loop's next prune
+    glue.json.parts_of(FrozenTree(rollup, snapshot, hosts=True))
+    assert host.unique_id in glue.json._cache
+    glue.json.prune()
+    assert host.unique_id not in glue.json._cache
+
+
+def test_a_clusters_xml_from_a_frozen_copy_refers_to_its_hosts_fragments(rollup: Rollup) -> None:
+    glue = Glue(rollup)
+    frozen = FrozenTree(rollup, glue.snapshot(), hosts=True)
+    sub = next(iter(rollup.subclusters.values()))
+    for kind, ident in (("clusters", sub.cluster), ("subclusters", sub.unique_id)):
+        parts = glue.xml.entity_parts_of(frozen, kind, ident)
+        assert parts is not None and b"".join(parts) == glue.xml.entity(kind, ident)
+        host = next(iter(rollup.hosts_of(sub.unique_id)))
+        assert any(part is glue.xml.fragment(host, sub.unique_id) for part in parts)
+        json_parts = glue.json.entity_parts_of(frozen, kind, ident)
+        assert json_parts is not None and b"".join(json_parts) == glue.json.entity(kind, ident)
+    assert glue.xml.entity_parts_of(frozen, "clusters", "no-such-cluster") is None
+    assert glue.xml.entity_parts_of(frozen, "subclusters", "no-such-subcluster") is None
+
+
 # --- the LDIF writer and the diff -----------------------------------------------------------
 
 def test_unsafe_values_are_base64_and_long_lines_folded() -> None:

@@ -220,7 +220,7 @@ def test_a_reader_of_a_kept_document_is_answered_it_while_others_fill_the_queue(
     from infosvc.codec.gridformat import GridOptions
     from infosvc.web.keys import GRID_ANSWERS
 
-    assert ("ldif", GridOptions(site="EXAMPLE-SITE")) in site._runner.app[GRID_ANSWERS].kept_keys
+    assert ("ldif", GridOptions(site="EXAMPLE-SITE"), "", "") in site._runner.app[GRID_ANSWERS].kept_keys
 
 
 def test_a_reader_with_a_token_is_rendered_its_first_document_while_anonymous_readers_fill_the_queue(

@@ -22,9 +22,7 @@ HOSTS = 40
 def site(serve_app: ServerFactory) -> Iterator[InProcessServer]:
     server = serve_app(agents=HOSTS)
     assert isinstance(server, InProcessServer)
-    tokens = [server.agent_token() for _ in range(HOSTS)]
-    with ThreadPoolExecutor(4) as pool:
-        list(pool.map(lambda n: server.report(f"n{n:03d}", tokens[n], processors=4), range(HOSTS)))
+    server.report_hosts([f"n{n:03d}" for n in range(HOSTS)], processors=4)
     yield server
 
 
