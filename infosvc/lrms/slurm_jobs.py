@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import pwd
+import re
 import secrets
 import shutil
 import subprocess
@@ -32,7 +33,8 @@ from infosvc.sched.request import PRIORITIES, JobRequest
 from infosvc_agents.accounts import Account
 
 __all__ = ["LISTING", "MARK", "ONE_JOB", "SLURM_DOWN", "SubmissionUnknown", "Submitted", "accepted", "as_account",
-           "cancel", "hold", "job_records", "job_view", "one_job", "read_jobs", "release", "submit", "withdraw"]
+           "cancel", "checked_id", "hold", "id_order", "job_records", "job_view", "one_job", "plain_id", "read_jobs",
+           "release", "submit", "withdraw"]
 
 #: What sbatch and scontrol say when the cluster, not the job, is the trouble (a 503, not a 400).
 SLURM_DOWN: Final = ("Unable to contact slurm controller", "Socket timed out", "Munge", "munge",
@@ -60,6 +62,12 @@ _GLUE: Final = {"Queued": "WAITING", "Running": "RUNNING", "Finished": "DONE", "
 HELD_BY: Final = {"JobHeldUser": "User", "JobHeldAdmin": "System"}
 #: squeue gives an unset number as this (NO_VAL and INFINITE of a 32-bit field).
 _UNSET: Final = frozenset({4294967294, 4294967295})
+#: A job (`1234`), an array's task (`1234_5`) or a heterogeneous job's component (`1234+0`), as Slurm
+#: writes them: nothing else is given to a Slurm command, as squeue reads `1_2_3` as `1_2` and
+#: `2_[2-5]` as `2_0` (another job than the one named), and int() takes digits of any script
+_JOB_ID: Final = re.compile(r"[0-9]{1,10}(?:[_+][0-9]{1,10})?", re.ASCII)
+#: An array's pending tasks as squeue writes them without -r (`1234_[0,2-9%2]`): listed, never read by id
+_REMAINDER: Final = re.compile(r"[0-9]{1,10}_\[[0-9,%:-]{1,1000}\]", re.ASCII)
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,16 +242,46 @@ def read_jobs(config: LrmsConfig) -> list[dict[str, Any]]:
 
 def job_records(text: str, marked: Marked, what: str = "squeue (the job listing)") -> list[dict[str, Any]]:
     """squeue's records in `marked` (LISTING or ONE_JOB, with its token, in UTC) under squeue
-    --json's names; an array's pending remainder (`12_[3-9]`) or task (`12_3`) is no one job."""
+    --json's names: a job's id a number, an array task's (`12_3`), a het job component's (`12+0`)
+    or an array's pending remainder's (`12_[3-9]`) Slurm's text; a record of any other id is none."""
     return each_record(marked, text, what, _record)
 
 
+def checked_id(job_id: str) -> str:
+    """`job_id` where it is a job's, an array task's or a het job component's id as Slurm writes
+    it, else NotFound: checked before any Slurm command is given it."""
+    if _JOB_ID.fullmatch(job_id):
+        return job_id
+    if _REMAINDER.fullmatch(job_id):
+        raise NotFound(f"job {excerpt(job_id)!r} is no Slurm job id",
+                       "an array's pending tasks are read and changed each by its own id (1234_6), not together")
+    raise NotFound(f"job {excerpt(job_id)!r} is no Slurm job id", "jobs run by Slurm are named by its ids: 1234, an "
+                   "array's task 1234_5, a heterogeneous job's component 1234+0")
+
+
+def plain_id(job_id: object) -> bool:
+    """Whether a record's id is a job's own number: a task's or component's never is."""
+    return isinstance(job_id, int) and not isinstance(job_id, bool) or (
+        isinstance(job_id, str) and job_id.isascii() and job_id.isdigit())
+
+
+def id_order(job_id: str) -> tuple[int, int]:
+    """Where a job lists: by its number, a het job's components and an array's tasks by theirs
+    after it, the array's pending remainder last."""
+    number, _, index = job_id.replace("+", "_").partition("_")
+    if not number.isascii() or not number.isdigit():
+        return (1 << 64, 0)
+    return (int(number), -1 if not index else int(index) if index.isascii() and index.isdigit() else 1 << 64)
+
+
 def _record(fields: dict[str, str]) -> dict[str, Any] | None:
-    if not fields["job_id"].isdigit():
+    job_id = fields["job_id"]
+    if not (_JOB_ID.fullmatch(job_id) or _REMAINDER.fullmatch(job_id)):
         return None
     nice = fields["nice"]
     record: dict[str, Any] = {
-        "job_id": int(fields["job_id"]), "job_state": fields["job_state"], "user_name": fields["user_name"],
+        "job_id": int(job_id) if job_id.isdigit() else job_id, "job_state": fields["job_state"],
+        "user_name": fields["user_name"],
         "cpus": int(fields["cpus"]), "time_limit": minutes_of(fields["time_limit"]),
         "submit_time": _epoch(fields["submit_time"]), "start_time": _epoch(fields["start_time"]),
         "end_time": _epoch(fields["end_time"]), "nodes": _said(fields["nodes"]), "partition": fields["partition"],
@@ -259,13 +297,13 @@ def _record(fields: dict[str, str]) -> dict[str, Any] | None:
 
 
 def one_job(config: LrmsConfig, job_id: str) -> dict[str, Any]:
-    """Slurm job `job_id` as squeue's JSON record names its fields, read with `squeue -j` (one job,
-    whatever the queue's length); NotFound when Slurm no longer knows it. Not `scontrol show job`:
+    """Slurm job (array task, het job component) `job_id` as squeue's JSON record names its fields,
+    read with `squeue -j` (one job, whatever the queue's length); NotFound when Slurm no longer
+    knows it, or `job_id` is no Slurm id (`checked_id`: then before squeue runs). Not `scontrol show job`:
     it prints the job's own texts (its name, comment, work dir, output paths) raw among its fields,
     so a comment ` NumCPUs=64 Account=root` read as the job's fields, and a newline in a name hid
     every field after it."""
-    if not (job_id.isascii() and job_id.isdigit() and len(job_id) <= 10):
-        raise NotFound(f"job {excerpt(job_id)!r} is no Slurm job id", "jobs run by Slurm are named by its ids")
+    checked_id(job_id)
     marked = ONE_JOB.drawn()
     try:
         said = run(config, "squeue", "-h", "-j", job_id, "--states=all", env=marked.environment()).stdout
@@ -275,8 +313,9 @@ def one_job(config: LrmsConfig, job_id: str) -> dict[str, Any]:
         said = ""
     found = [record for record in job_records(said, marked, "squeue (one job)") if str(record["job_id"]) == job_id]
     if not found:
-        raise NotFound(f"Slurm knows no job {job_id}",
-                       "Slurm keeps an ended job for MinJobAge (slurm.conf) after its end")
+        raise NotFound(f"Slurm knows no job {job_id}", "Slurm keeps an ended job for MinJobAge (slurm.conf) after "
+                       "its end; an array's tasks and a heterogeneous job's components are each read by its own "
+                       "id (1234_5, 1234+0)")
     return found[0]
 
 
@@ -310,6 +349,7 @@ def accepted(job_id: str, batch: Batch, request: JobRequest, account: Account | 
 
 
 def _control(config: LrmsConfig, name: str, *arguments: str) -> None:
+    checked_id(arguments[-1])  # the job's id, last
     try:
         run(config, name, *arguments)
     except SlurmUnavailable as exc:

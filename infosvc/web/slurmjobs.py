@@ -5,7 +5,8 @@ do the same as with the service's own queue (infosvc/queue/jobcontrols.py): an a
 job; a submit token the jobs it submitted, and a token bound to a user that user's jobs.
 
 Every Slurm command runs in a thread; submissions take one of a few slots, so a burst of POSTs
-waits rather than starting hundreds of sbatch processes. A job's id is Slurm's job id.
+waits rather than starting hundreds of sbatch processes. A job's id is Slurm's job id; an array
+task's or a het job component's Slurm's spelling (1234_5, 1234+0), never a job the service submitted.
 """
 
 from __future__ import annotations
@@ -261,7 +262,7 @@ async def get_jobs(request: web.Request, listing: Listing) -> web.Response:
                     and (listing.until is None or at <= listing.until)
                     and (listing.since is None or not ended or at >= listing.since)):
                 views.append(view)
-        views.sort(key=lambda view: (view["ended"] is not None, int(view["id"])))
+        views.sort(key=lambda view: (view["ended"] is not None, slurm_jobs.id_order(view["id"])))
         limit = listing.limit
         return {"jobs": views[:limit], "total": len(views), "truncated": len(views) > limit, "next": None}
 
@@ -270,6 +271,7 @@ async def get_jobs(request: web.Request, listing: Listing) -> web.Response:
 
 async def get_job(request: web.Request) -> web.Response:
     side = request.app[SLURM]
+    slurm_jobs.checked_id(request.match_info["id"])  # before any Slurm command, `_settings`' included
     shown = _shown(side, await _settings(side), _reader(request))
     record = await _slurm(slurm_jobs.one_job, side.config, request.match_info["id"])
     if not shown(record):  # as Slurm answers a user asking of another's job under PrivateData=jobs
@@ -319,6 +321,7 @@ def _may_ask(side: SlurmSide, job_id: str, who: _Who, what: str) -> None:
 
 async def delete_job(request: web.Request) -> web.Response:
     side, who = request.app[SLURM], _who(request)
+    slurm_jobs.checked_id(request.match_info["id"])
     _may_ask(side, request.match_info["id"], who, "cancel")
     await _settings(side)  # the daemons' accounts are no one's own (`_may`)
     record = await _slurm(slurm_jobs.one_job, side.config, request.match_info["id"])
@@ -326,7 +329,10 @@ async def delete_job(request: web.Request) -> web.Response:
     if slurm_jobs.state_of(record) in ("Finished", "Failed", "Canceled"):
         raise Invalid(f"job {record.get('job_id')} has already ended ({record.get('job_state')})")
     await _slurm(slurm_jobs.cancel, side.config, str(record["job_id"]))
-    return await _answer(side, str(record["job_id"]))
+    try:
+        return await _answer(side, str(record["job_id"]))
+    except NotFound:  # a pending array task cancelled leaves no record: the array's pending tasks are one
+        return compact_json(job_view({**record, "job_state": "CANCELLED"}, side.submitted_of(record)))
 
 
 async def _answer(side: SlurmSide, job_id: str) -> web.Response:
@@ -345,6 +351,7 @@ async def post_control(request: web.Request, action: str, hold: str) -> web.Resp
         raise Invalid(f"{hold[:40]!r} is no hold", "one of User, System")
     if name == "System" and not who.admin:
         raise Forbidden("a System hold is an administrator's to put on and take off", "ask with an admin token")
+    slurm_jobs.checked_id(request.match_info["id"])
     _may_ask(side, request.match_info["id"], who, action)
     await _settings(side)  # the daemons' accounts are no one's own (`_may`)
     record = await _slurm(slurm_jobs.one_job, side.config, request.match_info["id"])

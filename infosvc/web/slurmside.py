@@ -160,7 +160,10 @@ class SlurmSide:
         is the job submitted while Slurm says the same account and the submission's mark (its
         comment); where the record has no comment, a submit time near the submission's (a requeue
         moves Slurm's submit time, never the comment)."""
-        found = self.known.get(str(record.get("job_id")))
+        job_id = record.get("job_id")
+        # one sbatch a job, never an array: a task or component is no submission of the service's,
+        # whatever its array's or het job's number (Slurm gives numbers again) and its comment
+        found = self.known.get(str(job_id)) if slurm_jobs.plain_id(job_id) else None
         if found is None:
             return None
         submitted, account, at, marker = found

@@ -99,7 +99,7 @@ def test_the_listing_reads_squeues_records() -> None:
             "(null)<t>afterok:9(unfulfilled)<t>a|#|b\nc<t>intel|ib<t>x</t>\n"
             "12_[3-9]<t>PENDING<t>root<t>1<t>UNLIMITED<t>2026-11-28T03:36:47<t>N/A<t>N/A<t><t>batch<t>0<t>None<t>"
             "(null)<t>(null)<t>arr<t>(null)<t></t>\n")
-    canceled, failed, held = (job_view(record, None) for record in job_records(text, LISTING.with_token("t")))
+    canceled, failed, held, rest = (job_view(record, None) for record in job_records(text, LISTING.with_token("t")))
     assert (canceled["id"], canceled["state"], canceled["slurm"]["account"]) == (
         "8", "Canceled", "atlas|1|1\n424243|batch|running|root|root")
     assert (failed["id"], failed["state"], failed["ended"], failed["hosts"], failed["reason"],
@@ -107,6 +107,8 @@ def test_the_listing_reads_squeues_records() -> None:
     assert (held["id"], held["name"], held["holds"], held["priority"], held["run_time_limit_seconds"],
             held["slurm"]["features"], held["slurm"]["dependency"], held["started"]) == (
         "10", "a|#|b\nc", ["User"], "BelowNormal", None, "intel|ib", "afterok:9(unfulfilled)", None)
+    # an array's pending remainder, where squeue writes one: one entry under its own id
+    assert (rest["id"], rest["name"], rest["state"], rest["slurm"]["job_id"]) == ("12_[3-9]", "arr", "Queued", None)
     with pytest.raises(SlurmUnavailable, match="none of its 1 records reads"):  # another read's token
         job_records(text, LISTING.with_token("u"))
 
