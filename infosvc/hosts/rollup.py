@@ -142,11 +142,15 @@ class Rollup:
         self._words: dict[str, SlurmWord] = {}
         #: the CEs, made by the batch system at each rendering in place of the config's (None: the config's)
         self._lrms_ces: Callable[[], list[glue.ComputingElement]] | None = None
+        #: counts the changes (a host, its state, one gone, the CEs' sources): a rendering made at
+        #: one generation is the tree's while it stands (infosvc/web/gridquery.py, WholeTrees)
+        self.generation = 0
 
     # --- changes ------------------------------------------------------------------------------
 
     def update(self, host: Host) -> SubCluster:
         """Put `host` in the tree (new, or replacing its previous report); returns its subcluster."""
+        self.generation += 1
         word = self._words.get(host.unique_id)
         if word is not None:
             state, paused, reason = merged_state(host.state, host.paused, host.reason, word)
@@ -199,10 +203,12 @@ class Rollup:
 
     def read_lrms(self, ces: Callable[[], list[glue.ComputingElement]] | None) -> None:
         """Publish the CEs the batch system makes (a Slurm cluster's partitions) from now on."""
+        self.generation += 1
         self._lrms_ces = ces
 
     def read_queue(self, queue: CEQueueFigures) -> None:
         """Publish the CEs with this queue's figures from now on (the site's wiring, once at start)."""
+        self.generation += 1
         self._queue = queue
 
     def of_hosts(self, hosts: Iterable[Host]) -> Rollup:
@@ -222,6 +228,7 @@ class Rollup:
         state, paused, reason = merged_state(state, paused, reason, self._words.get(host_id))
         if (old.state, old.paused, old.reason) == (state, paused, reason):
             return old
+        self.generation += 1
         sub = self.subclusters[self._sub_of[host_id]]
         self._account(sub, old, -1)
         new = replace(old, state=state, paused=paused, reason=reason)
@@ -233,6 +240,7 @@ class Rollup:
         old = self.hosts.pop(host_id, None)
         if old is None:
             return
+        self.generation += 1
         sub_id = self._sub_of[host_id]
         self._account(self.subclusters[sub_id], old, -1)
         self._share_details(self.subclusters[sub_id], old, -1)

@@ -19,7 +19,7 @@ from typing import Callable, Final
 from aiohttp import web
 
 from infosvc.codec.gridformat import GridOptions, valid_site
-from infosvc.model.snapshot import FrozenTree
+from infosvc.model.snapshot import FrozenTree, Snapshot
 from infosvc.publish.glue import GRID_FORMATS, Glue, Parts, Rendering, find
 from infosvc.hosts import QueryError
 from infosvc.web.negotiate import format_of
@@ -66,11 +66,14 @@ Body = bytes | Parts
 
 
 class _Flight:
-    """One rendering of one document, of the newest copy of the tree given before its turn came."""
+    """One rendering of one document, of the newest copy of the tree given before its turn came:
+    `token` tells what it renders apart from another tree (`GridAnswers._token`), `frozen` is the
+    copy it renders (the token itself, for the grid documents)."""
 
-    __slots__ = ("frozen", "glue", "task")
+    __slots__ = ("token", "frozen", "glue", "task")
 
-    def __init__(self, frozen: FrozenTree, glue: Glue) -> None:
+    def __init__(self, token: object, frozen: FrozenTree | None, glue: Glue) -> None:
+        self.token = token
         self.frozen = frozen
         self.glue = glue
         self.task: asyncio.Task[Body] | None = None
@@ -101,7 +104,7 @@ class GridAnswers:
     WAITING: Final = 4
 
     def __init__(self) -> None:
-        self._kept: OrderedDict[Key, tuple[FrozenTree, Body]] = OrderedDict()
+        self._kept: OrderedDict[Key, tuple[object, Body]] = OrderedDict()  # (its flight's token, body)
         self._kept_bytes = 0
         #: the keys of the documents kept that were read again after their rendering: dropped last
         self._read_again: set[Key] = set()
@@ -134,14 +137,27 @@ class GridAnswers:
         assert isinstance(body, bytes)
         return body
 
-    #: whether the copies of the tree hold its hosts (the documents publish them)
-    WITH_HOSTS = False
+    def _token(self, glue: Glue, snapshot: Snapshot) -> object:
+        """What tells the tree now apart from another (equal tokens: equal documents): for the grid
+        documents, the copy of the tree they render (O(subclusters), taken on the loop)."""
+        return FrozenTree(glue.tree, snapshot)
+
+    def _same(self, token: object, glue: Glue, snapshot: Snapshot) -> bool:
+        """Whether a document rendered for `token` is the tree's now."""
+        assert isinstance(token, FrozenTree)
+        return token.matches(glue.tree, snapshot)  # no copy made for a read answered from what is kept
+
+    def _at_turn(self, flight: _Flight) -> None:
+        """On the loop, as the flight's turn comes: the copy it renders is its token."""
+        assert isinstance(flight.token, FrozenTree)
+        flight.frozen = flight.token
 
     def _render(self, flight: _Flight, key: Key) -> Callable[[], Body]:
         """The rendering of `key` from the flight's copy, for the worker thread."""
-        snapshot = flight.frozen.snapshot
-        assert snapshot is not None
-        return Rendering(flight.frozen, GRID_FORMATS[key[0]](key[1]), lambda: snapshot).tree
+        frozen = flight.frozen
+        assert frozen is not None and frozen.snapshot is not None
+        snapshot = frozen.snapshot
+        return Rendering(frozen, GRID_FORMATS[key[0]](key[1]), lambda: snapshot).tree
 
     def _turns_of(self, key: Key) -> Turns:
         return self.turns
@@ -152,15 +168,15 @@ class GridAnswers:
         if kept is not None:
             self._kept.move_to_end(key)
             self._read_again.add(key)
-            if kept[0].matches(glue.tree, snapshot):  # no copy made for a read answered from what is kept
+            if self._same(kept[0], glue, snapshot):
                 return kept[1]
-        frozen = FrozenTree(glue.tree, snapshot, hosts=self.WITH_HOSTS)
+        token = self._token(glue, snapshot)
         flight = self._running.get(key)
-        if flight is None or flight.frozen != frozen:
+        if flight is None or flight.token != token:
             flight = self._waiting.get(key)
             if flight is None:
                 try:
-                    flight = self._start(key, frozen, glue, known)
+                    flight = self._start(key, token, glue, known)
                 except HttpError:
                     if kept is None:
                         raise
@@ -171,12 +187,12 @@ class GridAnswers:
                     self.answered_kept += 1
                     return kept[1]
             else:
-                flight.frozen = frozen  # a reader now has what it asks for, and so do those before
+                flight.token = token  # a reader now has what it asks for, and so do those before
         assert flight.task is not None
         return await asyncio.shield(flight.task)
 
-    def _start(self, key: Key, frozen: FrozenTree, glue: Glue, known: bool) -> _Flight:
-        flight = _Flight(frozen, glue)
+    def _start(self, key: Key, token: object, glue: Glue, known: bool) -> _Flight:
+        flight = _Flight(token, None, glue)
         flight.task = self._turns_of(key).start(lambda: self._turn(key, flight), known=known)
         flight.task.add_done_callback(lambda task: self._landed(key, flight, task))
         self._waiting[key] = flight
@@ -188,6 +204,7 @@ class GridAnswers:
             del self._waiting[key]
         self._running[key] = flight
         self.renders += 1
+        self._at_turn(flight)
         return self._render(flight, key)
 
     def _landed(self, key: Key, flight: _Flight, task: asyncio.Task[Body]) -> None:
@@ -201,7 +218,7 @@ class GridAnswers:
         old = self._kept.pop(key, None)
         if old is not None:
             self._kept_bytes -= _size(old[1])
-        self._kept[key] = (flight.frozen, body)
+        self._kept[key] = (flight.token, body)
         self._kept_bytes += _size(body)
         while len(self._kept) > self.ENTRIES or (self._kept_bytes > self.KEPT_BYTES and len(self._kept) > 1):
             # the least recently read of those read once, then of all: a reader naming a new
@@ -220,13 +237,13 @@ def _size(body: Body) -> int:
 
 class WholeTrees(GridAnswers):
     """The site's whole tree in GLUE 1.1 JSON and XML, and its clusters and subclusters with their
-    hosts, kept and shared as the grid documents are, each assembled in a worker thread from a copy
-    of the tree taken on the loop with its hosts (0.45 ms at 10,000 hosts), of the hosts' cached
-    renderings (publish.glue.Rendering.parts_of): before, every read assembled it on the event loop,
-    a part per host (7 ms at 10,000 hosts, 50 ms at 50,000), and an XML cluster was joined into one
-    body. The parts refer to the hosts' fragments, so a kept document costs a reference a host."""
-
-    WITH_HOSTS = True
+    hosts, kept and shared as the grid documents are, each assembled in a worker thread, from the
+    hosts' cached renderings (publish.glue.Rendering.parts_of), of a copy of the tree with its hosts
+    taken on the loop as its turn comes (0.11 ms at 10,000 hosts, 1.1 ms at 50,000): before, every
+    read assembled it on the event loop, a part per host (7 ms at 10,000 hosts, 50 ms at 50,000),
+    and an XML cluster was joined into one body. A document is told apart by the roll-up's
+    generation and the snapshot (O(1) a read), and keeps no copy of the tree once assembled: its
+    parts refer to the hosts' fragments, and are what the kept bytes count."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -237,6 +254,23 @@ class WholeTrees(GridAnswers):
 
     def _turns_of(self, key: Key) -> Turns:
         return self.entities if key[2] else self.turns
+
+    def _token(self, glue: Glue, snapshot: Snapshot) -> object:
+        generation = getattr(glue.tree, "generation", None)
+        if generation is None:  # a tree that counts no changes: a copy, compared whole
+            return FrozenTree(glue.tree, snapshot, hosts=True)
+        return (glue.tree, generation, snapshot)
+
+    def _same(self, token: object, glue: Glue, snapshot: Snapshot) -> bool:
+        if isinstance(token, FrozenTree):
+            return token.matches(glue.tree, snapshot)
+        return token == self._token(glue, snapshot)
+
+    def _at_turn(self, flight: _Flight) -> None:
+        # the tree as it is now, and the token that names it (newer than any reader waiting for it)
+        snapshot = flight.glue.snapshot()
+        flight.token = self._token(flight.glue, snapshot)
+        flight.frozen = FrozenTree(flight.glue.tree, snapshot, hosts=True)
 
     async def parts(self, glue: Glue, fmt: str, kind: str = "", ident: str = "", *, known: bool = False) -> Parts:
         """The whole tree in `fmt` (json or xml), or its cluster or subcluster `ident` (`kind`), as
@@ -251,6 +285,7 @@ class WholeTrees(GridAnswers):
 
     def _render(self, flight: _Flight, key: Key) -> Callable[[], Body]:
         rendering, frozen, kind, ident = flight.glue.formats[key[0]], flight.frozen, key[2], key[3]
+        assert frozen is not None
         if not kind:
             return lambda: rendering.parts_of(frozen)
         return lambda: rendering.entity_parts_of(frozen, kind, ident) or Parts()

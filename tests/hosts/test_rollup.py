@@ -934,3 +934,34 @@ def test_two_kinds_whose_ids_collide_stay_two_subclusters(monkeypatch: pytest.Mo
     assert victims.processor.model == INTEL.model and victims.host_count == 2
     assert evil.processor.model == AMD.model and evil.host_count == 1
     assert rollup._sub_of["victim2.example.org"] == victims.unique_id
+
+
+def test_every_change_of_the_tree_counts_a_generation() -> None:
+    """What tells a kept GLUE document from the tree now (infosvc/web/gridquery.py, WholeTrees): a
+    change that no generation counted would be answered as it was before it."""
+    config = SiteConfig()
+    rollup = Rollup(config)
+    seen = [rollup.generation]
+
+    def moved() -> bool:
+        seen.append(rollup.generation)
+        return seen[-1] != seen[-2]
+
+    first = host(make_node("n1", INTEL), config)
+    rollup.update(first)
+    assert moved()
+    rollup.update(replace(first, last_report="2024-05-01T12:01:00Z"))  # a report: same subcluster
+    assert moved()
+    rollup.update(host(make_node("n1", AMD), config))  # another subcluster
+    assert moved()
+    assert rollup.set_state("n1", rollup.hosts["n1"].state) is not None and not moved()  # nothing changed
+    rollup.set_state("n1", "Unreachable")
+    assert moved()
+    rollup.set_state("n1", "Ready", paused=True, reason="maintenance")
+    assert moved()
+    rollup.remove("n1")
+    assert moved()
+    rollup.remove("n1")  # not there: nothing changed
+    assert not moved()
+    rollup.read_lrms(lambda: [])
+    assert moved()

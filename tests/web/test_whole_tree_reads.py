@@ -75,10 +75,11 @@ def test_readers_at_once_share_one_assembly_and_an_unchanged_tree_is_not_assembl
     # moves the CEs' response times once after the start)
     assert len(made) <= 2, f"{len(made)} assemblies for 16 readers at once"
     for _ in range(10):  # two reads of a tree that did not change between them
+        first = site.get("/v1/glue?format=json").body
         made.clear()
-        first, second = site.get("/v1/glue?format=json").body, site.get("/v1/glue?format=json").body
+        second = site.get("/v1/glue?format=json").body
         if first == second:
-            assert len(made) <= 1, "an unchanged tree was assembled again"
+            assert made == [], "an unchanged tree was assembled again"
             return
         time.sleep(0.2)
     pytest.fail("the tree changed between every two reads")
@@ -92,7 +93,16 @@ def test_a_report_is_in_the_next_read(site: InProcessServer) -> None:
 
     assert total_cpus("json") == 4
     site.report("n00", site.agent_tokens[0], processors=16)  # type: ignore[attr-defined]
-    assert total_cpus("json") == 16
+    assert total_cpus("json") == 16  # the host moved to a subcluster of its own
+
+    def free_memory(fmt: str) -> Any:
+        hosts = site.get(f"/v1/glue?format={fmt}").json()["hosts"]
+        return next(h["main_memory"] for h in hosts if h["unique_id"] == "n01")
+
+    before = free_memory("json")
+    site.report("n01", site.agent_tokens[1], processors=4, free_memory_mb=1234)  # type: ignore[attr-defined]
+    assert free_memory("json") != before  # a change that moves no subcluster: the host alone
+    assert b"1234" in site.get("/v1/glue/hosts/n01?format=xml").body
     root = ET.fromstring(site.get("/v1/glue?format=xml").body)  # whole and well formed
     assert sum(1 for el in root.iter() if el.tag.rpartition("}")[2] == "Host") == HOSTS
 
@@ -113,6 +123,8 @@ def test_an_xml_entity_is_written_from_its_hosts_renderings_never_joined(
     reply = site.get(f"/v1/glue/{kind}/{ident}?format=xml")
     assert reply.status == 200
     root = ET.fromstring(reply.body)
+    assert root.tag.rpartition("}")[2] == {"clusters": "Cluster", "subclusters": "SubCluster"}[kind]
+    assert root.findtext("{*}UniqueID") == ident  # the entity, not the whole tree
     assert sum(1 for el in root.iter() if el.tag.rpartition("}")[2] == "Host") == HOSTS
     assert joined == [], "the entity's hosts were joined into one body"
 
