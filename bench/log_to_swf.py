@@ -88,6 +88,19 @@ def requested_processors(nodes: str) -> int:
     return total or -1
 
 
+def exec_slots(exec_host: str) -> int:
+    """The slots Torque's `exec_host` names (`c3/0-3+c4/0,2+c5/7`: 4 + 2 + 1); -1 if it cannot be read."""
+    total = 0
+    for part in exec_host.split("+"):
+        _, _, slots = part.partition("/")
+        for piece in slots.split(","):
+            low, dash, high = piece.partition("-")
+            if not low.isdigit() or (dash and not high.isdigit()):
+                return -1
+            total += int(high) - int(low) + 1 if dash else 1
+    return total or -1
+
+
 def torque_jobs(lines: Iterable[str], skipped: Counter[str]) -> Iterator[Job]:
     for line in lines:
         fields = line.rstrip("\n").split(";", 3)
@@ -100,10 +113,7 @@ def torque_jobs(lines: Iterable[str], skipped: Counter[str]) -> Iterator[Job]:
             skipped["an E record without qtime, start or end"] += 1
             continue
         slots = attrs.get("total_execution_slots", "")
-        if slots.isdigit():
-            allocated = int(slots)
-        else:
-            allocated = len(attrs["exec_host"].split("+")) if "exec_host" in attrs else -1
+        allocated = int(slots) if slots.isdigit() else exec_slots(attrs.get("exec_host", ""))
         requested = requested_processors(attrs["Resource_List.nodes"]) if "Resource_List.nodes" in attrs else -1
         limit = seconds_of(attrs.get("Resource_List.walltime", ""))
         yield Job(fields[2], submit, start, end, allocated, requested, limit, attrs.get("Exit_status") == "0",
@@ -193,7 +203,8 @@ def main() -> int:
     p.add_argument("--processors", type=int, required=True, help="the machine's processors (the header's MaxProcs)")
     p.add_argument("--computer", default="", help="the header's Computer line")
     args = p.parse_args()
-    opener = gzip.open if args.log.read_bytes()[:2] == b"\x1f\x8b" else open
+    with args.log.open("rb") as head:
+        opener = gzip.open if head.read(2) == b"\x1f\x8b" else open
     with opener(args.log, "rt", encoding="utf-8", errors="replace") as lines:
         counts = convert(lines, args.format, args.processors, args.computer, args.log.name, sys.stdout)
     read, kept = counts.pop("read"), counts.pop("kept")

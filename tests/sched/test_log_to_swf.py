@@ -88,6 +88,12 @@ def test_time_limits_read_as_slurm_and_torque_write_them(text: str, seconds: int
     assert converter().seconds_of(text) == seconds
 
 
+@pytest.mark.parametrize(("exec_host", "slots"), [("c3/30", 1), ("c3/0-3+c4/0-3", 8), ("c3/0,2,5-6+c5/7", 5),
+                                                  ("c3/0+c4/1", 2), ("", -1), ("c3/x", -1), ("c3/1-", -1)])
+def test_torque_exec_hosts_as_slots(exec_host: str, slots: int) -> None:
+    assert converter().exec_slots(exec_host) == slots
+
+
 @pytest.mark.parametrize(("nodes", "processors"), [("1:ppn=1", 1), ("2:ppn=16", 32), ("3", 3), ("c3", 1),
                                                    ("c3:ppn=4+c4:ppn=4", 8), ("1:ppn=x", -1),
                                                    ("2:ppn=8:gpus=1", 16)])
