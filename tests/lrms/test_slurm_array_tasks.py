@@ -7,6 +7,7 @@ tests/lrms/test_slurm_task_ids.py."""
 from __future__ import annotations
 
 import json
+import os
 import pwd
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ from urllib.parse import quote
 
 import pytest
 
+from support.accounts import local_account
 from support.server import Reply, Server, ServerFactory
 from support.slurm import SlurmCluster, binary, running
 
@@ -202,9 +204,9 @@ def fresh_slurm() -> Iterator[SlurmCluster]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def as_pool(slurm: SlurmCluster, *options: str) -> int:
-    """An sbatch run as the pool account directly, as any user of the cluster may."""
-    entry = pwd.getpwnam(POOL)
+def as_pool(slurm: SlurmCluster, *options: str, account: str = POOL) -> int:
+    """An sbatch run as the pool account (or `account`) directly, as any user of the cluster may."""
+    entry = pwd.getpwnam(account)
     done = subprocess.run([shutil.which("setpriv") or "setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}",
                            "--init-groups", binary("sbatch"), "--parsable", *options], env=slurm.env,
                           cwd=slurm.directory, capture_output=True, text=True, timeout=60, check=True)
@@ -249,3 +251,30 @@ def test_a_task_of_a_number_the_service_submitted_is_not_that_jobs(fresh_slurm: 
     assert set(tasks) <= set(admin) and all(admin[job_id]["owner"] == POOL for job_id in tasks)
     assert act(site, "GET", tasks[0], token="admin").json()["owner"] == POOL
     assert act(site, "DELETE", tasks[0], token="admin").status == 200
+
+
+#: an account of an owner's own (uid >= 1000), made for the test below and removed after
+TASK_OWNER = "infosvc-slurm-tasks"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="submitting as another account needs root")
+def test_a_token_bound_to_a_user_acts_on_the_tasks_its_own_account_runs_and_no_others(
+        slurm: SlurmCluster, module_serve: ServerFactory) -> None:
+    with local_account(TASK_OWNER):
+        site = module_serve(config={"lrms": {"type": "slurm", "slurm_conf": str(slurm.conf),
+                                             "bin_dir": slurm.bin_dir, "run_as": POOL, "run_as_owner": True,
+                                             "min_uid": 1000, "timeout_seconds": 30.0}},
+                            users={"owner": TASK_OWNER, "alice": "alice"})
+        mine = as_pool(slurm, "--array=0-1", "--hold", "-J", "mine", "--output=/dev/null", "--wrap=sleep 300",
+                       account=TASK_OWNER)
+        pooled = array(slurm)  # the pool's: no one user's
+        try:
+            read = act(site, "GET", f"{mine}_0", token="owner")
+            assert read.status == 200 and read.json()["owner"] == TASK_OWNER, read.body
+            assert act(site, "DELETE", f"{mine}_0", token="alice").is_error(403)  # another user's
+            assert act(site, "DELETE", f"{pooled}_0", token="owner").is_error(403)  # the pool's
+            canceled = act(site, "DELETE", f"{mine}_0", token="owner")
+            assert canceled.status == 200 and canceled.json()["state"] == "Canceled", canceled.body
+            assert squeue_state(slurm, f"{mine}_1") == ("PENDING", "JobHeldUser")  # its other task untouched
+        finally:
+            slurm.run("scancel", str(mine), str(pooled))
