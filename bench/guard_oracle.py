@@ -19,10 +19,9 @@ import argparse
 import bisect
 import heapq
 import sys
-import time
 from itertools import takewhile
 from pathlib import Path
-from typing import Callable, Collection, Iterator
+from typing import Collection, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -30,9 +29,9 @@ sys.path.insert(0, str(ROOT))
 from infosvc.sched import Policy, ProcessorPool, Running, Start  # noqa: E402
 from infosvc.sched.ordering import guard_after  # noqa: E402
 from infosvc.sched.policy import Plan, schedule  # noqa: E402
-from infosvc.sched.simulation import Options, Outcome, SimJob, Waiting, _replay, simulate, summarize  # noqa: E402
+from infosvc.sched.simulation import Options, SimJob, Waiting, _replay, simulate  # noqa: E402
 from infosvc.sched.slackqueue import SlackQueue  # noqa: E402
-from trace_part import add_arguments, against, read_part  # noqa: E402
+from trace_part import add_arguments, against_easy, read_part  # noqa: E402
 
 
 #: `schedule`'s guard bound here: far enough back that every job `_overdue` yields counts as overdue
@@ -95,20 +94,10 @@ def main() -> int:
     read, processors, heading = read_part(p, args)
     easy = simulate(read.jobs, processors, Policy.EASY)
     due = {o.job.id: o.job.submitted + args.scale * o.wait for o in easy}
-    base = summarize(easy, read.skipped, processors, Policy.EASY)
-    print(f"{heading}: {len(read.jobs)} jobs, "
-          f"easy bsld {base.mean_bounded_slowdown:.3f}, max wait {base.max_wait_seconds:,.0f} s")
-    runs: dict[str, Callable[[], list[Outcome]]] = {
+    against_easy(read, processors, heading, {
         "predictive": lambda: simulate(read.jobs, processors, Policy.PREDICTIVE),
-        f"oracle x {args.scale:g}": lambda: _replay(read.jobs, processors, OracleQueue(due), None, 1.0)}
-    for name, run in runs.items():
-        started = time.perf_counter()
-        outcomes = run()
-        seconds = time.perf_counter() - started
-        print(f"  {name:<14} {against(summarize(outcomes, read.skipped, processors, Policy.EASY), base)} "
-              f"({seconds:.1f} s)", flush=True)
+        f"oracle x {args.scale:g}": lambda: _replay(read.jobs, processors, OracleQueue(due), None, 1.0)}, easy)
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -24,7 +24,6 @@ import argparse
 import itertools
 import statistics
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Hashable
@@ -32,10 +31,9 @@ from typing import Callable, Hashable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from infosvc.sched import Policy  # noqa: E402
-from infosvc.sched.simulation import Options, SimJob, _replay, simulate, summarize  # noqa: E402
+from infosvc.sched.simulation import Options, Outcome, SimJob, _replay  # noqa: E402
 from infosvc.sched.slackqueue import SlackQueue  # noqa: E402
-from trace_part import add_arguments, against, read_part  # noqa: E402
+from trace_part import add_arguments, against_easy, read_part  # noqa: E402
 
 
 class Foreseen(SlackQueue):
@@ -79,26 +77,18 @@ def main() -> int:
     args = p.parse_args()
     read, processors, heading = read_part(p, args)
     jobs = read.jobs
-    base = summarize(simulate(jobs, processors, Policy.EASY), read.skipped, processors, Policy.EASY)
-    print(f"{heading}: {len(jobs)} jobs, easy bsld {base.mean_bounded_slowdown:.3f}, "
-          f"max wait {base.max_wait_seconds:,.0f} s", flush=True)
     burst = bursts(jobs, args.gap)
-    tables: dict[str, Callable[[], dict[str, float] | None]] = {
-        "predictive": lambda: None,
-        "exact": lambda: {job.id: job.run for job in jobs},
-        "class mean": lambda: means_by(jobs, lambda j: (j.user, j.estimate, j.processors)),
-        "burst mean": lambda: means_by(jobs, lambda j: burst[j.id]),
-    }
-    for name, make in tables.items():
-        started = time.perf_counter()
-        table = make()
-        queue = SlackQueue(Options(), None) if table is None else Foreseen(table)
-        outcomes = _replay(jobs, processors, queue, None, 1.0)
-        seconds = time.perf_counter() - started
-        print(f"  {name:<11} {against(summarize(outcomes, read.skipped, processors, Policy.EASY), base)} "
-              f"({seconds:.1f} s)", flush=True)
-    return 0
 
+    def replay(table: dict[str, float] | None) -> list[Outcome]:
+        queue = SlackQueue(Options(), None) if table is None else Foreseen(table)
+        return _replay(jobs, processors, queue, None, 1.0)
+
+    against_easy(read, processors, heading, {
+        "predictive": lambda: replay(None),
+        "exact": lambda: replay({job.id: job.run for job in jobs}),
+        "class mean": lambda: replay(means_by(jobs, lambda j: (j.user, j.estimate, j.processors))),
+        "burst mean": lambda: replay(means_by(jobs, lambda j: burst[j.id]))})
+    return 0
 
 if __name__ == "__main__":
     raise SystemExit(main())
