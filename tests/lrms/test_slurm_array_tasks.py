@@ -11,8 +11,6 @@ import os
 import pwd
 import shutil
 import subprocess
-import tempfile
-from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import quote
 
@@ -20,33 +18,22 @@ import pytest
 
 from support.accounts import local_account
 from support.server import Reply, Server, ServerFactory
-from support.slurm import SlurmCluster, binary, running
+from support.slurm import SlurmCluster, binary, readable
 
 #: The pool account the server submits as (it runs as root here and on CI).
 POOL = "nobody"
 SYSTEM = json.dumps({"hold": "System"}).encode()
 
 
-def cluster_directory() -> Path:
-    directory = Path(tempfile.mkdtemp(prefix="infosvc-slurm-arrays-"))
-    directory.chmod(0o755)  # readable by the pool account that runs sbatch
-    return directory
-
-
 @pytest.fixture(scope="module")
 def slurm() -> Iterator[SlurmCluster]:
-    directory = cluster_directory()
-    try:
-        with running(directory) as cluster:
-            yield cluster
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+    with readable("infosvc-slurm-arrays-") as cluster:  # its slurm.conf read by the pool account
+        yield cluster
 
 
 @pytest.fixture(scope="module")
 def server(slurm: SlurmCluster, module_serve: ServerFactory) -> Iterator[Server]:
-    yield module_serve(config={"lrms": {"type": "slurm", "slurm_conf": str(slurm.conf), "bin_dir": slurm.bin_dir,
-                                        "run_as": POOL, "timeout_seconds": 30.0}},
+    yield module_serve(config={"lrms": slurm.lrms(run_as=POOL, timeout_seconds=30.0)},
                        users={"alice": "alice"})
 
 
@@ -193,15 +180,11 @@ def test_a_foreign_token_may_not_act_on_a_task_and_an_admin_may(server: Server, 
 def fresh_slurm() -> Iterator[SlurmCluster]:
     """A cluster of its own, with PrivateData=jobs: this test starts its controller again without
     its saved state, so that Slurm gives its job ids again from 1."""
-    directory = cluster_directory()
-    try:
-        with running(directory) as cluster:
-            with cluster.conf.open("a") as conf:
-                conf.write("PrivateData=jobs\n")
-            cluster.run("scontrol", "reconfigure")
-            yield cluster
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+    with readable("infosvc-slurm-arrays-") as cluster:
+        with cluster.conf.open("a") as conf:
+            conf.write("PrivateData=jobs\n")
+        cluster.run("scontrol", "reconfigure")
+        yield cluster
 
 
 def as_pool(slurm: SlurmCluster, *options: str, account: str = POOL) -> int:
@@ -220,8 +203,7 @@ def test_a_task_of_a_number_the_service_submitted_is_not_that_jobs(fresh_slurm: 
     still no job of the service's, whose submitter and owner have no rights over its tasks; and
     under PrivateData=jobs they are not shown them."""
     slurm = fresh_slurm
-    site = module_serve(config={"lrms": {"type": "slurm", "slurm_conf": str(slurm.conf), "bin_dir": slurm.bin_dir,
-                                         "run_as": POOL, "timeout_seconds": 30.0}}, users={"alice": "alice"})
+    site = module_serve(config={"lrms": slurm.lrms(run_as=POOL, timeout_seconds=30.0)}, users={"alice": "alice"})
     submitted = site.request("POST", "/v1/jobs", b"<Job><Id>a</Id><Executable>/bin/sleep</Executable><Arguments>300"
                              b"</Arguments><OutputFile>/dev/null</OutputFile><User>alice</User><Hold>User</Hold></Job>",
                              token=site.tokens["submit"], headers={"Content-Type": "application/xml"})
@@ -261,9 +243,7 @@ TASK_OWNER = "infosvc-slurm-tasks"
 def test_a_token_bound_to_a_user_acts_on_the_tasks_its_own_account_runs_and_no_others(
         slurm: SlurmCluster, module_serve: ServerFactory) -> None:
     with local_account(TASK_OWNER):
-        site = module_serve(config={"lrms": {"type": "slurm", "slurm_conf": str(slurm.conf),
-                                             "bin_dir": slurm.bin_dir, "run_as": POOL, "run_as_owner": True,
-                                             "min_uid": 1000, "timeout_seconds": 30.0}},
+        site = module_serve(config={"lrms": slurm.lrms(run_as=POOL, run_as_owner=True, min_uid=1000, timeout_seconds=30.0)},
                             users={"owner": TASK_OWNER, "alice": "alice"})
         mine = as_pool(slurm, "--array=0-1", "--hold", "-J", "mine", "--output=/dev/null", "--wrap=sleep 300",
                        account=TASK_OWNER)

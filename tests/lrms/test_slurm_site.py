@@ -26,9 +26,8 @@ INTERVAL = 0.5
 
 @pytest.fixture
 def site(slurm: SlurmCluster, serve: ServerFactory) -> Iterator[Server]:  # noqa: F811
-    server = serve({"lrms": {"type": "slurm", "bin_dir": slurm.bin_dir, "slurm_conf": str(slurm.conf),
-                             "interval_seconds": INTERVAL, "timeout_seconds": 30.0,
-                             "accounts": {"atlas_prod": "atlas", "cms": "cms"}}})
+    server = serve({"lrms": slurm.lrms(interval_seconds=INTERVAL, timeout_seconds=30.0,
+                                       accounts={"atlas_prod": "atlas", "cms": "cms"})})
     wait_for(lambda: lrms_health(server).get("state") == "fresh", timeout=30, message="a first read of Slurm")
     yield server
     slurm.cancel_all()

@@ -9,11 +9,9 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -27,7 +25,7 @@ from infosvc.lrms.reader import read_cluster
 from infosvc.lrms.sbatch import Batch
 from infosvc.lrms.slurm_commands import SlurmUnavailable
 from support.server import Reply, Server, ServerFactory, wait_for
-from support.slurm import SlurmCluster, running
+from support.slurm import SlurmCluster, readable
 from support.accounts import local_account
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "jobs"
@@ -37,21 +35,14 @@ POOL = "nobody"
 
 @pytest.fixture(scope="module")
 def slurm() -> Iterator[SlurmCluster]:
-    """The default cluster, its slurm.conf readable by the pool account that runs sbatch (pytest's
-    own directories are root's alone, as /etc/slurm is not)."""
-    directory = Path(tempfile.mkdtemp(prefix="infosvc-slurm-submit-"))
-    directory.chmod(0o755)
-    try:
-        with running(directory) as cluster:
-            yield cluster
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+    """The default cluster, its slurm.conf readable by the pool account that runs sbatch."""
+    with readable("infosvc-slurm-submit-") as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")
 def server(slurm: SlurmCluster, module_serve: ServerFactory) -> Iterator[Server]:
-    yield module_serve(config={"lrms": {"type": "slurm", "slurm_conf": str(slurm.conf), "bin_dir": slurm.bin_dir,
-                                        "run_as": POOL, "timeout_seconds": 30.0}},
+    yield module_serve(config={"lrms": slurm.lrms(run_as=POOL, timeout_seconds=30.0)},
                        users={"alice": "alice", "bob": "bob"})
 
 
@@ -302,8 +293,7 @@ def test_no_job_is_submitted_as_root(slurm: SlurmCluster, module_serve: ServerFa
     accounts = tmp_path / "accounts"
     accounts.write_text("alice root\n")
     before = slurm.run("squeue", "-h", "-o", "%i").split()
-    mapped = module_serve(config={"lrms": {"type": "slurm", "slurm_conf": str(slurm.conf), "bin_dir": slurm.bin_dir,
-                                           "run_as_map": str(accounts), "run_as_owner": True}},
+    mapped = module_serve(config={"lrms": slurm.lrms(run_as_map=str(accounts), run_as_owner=True)},
                           users={"alice": "alice", "root": "root"})
     reply = post(mapped, sleeper(), token="alice")
     assert reply.is_error(403) and "never run as root" in reply.json()["error"], reply.body
@@ -367,8 +357,7 @@ def own_account() -> Iterator[pwd.struct_passwd]:
 @pytest.mark.skipif(os.geteuid() != 0, reason="submitting as another account needs root")
 def test_an_owner_submits_as_its_own_account_and_keeps_its_rights_after_a_restart(
         slurm: SlurmCluster, module_serve: ServerFactory, own_account: pwd.struct_passwd) -> None:
-    site = module_serve(config={"lrms": {"type": "slurm", "slurm_conf": str(slurm.conf), "bin_dir": slurm.bin_dir,
-                                         "run_as": POOL, "run_as_owner": True, "min_uid": 1000}},
+    site = module_serve(config={"lrms": slurm.lrms(run_as=POOL, run_as_owner=True, min_uid=1000)},
                         users={"own": OWN_ACCOUNT, "alice": "alice"})
     own = post(site, sleeper(), token="own").json()["id"]
     pooled = post(site, sleeper(), token="alice").json()["id"]
@@ -381,8 +370,7 @@ def test_an_owner_submits_as_its_own_account_and_keeps_its_rights_after_a_restar
 
 
 def test_slurm_out_of_reach_is_a_503_saying_why(slurm: SlurmCluster, module_serve: ServerFactory) -> None:
-    site = module_serve(config={"lrms": {"type": "slurm", "slurm_conf": str(slurm.conf), "bin_dir": slurm.bin_dir,
-                                         "run_as": POOL, "timeout_seconds": 5.0}}, users={"alice": "alice"})
+    site = module_serve(config={"lrms": slurm.lrms(run_as=POOL, timeout_seconds=5.0)}, users={"alice": "alice"})
     slurm.stop_controller()
     try:
         reply = post(site, sleeper(), token="alice")

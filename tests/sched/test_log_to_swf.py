@@ -5,7 +5,6 @@ Parallel Workloads Archive are judged on such traces, so a wrong field would be 
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import io
 import subprocess
 import sys
@@ -16,16 +15,11 @@ import pytest
 
 from infosvc.codec.swf import parse_swf, read_swf
 from infosvc.sched.simulation import trace_jobs
-
-ROOT = Path(__file__).resolve().parents[2]
+from support import ROOT, bench_module
 
 
 def converter() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("log_to_swf", ROOT / "bench" / "log_to_swf.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("log_to_swf")
 
 
 def torque_end(ident: str, user: str, qtime: int, start: int, end: int, nodes: str = "1:ppn=1",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gc
 import gzip
-import importlib.util
 import json
 import subprocess
 import sys
@@ -21,19 +20,15 @@ import pytest
 from infosvc.codec.swf import MAX_LINE, parse_swf, read_swf
 from infosvc.sched import Policy
 from infosvc.sched.simulation import simulate, trace_jobs
+from support import ROOT, bench_module
 
-ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT / "tests" / "fixtures" / "traces"
 NASA = TRACES / "NASA-iPSC-1993-3.1-cln.swf.gz"
 LUBLIN = TRACES / "lublin_256.swf.gz"
 
 
 def plain_sim() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("plain_sim", ROOT / "bench" / "plain_sim.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("plain_sim")
 
 
 @pytest.mark.parametrize("path", [NASA, LUBLIN], ids=["nasa", "lublin"])

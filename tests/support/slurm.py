@@ -24,6 +24,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -144,6 +145,10 @@ class SlurmCluster:
     @property
     def bin_dir(self) -> str:
         return str(Path(binary("sinfo")).parent)
+
+    def lrms(self, **settings: object) -> dict[str, object]:
+        """The server's `[lrms]` for this cluster, with `settings` beside its own."""
+        return {"type": "slurm", "slurm_conf": str(self.conf), "bin_dir": self.bin_dir, **settings}
 
     def run(self, *args: str, check: bool = True, timeout: float = 60) -> str:
         """A Slurm command (`sinfo`, `squeue`, `scontrol` ...) against this cluster; its stdout."""
@@ -300,6 +305,20 @@ def running(directory: Path, layout: Layout | None = None) -> Iterator[SlurmClus
         yield cluster.start()
     finally:
         cluster.stop()
+
+
+@contextmanager
+def readable(prefix: str) -> Iterator[SlurmCluster]:
+    """A started cluster whose directory (its slurm.conf) other accounts may read, as they read
+    /etc/slurm (pytest's own directories are root's alone): for a server that runs sbatch as a pool
+    account or an owner's own; removed at the end."""
+    directory = Path(tempfile.mkdtemp(prefix=prefix))
+    directory.chmod(0o755)
+    try:
+        with running(directory) as cluster:
+            yield cluster
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
