@@ -135,9 +135,6 @@ class Rendering:
     def prune(self) -> None:
         """Drop the fragments of hosts the tree no longer holds (on the event loop: `parts_of` and
         `entity_parts_of`, in a worker thread, leave it to their caller)."""
-        self._prune()
-
-    def _prune(self) -> None:
         hosts, cache = self.source.hosts, self._cache
         if len(cache) > len(hosts):
             # list(): one step under the GIL, as a worker thread may add to the cache meanwhile
@@ -148,14 +145,14 @@ class Rendering:
     def tree(self) -> bytes:
         """The whole tree."""
         body = self.documents.tree(self._view(), self.fragment)
-        self._prune()
+        self.prune()
         return body
 
     def tree_parts(self) -> list[bytes]:
         """The whole tree as the parts of one document (each host's cached fragment among them:
         written in turn, never joined, web.pretty.Joined)."""
         parts = self.documents.tree_parts(self._view(), self.fragment)
-        self._prune()
+        self.prune()
         return parts
 
     def parts_of(self, frozen: FrozenTree) -> Parts:
@@ -200,14 +197,14 @@ class Rendering:
             body = documents.cluster_document(tree, found, self.fragment)
         else:
             body = documents.computing_element_document(tree, found)
-        self._prune()
+        self.prune()
         return body
 
     def host_parts(self, hosts: Iterable[Host]) -> list[bytes]:
         """These hosts, in the order given, as the parts of one document (each host's cached
         fragment among them: written in turn, never joined, web.pretty.Joined)."""
         parts = self.documents.host_parts([self._fragment_in_tree(host) for host in hosts])
-        self._prune()
+        self.prune()
         return parts
 
     def hosts(self, hosts: Iterable[Host]) -> bytes:
